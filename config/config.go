@@ -1,0 +1,275 @@
+package config
+
+import "time"
+
+// Config is one job: where it reads, what it computes, where it writes, and
+// how strongly it promises that results are exact. The zero value is not
+// useful; Load and Parse return a Config with every default applied.
+type Config struct {
+	// Name identifies the job. It names the internal topics
+	// (<name>-checkpoints, <name>-state), the transactional ids and the
+	// consumer group that shows lag. Changing it starts a new job from
+	// scratch. Required. Flink: pipeline.name; Kafka Streams: application.id.
+	Name string `yaml:"name"`
+
+	// Guarantee is the delivery guarantee: at_most_once, at_least_once or
+	// exactly_once. Default exactly_once.
+	Guarantee Guarantee `yaml:"guarantee"`
+
+	// Workers is the number of keyed-operator goroutines key groups are
+	// spread over. Default 0: one per CPU (GOMAXPROCS). Flink: parallelism.
+	Workers int `yaml:"workers"`
+
+	Kafka      Kafka      `yaml:"kafka"`
+	Checkpoint Checkpoint `yaml:"checkpoint"`
+	Sources    []Source   `yaml:"sources"`
+	Steps      []Step     `yaml:"steps"`
+	Sinks      []Sink     `yaml:"sinks"`
+	Admin      Admin      `yaml:"admin"`
+	Logging    Logging    `yaml:"logging"`
+}
+
+// Guarantee is a delivery guarantee level.
+type Guarantee string
+
+const (
+	AtMostOnce  Guarantee = "at_most_once"
+	AtLeastOnce Guarantee = "at_least_once"
+	ExactlyOnce Guarantee = "exactly_once"
+)
+
+// Kafka is how the job connects to its cluster.
+type Kafka struct {
+	// Brokers are the seed brokers, host:port. Required (at least one).
+	// Java client: bootstrap.servers.
+	Brokers []string `yaml:"brokers"`
+	// ClientID is sent with every request. Default "pipeline-<name>".
+	ClientID string `yaml:"client_id"`
+	// TransactionTimeout is the producer's transaction timeout. It must
+	// cover checkpoint.interval + checkpoint.timeout and be at most the
+	// brokers' transaction.max.timeout.ms. Default 60s.
+	// Java client: transaction.timeout.ms.
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+	TLS                TLS           `yaml:"tls"`
+	SASL               SASL          `yaml:"sasl"`
+}
+
+// TLS configures an encrypted connection. Setting any file enables TLS.
+type TLS struct {
+	// Enabled turns TLS on with the system roots when no file is given.
+	// Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of roots to trust instead of the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and key, for
+	// mutual TLS. Both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the name checked in the broker's certificate.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify disables certificate checks. Default false.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASL configures authentication. Empty mechanism: none.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. Default: none.
+	Mechanism SASLMechanism `yaml:"mechanism"`
+	// Username and Password are required when Mechanism is set.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// SASLMechanism names a SASL mechanism.
+type SASLMechanism string
+
+const (
+	SASLNone        SASLMechanism = ""
+	SASLPlain       SASLMechanism = "PLAIN"
+	SASLScramSHA256 SASLMechanism = "SCRAM-SHA-256"
+	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
+)
+
+// Checkpoint configures consistent checkpoints (and, under exactly_once,
+// the transactions they commit).
+type Checkpoint struct {
+	// Interval between the starts of two checkpoints. Default 1s.
+	// Flink: execution.checkpointing.interval; Kafka Streams:
+	// commit.interval.ms.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout after which an unfinished checkpoint is aborted and the job
+	// restarts from the last complete one. Default 30s.
+	// Flink: execution.checkpointing.timeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// MinPause is the least time between the end of one checkpoint and the
+	// start of the next. Default 0. Flink: execution.checkpointing.min-pause.
+	MinPause time.Duration `yaml:"min_pause"`
+	// KeyGroups is the number of key groups keyed state is split into
+	// (hash(key) mod KeyGroups). Fixed for the life of the job: it is the
+	// most workers the job can ever use. Default 128, range 1..32768.
+	// Flink: pipeline.max-parallelism.
+	KeyGroups int `yaml:"key_groups"`
+	// ReplicationFactor of the job's internal topics (checkpoints and
+	// state), when they are created. Default -1: the brokers' default.
+	ReplicationFactor int `yaml:"replication_factor"`
+}
+
+// StartPosition says where a source starts when no checkpoint exists.
+type StartPosition struct {
+	// Kind is earliest, latest or timestamp.
+	Kind StartKind
+	// At is the timestamp for Kind == StartAtTimestamp.
+	At time.Time
+}
+
+// StartKind is the kind of a StartPosition.
+type StartKind string
+
+const (
+	StartEarliest    StartKind = "earliest"
+	StartLatest      StartKind = "latest"
+	StartAtTimestamp StartKind = "timestamp"
+)
+
+// Format is the encoding of record values.
+type Format string
+
+const (
+	FormatJSON Format = "json"
+	FormatRaw  Format = "raw"
+)
+
+// Source reads every partition of its topics.
+type Source struct {
+	// ID is the stable operator id of this source (its offsets are state).
+	// Default "source-<index>".
+	ID string `yaml:"id"`
+	// Topics to read. Required (at least one).
+	Topics []string `yaml:"topics"`
+	// Start is where to begin when the job has no checkpoint: earliest,
+	// latest, or an RFC 3339 timestamp. Default earliest.
+	// Java client: auto.offset.reset.
+	Start StartPosition `yaml:"start"`
+	// Format of record values: json or raw. Default json.
+	Format Format `yaml:"format"`
+}
+
+// Step is one stage of the chain. Exactly one of Filter, Map, KeyBy and
+// Aggregate is set.
+type Step struct {
+	// ID is the stable operator id (state maps to operators by it).
+	// Default "<kind>-<index>", e.g. "aggregate-3".
+	ID string `yaml:"id"`
+	// Filter keeps a record when the expression is true.
+	Filter string `yaml:"filter"`
+	// Map replaces a JSON record with an object whose fields are the
+	// given expressions, in the order written.
+	Map []Field `yaml:"map"`
+	// KeyBy sets the record's group key to the expression's value.
+	KeyBy string `yaml:"key_by"`
+	// Aggregate reduces records per group key.
+	Aggregate *Aggregate `yaml:"aggregate"`
+}
+
+// StepKind names what a Step does.
+type StepKind string
+
+const (
+	StepFilter    StepKind = "filter"
+	StepMap       StepKind = "map"
+	StepKeyBy     StepKind = "key_by"
+	StepAggregate StepKind = "aggregate"
+)
+
+// Kind reports which of the step's fields is set.
+func (s Step) Kind() StepKind {
+	switch {
+	case s.Filter != "":
+		return StepFilter
+	case s.Map != nil:
+		return StepMap
+	case s.KeyBy != "":
+		return StepKeyBy
+	case s.Aggregate != nil:
+		return StepAggregate
+	}
+	return ""
+}
+
+// Field is a named expression, in configuration order.
+type Field struct {
+	Name string
+	Expr string
+}
+
+// Aggregate is a running (not windowed) reduce per group key.
+type Aggregate struct {
+	// Emit is every_record (one output per input: the running value) or
+	// on_checkpoint (each changed key once per checkpoint: an upsert
+	// stream). Default every_record.
+	Emit EmitMode `yaml:"emit"`
+	// Values are the named aggregates, e.g. "count: count()",
+	// "sum: sum(n)", in output order. Required (at least one).
+	Values []AggregateValue `yaml:"values"`
+}
+
+// EmitMode says when an aggregate emits.
+type EmitMode string
+
+const (
+	EmitEveryRecord  EmitMode = "every_record"
+	EmitOnCheckpoint EmitMode = "on_checkpoint"
+)
+
+// AggregateValue is one named aggregate: Func applied to Arg.
+type AggregateValue struct {
+	Name string
+	Func AggregateFunc
+	// Arg is the expression aggregated; empty for count.
+	Arg string
+}
+
+// AggregateFunc is an aggregate function.
+type AggregateFunc string
+
+const (
+	AggCount AggregateFunc = "count"
+	AggSum   AggregateFunc = "sum"
+	AggMin   AggregateFunc = "min"
+	AggMax   AggregateFunc = "max"
+	AggAvg   AggregateFunc = "avg"
+	AggFirst AggregateFunc = "first"
+	AggLast  AggregateFunc = "last"
+)
+
+// Sink writes results to a topic.
+type Sink struct {
+	// Topic to write. Required; must not be one of the sources' topics.
+	Topic string `yaml:"topic"`
+	// Key is an expression for the record key. Default: the group key
+	// after key_by, otherwise no key.
+	Key string `yaml:"key"`
+	// Format of record values: json or raw. Default json.
+	Format Format `yaml:"format"`
+	// DeadLetterTopic receives records that could not be decoded or
+	// evaluated, with the reason in headers. Default "<name>-dead-letter".
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+}
+
+// Admin is the HTTP listener for /metrics, health and the admin API.
+type Admin struct {
+	// Listen address. Default "127.0.0.1:8080"; empty string "off"
+	// disables it.
+	Listen string `yaml:"listen"`
+	// Token is the bearer token required by endpoints that change state.
+	// Default: none, and those endpoints are refused.
+	Token string `yaml:"token"`
+}
+
+// Logging configures log/slog output.
+type Logging struct {
+	// Level: debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format: text or json. Default text.
+	Format string `yaml:"format"`
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test with the race detector against one real Kafka broker
+# shared by all packages (`make test`). With KAFKA_BOOTSTRAP already set,
+# that cluster is used instead and nothing is started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+  go build -o bin/kafka-local ./cmd/kafka-local
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/pipeline-test-kafka.XXXXXX")
+  status=1
+  cleanup() {
+    bin/kafka-local down -dir "$dir" >/dev/null || true
+    if [ "$status" -eq 0 ]; then
+      rm -rf "$dir"
+    else
+      echo "test broker logs kept in $dir" >&2
+    fi
+  }
+  trap cleanup EXIT
+  bin/kafka-local up -dir "$dir" -port 0 >/dev/null
+  KAFKA_BOOTSTRAP=$(cat "$dir/bootstrap")
+  export KAFKA_BOOTSTRAP
+  echo "shared test broker: $KAFKA_BOOTSTRAP (logs in $dir)"
+fi
+
+set +e
+go test -race -count=1 -timeout 20m ./... "$@"
+status=$?
+set -e
+exit "$status"
