@@ -1,0 +1,12 @@
+// Package kread reads a topic from its start to its last stable offset with
+// read_committed, exactly once through, and stops: how a job restores its
+// checkpoint and state topics, and how tests read a job's whole output.
+//
+// Knowing where "the end" is needs care under transactions: the last data
+// record is often followed by commit or abort markers (and aborted records),
+// which a read_committed consumer never returns. The reader therefore also
+// asks for control records and stops at the first offset at or past the
+// last stable offset listed before reading. Every transaction ends with a
+// marker and the active segment is never compacted, so the record at LSO-1
+// always exists to be seen.
+package kread

@@ -1,0 +1,14 @@
+// Package sink writes a job's results to Kafka under the job's guarantee.
+//
+//   - at_most_once: an idempotent producer, no checkpoint coordination.
+//   - at_least_once: an idempotent producer flushed before each checkpoint
+//     commits; replay after a crash may repeat outputs.
+//   - exactly_once: one Kafka transaction per checkpoint epoch, holding the
+//     epoch's output records, its state changelog records and the checkpoint
+//     record itself, so "checkpoint N complete" and "transaction N
+//     committed" are the same event (DESIGN.md §2). Records that arrive
+//     after barrier N never enter transaction N.
+//
+// Records that cannot be decoded or evaluated go to the sink's dead-letter
+// topic, inside the same transaction, with the reason in headers.
+package sink

@@ -1,0 +1,190 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
+
+// Discover lists every partition of the topics, sorted. A missing topic is
+// an error: a job must not silently read nothing.
+func Discover(ctx context.Context, adm *kadm.Client, topics []string) ([]TopicPartition, error) {
+	md, err := adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("metadata for source topics %v: %w", topics, err)
+	}
+	var tps []TopicPartition
+	for _, topic := range topics {
+		td, ok := md.Topics[topic]
+		if !ok || td.Err != nil {
+			reason := "not found"
+			if ok {
+				reason = td.Err.Error()
+			}
+			return nil, fmt.Errorf("source topic %q: %s", topic, reason)
+		}
+		for p := range td.Partitions {
+			tps = append(tps, TopicPartition{topic, p})
+		}
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	return tps, nil
+}
+
+// ResolveStart turns the configured start position into a concrete offset
+// for every partition without a checkpointed one. Resolving once, up front,
+// makes every partition's position known from the first checkpoint on: a
+// "latest" job that restarts before reading anything resumes where it first
+// looked, not at a later end.
+func ResolveStart(ctx context.Context, adm *kadm.Client, tps []TopicPartition, start config.StartPosition) (map[TopicPartition]int64, error) {
+	topics := topicsOf(tps)
+	var (
+		listed kadm.ListedOffsets
+		err    error
+	)
+	switch start.Kind {
+	case config.StartEarliest, "":
+		listed, err = adm.ListStartOffsets(ctx, topics...)
+	case config.StartLatest:
+		listed, err = adm.ListEndOffsets(ctx, topics...)
+	case config.StartAtTimestamp:
+		listed, err = adm.ListOffsetsAfterMilli(ctx, start.At.UnixMilli(), topics...)
+	default:
+		return nil, fmt.Errorf("unknown start position %q", start.Kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s offsets of %v: %w", start.Kind, topics, err)
+	}
+	out := make(map[TopicPartition]int64, len(tps))
+	for _, tp := range tps {
+		lo, ok := listed.Lookup(tp.Topic, tp.Partition)
+		if !ok {
+			return nil, fmt.Errorf("no %s offset listed for %s", start.Kind, tp)
+		}
+		if lo.Err != nil {
+			return nil, fmt.Errorf("listing %s offset of %s: %w", start.Kind, tp, lo.Err)
+		}
+		out[tp] = lo.Offset
+	}
+	return out, nil
+}
+
+func topicsOf(tps []TopicPartition) []string {
+	seen := map[string]bool{}
+	var topics []string
+	for _, tp := range tps {
+		if !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			topics = append(topics, tp.Topic)
+		}
+	}
+	return topics
+}
+
+// Reader reads a fixed set of partitions from given offsets with
+// read_committed, and tracks the next offset of each: the source's state.
+// It is used by one goroutine.
+type Reader struct {
+	cl   *kgo.Client
+	next map[TopicPartition]int64
+}
+
+// NewReader starts reading each partition at its offset. conn are the
+// connection options (kclient.Options).
+func NewReader(conn []kgo.Opt, offsets map[TopicPartition]int64, extra ...kgo.Opt) (*Reader, error) {
+	assign := map[string]map[int32]kgo.Offset{}
+	next := make(map[TopicPartition]int64, len(offsets))
+	for tp, off := range offsets {
+		if assign[tp.Topic] == nil {
+			assign[tp.Topic] = map[int32]kgo.Offset{}
+		}
+		assign[tp.Topic][tp.Partition] = kgo.NewOffset().At(off)
+		next[tp] = off
+	}
+	opts := append(append([]kgo.Opt{}, conn...),
+		kgo.ConsumePartitions(assign),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A checkpointed offset below the log start means retention removed
+		// the data: resume at the earliest record that still exists.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{cl: cl, next: next}, nil
+}
+
+// Poll waits for up to max records (all partitions together). Errors are
+// returned only when reading cannot go on; data-loss notices (offsets
+// reset after retention) are skipped, as the reset already happened.
+func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
+	fs := r.cl.PollRecords(ctx, max)
+	if fs.IsClientClosed() {
+		return nil, kgo.ErrClientClosed
+	}
+	var errs []error
+	fs.EachError(func(topic string, p int32, err error) {
+		var loss *kgo.ErrDataLoss
+		if errors.As(err, &loss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		errs = append(errs, fmt.Errorf("reading %s/%d: %w", topic, p, err))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return fs.Records(), nil
+}
+
+// Advance records that rec has been handed downstream: its partition's
+// position moves past it.
+func (r *Reader) Advance(rec *kgo.Record) {
+	r.next[TopicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
+}
+
+// Positions returns the next offset of every partition, sorted.
+func (r *Reader) Positions() []Position {
+	ps := make([]Position, 0, len(r.next))
+	for tp, off := range r.next {
+		ps = append(ps, Position{tp, off})
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Topic != ps[j].Topic {
+			return ps[i].Topic < ps[j].Topic
+		}
+		return ps[i].Partition < ps[j].Partition
+	})
+	return ps
+}
+
+// Position is the next offset to read of one partition.
+type Position struct {
+	TopicPartition
+	Offset int64
+}
+
+// Close stops reading.
+func (r *Reader) Close() { r.cl.Close() }

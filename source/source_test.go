@@ -1,0 +1,137 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/kafkatest"
+)
+
+func TestMain(m *testing.M) { kafkatest.Main(m) }
+
+// produce writes n records "p<partition>-<i>" to each partition, the ones
+// in [abortFrom, n) of partition 0 inside an aborted transaction.
+func produce(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int32, n int) {
+	t.Helper()
+	cl := kafkatest.Client(t, brokers, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < n; i++ {
+			r := &kgo.Record{Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, i)), Timestamp: time.UnixMilli(int64(1_000_000 + i))}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestReaderReadsCommittedAndTracksPositions(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	produce(ctx, t, k.Bootstrap(), topic, 3, 5)
+
+	// An aborted transaction on partition 1 must never be read.
+	txn := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(topic+"-txn"), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("aborted")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	adm := kadm.NewClient(kafkatest.Client(t, k.Bootstrap()))
+	tps, err := Discover(ctx, adm, []string{topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tps) != 3 || tps[0].Partition != 0 || tps[2].Partition != 2 {
+		t.Fatalf("Discover = %v", tps)
+	}
+	offsets, err := ResolveStart(ctx, adm, tps, config.StartPosition{Kind: config.StartEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Resume partition 0 as a checkpoint would: after its first 2 records.
+	offsets[TopicPartition{topic, 0}] = 2
+
+	r, err := NewReader([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, offsets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for len(got) < 3+5+5 {
+		recs, err := r.Poll(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			got = append(got, string(rec.Value))
+			r.Advance(rec)
+		}
+	}
+	all := strings.Join(got, ",")
+	if strings.Contains(all, "aborted") || strings.Contains(all, "p0-0") || strings.Contains(all, "p0-1") {
+		t.Fatalf("read %v: aborted or skipped records came through", got)
+	}
+	want := fmt.Sprint([]Position{{TopicPartition{topic, 0}, 5}, {TopicPartition{topic, 1}, 5}, {TopicPartition{topic, 2}, 5}})
+	if got := fmt.Sprint(r.Positions()); got != want {
+		t.Fatalf("Positions = %s, want %s", got, want)
+	}
+}
+
+func TestResolveStart(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produce(ctx, t, k.Bootstrap(), topic, 2, 4) // timestamps 1_000_000 .. 1_000_003 ms
+	adm := kadm.NewClient(kafkatest.Client(t, k.Bootstrap()))
+	tps, err := Discover(ctx, adm, []string{topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		start config.StartPosition
+		want  int64
+	}{
+		{config.StartPosition{Kind: config.StartEarliest}, 0},
+		{config.StartPosition{Kind: config.StartLatest}, 4},
+		{config.StartPosition{Kind: config.StartAtTimestamp, At: time.UnixMilli(1_000_002)}, 2},
+	} {
+		got, err := ResolveStart(ctx, adm, tps, tc.start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range tps {
+			if got[tp] != tc.want {
+				t.Errorf("%s: %s starts at %d, want %d", tc.start.Kind, tp, got[tp], tc.want)
+			}
+		}
+	}
+}
+
+func TestDiscoverMissingTopic(t *testing.T) {
+	k := kafkatest.Broker(t)
+	adm := kadm.NewClient(kafkatest.Client(t, k.Bootstrap()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Discover(ctx, adm, []string{"no-such-topic-" + kafkatest.Topic(t, "x")})
+	if err == nil || !strings.Contains(err.Error(), "source topic") {
+		t.Fatalf("got %v, want a clear missing-topic error", err)
+	}
+}
