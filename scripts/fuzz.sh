@@ -9,6 +9,6 @@ grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do
   pkg=./$(dirname "${f#./}")
   grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r target; do
     echo "== $pkg $target ($fuzztime)"
-    go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg"
+    go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" -fuzzminimizetime=2s "$pkg"
   done
 done

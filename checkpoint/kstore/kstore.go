@@ -1,0 +1,112 @@
+package kstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/internal/kread"
+)
+
+// StateTopic returns the name of job's compacted state changelog topic.
+func StateTopic(job string) string { return job + "-state" }
+
+// topicConfigs for both internal topics: compacted, with segments that roll
+// so compaction actually runs on a busy job.
+func topicConfigs() map[string]*string {
+	s := func(v string) *string { return &v }
+	return map[string]*string{
+		"cleanup.policy":            s("compact"),
+		"segment.ms":                s("3600000"),
+		"min.cleanable.dirty.ratio": s("0.5"),
+		"min.compaction.lag.ms":     s("0"),
+	}
+}
+
+// Ensure creates the job's checkpoint and state topics if they are missing
+// (replication -1 means the brokers' default), and refuses existing ones
+// that are not compacted: a deleting topic would lose state silently.
+func Ensure(ctx context.Context, adm *kadm.Client, job string, replication int) error {
+	topics := []string{checkpoint.TopicName(job), StateTopic(job)}
+	for _, topic := range topics {
+		resp, err := adm.CreateTopic(ctx, 1, int16(replication), topicConfigs(), topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("creating internal topic %s: %w", topic, err)
+		}
+	}
+	described, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("describing internal topics: %w", err)
+	}
+	for _, rc := range described {
+		if rc.Err != nil {
+			return fmt.Errorf("describing internal topic %s: %w", rc.Name, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" && c.MaybeValue() != "compact" {
+				return fmt.Errorf("internal topic %s has cleanup.policy=%s; it must be compact (or the job loses state as it ages): fix the topic or use another job name", rc.Name, c.MaybeValue())
+			}
+		}
+	}
+	return nil
+}
+
+// Latest returns the newest committed checkpoint of job, or nil when the
+// job has none. conn are the connection options (kclient.Options).
+func Latest(ctx context.Context, conn []kgo.Opt, job string) (*checkpoint.Record, error) {
+	var latest *checkpoint.Record
+	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
+		if string(r.Key) != job {
+			return nil // another job sharing the topic by mistake: not ours
+		}
+		if r.Value == nil {
+			latest = nil // a tombstone: the job's checkpoints were reset
+			return nil
+		}
+		rec, err := checkpoint.DecodeRecord(r.Value)
+		if err != nil {
+			return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		if latest != nil && rec.ID <= latest.ID {
+			return fmt.Errorf("checkpoint %d at offset %d follows checkpoint %d: ids must increase", rec.ID, r.Offset, latest.ID)
+		}
+		latest = rec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return latest, nil
+}
+
+// ReadState calls fn with every committed changelog record of job's state
+// topic in topic order (later records override earlier ones; a nil value is
+// a delete).
+func ReadState(ctx context.Context, conn []kgo.Opt, job string, fn func(key, value []byte) error) error {
+	return kread.All(ctx, conn, StateTopic(job), func(r *kgo.Record) error {
+		return fn(r.Key, r.Value)
+	})
+}
+
+// CheckpointRecord builds the Kafka record that makes checkpoint rec
+// durable, for the transaction that commits it.
+func CheckpointRecord(rec *checkpoint.Record) (*kgo.Record, error) {
+	value, err := checkpoint.EncodeRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: checkpoint.TopicName(rec.Job), Key: []byte(rec.Job), Value: value}, nil
+}
+
+// StateRecord builds the Kafka record of one changelog entry.
+func StateRecord(job string, key, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: StateTopic(job), Key: key, Value: value}
+}

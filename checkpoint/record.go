@@ -1,0 +1,122 @@
+package checkpoint
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Record is checkpoint N as written into transaction N: the value of the
+// job's compacted checkpoint topic (TopicName), keyed by the job name, so
+// compaction keeps the newest committed one. Together with the state topic
+// it is everything a restart needs. Encode it with EncodeRecord.
+//
+// A Record is canonical: its lists are sorted and free of duplicates (call
+// Normalize), so one Record has exactly one encoding.
+type Record struct {
+	ID  ID
+	Job string
+	// ConfigFingerprint identifies the job's configuration (a hash chosen
+	// by the caller); a change is allowed but reported by Compatible.
+	ConfigFingerprint string
+	// KeyGroups is the job's fixed key-group count (hash(key) mod KeyGroups).
+	KeyGroups int
+	// OperatorIDs are the stateful operators (sources included: offsets are
+	// their state) whose state this checkpoint holds, sorted.
+	OperatorIDs []string
+	// Offsets are the next offsets to read, sorted by topic then partition.
+	Offsets []SourceOffset
+	// CreatedUnixMilli is the wall-clock creation time given by the caller,
+	// in Unix milliseconds. Informational: never used to order checkpoints.
+	CreatedUnixMilli int64
+	// Guarantee is the job's delivery guarantee (e.g. "exactly_once").
+	Guarantee string
+	// State summarises each operator's state, sorted by operator, for
+	// metrics and the checkpoints CLI.
+	State []StateSummary
+}
+
+// SourceOffset is the next offset to read from one partition.
+type SourceOffset struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// StateSummary is the size of one operator's state at the checkpoint.
+type StateSummary struct {
+	Operator string
+	Keys     uint64
+	Bytes    uint64
+}
+
+// ErrInvalidRecord: EncodeRecord was given a Record that is not canonical or
+// misses a required field.
+var ErrInvalidRecord = errors.New("invalid checkpoint record")
+
+// TopicName returns the name of job's compacted checkpoint topic.
+func TopicName(job string) string { return job + "-checkpoints" }
+
+// Created returns CreatedUnixMilli as a UTC time.
+func (r *Record) Created() time.Time { return time.UnixMilli(r.CreatedUnixMilli).UTC() }
+
+// Normalize sorts r's lists into canonical order. It does not remove
+// duplicates: two offsets for one partition are a caller's bug that Validate
+// reports rather than hides.
+func (r *Record) Normalize() {
+	slices.Sort(r.OperatorIDs)
+	slices.SortFunc(r.Offsets, compareOffsets)
+	slices.SortFunc(r.State, func(a, b StateSummary) int { return cmp.Compare(a.Operator, b.Operator) })
+}
+
+func compareOffsets(a, b SourceOffset) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+}
+
+// Validate reports every way r is not a canonical, complete record. The
+// decoder applies the same rules, so a decoded record always re-encodes to
+// the same bytes.
+func (r *Record) Validate() error {
+	var errs []error
+	if r.ID == 0 {
+		errs = append(errs, errors.New("id: must not be 0"))
+	}
+	if r.Job == "" {
+		errs = append(errs, errors.New("job: required"))
+	}
+	if r.KeyGroups < 1 || r.KeyGroups > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("key groups %d: must be in 1..%d", r.KeyGroups, math.MaxInt32))
+	}
+	for i, op := range r.OperatorIDs {
+		if op == "" {
+			errs = append(errs, fmt.Errorf("operator_ids[%d]: empty", i))
+		}
+		if i > 0 && r.OperatorIDs[i-1] >= op {
+			errs = append(errs, fmt.Errorf("operator_ids[%d] %q: not after %q (sorted, no duplicates)", i, op, r.OperatorIDs[i-1]))
+		}
+	}
+	for i, o := range r.Offsets {
+		if o.Topic == "" {
+			errs = append(errs, fmt.Errorf("offsets[%d]: empty topic", i))
+		}
+		if o.Partition < 0 {
+			errs = append(errs, fmt.Errorf("offsets[%d] %s/%d: negative partition", i, o.Topic, o.Partition))
+		}
+		if i > 0 && compareOffsets(r.Offsets[i-1], o) >= 0 {
+			p := r.Offsets[i-1]
+			errs = append(errs, fmt.Errorf("offsets[%d] %s/%d: not after %s/%d (sorted by topic, partition; no duplicates)", i, o.Topic, o.Partition, p.Topic, p.Partition))
+		}
+	}
+	for i, s := range r.State {
+		if s.Operator == "" {
+			errs = append(errs, fmt.Errorf("state[%d]: empty operator", i))
+		}
+		if i > 0 && r.State[i-1].Operator >= s.Operator {
+			errs = append(errs, fmt.Errorf("state[%d] %q: not after %q (sorted, no duplicates)", i, s.Operator, r.State[i-1].Operator))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,163 @@
+package state
+
+import (
+	"iter"
+	"slices"
+	"strings"
+)
+
+// Entry is one key of a Delta or of a full export.
+type Entry struct {
+	Group KeyGroup
+	Key   []byte
+	// Value is the encoded value; nil if and only if Deleted. A value that
+	// encodes to zero bytes is empty but not nil, because Kafka keeps the
+	// two apart: a nil record value is a tombstone, an empty one is not.
+	Value   []byte
+	Deleted bool
+}
+
+// Delta is what changed in one store since its previous Snapshot: one
+// Entry per changed key, sorted by key group, then by key bytes. Its
+// slices share one buffer owned by the Delta; the store never touches it
+// again.
+type Delta struct {
+	Operator string
+	Entries  []Entry
+}
+
+// Snapshot returns the changes since the previous Snapshot (or since the
+// store was created or restored) and starts a new, empty set of changes:
+// for every dirty key its current value, or a tombstone if it was deleted
+// and the changelog holds a value for it. A key put and deleted between
+// two snapshots appears in neither.
+//
+// The delta belongs to the checkpoint whose barrier the operator is
+// handling, and it must reach the changelog in that checkpoint's
+// transaction. If that checkpoint is aborted instead, this store no longer
+// matches the changelog (its changes were cleared but never written) and
+// must not produce another Snapshot: the job restarts from the last
+// completed checkpoint and rebuilds every store from the changelog with a
+// Restorer, so nothing here has to be undone.
+func (s *Store[V]) Snapshot() Delta {
+	d := Delta{Operator: s.operator}
+	if s.dirty == 0 {
+		return d
+	}
+	// Pass 1: sort each dirty list and encode the live values into the
+	// store's scratch buffer, noting each length in entry.size. That gives
+	// the delta's exact size, so pass 2 fills one buffer that never moves
+	// and cuts the entries straight from it.
+	scratch := s.scratch[:0]
+	n, size := 0, 0
+	for i := range s.byGroup {
+		g := &s.byGroup[i]
+		slices.SortFunc(g.dirty, func(a, b *entry[V]) int { return strings.Compare(a.key, b.key) })
+		for _, e := range g.dirty {
+			switch {
+			case !e.deleted:
+				v := len(scratch)
+				scratch = s.codec.Append(scratch, e.value)
+				s.bytes += int64(len(scratch) - v - e.size)
+				e.size = len(scratch) - v
+				size += e.size
+			case !e.persisted:
+				continue // deleted before it ever reached the changelog
+			}
+			n++
+			size += len(e.key)
+		}
+	}
+
+	// Pass 2: copy keys and values out, write tombstones, clear the dirty
+	// lists (keeping their capacity, not their entries).
+	buf := make([]byte, 0, size)
+	d.Entries = make([]Entry, 0, n)
+	values := scratch
+	for i := range s.byGroup {
+		g := &s.byGroup[i]
+		if len(g.dirty) == 0 {
+			continue
+		}
+		kg := s.rng.Start + KeyGroup(i)
+		for j, e := range g.dirty {
+			g.dirty[j] = nil
+			e.dirty = false
+			if e.deleted {
+				delete(g.entries, e.key)
+				if e.persisted {
+					d.Entries = append(d.Entries, Entry{Group: kg, Key: cut(&buf, e.key), Deleted: true})
+				}
+				continue
+			}
+			e.persisted = true
+			key := cut(&buf, e.key)
+			// Never nil, even when empty: buf is not nil.
+			value := cut(&buf, values[:e.size])
+			values = values[e.size:]
+			d.Entries = append(d.Entries, Entry{Group: kg, Key: key, Value: value})
+		}
+		g.dirty = g.dirty[:0]
+	}
+	s.dirty = 0
+	if cap(scratch) <= maxScratch {
+		s.scratch = scratch
+	} else {
+		s.scratch = nil // do not hold on to one exceptional epoch's buffer
+	}
+	return d
+}
+
+// maxScratch is the largest encoding buffer a store keeps between
+// snapshots.
+const maxScratch = 1 << 20
+
+// cut appends b to *buf, which has room for it, and returns the copy with
+// its capacity limited, so that an append by the caller reallocates
+// instead of overwriting the next entry.
+func cut[T string | []byte](buf *[]byte, b T) []byte {
+	start := len(*buf)
+	*buf = append(*buf, b...)
+	return (*buf)[start:len(*buf):len(*buf)]
+}
+
+// exportChunk bounds the buffers All hands out, so that a caller streaming
+// a large export does not keep one huge array alive.
+const exportChunk = 1 << 20
+
+// All yields every key with a value, encoded, in key-group then key order:
+// the full export a savepoint needs. It ignores and keeps the dirty sets.
+// Each yielded Entry owns its bytes (they are never reused), so it may be
+// handed to an asynchronous producer. The store must not be changed during
+// the iteration.
+func (s *Store[V]) All() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		var sorted []*entry[V]
+		var buf []byte
+		for i := range s.byGroup {
+			g := &s.byGroup[i]
+			sorted = sorted[:0]
+			for _, e := range g.entries {
+				if !e.deleted {
+					sorted = append(sorted, e)
+				}
+			}
+			slices.SortFunc(sorted, func(a, b *entry[V]) int { return strings.Compare(a.key, b.key) })
+			kg := s.rng.Start + KeyGroup(i)
+			for _, e := range sorted {
+				if buf == nil || len(buf) > exportChunk {
+					// A new chunk; append grows it as needed. Never a nil
+					// buf: an empty value must come out empty, not nil.
+					buf = make([]byte, 0, 4096)
+				}
+				k := len(buf)
+				buf = append(buf, e.key...)
+				v := len(buf)
+				buf = s.codec.Append(buf, e.value)
+				if !yield(Entry{Group: kg, Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]}) {
+					return
+				}
+			}
+		}
+	}
+}
