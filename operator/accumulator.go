@@ -1,0 +1,656 @@
+package operator
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// Accumulator is the running state of one aggregate function for one group
+// key. Implementations: *CountAcc, *SumAcc, *MinMaxAcc, *AvgAcc,
+// *FirstLastAcc.
+//
+// Check and Add take an expression result. Add either applies the value
+// or, when Check would fail, returns the same *RecordError and leaves the
+// accumulator unchanged; so an AggregateState can check every named value of
+// a record before adding any (all or nothing per record).
+//
+// The binary encoding is what the state changelog stores:
+//
+//	byte  encoding version (1)
+//	byte  function tag: count 1, sum 2, min 3, max 4, avg 5, first 6, last 7
+//	...   payload, per function (documented on each type)
+//
+// Integers are varints (zig-zag for signed), floats 8 bytes little endian
+// IEEE 754, JSON values compact JSON behind a uvarint length. UnmarshalBinary
+// rejects unknown versions, tags of another function, trailing bytes and
+// impossible values with an error; it never panics.
+type Accumulator interface {
+	Func() config.AggregateFunc
+	Check(v any) *RecordError
+	Add(v any) (changed bool, err *RecordError)
+	// Result is the JSON value to output: int64, float64, or for first and
+	// last any JSON value. nil before the first Add (except count: 0).
+	Result() any
+	AppendBinary(b []byte) ([]byte, error)
+	// appendResult appends the JSON of Result without boxing it: the
+	// output of every record goes through here.
+	appendResult(dst []byte) []byte
+	MarshalBinary() ([]byte, error)
+	UnmarshalBinary(b []byte) error
+}
+
+var (
+	_ Accumulator = (*CountAcc)(nil)
+	_ Accumulator = (*SumAcc)(nil)
+	_ Accumulator = (*MinMaxAcc)(nil)
+	_ Accumulator = (*AvgAcc)(nil)
+	_ Accumulator = (*FirstLastAcc)(nil)
+)
+
+// accVersion is the accumulator encoding version.
+const accVersion = 1
+
+// funcTags are the stable bytes for each function in the encoding.
+var funcTags = map[config.AggregateFunc]byte{
+	config.AggCount: 1,
+	config.AggSum:   2,
+	config.AggMin:   3,
+	config.AggMax:   4,
+	config.AggAvg:   5,
+	config.AggFirst: 6,
+	config.AggLast:  7,
+}
+
+// NewAccumulator returns an empty accumulator for fn.
+func NewAccumulator(fn config.AggregateFunc) (Accumulator, error) {
+	switch fn {
+	case config.AggCount:
+		return &CountAcc{}, nil
+	case config.AggSum:
+		return &SumAcc{}, nil
+	case config.AggMin, config.AggMax:
+		return &MinMaxAcc{max: fn == config.AggMax}, nil
+	case config.AggAvg:
+		return &AvgAcc{}, nil
+	case config.AggFirst, config.AggLast:
+		return &FirstLastAcc{last: fn == config.AggLast}, nil
+	}
+	return nil, fmt.Errorf("unknown aggregate function %q", fn)
+}
+
+// Numeric functions take numbers only: summing strings or nulls is a
+// mistake to report (CodeType), not something to guess a meaning for.
+func numberArg(fn config.AggregateFunc, v any) (number, *RecordError) {
+	n, ok := toNumber(v)
+	if !ok {
+		if f, isF := v.(float64); isF {
+			return n, &RecordError{Code: CodeType, Reason: string(fn) + "() of a non-finite number " + strconv.FormatFloat(f, 'g', -1, 64)}
+		}
+		return n, &RecordError{Code: CodeType, Reason: string(fn) + "() needs a number, got " + typeName(v)}
+	}
+	return n, nil
+}
+
+// header starts an encoding.
+func header(b []byte, fn config.AggregateFunc) []byte {
+	return append(b, accVersion, funcTags[fn])
+}
+
+// stateReader reads an encoding, remembering the first problem instead of
+// checking after each call.
+type stateReader struct {
+	b   []byte
+	err error
+}
+
+func (r *stateReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (r *stateReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *stateReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *stateReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *stateReader) float() float64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.fail("truncated float")
+		return 0
+	}
+	f := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+	r.b = r.b[8:]
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		r.fail("non-finite float")
+	}
+	return f
+}
+
+// bytes reads a uvarint length and that many bytes (aliasing the input).
+func (r *stateReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("length %d beyond end", n)
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// openAcc checks the header of an accumulator encoding.
+func openAcc(b []byte, fn config.AggregateFunc) stateReader {
+	r := stateReader{b: b}
+	if v := r.byte(); r.err == nil && v != accVersion {
+		r.fail("unknown accumulator encoding version %d", v)
+	}
+	if t := r.byte(); r.err == nil && t != funcTags[fn] {
+		r.fail("encoding of function tag %d, want %s (tag %d)", t, fn, funcTags[fn])
+	}
+	return r
+}
+
+// close reports the first problem, or trailing bytes.
+func (r *stateReader) close(fn config.AggregateFunc) error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d trailing bytes", len(r.b))
+	}
+	if r.err != nil {
+		return fmt.Errorf("decode %s state: %w", fn, r.err)
+	}
+	return nil
+}
+
+// Number kinds in encodings.
+const (
+	kindEmpty byte = 0
+	kindInt   byte = 1
+	kindFloat byte = 2
+)
+
+// CountAcc counts records. Payload: uvarint count.
+type CountAcc struct{ n int64 }
+
+func (a *CountAcc) Func() config.AggregateFunc { return config.AggCount }
+func (a *CountAcc) Check(any) *RecordError     { return nil }
+func (a *CountAcc) Add(any) (bool, *RecordError) {
+	a.n++
+	return true, nil
+}
+func (a *CountAcc) Result() any                    { return a.n }
+func (a *CountAcc) appendResult(dst []byte) []byte { return strconv.AppendInt(dst, a.n, 10) }
+func (a *CountAcc) AppendBinary(b []byte) ([]byte, error) {
+	return binary.AppendUvarint(header(b, config.AggCount), uint64(a.n)), nil
+}
+func (a *CountAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+func (a *CountAcc) UnmarshalBinary(b []byte) error {
+	r := openAcc(b, config.AggCount)
+	n := r.uvarint()
+	if r.err == nil && n > math.MaxInt64 {
+		r.fail("count %d out of range", n)
+	}
+	if err := r.close(config.AggCount); err != nil {
+		return err
+	}
+	a.n = int64(n)
+	return nil
+}
+
+// SumAcc sums numbers: an exact int64 while every input is an integer, a
+// float64 from the first float on. An integer sum that would leave int64 is
+// refused with CodeOverflow (the record goes to the dead-letter topic, the
+// sum stays exact): silently switching to float64 would make an "exact"
+// job's results approximate at a point nobody notices. A user who wants an
+// approximate sum of huge integers writes sum(float(x)). A float sum that
+// would become infinite is refused the same way.
+//
+// Payload: kind byte (1 int: zig-zag varint; 2 float: 8 bytes).
+type SumAcc struct{ s number }
+
+func (a *SumAcc) Func() config.AggregateFunc { return config.AggSum }
+
+func (a *SumAcc) next(v any) (number, *RecordError) {
+	n, err := numberArg(config.AggSum, v)
+	if err != nil {
+		return n, err
+	}
+	switch {
+	case !a.s.isFloat && !n.isFloat:
+		s, overflow := addInt64(a.s.i, n.i)
+		if overflow {
+			return n, &RecordError{Code: CodeOverflow, Reason: "sum() overflows int64 (" + strconv.FormatInt(a.s.i, 10) + " + " + strconv.FormatInt(n.i, 10) + "); use sum(float(x)) for an approximate sum"}
+		}
+		return number{i: s}, nil
+	}
+	s := a.s.float() + n.float()
+	if math.IsInf(s, 0) {
+		return n, &RecordError{Code: CodeOverflow, Reason: "sum() overflows float64"}
+	}
+	return number{isFloat: true, f: s}, nil
+}
+
+func (a *SumAcc) Check(v any) *RecordError {
+	_, err := a.next(v)
+	return err
+}
+
+func (a *SumAcc) Add(v any) (bool, *RecordError) {
+	s, err := a.next(v)
+	if err != nil {
+		return false, err
+	}
+	changed := s != a.s
+	a.s = s
+	return changed, nil
+}
+
+func (a *SumAcc) Result() any                    { return a.s.value() }
+func (a *SumAcc) appendResult(dst []byte) []byte { return a.s.appendJSON(dst) }
+
+func (a *SumAcc) AppendBinary(b []byte) ([]byte, error) {
+	return appendNumber(header(b, config.AggSum), a.s), nil
+}
+func (a *SumAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+func (a *SumAcc) UnmarshalBinary(b []byte) error {
+	r := openAcc(b, config.AggSum)
+	s, empty := readNumber(&r)
+	if r.err == nil && empty {
+		r.fail("empty sum")
+	}
+	if err := r.close(config.AggSum); err != nil {
+		return err
+	}
+	a.s = s
+	return nil
+}
+
+func (n number) appendJSON(dst []byte) []byte {
+	if n.isFloat {
+		return appendFloat(dst, n.f)
+	}
+	return strconv.AppendInt(dst, n.i, 10)
+}
+
+func (n number) float() float64 {
+	if n.isFloat {
+		return n.f
+	}
+	return float64(n.i)
+}
+
+func addInt64(a, b int64) (int64, bool) {
+	s := a + b
+	// Overflow iff both operands have the same sign and the sum's differs.
+	return s, (a >= 0) == (b >= 0) && (s >= 0) != (a >= 0)
+}
+
+func appendNumber(b []byte, n number) []byte {
+	if n.isFloat {
+		return binary.LittleEndian.AppendUint64(append(b, kindFloat), math.Float64bits(n.f))
+	}
+	return binary.AppendVarint(append(b, kindInt), n.i)
+}
+
+// readNumber reads a kind byte and the number; empty reports kindEmpty.
+func readNumber(r *stateReader) (n number, empty bool) {
+	switch k := r.byte(); k {
+	case kindEmpty:
+		return number{}, true
+	case kindInt:
+		return number{i: r.varint()}, false
+	case kindFloat:
+		return number{isFloat: true, f: r.float()}, false
+	default:
+		r.fail("unknown number kind %d", k)
+	}
+	return number{}, false
+}
+
+// MinMaxAcc keeps the smallest (min) or largest (max) number. The winner
+// keeps its own type, and ints and floats are compared exactly, so the
+// min of 2^60+1 and 1e30 is exactly 1152921504606846977. Ties keep the
+// earlier value.
+//
+// Payload: kind byte (0 empty, 1 int, 2 float) and the value.
+type MinMaxAcc struct {
+	max bool
+	has bool
+	v   number
+}
+
+func (a *MinMaxAcc) Func() config.AggregateFunc {
+	if a.max {
+		return config.AggMax
+	}
+	return config.AggMin
+}
+
+func (a *MinMaxAcc) Check(v any) *RecordError {
+	_, err := numberArg(a.Func(), v)
+	return err
+}
+
+func (a *MinMaxAcc) Add(v any) (bool, *RecordError) {
+	n, err := numberArg(a.Func(), v)
+	if err != nil {
+		return false, err
+	}
+	if a.has {
+		c := cmpNumbers(n, a.v)
+		if (a.max && c <= 0) || (!a.max && c >= 0) {
+			return false, nil
+		}
+	}
+	a.has, a.v = true, n
+	return true, nil
+}
+
+func (a *MinMaxAcc) Result() any {
+	if !a.has {
+		return nil
+	}
+	return a.v.value()
+}
+
+func (a *MinMaxAcc) appendResult(dst []byte) []byte {
+	if !a.has {
+		return append(dst, "null"...)
+	}
+	return a.v.appendJSON(dst)
+}
+
+func (a *MinMaxAcc) AppendBinary(b []byte) ([]byte, error) {
+	b = header(b, a.Func())
+	if !a.has {
+		return append(b, kindEmpty), nil
+	}
+	return appendNumber(b, a.v), nil
+}
+func (a *MinMaxAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+func (a *MinMaxAcc) UnmarshalBinary(b []byte) error {
+	fn := a.Func()
+	r := openAcc(b, fn)
+	v, empty := readNumber(&r)
+	if err := r.close(fn); err != nil {
+		return err
+	}
+	a.has, a.v = !empty, v
+	return nil
+}
+
+// AvgAcc averages numbers. While every input is an integer the sum is kept
+// exactly in 128 bits, so it cannot overflow (an average of nanosecond
+// timestamps overflows an int64 sum after five records) and the result is
+// the exact quotient rounded once to float64. From the first float on, the
+// sum is a float64. The result is always a float64 (printed without a
+// fraction when it has none), null before the first value.
+//
+// Payload: uvarint count, kind byte, then for ints the 128-bit sum as a
+// zig-zag varint (high half) and a uvarint (low half), for floats 8 bytes.
+type AvgAcc struct {
+	n       uint64
+	isFloat bool
+	hi      int64 // 128-bit two's complement sum: hi<<64 + lo
+	lo      uint64
+	f       float64
+}
+
+func (a *AvgAcc) Func() config.AggregateFunc { return config.AggAvg }
+
+func (a *AvgAcc) Check(v any) *RecordError {
+	n, err := numberArg(config.AggAvg, v)
+	if err != nil {
+		return err
+	}
+	if n.isFloat || a.isFloat {
+		if math.IsInf(a.floatSum()+n.float(), 0) {
+			return &RecordError{Code: CodeOverflow, Reason: "avg() sum overflows float64"}
+		}
+	}
+	return nil
+}
+
+func (a *AvgAcc) Add(v any) (bool, *RecordError) {
+	if err := a.Check(v); err != nil {
+		return false, err
+	}
+	n, _ := toNumber(v)
+	a.n++
+	switch {
+	case a.isFloat || n.isFloat:
+		a.f = a.floatSum() + n.float()
+		a.isFloat, a.hi, a.lo = true, 0, 0
+	default:
+		var carry uint64
+		a.lo, carry = bits.Add64(a.lo, uint64(n.i), 0)
+		ext := int64(0)
+		if n.i < 0 {
+			ext = -1 // sign extension of n.i into the high half
+		}
+		a.hi += ext + int64(carry)
+	}
+	return true, nil
+}
+
+// floatSum is the sum as a float64 (rounded once for the exact sum).
+func (a *AvgAcc) floatSum() float64 {
+	if a.isFloat {
+		return a.f
+	}
+	neg, hi, lo := a.magnitude()
+	f := float64(hi)*0x1p64 + float64(lo)
+	if neg {
+		return -f
+	}
+	return f
+}
+
+// magnitude returns the sign and absolute value of the 128-bit sum.
+func (a *AvgAcc) magnitude() (neg bool, hi, lo uint64) {
+	hi, lo = uint64(a.hi), a.lo
+	if a.hi < 0 {
+		var borrow uint64
+		lo, borrow = bits.Sub64(0, lo, 0)
+		hi, _ = bits.Sub64(0, hi, borrow)
+		return true, hi, lo
+	}
+	return false, hi, lo
+}
+
+func (a *AvgAcc) Result() any {
+	if a.n == 0 {
+		return nil
+	}
+	if a.isFloat {
+		return a.f / float64(a.n)
+	}
+	neg, hi, lo := a.magnitude()
+	// |sum| / n = q + rem/n, computed exactly in integers; q < 2^64 because
+	// every term is at most 2^63 in magnitude.
+	qhi := hi / a.n
+	q, rem := bits.Div64(hi%a.n, lo, a.n)
+	f := float64(qhi)*0x1p64 + float64(q) + float64(rem)/float64(a.n)
+	if neg {
+		f = -f
+	}
+	return f
+}
+
+func (a *AvgAcc) appendResult(dst []byte) []byte {
+	return appendValue(dst, a.Result()) // a float: boxed, but rare enough
+}
+
+func (a *AvgAcc) AppendBinary(b []byte) ([]byte, error) {
+	b = binary.AppendUvarint(header(b, config.AggAvg), a.n)
+	if a.isFloat {
+		return binary.LittleEndian.AppendUint64(append(b, kindFloat), math.Float64bits(a.f)), nil
+	}
+	b = binary.AppendVarint(append(b, kindInt), a.hi)
+	return binary.AppendUvarint(b, a.lo), nil
+}
+func (a *AvgAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+func (a *AvgAcc) UnmarshalBinary(b []byte) error {
+	r := openAcc(b, config.AggAvg)
+	var v AvgAcc
+	v.n = r.uvarint()
+	switch k := r.byte(); k {
+	case kindInt:
+		v.hi = r.varint()
+		v.lo = r.uvarint()
+	case kindFloat:
+		v.isFloat = true
+		v.f = r.float()
+	default:
+		r.fail("unknown number kind %d", k)
+	}
+	if r.err == nil && v.n == 0 && (v.isFloat || v.hi != 0 || v.lo != 0) {
+		r.fail("non-zero sum of no values")
+	}
+	if err := r.close(config.AggAvg); err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// FirstLastAcc keeps the first or the last value (any JSON value, null
+// included).
+//
+// Payload: byte 0 (empty) or 1 followed by the compact JSON of the value
+// behind a uvarint length.
+type FirstLastAcc struct {
+	last bool
+	has  bool
+	v    any
+}
+
+func (a *FirstLastAcc) Func() config.AggregateFunc {
+	if a.last {
+		return config.AggLast
+	}
+	return config.AggFirst
+}
+
+func (a *FirstLastAcc) Check(v any) *RecordError {
+	if a.has && !a.last {
+		return nil // first keeps its value whatever comes
+	}
+	_, err := normalize(v)
+	return err
+}
+
+func (a *FirstLastAcc) Add(v any) (bool, *RecordError) {
+	if a.has && !a.last {
+		return false, nil
+	}
+	n, err := normalize(v)
+	if err != nil {
+		return false, err
+	}
+	// State outlives the record: it must not share containers with it.
+	a.has, a.v = true, deepCopy(n)
+	// "last" changes even when the new value equals the old: comparing
+	// arbitrary JSON values costs more than the extra emit.
+	return true, nil
+}
+
+func (a *FirstLastAcc) Result() any                    { return a.v }
+func (a *FirstLastAcc) appendResult(dst []byte) []byte { return appendValue(dst, a.v) }
+
+func (a *FirstLastAcc) AppendBinary(b []byte) ([]byte, error) {
+	b = header(b, a.Func())
+	if !a.has {
+		return append(b, 0), nil
+	}
+	// Encode behind a placeholder length to avoid a temporary buffer: the
+	// uvarint length is re-encoded once the size is known.
+	b = append(b, 1)
+	start := len(b)
+	b = appendTyped(b, a.v)
+	n := len(b) - start
+	var lenBuf [binary.MaxVarintLen64]byte
+	l := binary.PutUvarint(lenBuf[:], uint64(n))
+	b = append(b, lenBuf[:l]...)
+	copy(b[start+l:], b[start:start+n])
+	copy(b[start:], lenBuf[:l])
+	return b, nil
+}
+func (a *FirstLastAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+func (a *FirstLastAcc) UnmarshalBinary(b []byte) error {
+	fn := a.Func()
+	r := openAcc(b, fn)
+	var (
+		has bool
+		v   any
+	)
+	switch h := r.byte(); {
+	case r.err != nil:
+	case h == 0:
+	case h == 1:
+		has = true
+		js := r.bytes()
+		if r.err == nil {
+			var d decoder
+			var err error
+			if v, err = d.decodeValue(js); err != nil {
+				r.fail("value: %w", err)
+			}
+		}
+	default:
+		r.fail("bad presence byte %d", h)
+	}
+	if err := r.close(fn); err != nil {
+		return err
+	}
+	a.has, a.v = has, v
+	return nil
+}
+
+var errStateMismatch = errors.New("state does not match the aggregate's configuration")

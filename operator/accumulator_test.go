@@ -1,0 +1,233 @@
+package operator
+
+import (
+	"bytes"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+const (
+	p53  = 1 << 53
+	maxI = math.MaxInt64
+	minI = math.MinInt64
+)
+
+func TestAccumulators(t *testing.T) {
+	tests := []struct {
+		name   string
+		fn     config.AggregateFunc
+		inputs []any
+		want   any    // Result, compared with DeepEqual (type matters)
+		json   string // its JSON
+		// failAt is the index of an input that must be refused with
+		// failCode (the result is then of the inputs before it).
+		failAt   int
+		failCode Code
+	}{
+		{name: "count empty", fn: config.AggCount, want: int64(0), json: "0"},
+		{name: "count", fn: config.AggCount, inputs: []any{nil, "x", 1.5}, want: int64(3), json: "3"},
+
+		{name: "sum empty", fn: config.AggSum, want: int64(0), json: "0"},
+		{name: "sum ints", fn: config.AggSum, inputs: []any{1, 2, int64(3), -10}, want: int64(-4), json: "-4"},
+		{name: "sum exact above 2^53", fn: config.AggSum, inputs: []any{p53, 1, 1, 1}, want: int64(p53 + 3), json: "9007199254740995"},
+		{name: "sum exact to max int64", fn: config.AggSum, inputs: []any{maxI - 5, 2, 3}, want: int64(maxI), json: "9223372036854775807"},
+		{name: "sum exact to min int64", fn: config.AggSum, inputs: []any{minI + 5, -5}, want: int64(minI), json: "-9223372036854775808"},
+		{name: "sum overflow refused", fn: config.AggSum, inputs: []any{maxI - 1, 1, 1}, failAt: 2, failCode: CodeOverflow, want: int64(maxI), json: "9223372036854775807"},
+		{name: "sum negative overflow refused", fn: config.AggSum, inputs: []any{minI, -1}, failAt: 1, failCode: CodeOverflow, want: int64(minI), json: "-9223372036854775808"},
+		{name: "sum back from the edge", fn: config.AggSum, inputs: []any{maxI, -1, 1}, want: int64(maxI), json: "9223372036854775807"},
+		{name: "sum float switches", fn: config.AggSum, inputs: []any{1, 0.5, 2}, want: 3.5, json: "3.5"},
+		{name: "sum float overflow refused", fn: config.AggSum, inputs: []any{math.MaxFloat64, math.MaxFloat64}, failAt: 1, failCode: CodeOverflow, want: math.MaxFloat64, json: "1.7976931348623157e+308"},
+		{name: "sum of string refused", fn: config.AggSum, inputs: []any{1, "2"}, failAt: 1, failCode: CodeType, want: int64(1), json: "1"},
+		{name: "sum of null refused", fn: config.AggSum, inputs: []any{nil}, failAt: 0, failCode: CodeType, want: int64(0), json: "0"},
+		{name: "sum of NaN refused", fn: config.AggSum, inputs: []any{math.NaN()}, failAt: 0, failCode: CodeType, want: int64(0), json: "0"},
+		{name: "sum uint64 beyond int64 is a float", fn: config.AggSum, inputs: []any{uint64(1 << 63)}, want: 9223372036854775808.0, json: "9223372036854776000"},
+
+		{name: "min empty", fn: config.AggMin, want: nil, json: "null"},
+		{name: "min ints", fn: config.AggMin, inputs: []any{3, -2, 5}, want: int64(-2), json: "-2"},
+		{name: "min exact near 2^63", fn: config.AggMin, inputs: []any{maxI, maxI - 1, 9.3e18}, want: int64(maxI - 1), json: "9223372036854775806"},
+		{name: "min int beats close float", fn: config.AggMin, inputs: []any{1e30, p53 + 1, float64(p53 + 2)}, want: int64(p53 + 1), json: "9007199254740993"},
+		{name: "min float wins", fn: config.AggMin, inputs: []any{p53 + 1, float64(p53)}, want: float64(p53), json: "9007199254740992"},
+		{name: "min tie keeps first", fn: config.AggMin, inputs: []any{2, 2.0}, want: int64(2), json: "2"},
+		{name: "min refuses bool", fn: config.AggMin, inputs: []any{1, true}, failAt: 1, failCode: CodeType, want: int64(1), json: "1"},
+		{name: "max", fn: config.AggMax, inputs: []any{minI, -1.5, 7, 6.9}, want: int64(7), json: "7"},
+		{name: "max exact near 2^63", fn: config.AggMax, inputs: []any{9.2e18, maxI, 9.223372036854775e18}, want: int64(maxI), json: "9223372036854775807"},
+		{name: "max float above int64", fn: config.AggMax, inputs: []any{maxI, 0x1p63}, want: 0x1p63, json: "9223372036854776000"},
+
+		{name: "avg empty", fn: config.AggAvg, want: nil, json: "null"},
+		{name: "avg ints", fn: config.AggAvg, inputs: []any{1, 2}, want: 1.5, json: "1.5"},
+		{name: "avg integral", fn: config.AggAvg, inputs: []any{2, 4}, want: 3.0, json: "3"},
+		{name: "avg no int64 overflow", fn: config.AggAvg, inputs: []any{maxI, maxI, maxI}, want: float64(maxI), json: "9223372036854776000"},
+		{name: "avg of min int64", fn: config.AggAvg, inputs: []any{minI, minI}, want: float64(minI), json: "-9223372036854776000"},
+		{name: "avg mixed signs exact", fn: config.AggAvg, inputs: []any{maxI, minI, 1}, want: 0.0, json: "0"},
+		{name: "avg exact above 2^53", fn: config.AggAvg, inputs: []any{p53 + 1, p53 + 3}, want: float64(p53 + 2), json: "9007199254740994"},
+		{name: "avg float", fn: config.AggAvg, inputs: []any{1, 2.5}, want: 1.75, json: "1.75"},
+		{name: "avg refuses string", fn: config.AggAvg, inputs: []any{1, "x"}, failAt: 1, failCode: CodeType, want: 1.0, json: "1"},
+		{name: "avg float overflow refused", fn: config.AggAvg, inputs: []any{math.MaxFloat64, math.MaxFloat64}, failAt: 1, failCode: CodeOverflow, want: math.MaxFloat64, json: "1.7976931348623157e+308"},
+
+		{name: "first empty", fn: config.AggFirst, want: nil, json: "null"},
+		{name: "first", fn: config.AggFirst, inputs: []any{map[string]any{"a": []any{1}}, 2}, want: map[string]any{"a": []any{1}}, json: `{"a":[1]}`},
+		{name: "first null is a value", fn: config.AggFirst, inputs: []any{nil, 2}, want: nil, json: "null"},
+		{name: "first ignores later bad values", fn: config.AggFirst, inputs: []any{1, math.NaN()}, want: 1, json: "1"},
+		{name: "last", fn: config.AggLast, inputs: []any{1, "x", []string{"a"}}, want: []any{"a"}, json: `["a"]`},
+		{name: "last refuses NaN", fn: config.AggLast, inputs: []any{1, math.Inf(1)}, failAt: 1, failCode: CodeType, want: 1, json: "1"},
+		{name: "last big int exact", fn: config.AggLast, inputs: []any{maxI}, want: maxI, json: "9223372036854775807"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acc, err := NewAccumulator(tt.fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failAt := -1
+			if tt.failCode != "" {
+				failAt = tt.failAt
+			}
+			for i, in := range tt.inputs {
+				before, _ := acc.MarshalBinary()
+				cerr := acc.Check(in)
+				_, aerr := acc.Add(in)
+				after, _ := acc.MarshalBinary()
+				if i != failAt {
+					if cerr != nil || aerr != nil {
+						t.Fatalf("input %d (%v): Check %v, Add %v", i, in, cerr, aerr)
+					}
+					continue
+				}
+				if cerr == nil || aerr == nil || cerr.Code != tt.failCode || aerr.Code != tt.failCode {
+					t.Fatalf("input %d (%v): Check %v, Add %v; want code %s", i, in, cerr, aerr, tt.failCode)
+				}
+				if !bytes.Equal(before, after) {
+					t.Fatalf("a refused value changed the state")
+				}
+				break
+			}
+			if got := acc.Result(); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Result = %#v (%T), want %#v (%T)", got, got, tt.want, tt.want)
+			}
+			if got := string(appendValue(nil, acc.Result())); got != tt.json {
+				t.Fatalf("JSON = %s, want %s", got, tt.json)
+			}
+			// Round trip: same result, same encoding, same JSON.
+			enc, err := acc.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, _ := NewAccumulator(tt.fn)
+			if err := back.UnmarshalBinary(enc); err != nil {
+				t.Fatalf("UnmarshalBinary(%x): %v", enc, err)
+			}
+			if !reflect.DeepEqual(back.Result(), acc.Result()) {
+				t.Fatalf("restored Result = %#v, want %#v", back.Result(), acc.Result())
+			}
+			again, _ := back.MarshalBinary()
+			if !bytes.Equal(again, enc) {
+				t.Fatalf("re-encoding differs: %x vs %x", again, enc)
+			}
+		})
+	}
+}
+
+func TestChangedReporting(t *testing.T) {
+	tests := []struct {
+		fn     config.AggregateFunc
+		inputs []any
+		want   []bool
+	}{
+		{config.AggCount, []any{1, 1}, []bool{true, true}},
+		{config.AggSum, []any{1, 0, 2}, []bool{true, false, true}},
+		{config.AggMin, []any{5, 6, 4, 4}, []bool{true, false, true, false}},
+		{config.AggMax, []any{5, 6, 4}, []bool{true, true, false}},
+		{config.AggAvg, []any{1, 1}, []bool{true, true}},
+		{config.AggFirst, []any{1, 2}, []bool{true, false}},
+		{config.AggLast, []any{1, 2}, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		acc, _ := NewAccumulator(tt.fn)
+		for i, in := range tt.inputs {
+			ch, err := acc.Add(in)
+			if err != nil || ch != tt.want[i] {
+				t.Errorf("%s: Add(%v) #%d changed=%v err=%v, want %v", tt.fn, in, i, ch, err, tt.want[i])
+			}
+		}
+	}
+}
+
+func TestAccumulatorCorruptInput(t *testing.T) {
+	enc := func(fn config.AggregateFunc, ins ...any) []byte {
+		a, _ := NewAccumulator(fn)
+		for _, in := range ins {
+			a.Add(in)
+		}
+		b, _ := a.MarshalBinary()
+		return b
+	}
+	tests := []struct {
+		name string
+		fn   config.AggregateFunc
+		in   []byte
+		want string
+	}{
+		{"empty", config.AggCount, nil, "truncated"},
+		{"version", config.AggCount, []byte{9, 1, 0}, "unknown accumulator encoding version 9"},
+		{"other function", config.AggSum, enc(config.AggCount, 1), "want sum"},
+		{"trailing", config.AggCount, append(enc(config.AggCount, 1), 0), "1 trailing bytes"},
+		{"bad varint", config.AggSum, []byte{1, 2, 1, 0xff}, "bad varint"},
+		{"count overflow", config.AggCount, []byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "out of range"},
+		{"NaN", config.AggSum, []byte{1, 2, 2, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f}, "non-finite"},
+		{"number kind", config.AggMin, []byte{1, 3, 7}, "unknown number kind 7"},
+		{"empty sum", config.AggSum, []byte{1, 2, 0}, "empty sum"},
+		{"avg sum without count", config.AggAvg, []byte{1, 5, 0, 1, 2, 0}, "non-zero sum of no values"},
+		{"first length", config.AggFirst, []byte{1, 6, 1, 10, '1'}, "beyond end"},
+		{"first JSON", config.AggFirst, []byte{1, 6, 1, 1, '{'}, "value: unexpected end"},
+		{"first presence", config.AggFirst, []byte{1, 6, 2}, "bad presence byte"},
+	}
+	for _, tt := range tests {
+		a, _ := NewAccumulator(tt.fn)
+		good, _ := a.MarshalBinary()
+		err := a.UnmarshalBinary(tt.in)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.name, err, tt.want)
+		}
+		if now, _ := a.MarshalBinary(); !bytes.Equal(now, good) {
+			t.Errorf("%s: a failed UnmarshalBinary changed the accumulator", tt.name)
+		}
+	}
+}
+
+// Restored floats keep their type, so outputs after a restore are
+// byte-identical to outputs before it.
+func TestFirstKeepsFloatType(t *testing.T) {
+	for _, v := range []any{math.Copysign(0, -1), 100.0, []any{2.0}, map[string]any{"a": 1e21}} {
+		a, _ := NewAccumulator(config.AggFirst)
+		a.Add(v)
+		enc, _ := a.MarshalBinary()
+		b, _ := NewAccumulator(config.AggFirst)
+		if err := b.UnmarshalBinary(enc); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a.Result(), b.Result()) {
+			t.Fatalf("%#v restored as %#v", a.Result(), b.Result())
+		}
+	}
+}
+
+func TestCmpIntFloat(t *testing.T) {
+	tests := []struct {
+		i    int64
+		f    float64
+		want int
+	}{
+		{0, 0, 0}, {1, 0.5, 1}, {0, 0.5, -1}, {-1, -0.5, -1}, {-1, -1.5, 1},
+		{maxI, 0x1p63, -1}, {minI, -0x1p63, 0}, {minI, -0x1p64, 1}, {maxI, 9.223372036854775e18, 1},
+		{p53 + 1, float64(p53), 1}, {p53 + 1, float64(p53 + 2), -1}, {p53, float64(p53), 0},
+	}
+	for _, tt := range tests {
+		if got := cmpIntFloat(tt.i, tt.f); got != tt.want {
+			t.Errorf("cmpIntFloat(%d, %g) = %d, want %d", tt.i, tt.f, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package operator
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// Aggregator is the compiled aggregate step: the keyed, stateful end of a
+// chain. It evaluates the named values of a record and folds them into the
+// AggregateState of the record's group key. The runtime owns the states
+// (one per group key, grouped into key groups) and decides when to emit
+// (Emit) and what to write to the changelog (AggregateState.AppendBinary of
+// the keys whose Add reported a change).
+//
+// An Aggregator is not safe for concurrent use (it reuses a VM and
+// buffers); Clone gives each keyed worker its own.
+type Aggregator struct {
+	layout *layout
+	path   string
+	id     string
+	emit   config.EmitMode
+	args   []*Expr // nil entries for count()
+
+	vm   vm.VM
+	dec  decoder
+	vals []any // per-record scratch, one per value
+}
+
+// layout is what every state of one aggregate shares.
+type layout struct {
+	names []string
+	funcs []config.AggregateFunc
+}
+
+// Clone returns an Aggregator sharing the compiled expressions, with its
+// own scratch space, for another goroutine.
+func (a *Aggregator) Clone() *Aggregator {
+	return &Aggregator{layout: a.layout, path: a.path, id: a.id, emit: a.emit, args: a.args, vals: make([]any, len(a.args))}
+}
+
+// Path is the config path of the step, e.g. "steps[1].aggregate".
+func (a *Aggregator) Path() string { return a.path }
+
+// ID is the step's stable operator id (state maps to operators by it).
+func (a *Aggregator) ID() string { return a.id }
+
+// Emit is when the runtime emits: every_record (after each Add, the running
+// value, changed or not) or on_checkpoint (each key whose Add reported a
+// change since the last checkpoint, once, at the barrier).
+func (a *Aggregator) Emit() config.EmitMode { return a.emit }
+
+// Names are the output names of the values, in configured order.
+func (a *Aggregator) Names() []string { return slices.Clone(a.layout.names) }
+
+// NewState returns the empty state of a group key not seen before.
+func (a *Aggregator) NewState() *AggregateState {
+	s := &AggregateState{layout: a.layout, accs: make([]Accumulator, len(a.layout.funcs))}
+	for i, fn := range a.layout.funcs {
+		s.accs[i], _ = NewAccumulator(fn) // validated at compile time
+	}
+	return s
+}
+
+// DecodeState is NewState followed by UnmarshalBinary.
+func (a *Aggregator) DecodeState(b []byte) (*AggregateState, error) {
+	s := &AggregateState{layout: a.layout} // UnmarshalBinary makes the accumulators
+	if err := s.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Add evaluates the values of r and adds them to st, all or nothing: if
+// any value fails (missing field, evaluation error, wrong type, overflow)
+// st is unchanged and the error names that value's path. changed reports
+// whether the state differs afterwards (always true with count()).
+func (a *Aggregator) Add(st *AggregateState, r *Record) (changed bool, err *RecordError) {
+	if st.layout != a.layout {
+		panic("operator: AggregateState of another Aggregator")
+	}
+	if err := r.decode(&a.dec, a.path); err != nil {
+		return false, err
+	}
+	vals := a.vals[:0]
+	for _, e := range a.args {
+		var v any
+		if e != nil {
+			out, err := e.run(&a.vm, r)
+			if err != nil {
+				clear(a.vals)
+				return false, err
+			}
+			v = r.detach(out)
+		}
+		vals = append(vals, v)
+	}
+	a.vals = vals
+	defer clear(a.vals) // do not pin record values until the next record
+	for i, acc := range st.accs {
+		if err := acc.Check(vals[i]); err != nil {
+			return false, err.withStep(a.valuePath(i))
+		}
+	}
+	for i, acc := range st.accs {
+		ch, err := acc.Add(vals[i])
+		if err != nil {
+			// Unreachable: every Add fails exactly when its Check does.
+			return changed, err.withStep(a.valuePath(i))
+		}
+		changed = changed || ch
+	}
+	return changed, nil
+}
+
+func (a *Aggregator) valuePath(i int) string {
+	return a.path + ".values." + a.layout.names[i]
+}
+
+// AggregateState is the running aggregate of one group key: one
+// Accumulator per named value, in configured order.
+type AggregateState struct {
+	layout *layout
+	accs   []Accumulator
+}
+
+// Value returns the current result of the named value.
+func (s *AggregateState) Value(name string) (any, bool) {
+	i := slices.Index(s.layout.names, name)
+	if i < 0 {
+		return nil, false
+	}
+	return s.accs[i].Result(), true
+}
+
+// Output returns the output record value for groupKey:
+// {"key":<group key>,"<name1>":<result1>,...} in configured order, e.g.
+// {"key":"even","count":3,"sum":6}.
+func (s *AggregateState) Output(groupKey string) []byte {
+	return s.AppendOutput(make([]byte, 0, 16+len(groupKey)+16*len(s.accs)), groupKey)
+}
+
+// AppendOutput appends Output(groupKey) to dst.
+func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
+	dst = append(dst, `{"key":`...)
+	dst = appendString(dst, groupKey)
+	for i, acc := range s.accs {
+		dst = append(dst, ',')
+		dst = appendString(dst, s.layout.names[i])
+		dst = append(dst, ':')
+		dst = acc.appendResult(dst)
+	}
+	return append(dst, '}')
+}
+
+// stateVersion is the AggregateState encoding version.
+const stateVersion = 1
+
+// AppendBinary appends the changelog encoding of the state:
+//
+//	byte     encoding version (1)
+//	uvarint  number of values
+//	per value: uvarint name length, name, uvarint encoding length,
+//	           accumulator encoding (see Accumulator)
+//
+// Names are stored so that a restore into a changed configuration (values
+// renamed, reordered, added) is refused instead of mixing up sums.
+func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, stateVersion)
+	b = binary.AppendUvarint(b, uint64(len(s.accs)))
+	for i, acc := range s.accs {
+		name := s.layout.names[i]
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		// Accumulator encodings are short: one byte of length, encoded in
+		// place after the fact (shifting if ever longer).
+		lenAt := len(b)
+		b = append(b, 0)
+		var err error
+		if b, err = acc.AppendBinary(b); err != nil {
+			return nil, err
+		}
+		n := len(b) - lenAt - 1
+		if n < 0x80 {
+			b[lenAt] = byte(n)
+			continue
+		}
+		var lenBuf [binary.MaxVarintLen64]byte
+		l := binary.PutUvarint(lenBuf[:], uint64(n))
+		b = append(b, lenBuf[:l-1]...)
+		copy(b[lenAt+l:], b[lenAt+1:lenAt+1+n])
+		copy(b[lenAt:], lenBuf[:l])
+	}
+	return b, nil
+}
+
+// MarshalBinary is AppendBinary(nil).
+func (s *AggregateState) MarshalBinary() ([]byte, error) { return s.AppendBinary(nil) }
+
+// UnmarshalBinary replaces the state with a decoded one. s must come from
+// NewState of the Aggregator the state will be used with: the encoding must
+// hold the same names and functions in the same order, else it is an error
+// (a changed configuration cannot take over this state). On error s is
+// unchanged. Corrupt input is an error, never a panic.
+func (s *AggregateState) UnmarshalBinary(b []byte) error {
+	r := &stateReader{b: b}
+	if v := r.byte(); r.err == nil && v != stateVersion {
+		return fmt.Errorf("decode aggregate state: unknown encoding version %d", v)
+	}
+	n := r.uvarint()
+	if r.err != nil {
+		return fmt.Errorf("decode aggregate state: %w", r.err)
+	}
+	if n != uint64(len(s.layout.names)) {
+		return s.mismatch(b)
+	}
+	accs := make([]Accumulator, len(s.layout.funcs))
+	for i, fn := range s.layout.funcs {
+		name := r.bytes()
+		enc := r.bytes()
+		if r.err != nil {
+			break
+		}
+		if string(name) != s.layout.names[i] { // compared without allocating
+			return s.mismatch(b)
+		}
+		acc, _ := NewAccumulator(fn)
+		if err := acc.UnmarshalBinary(enc); err != nil {
+			return fmt.Errorf("value %s: %w", name, err)
+		}
+		accs[i] = acc
+	}
+	if err := r.close("aggregate"); err != nil {
+		return err
+	}
+	s.accs = accs
+	return nil
+}
+
+// mismatch explains why an encoding belongs to another configuration,
+// reading the names it holds (or reporting it corrupt).
+func (s *AggregateState) mismatch(b []byte) error {
+	r := &stateReader{b: b}
+	r.byte()
+	n := r.uvarint()
+	var names []string
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		names = append(names, string(r.bytes()))
+		r.bytes()
+	}
+	if err := r.close("aggregate"); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: state has values [%s], config has [%s]", errStateMismatch, strings.Join(names, " "), strings.Join(s.layout.names, " "))
+}

@@ -1,0 +1,293 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// Chain is a compiled list of steps: stateless filter, map and key_by
+// steps, then at most one aggregate, which must be last.
+//
+// The runtime runs Process where records are read (it is stateless and
+// needs no coordination), routes records by GroupKey to keyed workers, and
+// runs the Aggregator there.
+//
+// A Chain is not safe for concurrent use (it reuses a VM and a decoder);
+// Clone gives each goroutine its own, sharing the compiled programs.
+type Chain struct {
+	steps []step
+	agg   *Aggregator
+	keyed bool
+	// firstPath names the first step (the first to need the decoded
+	// value) in decode errors; "steps" when there is none.
+	firstPath string
+
+	vm  vm.VM
+	dec decoder
+}
+
+type step struct {
+	kind config.StepKind
+	path string
+	expr *Expr // filter, key_by
+
+	// map
+	names  []string
+	fields []*Expr
+}
+
+// Compile builds a Chain from the job's steps. It reports every problem it
+// finds, each a *CompileError, joined with errors.Join.
+func Compile(steps []config.Step) (*Chain, error) {
+	c := &Chain{}
+	var errs []error
+	fail := func(i int, kind config.StepKind, path, format string, args ...any) {
+		errs = append(errs, &CompileError{Path: path, Step: i, Kind: kind, Message: fmt.Sprintf(format, args...)})
+	}
+	addExprErr := func(i int, kind config.StepKind, ce *CompileError) {
+		ce.Step, ce.Kind = i, kind
+		errs = append(errs, ce)
+	}
+	for i, s := range steps {
+		base := fmt.Sprintf("steps[%d]", i)
+		kind := s.Kind()
+		if n := kindsSet(s); n != 1 {
+			if n == 0 {
+				fail(i, "", base, "step has no kind: set one of filter, map, key_by, aggregate")
+			} else {
+				fail(i, kind, base, "step has %d kinds: set exactly one of filter, map, key_by, aggregate", n)
+			}
+			continue
+		}
+		path := base + "." + string(kind)
+		if c.agg != nil {
+			fail(i, kind, path, "no step may follow the aggregate (%s)", c.agg.path)
+			continue
+		}
+		switch kind {
+		case config.StepFilter:
+			e, ce := compileExpr(path, s.Filter, exprBool)
+			if ce != nil {
+				addExprErr(i, kind, ce)
+				continue
+			}
+			c.steps = append(c.steps, step{kind: kind, path: path, expr: e})
+		case config.StepKeyBy:
+			e, ce := compileExpr(path, s.KeyBy, exprAny)
+			if ce != nil {
+				addExprErr(i, kind, ce)
+				continue
+			}
+			c.steps = append(c.steps, step{kind: kind, path: path, expr: e})
+			c.keyed = true
+		case config.StepMap:
+			st := step{kind: kind, path: path}
+			if len(s.Map) == 0 {
+				fail(i, kind, path, "map needs at least one field")
+			}
+			seen := map[string]bool{}
+			for _, f := range s.Map {
+				fpath := path + "." + f.Name
+				switch {
+				case f.Name == "":
+					fail(i, kind, fpath, "field name is empty")
+					continue
+				case seen[f.Name]:
+					fail(i, kind, fpath, "duplicate field %q", f.Name)
+					continue
+				case metaBit(f.Name) != 0:
+					fail(i, kind, fpath, "%s is reserved for the record's metadata; choose another name", f.Name)
+					continue
+				}
+				seen[f.Name] = true
+				e, ce := compileExpr(fpath, f.Expr, exprAny)
+				if ce != nil {
+					addExprErr(i, kind, ce)
+					continue
+				}
+				st.names = append(st.names, f.Name)
+				st.fields = append(st.fields, e)
+			}
+			c.steps = append(c.steps, st)
+		case config.StepAggregate:
+			agg, aerrs := compileAggregate(i, path, s, c.keyed)
+			errs = append(errs, aerrs...)
+			if agg == nil {
+				// Still remember that an aggregate was here, so steps after
+				// it are reported.
+				agg = &Aggregator{path: path}
+			}
+			c.agg = agg
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	c.firstPath = "steps"
+	if len(steps) > 0 {
+		c.firstPath = fmt.Sprintf("steps[0].%s", steps[0].Kind())
+	}
+	return c, nil
+}
+
+// kindsSet counts the kinds a step sets (config.Step.Kind reports the
+// first only).
+func kindsSet(s config.Step) int {
+	n := 0
+	for _, set := range []bool{s.Filter != "", s.Map != nil, s.KeyBy != "", s.Aggregate != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregator, []error) {
+	var errs []error
+	fail := func(p, format string, args ...any) {
+		errs = append(errs, &CompileError{Path: p, Step: i, Kind: config.StepAggregate, Message: fmt.Sprintf(format, args...)})
+	}
+	if !keyed {
+		// Without a key every record would share one group: possible, but
+		// an aggregate without key_by is far more often a forgotten step.
+		fail(path, `needs a key_by step before it (for one global group: key_by: '"all"')`)
+	}
+	a := s.Aggregate
+	emit := a.Emit
+	switch emit {
+	case "":
+		emit = config.EmitEveryRecord
+	case config.EmitEveryRecord, config.EmitOnCheckpoint:
+	default:
+		fail(path+".emit", "unknown emit mode %q: want every_record or on_checkpoint", emit)
+	}
+	if len(a.Values) == 0 {
+		fail(path+".values", "at least one value is required, e.g. count: count()")
+	}
+	lay := &layout{}
+	var args []*Expr
+	seen := map[string]bool{}
+	for _, v := range a.Values {
+		vpath := path + ".values." + v.Name
+		switch {
+		case v.Name == "":
+			fail(vpath, "value name is empty")
+			continue
+		case v.Name == "key":
+			fail(vpath, `"key" is the output field of the group key; choose another name`)
+			continue
+		case seen[v.Name]:
+			fail(vpath, "duplicate value %q", v.Name)
+			continue
+		}
+		seen[v.Name] = true
+		if _, ok := funcTags[v.Func]; !ok {
+			fail(vpath, "unknown aggregate function %q: want count, sum, min, max, avg, first or last", v.Func)
+			continue
+		}
+		var e *Expr
+		switch {
+		case v.Func == config.AggCount && v.Arg != "":
+			fail(vpath, "count() takes no argument")
+			continue
+		case v.Func != config.AggCount && v.Arg == "":
+			fail(vpath, "%s() needs an argument, e.g. %s(amount)", v.Func, v.Func)
+			continue
+		case v.Func != config.AggCount:
+			var ce *CompileError
+			if e, ce = compileExpr(vpath, v.Arg, exprAny); ce != nil {
+				ce.Step, ce.Kind = i, config.StepAggregate
+				errs = append(errs, ce)
+				continue
+			}
+		}
+		lay.names = append(lay.names, v.Name)
+		lay.funcs = append(lay.funcs, v.Func)
+		args = append(args, e)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	id := s.ID
+	if id == "" {
+		id = fmt.Sprintf("aggregate-%d", i)
+	}
+	return &Aggregator{layout: lay, path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
+}
+
+// Clone returns a Chain sharing the compiled programs, for another
+// goroutine.
+func (c *Chain) Clone() *Chain {
+	n := &Chain{steps: c.steps, keyed: c.keyed, firstPath: c.firstPath}
+	if c.agg != nil {
+		n.agg = c.agg.Clone()
+	}
+	return n
+}
+
+// Keyed reports whether the chain has a key_by step, so records carry a
+// GroupKey after Process.
+func (c *Chain) Keyed() bool { return c.keyed }
+
+// Aggregator is the chain's aggregate step, nil if it has none.
+func (c *Chain) Aggregator() *Aggregator { return c.agg }
+
+// Process runs the stateless steps on r: it decodes the value (every JSON
+// record is decoded, even with no steps, so a non-JSON value on a JSON
+// source is reported rather than passed on), then applies filter, map and
+// key_by in order. keep is false when a filter dropped the record. A
+// non-nil error means the record failed and goes to the dead-letter topic;
+// it never panics on any input.
+func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
+	if err := r.decode(&c.dec, c.firstPath); err != nil {
+		return false, err
+	}
+	for i := range c.steps {
+		s := &c.steps[i]
+		switch s.kind {
+		case config.StepFilter:
+			v, err := s.expr.run(&c.vm, r)
+			if err != nil {
+				return false, err
+			}
+			b, ok := v.(bool)
+			if !ok {
+				return false, &RecordError{Step: s.path, Code: CodeType, Reason: "filter must be true or false, got " + typeName(v)}
+			}
+			if !b {
+				return false, nil
+			}
+		case config.StepMap:
+			// Every field is computed from the input record, then the
+			// new object replaces it.
+			m := make(map[string]any, len(s.fields))
+			for j, e := range s.fields {
+				v, err := e.run(&c.vm, r)
+				if err != nil {
+					return false, err
+				}
+				nv, nerr := normalize(r.detach(v))
+				if nerr != nil {
+					return false, nerr.withStep(e.path)
+				}
+				m[s.names[j]] = nv
+			}
+			r.fields, r.order, r.changed, r.metaSet = m, s.names, true, 0
+		case config.StepKeyBy:
+			v, err := s.expr.run(&c.vm, r)
+			if err != nil {
+				return false, err
+			}
+			k, kerr := KeyString(v)
+			if kerr != nil {
+				return false, kerr.withStep(s.path)
+			}
+			r.GroupKey, r.Keyed = k, true
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,426 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+func TestProcess(t *testing.T) {
+	type want struct {
+		keep     bool
+		groupKey string // checked when keyed
+		keyed    bool
+		out      string // AppendValue(json), when kept
+		rawOut   string // AppendValue(raw), when set
+		code     Code   // a RecordError is expected when set
+		path     string
+		reason   string // substring of Reason
+	}
+	tests := []struct {
+		name   string
+		steps  []config.Step
+		format config.Format
+		value  string
+		want   want
+	}{
+		// filter
+		{"filter keeps", []config.Step{filterStep("n % 2 == 0")}, "", `{"n": 4}`,
+			want{keep: true, out: `{"n":4}`}},
+		{"filter drops", []config.Step{filterStep("n % 2 == 0")}, "", `{"n":3}`,
+			want{keep: false}},
+		{"filter on float", []config.Step{filterStep("amount > 10")}, "", `{"amount":10.5}`,
+			want{keep: true, out: `{"amount":10.5}`}},
+		{"filter nested", []config.Step{filterStep(`user.id == "u1"`)}, "", `{"user":{"id":"u1"}}`,
+			want{keep: true, out: `{"user":{"id":"u1"}}`}},
+		{"filter non-bool", []config.Step{filterStep("x")}, "", `{"x":1}`,
+			want{code: CodeType, path: "steps[0].filter", reason: "filter must be true or false, got number"}},
+		{"filter null", []config.Step{filterStep("x")}, "", `{"x":null}`,
+			want{code: CodeType, path: "steps[0].filter", reason: "got null"}},
+		{"filter missing field", []config.Step{filterStep("n % 2 == 0")}, "", `{"m":1}`,
+			want{code: CodeMissingField, path: "steps[0].filter", reason: "missing field n"}},
+		{"filter eval error", []config.Step{filterStep("n % 2 == 0")}, "", `{"n":"x"}`,
+			want{code: CodeEval, path: "steps[0].filter", reason: "invalid operation"}},
+		{"filter modulo of float", []config.Step{filterStep("n % 2 == 0")}, "", `{"n":2.5}`,
+			want{code: CodeEval, path: "steps[0].filter"}},
+		{"filter division by zero", []config.Step{filterStep("n % d == 0")}, "", `{"n":1,"d":0}`,
+			want{code: CodeEval, path: "steps[0].filter", reason: "divide by zero"}},
+		{"optional field ??", []config.Step{filterStep("(x ?? 0) > 1")}, "", `{"n":1}`,
+			want{keep: false}},
+		{"optional field ?.", []config.Step{filterStep("(u?.id ?? 7) == 7")}, "", `{"n":1}`,
+			want{keep: true, out: `{"n":1}`}},
+		{"let binding is not a field", []config.Step{filterStep("let y = n * 2; y > 3")}, "", `{"n":2}`,
+			want{keep: true, out: `{"n":2}`}},
+		{"predicate", []config.Step{filterStep("any(xs, # > lim)")}, "", `{"xs":[1,5],"lim":4}`,
+			want{keep: true, out: `{"xs":[1,5],"lim":4}`}},
+		{"predicate missing outer field", []config.Step{filterStep("any(xs, # > lim)")}, "", `{"xs":[1,5]}`,
+			want{code: CodeMissingField, reason: "missing field lim", path: "steps[0].filter"}},
+		{"meta variables", []config.Step{filterStep(`_key == "k1" && _topic == "numbers" && _partition == 3 && _offset == 42 && _timestamp.Year() == 2025`)}, "", `{}`,
+			want{keep: true, out: `{}`}},
+		{"$env", []config.Step{filterStep(`$env["a b"] == 1`)}, "", `{"a b":1}`,
+			want{keep: true, out: `{"a b":1}`}},
+
+		// decode
+		{"not JSON", []config.Step{filterStep("true")}, "", `hello`,
+			want{code: CodeDecode, path: "steps[0].filter", reason: "invalid character 'h'"}},
+		{"not an object", []config.Step{keyByStep("n")}, "", `[1]`,
+			want{code: CodeDecode, path: "steps[0].key_by", reason: "not a JSON object"}},
+		{"empty value", nil, "", ``,
+			want{code: CodeDecode, path: "steps", reason: "empty value"}},
+		{"no steps: compacted pass-through", nil, "", " {\"b\": 1,  \"a\": 2.50} ",
+			want{keep: true, out: `{"b":1,"a":2.50}`, rawOut: " {\"b\": 1,  \"a\": 2.50} "}},
+
+		// map
+		{"map in config order", []config.Step{mapStep("z", "n * 2", "a", "n / 2", "s", `"id-" + string(n)`)}, "", `{"n":3,"x":1}`,
+			want{keep: true, out: `{"z":6,"a":1.5,"s":"id-3"}`, rawOut: `{"z":6,"a":1.5,"s":"id-3"}`}},
+		{"map values from input, not from each other", []config.Step{mapStep("n", "n + 1", "m", "n")}, "", `{"n":1}`,
+			want{keep: true, out: `{"n":2,"m":1}`}},
+		{"map then filter on new fields", []config.Step{mapStep("d", "n * 2"), filterStep("d > 5")}, "", `{"n":3}`,
+			want{keep: true, out: `{"d":6}`}},
+		{"map drops old fields", []config.Step{mapStep("d", "n * 2"), filterStep("n > 1")}, "", `{"n":3}`,
+			want{code: CodeMissingField, path: "steps[1].filter", reason: "missing field n"}},
+		{"map nested object sorted", []config.Step{mapStep("o", `{"b": n, "a": [n, "x"]}`)}, "", `{"n":1}`,
+			want{keep: true, out: `{"o":{"a":[1,"x"],"b":1}}`}},
+		{"map timestamp", []config.Step{mapStep("ts", "_timestamp")}, "", `{}`,
+			want{keep: true, out: `{"ts":"2025-03-01T11:00:00.000000005Z"}`}},
+		{"map exact int64", []config.Step{mapStep("v", "n")}, "", `{"n":9223372036854775807}`,
+			want{keep: true, out: `{"v":9223372036854775807}`}},
+		{"map non-finite", []config.Step{mapStep("v", "n / 0")}, "", `{"n":1}`,
+			want{code: CodeType, path: "steps[0].map.v", reason: "not a finite number"}},
+		{"map missing field", []config.Step{mapStep("a", "1", "v", "q")}, "", `{"n":1}`,
+			want{code: CodeMissingField, path: "steps[0].map.v", reason: "missing field q"}},
+		{"map groupBy result", []config.Step{mapStep("g", `groupBy(xs, # % 2 == 0)`)}, "", `{"xs":[1,2,3]}`,
+			want{keep: true, out: `{"g":{"false":[1,3],"true":[2]}}`}},
+
+		// key_by
+		{"key_by string", []config.Step{keyByStep(`n % 2 == 0 ? "even" : "odd"`)}, "", `{"n":7}`,
+			want{keep: true, keyed: true, groupKey: "odd", out: `{"n":7}`}},
+		{"key_by int", []config.Step{keyByStep("n")}, "", `{"n":-9007199254740993}`,
+			want{keep: true, keyed: true, groupKey: "-9007199254740993", out: `{"n":-9007199254740993}`}},
+		{"key_by float integral", []config.Step{keyByStep("n")}, "", `{"n":2.0}`,
+			want{keep: true, keyed: true, groupKey: "2", out: `{"n":2.0}`}},
+		{"key_by bool", []config.Step{keyByStep("n > 1")}, "", `{"n":2}`,
+			want{keep: true, keyed: true, groupKey: "true", out: `{"n":2}`}},
+		{"key_by object", []config.Step{keyByStep("u")}, "", `{"u":{"a":1}}`,
+			want{code: CodeType, path: "steps[0].key_by", reason: "got object"}},
+		{"key_by array", []config.Step{keyByStep("u")}, "", `{"u":[1]}`,
+			want{code: CodeType, path: "steps[0].key_by", reason: "got array"}},
+		{"key_by null", []config.Step{keyByStep("u")}, "", `{"u":null}`,
+			want{code: CodeType, path: "steps[0].key_by", reason: "got null"}},
+		{"key_by nested missing is null", []config.Step{keyByStep("u.id")}, "", `{"u":{}}`,
+			want{code: CodeType, path: "steps[0].key_by", reason: "got null"}},
+		{"filter after key_by", []config.Step{keyByStep("n"), filterStep("n > 5")}, "", `{"n":1}`,
+			want{keep: false}},
+
+		// raw
+		{"raw filter and key", []config.Step{filterStep(`value startsWith "he"`), keyByStep(`key + ":" + string(len(value))`)}, config.FormatRaw, "he\xffllo",
+			want{keep: true, keyed: true, groupKey: "k1:6", out: "\"he\uFFFDllo\"", rawOut: "he\xffllo"}},
+		{"raw is never decoded", nil, config.FormatRaw, "not json",
+			want{keep: true, out: `"not json"`, rawOut: "not json"}},
+		{"raw map", []config.Step{mapStep("v", "upper(value)")}, config.FormatRaw, "abc",
+			want{keep: true, out: `{"v":"ABC"}`, rawOut: `{"v":"ABC"}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCompile(t, tt.steps...)
+			r := jsonRecord(tt.value)
+			r.Format = tt.format
+			orig := string(r.Value)
+			keep, err := c.Process(r)
+			if string(r.Value) != orig {
+				t.Fatalf("Process modified Value: %q", r.Value)
+			}
+			if tt.want.code != "" {
+				if err == nil {
+					t.Fatalf("no error, want %s", tt.want.code)
+				}
+				if err.Code != tt.want.code || err.Step != tt.want.path || !strings.Contains(err.Reason, tt.want.reason) {
+					t.Fatalf("error = %+v, want code %s, step %s, reason containing %q", err, tt.want.code, tt.want.path, tt.want.reason)
+				}
+				if strings.Contains(err.Reason, "\n") {
+					t.Fatalf("reason is not one line: %q", err.Reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("error %v", err)
+			}
+			if keep != tt.want.keep {
+				t.Fatalf("keep = %v, want %v", keep, tt.want.keep)
+			}
+			if !keep {
+				return
+			}
+			if r.Keyed != tt.want.keyed || r.GroupKey != tt.want.groupKey {
+				t.Fatalf("group key = %q (keyed %v), want %q (keyed %v)", r.GroupKey, r.Keyed, tt.want.groupKey, tt.want.keyed)
+			}
+			out, err := r.AppendValue(nil, config.FormatJSON)
+			if err != nil || string(out) != tt.want.out {
+				t.Fatalf("json output = %s (%v), want %s", out, err, tt.want.out)
+			}
+			if tt.want.rawOut != "" {
+				out, err := r.AppendValue(nil, config.FormatRaw)
+				if err != nil || string(out) != tt.want.rawOut {
+					t.Fatalf("raw output = %q (%v), want %q", out, err, tt.want.rawOut)
+				}
+			}
+		})
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []config.Step
+		want  []string // Error() of each CompileError, in order
+	}{
+		{"syntax", []config.Step{keyByStep("n"), filterStep("n %% 2")},
+			[]string{"steps[1].filter: unexpected token Operator(\"%\") (expression 1:4)"}},
+		{"filter not bool", []config.Step{filterStep("1 + 1")},
+			[]string{"steps[0].filter: expected bool, but got int"}},
+		{"unknown function", []config.Step{keyByStep("n"), aggStep("", val("s", config.AggSum, "  frob(n)"))},
+			[]string{"steps[1].aggregate.values.s: unknown function frob() (expression 1:3)"}},
+		{"now refused", []config.Step{mapStep("t", "now()")},
+			[]string{"steps[0].map.t: now() is not available: a replay would compute different results; use _timestamp, the record's time (expression 1:1)"}},
+		{"multi-line position", []config.Step{filterStep("n > 1 &&\n  n <")},
+			[]string{"steps[0].filter: unexpected token EOF (expression 2:5)"}},
+		{"no kind", []config.Step{{}},
+			[]string{"steps[0]: step has no kind: set one of filter, map, key_by, aggregate"}},
+		{"two kinds", []config.Step{{Filter: "true", KeyBy: "n"}},
+			[]string{"steps[0]: step has 2 kinds: set exactly one of filter, map, key_by, aggregate"}},
+		{"map problems", []config.Step{{Map: []config.Field{}}, mapStep("a", "1", "a", "2", "_key", "3", "", "4")},
+			[]string{
+				"steps[0].map: map needs at least one field",
+				`steps[1].map.a: duplicate field "a"`,
+				"steps[1].map._key: _key is reserved for the record's metadata; choose another name",
+				"steps[1].map.: field name is empty",
+			}},
+		{"aggregate problems", []config.Step{aggStep("sometimes",
+			val("key", config.AggCount, ""),
+			val("c", config.AggCount, "n"),
+			val("s", config.AggSum, ""),
+			val("m", "median", "n"),
+			val("x", config.AggMax, "n"),
+			val("x", config.AggMin, "n"),
+		), filterStep("true")},
+			[]string{
+				`steps[0].aggregate: needs a key_by step before it (for one global group: key_by: '"all"')`,
+				`steps[0].aggregate.emit: unknown emit mode "sometimes": want every_record or on_checkpoint`,
+				`steps[0].aggregate.values.key: "key" is the output field of the group key; choose another name`,
+				"steps[0].aggregate.values.c: count() takes no argument",
+				"steps[0].aggregate.values.s: sum() needs an argument, e.g. sum(amount)",
+				`steps[0].aggregate.values.m: unknown aggregate function "median": want count, sum, min, max, avg, first or last`,
+				`steps[0].aggregate.values.x: duplicate value "x"`,
+				"steps[1].filter: no step may follow the aggregate (steps[0].aggregate)",
+			}},
+		{"empty aggregate", []config.Step{keyByStep("n"), aggStep("")},
+			[]string{"steps[1].aggregate.values: at least one value is required, e.g. count: count()"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Compile(tt.steps)
+			if err == nil {
+				t.Fatal("Compile succeeded")
+			}
+			var got []string
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ce *CompileError
+				if !errors.As(e, &ce) {
+					t.Fatalf("%T is not a *CompileError", e)
+				}
+				got = append(got, ce.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestCompileErrorFields(t *testing.T) {
+	_, err := Compile([]config.Step{keyByStep("n"), filterStep("n >")})
+	var ce *CompileError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%v", err)
+	}
+	if ce.Path != "steps[1].filter" || ce.Step != 1 || ce.Kind != config.StepFilter || ce.Line != 1 || ce.Column == 0 {
+		t.Fatalf("%+v", ce)
+	}
+}
+
+func TestExprFields(t *testing.T) {
+	tests := []struct {
+		src  string
+		want string
+		meta metaMask
+	}{
+		{"n % 2 == 0", "n", 0},
+		{"a + b.c + a", "a b", 0},
+		{"x ?? y", "y", 0},
+		{"u?.id", "", 0},
+		{"let t = a; t + b", "a b", 0},
+		{"filter(xs, # > m) | map(#.v)", "m xs", 0},
+		{"_key + _topic + string(_offset)", "", metaKey | metaTopic | metaOffset},
+		{"$env.q", "", 0},
+		{"upper(s)", "s", 0},
+		{"s.upper", "s", 0},
+	}
+	for _, tt := range tests {
+		e, err := CompileExpr("x", tt.src)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.src, err)
+		}
+		if got := strings.Join(e.Fields(), " "); got != tt.want || e.meta != tt.meta {
+			t.Errorf("%s: fields %q meta %b, want %q %b", tt.src, got, e.meta, tt.want, tt.meta)
+		}
+	}
+}
+
+func TestExprEval(t *testing.T) {
+	e, err := CompileExpr("sinks[0].key", `"k-" + id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, rerr := e.Eval(jsonRecord(`{"id":"a"}`))
+	if rerr != nil || v != "k-a" {
+		t.Fatalf("%v %v", v, rerr)
+	}
+	_, rerr = e.Eval(jsonRecord(`{}`))
+	if rerr == nil || rerr.Step != "sinks[0].key" || rerr.Code != CodeMissingField {
+		t.Fatalf("%+v", rerr)
+	}
+}
+
+// A map step may name a field like the input had it; the metadata variables
+// written for later expressions never leak into the output.
+func TestMetaDoesNotLeak(t *testing.T) {
+	c := mustCompile(t, mapStep("n", "n"), filterStep(`_key != ""`), keyByStep("_topic"))
+	r := jsonRecord(`{"n":1,"_key":"shadowed"}`)
+	if keep, err := c.Process(r); !keep || err != nil {
+		t.Fatal(keep, err)
+	}
+	out, _ := r.AppendValue(nil, config.FormatJSON)
+	if string(out) != `{"n":1}` || r.GroupKey != "numbers" {
+		t.Fatalf("%s %q", out, r.GroupKey)
+	}
+}
+
+func TestCloneIsIndependent(t *testing.T) {
+	c := mustCompile(t, keyByStep("n"), aggStep("", val("s", config.AggSum, "n")))
+	d := c.Clone()
+	if d.Aggregator() == c.Aggregator() || d.Aggregator().layout != c.Aggregator().layout {
+		t.Fatal("Clone must share the layout, not the Aggregator")
+	}
+	st := c.Aggregator().NewState()
+	r := jsonRecord(`{"n":5}`)
+	if _, err := d.Process(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Aggregator().Add(st, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(st.Output(r.GroupKey)); got != `{"key":"5","s":5}` {
+		t.Fatal(got)
+	}
+}
+
+func TestRecordFields(t *testing.T) {
+	r := jsonRecord(`{"a":[1]}`)
+	m, err := r.Fields()
+	if err != nil || len(m) != 1 {
+		t.Fatal(m, err)
+	}
+	r.Reset()
+	r.Value = []byte("x")
+	if _, err := r.Fields(); err == nil {
+		t.Fatal("want a decode error")
+	}
+	r.Reset()
+	r.Value = []byte("x")
+	if _, err := r.AppendValue(nil, config.FormatJSON); err == nil || err.Code != CodeDecode {
+		t.Fatalf("AppendValue of undecodable JSON: %v", err)
+	}
+}
+
+// Clones share compiled programs; under -race this proves they may run at
+// the same time.
+func TestClonesConcurrently(t *testing.T) {
+	c := mustCompile(t, filterStep("n >= 0"), mapStep("n", "n", "half", "n / 2"), keyByStep(`n % 2 == 0 ? "even" : "odd"`),
+		aggStep("", val("count", config.AggCount, ""), val("sum", config.AggSum, "n"), val("avg", config.AggAvg, "half")))
+	done := make(chan string, 4)
+	for range 4 {
+		w := c.Clone()
+		go func() {
+			st := w.Aggregator().NewState()
+			var out []byte
+			for i := range 200 {
+				r := jsonRecord(fmt.Sprintf(`{"n":%d}`, 2*i))
+				if _, err := w.Process(r); err != nil {
+					done <- err.Error()
+					return
+				}
+				if _, err := w.Aggregator().Add(st, r); err != nil {
+					done <- err.Error()
+					return
+				}
+				out = st.Output(r.GroupKey)
+			}
+			done <- string(out)
+		}()
+	}
+	for range 4 {
+		if got := <-done; got != `{"key":"even","count":200,"sum":39800,"avg":99.5}` {
+			t.Fatal(got)
+		}
+	}
+}
+
+// $env is the record's own map, which receives the meta variables
+// expressions read; a value taken from it must not see them, and state
+// must not share it with the record.
+func TestEnvIsDetached(t *testing.T) {
+	c := mustCompile(t, filterStep(`_key != ""`), mapStep("all", "$env", "k", "_key"), keyByStep(`_topic`),
+		aggStep("", val("first", config.AggFirst, "$env"), val("t", config.AggLast, "_partition")))
+	r := jsonRecord(`{"n":1}`)
+	if _, err := c.Process(r); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := r.AppendValue(nil, config.FormatJSON)
+	if string(out) != `{"all":{"n":1},"k":"k1"}` {
+		t.Fatal(string(out))
+	}
+	st := c.Aggregator().NewState()
+	if _, err := c.Aggregator().Add(st, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"key":"numbers","first":{"all":{"n":1},"k":"k1"},"t":3}`
+	if got := string(st.Output(r.GroupKey)); got != want {
+		t.Fatal(got)
+	}
+	// Another expression on the same record writes more meta variables
+	// into its map; the state does not change.
+	e, _ := CompileExpr("x", "_offset + _partition")
+	if _, err := e.Eval(r); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(st.Output(r.GroupKey)); got != want {
+		t.Fatal(got)
+	}
+}
+
+func TestExprEvalKey(t *testing.T) {
+	e, err := CompileExpr("sinks[0].key", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, rerr := e.EvalKey(jsonRecord(`{"k":12}`)); rerr != nil || k != "12" {
+		t.Fatal(k, rerr)
+	}
+	_, rerr := e.EvalKey(jsonRecord(`{"k":[1]}`))
+	if rerr == nil || rerr.Step != "sinks[0].key" || rerr.Code != CodeType {
+		t.Fatalf("%+v", rerr)
+	}
+}

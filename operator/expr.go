@@ -1,0 +1,295 @@
+package operator
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Expr is one compiled expression (github.com/expr-lang/expr), compiled
+// once and run per record. The record's top-level JSON fields are its
+// variables, plus _key (string), _timestamp (time.Time, UTC), _topic,
+// _partition and _offset.
+//
+// Missing fields. expr itself reads a missing variable as nil, which turns
+// a typo or a malformed record into a silent wrong answer ("n % 2" on a
+// record without n would even fail with a confusing nil message). Instead,
+// the fields an expression needs are found once, at compile time, by
+// walking its syntax tree (let-bound names, function names, predicate
+// pointers and $env excepted), and checked per record with one map lookup
+// each, so the error says "missing field n" (CodeMissingField). A field
+// used only as `x ?? default` or as the base of `x?.y` is optional: that is
+// what those operators are for. Nested lookups (user.id) follow expr: a
+// missing nested key is nil.
+//
+// An Expr is immutable and safe for concurrent use; Eval allocates a VM per
+// call. Chain and Aggregator keep their own VM for the hot path.
+type Expr struct {
+	path   string
+	src    string
+	prog   *vm.Program
+	fields []string // required top-level fields, sorted
+	meta   metaMask // meta variables read
+}
+
+// exprKind says what a step expects from an expression at compile time.
+type exprKind uint8
+
+const (
+	exprAny exprKind = 1 + iota
+	exprBool
+)
+
+// CompileExpr compiles src; path names it in errors ("sinks[0].key").
+func CompileExpr(path, src string) (*Expr, error) {
+	e, err := compileExpr(path, src, exprAny)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func compileExpr(path, src string, kind exprKind) (e *Expr, ce *CompileError) {
+	// Configuration text reaches a third-party parser here; a panic in it
+	// must become a config error, not a crash of `pipeline validate`.
+	defer func() {
+		if p := recover(); p != nil {
+			e, ce = nil, &CompileError{Path: path, Step: -1, Message: fmt.Sprintf("cannot compile expression: %v", p)}
+		}
+	}()
+	cerr := func(err error) *CompileError {
+		msg, line, col := exprMessage(err)
+		return &CompileError{Path: path, Step: -1, Line: line, Column: col, Message: msg}
+	}
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil, cerr(err)
+	}
+	fv := freeVars{src: src}
+	if ce := fv.walk(tree.Node, nil, false); ce != nil {
+		ce.Path = path
+		return nil, ce
+	}
+	opts := []expr.Option{
+		// A map env makes expr load variables with one map index
+		// (OpLoadFast); undefined variables are allowed because records
+		// define them, and checked by the walk above instead.
+		expr.Env(map[string]any{}),
+		expr.AllowUndefinedVariables(),
+		// Refused by the walk above too, with a better message.
+		expr.DisableBuiltin("now"),
+		expr.Timezone("UTC"),
+	}
+	if kind == exprBool {
+		// AsBool finds "1 + 1" at compile time, but at run time it would
+		// also turn null into false: a filter on a null field silently
+		// dropping records. So it only checks; the program that runs has
+		// no cast, and the step checks the result's type per record.
+		if _, err := expr.Compile(src, append(opts, expr.AsBool())...); err != nil {
+			return nil, cerr(err)
+		}
+	}
+	prog, err := expr.Compile(src, opts...)
+	if err != nil {
+		return nil, cerr(err)
+	}
+	slices.Sort(fv.fields)
+	return &Expr{path: path, src: src, prog: prog, fields: slices.Compact(fv.fields), meta: fv.meta}, nil
+}
+
+// Path is the config path the expression came from.
+func (e *Expr) Path() string { return e.path }
+
+// Source is the expression text.
+func (e *Expr) Source() string { return e.src }
+
+// Fields are the top-level fields a record must have for the expression to
+// run, sorted.
+func (e *Expr) Fields() []string { return slices.Clone(e.fields) }
+
+// Eval runs the expression on r (decoding r first if needed). The result is
+// expr's own value (it may need normalizing before it is JSON).
+func (e *Expr) Eval(r *Record) (any, *RecordError) {
+	var (
+		m vm.VM
+		d decoder
+	)
+	if err := r.decode(&d, e.path); err != nil {
+		return nil, err
+	}
+	return e.run(&m, r)
+}
+
+// EvalKey is Eval followed by KeyString, for key expressions (a sink's
+// key): any error, including a result that is not a scalar, names the
+// expression's path.
+func (e *Expr) EvalKey(r *Record) (string, *RecordError) {
+	v, err := e.Eval(r)
+	if err != nil {
+		return "", err
+	}
+	k, kerr := KeyString(v)
+	if kerr != nil {
+		return "", kerr.withStep(e.path)
+	}
+	return k, nil
+}
+
+// run evaluates on a decoded record with the caller's VM.
+func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
+	for _, f := range e.fields {
+		if _, ok := r.fields[f]; !ok {
+			return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + f}
+		}
+	}
+	if e.meta != 0 {
+		r.setMeta(e.meta)
+	}
+	out, err := m.Run(e.prog, r.fields)
+	if err != nil {
+		msg, _, _ := exprMessage(err)
+		return nil, &RecordError{Step: e.path, Code: CodeEval, Reason: msg}
+	}
+	return out, nil
+}
+
+// freeVars collects what an expression reads from its environment.
+type freeVars struct {
+	src    string
+	fields []string
+	meta   metaMask
+}
+
+// walk visits the tree. scope holds the let-bound names in effect;
+// optional says the node is the left of ?? or the base of ?. (a missing
+// field there is not an error).
+func (fv *freeVars) walk(n ast.Node, scope []string, optional bool) *CompileError {
+	switch n := n.(type) {
+	case nil:
+	case *ast.IdentifierNode:
+		name := n.Value
+		if name == "$env" || slices.Contains(scope, name) {
+			return nil
+		}
+		if bit := metaBit(name); bit != 0 {
+			fv.meta |= bit
+			return nil
+		}
+		if !optional {
+			fv.fields = append(fv.fields, name)
+		}
+	case *ast.UnaryNode:
+		return fv.walk(n.Node, scope, false)
+	case *ast.BinaryNode:
+		if err := fv.walk(n.Left, scope, n.Operator == "??"); err != nil {
+			return err
+		}
+		return fv.walk(n.Right, scope, false)
+	case *ast.ChainNode:
+		return fv.walk(n.Node, scope, optional)
+	case *ast.MemberNode:
+		if err := fv.walk(n.Node, scope, optional || n.Optional); err != nil {
+			return err
+		}
+		return fv.walk(n.Property, scope, false)
+	case *ast.SliceNode:
+		for _, c := range []ast.Node{n.Node, n.From, n.To} {
+			if err := fv.walk(c, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.CallNode:
+		// A plain name called is not a field. With no custom functions,
+		// the parser only makes a CallNode of a name it does not know;
+		// expr would fail on it per record ("cannot call nil").
+		if id, ok := n.Callee.(*ast.IdentifierNode); ok {
+			return posError(fv.src, id, "unknown function "+id.Value+"()")
+		}
+		if err := fv.walk(n.Callee, scope, false); err != nil {
+			return err
+		}
+		for _, a := range n.Arguments {
+			if err := fv.walk(a, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.BuiltinNode:
+		if n.Name == "now" {
+			// now() would make a replay after a crash compute other results
+			// than the first run: exactly-once needs determinism.
+			return posError(fv.src, n, "now() is not available: a replay would compute different results; use _timestamp, the record's time")
+		}
+		for _, a := range n.Arguments {
+			if err := fv.walk(a, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.PredicateNode:
+		return fv.walk(n.Node, scope, false)
+	case *ast.ConditionalNode:
+		for _, c := range []ast.Node{n.Cond, n.Exp1, n.Exp2} {
+			if err := fv.walk(c, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.VariableDeclaratorNode:
+		if err := fv.walk(n.Value, scope, false); err != nil {
+			return err
+		}
+		return fv.walk(n.Expr, append(slices.Clip(scope), n.Name), false)
+	case *ast.SequenceNode:
+		for _, c := range n.Nodes {
+			if err := fv.walk(c, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.ArrayNode:
+		for _, c := range n.Nodes {
+			if err := fv.walk(c, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.MapNode:
+		for _, c := range n.Pairs {
+			if err := fv.walk(c, scope, false); err != nil {
+				return err
+			}
+		}
+	case *ast.PairNode:
+		if err := fv.walk(n.Key, scope, false); err != nil {
+			return err
+		}
+		return fv.walk(n.Value, scope, false)
+	}
+	// Literals, nil and predicate pointers (#, #index) read nothing.
+	return nil
+}
+
+// posError is a compile error at a node of the expression src.
+func posError(src string, n ast.Node, msg string) *CompileError {
+	line, col := runePosition(src, n.Location().From)
+	return &CompileError{Step: -1, Line: line, Column: col, Message: msg}
+}
+
+// runePosition turns expr's rune offset into a 1-based line and column.
+func runePosition(src string, from int) (line, col int) {
+	line, col = 1, 1
+	i := 0
+	for _, r := range src {
+		if i == from {
+			break
+		}
+		if r == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+		i++
+	}
+	return line, col
+}

@@ -1,0 +1,545 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The JSON decoder below exists for two reasons encoding/json cannot serve:
+//
+//   - integers must stay exact: "9007199254740993" must arrive as the int
+//     9007199254740993, not as a float64 and not as a json.Number string that
+//     every expression would have to convert per use;
+//   - it is the hot path: one record, one map, one box per number, one string
+//     per string value, and object keys interned across records.
+//
+// It accepts exactly the JSON that encoding/json accepts and produces the same
+// values as json.Decoder with UseNumber after converting each json.Number (a
+// differential fuzz test, FuzzDecodeJSON, holds it to that), with one
+// difference: a number beyond float64's range is an error here, because no
+// expression could use it.
+//
+// Values: nil, bool, string, int (int64 where int is 32 bits), float64,
+// []any, map[string]any. An integer literal (no fraction, no exponent) that
+// fits int64 is an integer; any other number is a float64. Invalid UTF-8 and
+// lone surrogates become U+FFFD, as in encoding/json. Duplicate keys: the
+// last one wins, as in encoding/json.
+
+// maxDepth bounds nesting so hostile input cannot exhaust the stack; it is
+// the limit encoding/json uses.
+const maxDepth = 10000
+
+const (
+	maxInterned    = 1024 // keys remembered per decoder
+	maxInternedLen = 64   // longer keys are not worth remembering
+
+	// Short string values (a country, a status, an event type) repeat
+	// across records. Boxing a string into an interface allocates twice
+	// (bytes and header); the cache keeps the boxed value. It is cleared
+	// when full, so values that stop recurring make room again.
+	maxCachedValues   = 4096
+	maxCachedValueLen = 16
+)
+
+// decoder holds what survives from one record to the next. Not safe for
+// concurrent use: every Chain and Aggregator owns one.
+type decoder struct {
+	keys    map[string]string // interned object keys
+	values  map[string]any    // boxed short string values
+	scratch []byte            // unescaped strings
+	hint    int               // field count of the last top-level object
+}
+
+// scanner is one parse of one input.
+type scanner struct {
+	d     *decoder
+	data  []byte
+	pos   int
+	depth int
+}
+
+type syntaxError struct {
+	msg string
+	off int
+}
+
+func (e *syntaxError) Error() string {
+	return e.msg + " at offset " + strconv.Itoa(e.off)
+}
+
+var errNotObject = errors.New("value is not a JSON object")
+
+// decodeObject parses data, which must hold exactly one JSON object.
+func (d *decoder) decodeObject(data []byte) (map[string]any, error) {
+	s := scanner{d: d, data: data}
+	s.skipSpace()
+	if s.pos == len(data) {
+		if len(data) == 0 {
+			return nil, errors.New("empty value, want a JSON object")
+		}
+		return nil, errors.New("blank value, want a JSON object")
+	}
+	if data[s.pos] != '{' {
+		// Say what it is when it is valid JSON of another kind: that is the
+		// common mistake (a bare number or array on the topic).
+		if _, err := d.decodeValue(data); err == nil {
+			return nil, fmt.Errorf("%w (got %s)", errNotObject, kindName(data[s.pos]))
+		}
+		return nil, &syntaxError{"invalid character " + quoteChar(data[s.pos]) + " looking for beginning of value", s.pos}
+	}
+	s.pos++
+	m, err := s.object(d.hint)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.end(); err != nil {
+		return nil, err
+	}
+	d.hint = len(m)
+	return m, nil
+}
+
+// decodeValue parses data, which must hold exactly one JSON value of any
+// kind.
+func (d *decoder) decodeValue(data []byte) (any, error) {
+	s := scanner{d: d, data: data}
+	v, err := s.value()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.end(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (s *scanner) end() error {
+	s.skipSpace()
+	if s.pos != len(s.data) {
+		return &syntaxError{"invalid character " + quoteChar(s.data[s.pos]) + " after top-level value", s.pos}
+	}
+	return nil
+}
+
+func kindName(c byte) string {
+	switch c {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+func quoteChar(c byte) string {
+	if c == '\'' {
+		return `'\''`
+	}
+	if c == '"' {
+		return `'"'`
+	}
+	s := strconv.Quote(string(rune(c)))
+	if c >= utf8.RuneSelf {
+		s = fmt.Sprintf(`"\x%02x"`, c)
+	}
+	return "'" + s[1:len(s)-1] + "'"
+}
+
+func (s *scanner) errEOF() error {
+	return &syntaxError{"unexpected end of JSON input", s.pos}
+}
+
+func (s *scanner) errChar(context string) error {
+	if s.pos >= len(s.data) {
+		return s.errEOF()
+	}
+	return &syntaxError{"invalid character " + quoteChar(s.data[s.pos]) + " " + context, s.pos}
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) value() (any, error) {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return nil, s.errEOF()
+	}
+	switch c := s.data[s.pos]; {
+	case c == '{':
+		s.pos++
+		return s.object(0)
+	case c == '[':
+		s.pos++
+		return s.array()
+	case c == '"':
+		s.pos++
+		b, err := s.str()
+		if err != nil {
+			return nil, err
+		}
+		return s.d.boxString(b), nil
+	case c == 't':
+		return true, s.literal("true")
+	case c == 'f':
+		return false, s.literal("false")
+	case c == 'n':
+		return nil, s.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	}
+	return nil, s.errChar("looking for beginning of value")
+}
+
+func (s *scanner) literal(word string) error {
+	for i := 0; i < len(word); i++ {
+		if s.pos >= len(s.data) {
+			return s.errEOF()
+		}
+		if s.data[s.pos] != word[i] {
+			return s.errChar("in literal " + word)
+		}
+		s.pos++
+	}
+	return nil
+}
+
+// object parses the members after '{'.
+func (s *scanner) object(hint int) (map[string]any, error) {
+	if s.depth++; s.depth > maxDepth {
+		return nil, &syntaxError{"exceeded max depth", s.pos}
+	}
+	m := make(map[string]any, hint)
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		s.depth--
+		return m, nil
+	}
+	for {
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return nil, s.errEOF()
+		}
+		if s.data[s.pos] != '"' {
+			return nil, s.errChar("looking for beginning of object key string")
+		}
+		s.pos++
+		kb, err := s.str()
+		if err != nil {
+			return nil, err
+		}
+		key := s.d.intern(kb)
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return nil, s.errEOF()
+		}
+		if s.data[s.pos] != ':' {
+			return nil, s.errChar("after object key")
+		}
+		s.pos++
+		v, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		m[key] = v
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return nil, s.errEOF()
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			s.depth--
+			return m, nil
+		default:
+			return nil, s.errChar("after object key:value pair")
+		}
+	}
+}
+
+// array parses the elements after '['.
+func (s *scanner) array() ([]any, error) {
+	if s.depth++; s.depth > maxDepth {
+		return nil, &syntaxError{"exceeded max depth", s.pos}
+	}
+	a := []any{}
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == ']' {
+		s.pos++
+		s.depth--
+		return a, nil
+	}
+	for {
+		v, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return nil, s.errEOF()
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			s.depth--
+			return a, nil
+		default:
+			return nil, s.errChar("after array element")
+		}
+	}
+}
+
+// intern returns b as a string, reusing the string of an earlier record when
+// the key was seen before: records of one topic share their field names.
+func (d *decoder) intern(b []byte) string {
+	if len(b) > maxInternedLen {
+		return string(b)
+	}
+	if k, ok := d.keys[string(b)]; ok { // no allocation for the lookup
+		return k
+	}
+	k := string(b)
+	if d.keys == nil {
+		d.keys = make(map[string]string)
+	}
+	if len(d.keys) < maxInterned {
+		d.keys[k] = k
+	}
+	return k
+}
+
+// boxString returns b as a string in an interface, shared with earlier
+// records for short values.
+func (d *decoder) boxString(b []byte) any {
+	if len(b) > maxCachedValueLen {
+		return string(b)
+	}
+	if v, ok := d.values[string(b)]; ok {
+		return v
+	}
+	if d.values == nil {
+		d.values = make(map[string]any)
+	} else if len(d.values) >= maxCachedValues {
+		clear(d.values)
+	}
+	v := any(string(b))
+	d.values[string(b)] = v
+	return v
+}
+
+// str parses a string body after the opening quote. The result aliases the
+// input or the decoder's scratch buffer: copy it before the next call.
+func (s *scanner) str() ([]byte, error) {
+	start := s.pos
+	// Fast path: plain ASCII with no escapes is returned in place.
+	for s.pos < len(s.data) {
+		c := s.data[s.pos]
+		if c == '"' {
+			s.pos++
+			return s.data[start : s.pos-1], nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+		s.pos++
+	}
+	buf := append(s.d.scratch[:0], s.data[start:s.pos]...)
+	defer func() { s.d.scratch = buf[:0] }()
+	for s.pos < len(s.data) {
+		c := s.data[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return buf, nil
+		case c < 0x20:
+			return nil, s.errChar("in string literal")
+		case c == '\\':
+			s.pos++
+			if s.pos >= len(s.data) {
+				return nil, s.errEOF()
+			}
+			e := s.data[s.pos]
+			s.pos++
+			switch e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, ok := s.hex4()
+				if !ok {
+					return nil, s.errChar("in \\u hexadecimal character escape")
+				}
+				if utf16.IsSurrogate(r) {
+					// A valid pair becomes one rune; anything else becomes
+					// U+FFFD and the next escape is read on its own, as
+					// encoding/json does.
+					if s.pos+1 < len(s.data) && s.data[s.pos] == '\\' && s.data[s.pos+1] == 'u' {
+						save := s.pos
+						s.pos += 2
+						r2, ok := s.hex4()
+						if ok {
+							if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+								buf = utf8.AppendRune(buf, dec)
+								break
+							}
+						}
+						s.pos = save
+					}
+					r = utf8.RuneError
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				s.pos--
+				return nil, s.errChar("in string escape code")
+			}
+		case c < utf8.RuneSelf:
+			buf = append(buf, c)
+			s.pos++
+		default:
+			r, size := utf8.DecodeRune(s.data[s.pos:])
+			if r == utf8.RuneError && size == 1 {
+				buf = utf8.AppendRune(buf, utf8.RuneError)
+			} else {
+				buf = append(buf, s.data[s.pos:s.pos+size]...)
+			}
+			s.pos += size
+		}
+	}
+	return nil, s.errEOF()
+}
+
+// hex4 reads four hex digits.
+func (s *scanner) hex4() (rune, bool) {
+	if s.pos+4 > len(s.data) {
+		return 0, false
+	}
+	var r rune
+	for i := 0; i < 4; i++ {
+		c := s.data[s.pos]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+		s.pos++
+	}
+	return r, true
+}
+
+// number parses a JSON number: an exact integer when the literal has no
+// fraction or exponent and fits int64, a float64 otherwise.
+func (s *scanner) number() (any, error) {
+	start := s.pos
+	neg := false
+	if s.data[s.pos] == '-' {
+		neg = true
+		s.pos++
+	}
+	if s.pos >= len(s.data) {
+		return nil, s.errEOF()
+	}
+	var mag uint64
+	exact := true // still an integer that fits uint64
+	switch c := s.data[s.pos]; {
+	case c == '0':
+		s.pos++
+	case c >= '1' && c <= '9':
+		for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
+			d := uint64(s.data[s.pos] - '0')
+			if mag > (math.MaxUint64-d)/10 {
+				exact = false
+			} else if exact {
+				mag = mag*10 + d
+			}
+			s.pos++
+		}
+	default:
+		return nil, s.errChar("in numeric literal")
+	}
+	isInt := true
+	if s.pos < len(s.data) && s.data[s.pos] == '.' {
+		isInt = false
+		s.pos++
+		if !s.digits() {
+			return nil, s.errChar("after decimal point in numeric literal")
+		}
+	}
+	if s.pos < len(s.data) && (s.data[s.pos] == 'e' || s.data[s.pos] == 'E') {
+		isInt = false
+		s.pos++
+		if s.pos < len(s.data) && (s.data[s.pos] == '+' || s.data[s.pos] == '-') {
+			s.pos++
+		}
+		if !s.digits() {
+			return nil, s.errChar("in exponent of numeric literal")
+		}
+	}
+	if isInt && exact {
+		if neg && mag <= 1<<63 {
+			return boxInt(-int64(mag)), nil // -(1<<63) wraps to MinInt64, exactly right
+		}
+		if !neg && mag <= math.MaxInt64 {
+			return boxInt(int64(mag)), nil
+		}
+	}
+	text := s.data[start:s.pos]
+	f, err := strconv.ParseFloat(string(text), 64)
+	if err != nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
+		return nil, &syntaxError{"number " + string(text) + " is out of range", start}
+	}
+	return f, nil
+}
+
+// digits consumes one or more decimal digits.
+func (s *scanner) digits() bool {
+	start := s.pos
+	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
+		s.pos++
+	}
+	return s.pos > start
+}
+
+// boxInt is how an exact JSON integer enters the value domain: as int, the
+// type expr's arithmetic (and %) works on, or as int64 where int is 32 bits.
+func boxInt(i int64) any {
+	if strconv.IntSize == 64 || (i >= math.MinInt32 && i <= math.MaxInt32) {
+		return int(i)
+	}
+	return i
+}

@@ -1,0 +1,230 @@
+package operator
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestDecodeObject(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    map[string]any
+		wantErr string
+	}{
+		{in: `{}`, want: map[string]any{}},
+		{in: ` {"n": 1} `, want: map[string]any{"n": 1}},
+		{in: `{"a":-0,"b":0,"c":1.5,"d":1e2,"e":-12}`, want: map[string]any{"a": 0, "b": 0, "c": 1.5, "d": 100.0, "e": -12}},
+		// Exact at and beyond 2^53, up to the int64 limits.
+		{in: `{"a":9007199254740993}`, want: map[string]any{"a": 9007199254740993}},
+		{in: `{"a":9223372036854775807,"b":-9223372036854775808}`, want: map[string]any{"a": math.MaxInt64, "b": math.MinInt64}},
+		// Beyond int64: a float64, as the value of a JSON number.
+		{in: `{"a":9223372036854775808}`, want: map[string]any{"a": 9223372036854775808.0}},
+		{in: `{"a":-9223372036854775809}`, want: map[string]any{"a": -9223372036854775809.0}},
+		{in: `{"a":123456789012345678901234567890}`, want: map[string]any{"a": 1.2345678901234568e29}},
+		{in: `{"a":1.0}`, want: map[string]any{"a": 1.0}},
+		{in: `{"s":"h\u00e9\"\\\/\b\f\n\r\t","u":"😀","p":"\ud83d\ude00"}`, want: map[string]any{"s": "hé\"\\/\b\f\n\r\t", "u": "😀", "p": "😀"}},
+		{in: `{"lone":"\ud800x","bad":"` + "\xff" + `"}`, want: map[string]any{"lone": "\ufffdx", "bad": "\ufffd"}},
+		{in: `{"n":null,"t":true,"f":false,"a":[1,"x",[]],"o":{"k":{}}}`, want: map[string]any{"n": nil, "t": true, "f": false, "a": []any{1, "x", []any{}}, "o": map[string]any{"k": map[string]any{}}}},
+		{in: `{"a":1,"a":2}`, want: map[string]any{"a": 2}},
+		{in: ``, wantErr: "empty value"},
+		{in: `  `, wantErr: "blank value"},
+		{in: `5`, wantErr: "not a JSON object (got number)"},
+		{in: `[1]`, wantErr: "not a JSON object (got array)"},
+		{in: `null`, wantErr: "not a JSON object (got null)"},
+		{in: `hello`, wantErr: "invalid character 'h' looking for beginning of value at offset 0"},
+		{in: `{"a":1`, wantErr: "unexpected end of JSON input"},
+		{in: `{"a":1}x`, wantErr: "invalid character 'x' after top-level value at offset 7"},
+		{in: `{"a":01}`, wantErr: "invalid character '1' after object key:value pair"},
+		{in: `{"a":1.}`, wantErr: "after decimal point"},
+		{in: `{"a":1e400}`, wantErr: "number 1e400 is out of range"},
+		{in: `{"a":"x` + "\n" + `"}`, wantErr: "in string literal"},
+		{in: `{"a":"\x"}`, wantErr: "in string escape code"},
+		{in: `{"a":"\u12"}`, wantErr: "hexadecimal"},
+		{in: `{a:1}`, wantErr: "looking for beginning of object key string"},
+		{in: `{"a":tru}`, wantErr: "in literal true"},
+		{in: strings.Repeat(`{"a":`, maxDepth+1), wantErr: "exceeded max depth"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in[:min(len(tt.in), 40)], func(t *testing.T) {
+			var d decoder
+			got, err := d.decodeObject([]byte(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecodeMatchesEncodingJSON pins the decoder to encoding/json with
+// UseNumber on the seed inputs; FuzzDecodeJSON does the same on anything.
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	for _, in := range decodeSeeds {
+		checkDecodeAgainstStdlib(t, []byte(in))
+	}
+}
+
+var decodeSeeds = []string{
+	`{"n":1}`, `{"a":[1,2.5,"x",null,true,{"b":-0}]}`, `{"big":18446744073709551616}`,
+	`{"s":"\ud83d\ude00\ud83d"}`, "{\"s\":\"\xed\xa0\x80\"}", `{"e":1E+2,"f":-0.0e-0}`, `[]`, `"x"`, ``, `{"a" : 1 , "b":{}}`,
+	`{"a":1e400}`, `{"\u0000":"\u001f"}`, `{"a":"\ud800\u0041"}`, `{"a":"\udc00\ud800\udc00"}`,
+}
+
+// checkDecodeAgainstStdlib fails t if the decoder and encoding/json disagree
+// about data: both must accept or reject it, and agree on the value (with
+// each json.Number converted as the decoder converts numbers). The one
+// allowed difference: numbers beyond float64 range are errors here.
+func checkDecodeAgainstStdlib(t *testing.T, data []byte) {
+	t.Helper()
+	var d decoder
+	got, err := d.decodeValue(data)
+
+	var want any
+	var stdErr error
+	if !json.Valid(data) { // one value, nothing after it
+		stdErr = fmt.Errorf("invalid JSON")
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		stdErr = dec.Decode(&want)
+	}
+	if stdErr != nil {
+		if err == nil {
+			t.Fatalf("%q: decoder accepted %#v, encoding/json: %v", data, got, stdErr)
+		}
+		return
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "out of range") {
+			return
+		}
+		t.Fatalf("%q: decoder: %v, encoding/json accepted %#v", data, err, want)
+	}
+	want = convertNumbers(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: decoder %#v, encoding/json %#v", data, got, want)
+	}
+	// The decoded value re-encodes to JSON that decodes to the same value
+	// and type (appendTyped keeps 100.0 a float).
+	enc := appendTyped(nil, got)
+	again, err := d.decodeValue(enc)
+	if err != nil || !reflect.DeepEqual(again, got) {
+		t.Fatalf("%q: re-encoded as %q, decoded back as %#v (%v)", data, enc, again, err)
+	}
+}
+
+func convertNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		s := string(x)
+		if !strings.ContainsAny(s, ".eE") {
+			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return boxInt(i)
+			}
+		}
+		f, _ := strconv.ParseFloat(s, 64)
+		return f
+	case []any:
+		for i := range x {
+			x[i] = convertNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = convertNumbers(x[k])
+		}
+	}
+	return v
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecodeAgainstStdlib(t, data)
+	})
+}
+
+func TestInternKeys(t *testing.T) {
+	var d decoder
+	a, _ := d.decodeObject([]byte(`{"amount":1}`))
+	b, _ := d.decodeObject([]byte(`{"amount":2}`))
+	var ka, kb string
+	for k := range a {
+		ka = k
+	}
+	for k := range b {
+		kb = k
+	}
+	if ka != "amount" || kb != "amount" || strings.Clone(ka) == "" {
+		t.Fatal("bad keys")
+	}
+	if len(d.keys) != 1 {
+		t.Fatalf("interned %d keys, want 1", len(d.keys))
+	}
+}
+
+func TestAppendJSON(t *testing.T) {
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{nil, `null`},
+		{true, `true`},
+		{int(-3), `-3`},
+		{int64(math.MaxInt64), `9223372036854775807`},
+		{2.0, `2`},
+		{1.5, `1.5`},
+		{1e21, `1e+21`},
+		{1e-7, `1e-7`},
+		{0.000001, `0.000001`},
+		{math.Copysign(0, -1), `-0`},
+		{"a\"b\\c\n\x01<>&\u2028\xff", "\"a\\\"b\\\\c\\n\\u0001<>&\\u2028\uFFFD\""},
+		{[]any{1, "x", nil}, `[1,"x",null]`},
+		{map[string]any{"b": 1, "a": map[string]any{"d": 2, "c": []any{}}}, `{"a":{"c":[],"d":2},"b":1}`},
+		{[]string{"x", "y"}, `["x","y"]`},
+		{uint64(math.MaxUint64), `18446744073709552000`},
+		{map[any][]any{true: {1}}, `{"true":[1]}`},
+	}
+	for _, tt := range tests {
+		got, err := AppendJSON(nil, tt.in)
+		if err != nil {
+			t.Fatalf("%#v: %v", tt.in, err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("AppendJSON(%#v) = %s, want %s", tt.in, got, tt.want)
+		}
+		// Every encoding is valid JSON.
+		if !json.Valid(got) {
+			t.Errorf("AppendJSON(%#v) = %s: invalid JSON", tt.in, got)
+		}
+	}
+	for _, bad := range []any{math.NaN(), math.Inf(1), []any{math.Inf(-1)}, func() {}, struct{}{}} {
+		if _, err := AppendJSON(nil, bad); err == nil {
+			t.Errorf("AppendJSON(%T) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestAppendCompact(t *testing.T) {
+	in := " {\n \"a\" : [ 1 , 2.50 ],\t\"s\": \"x y \\\" \\\\\" , \"u\":\"\xff\" } "
+	got := string(appendCompact(nil, []byte(in)))
+	want := "{\"a\":[1,2.50],\"s\":\"x y \\\" \\\\\",\"u\":\"\uFFFD\"}"
+	if got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,200 @@
+package operator
+
+import (
+	"maps"
+	"reflect"
+	"time"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// Record is one Kafka record on its way through a Chain. The runtime fills
+// the exported input fields from the consumed record; the chain sets
+// GroupKey and Keyed, and may replace the value (a map step). Key and Value
+// are never modified: they are what goes to the dead-letter topic when the
+// record fails.
+//
+// A Record is owned by one goroutine at a time; handing it over a channel
+// hands over the decoded value with it.
+type Record struct {
+	Key       []byte
+	Value     []byte
+	Timestamp time.Time
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Format of Value: config.FormatJSON (also the zero value) or
+	// config.FormatRaw.
+	Format config.Format
+
+	// GroupKey is the key_by result; Keyed says a key_by step ran.
+	GroupKey string
+	Keyed    bool
+
+	// fields is the expression environment: the decoded JSON object, the
+	// {value, key} object of a raw record, or the object a map step built.
+	// It also receives the _key/_timestamp/... variables expressions use.
+	fields map[string]any
+	// order is the field order of an object built by a map step (nil
+	// otherwise): the output is encoded in this order.
+	order   []string
+	decoded bool
+	// changed: a map step replaced the value, so Value no longer is it.
+	changed bool
+	// metaSet: the meta variables already written into fields.
+	metaSet metaMask
+}
+
+// Reset clears r for reuse with another input, keeping nothing of it.
+func (r *Record) Reset() {
+	*r = Record{}
+}
+
+// Changed reports whether a map step replaced the value, so the output is
+// an encoding of the new object rather than the input bytes.
+func (r *Record) Changed() bool { return r.changed }
+
+// Fields returns the record's value as the expressions see it, decoding it
+// first if no step has yet. The map belongs to the record: read it, do not
+// keep it. Meta variables (_key, ...) an expression used are in it too.
+func (r *Record) Fields() (map[string]any, error) {
+	var d decoder
+	if err := r.decode(&d, ""); err != nil {
+		return nil, err
+	}
+	return r.fields, nil
+}
+
+// decode builds the expression environment once per record. step names
+// what needed it, for the error.
+func (r *Record) decode(d *decoder, step string) *RecordError {
+	if r.decoded {
+		return nil
+	}
+	if r.Format == config.FormatRaw {
+		// Raw bytes are passed through untouched; expressions see them as
+		// strings.
+		r.fields = map[string]any{"value": string(r.Value), "key": string(r.Key)}
+		r.decoded = true
+		return nil
+	}
+	m, err := d.decodeObject(r.Value)
+	if err != nil {
+		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
+	}
+	r.fields = m
+	r.decoded = true
+	return nil
+}
+
+// metaMask says which meta variables an expression reads.
+type metaMask uint8
+
+const (
+	metaKey metaMask = 1 << iota
+	metaTimestamp
+	metaTopic
+	metaPartition
+	metaOffset
+)
+
+// metaNames are the record metadata visible to expressions. They shadow a
+// JSON field of the same name: the leading underscore keeps clashes rare.
+var metaNames = [...]string{"_key", "_timestamp", "_topic", "_partition", "_offset"}
+
+func metaBit(name string) metaMask {
+	for i, n := range metaNames {
+		if n == name {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// setMeta writes the meta variables in want that are not in fields yet.
+// Only what an expression reads is written: most expressions read none, and
+// then nothing is allocated.
+func (r *Record) setMeta(want metaMask) {
+	missing := want &^ r.metaSet
+	if missing == 0 {
+		return
+	}
+	if missing&metaKey != 0 {
+		r.fields["_key"] = string(r.Key) // a null key reads as ""
+	}
+	if missing&metaTimestamp != 0 {
+		r.fields["_timestamp"] = r.Timestamp.UTC()
+	}
+	if missing&metaTopic != 0 {
+		r.fields["_topic"] = r.Topic
+	}
+	if missing&metaPartition != 0 {
+		r.fields["_partition"] = int(r.Partition)
+	}
+	if missing&metaOffset != 0 {
+		r.fields["_offset"] = boxInt(r.Offset)
+	}
+	r.metaSet |= missing
+}
+
+// detach makes an expression result safe to keep beyond this evaluation.
+// An expression can return the environment itself ($env): that map is the
+// record's, and receives the meta variables as expressions read them. It is
+// copied, without the meta variables (they are not part of the value).
+func (r *Record) detach(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok || r.fields == nil || reflect.ValueOf(m).UnsafePointer() != reflect.ValueOf(r.fields).UnsafePointer() {
+		return v
+	}
+	c := maps.Clone(m)
+	for i, name := range metaNames {
+		if r.metaSet&(1<<i) != 0 {
+			delete(c, name)
+		}
+	}
+	return c
+}
+
+// AppendValue appends the value to write to a sink of the given format:
+//
+//   - json, value unchanged: the input JSON, compacted (field order and number
+//     spelling kept); a raw record's bytes as a JSON string;
+//   - json, value built by a map step: that object, fields in map order;
+//   - raw, value unchanged: the input bytes, untouched;
+//   - raw, value built by a map step: its JSON encoding (a map step always
+//     builds an object; raw has no other representation of it).
+//
+// It decodes the record if no step did, so an undecodable JSON value is a
+// RecordError (CodeDecode) here too; it never fails otherwise.
+func (r *Record) AppendValue(dst []byte, f config.Format) ([]byte, *RecordError) {
+	if r.changed {
+		return r.appendObject(dst), nil
+	}
+	if f == config.FormatRaw {
+		return append(dst, r.Value...), nil
+	}
+	if r.Format == config.FormatRaw {
+		return appendString(dst, string(r.Value)), nil
+	}
+	if !r.decoded {
+		var d decoder
+		if err := r.decode(&d, "sink"); err != nil {
+			return dst, err
+		}
+	}
+	return appendCompact(dst, r.Value), nil
+}
+
+// appendObject encodes the object a map step built, in its field order.
+func (r *Record) appendObject(dst []byte) []byte {
+	dst = append(dst, '{')
+	for i, k := range r.order {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendValue(dst, r.fields[k])
+	}
+	return append(dst, '}')
+}
