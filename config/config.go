@@ -27,6 +27,11 @@ type Config struct {
 	Sinks      []Sink     `yaml:"sinks"`
 	Admin      Admin      `yaml:"admin"`
 	Logging    Logging    `yaml:"logging"`
+
+	// file and where are set by Parse: the file name and where each path
+	// was written, for problems found after loading (see Errorf).
+	file  string
+	where positions
 }
 
 // Guarantee is a delivery guarantee level.
@@ -258,8 +263,8 @@ type Sink struct {
 
 // Admin is the HTTP listener for /metrics, health and the admin API.
 type Admin struct {
-	// Listen address. Default "127.0.0.1:8080"; empty string "off"
-	// disables it.
+	// Listen address, host:port. Default "127.0.0.1:8080". The value
+	// "off" disables the listener: after loading, Listen is then empty.
 	Listen string `yaml:"listen"`
 	// Token is the bearer token required by endpoints that change state.
 	// Default: none, and those endpoints are refused.

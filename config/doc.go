@@ -10,7 +10,10 @@
 //     and bad durations are errors), defaults are applied, and the whole
 //     job is validated.
 //
-// Every problem found is reported at once, each as
+// Every problem found is reported at once, as Errors, each as
 // FILE:LINE:COL: path.to.field: message, so a user fixes a file in one pass.
 // A Config returned without error is complete: every default is filled in.
+// It remembers where each field was written (Config.Position), so that
+// problems found later, such as an expression that does not compile, are
+// reported the same way (Config.Errorf).
 package config

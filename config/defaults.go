@@ -1,0 +1,92 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// The defaults, as documented on each field in config.go and in README.md.
+const (
+	DefaultTransactionTimeout = 60 * time.Second
+	DefaultCheckpointInterval = time.Second
+	DefaultCheckpointTimeout  = 30 * time.Second
+	DefaultKeyGroups          = 128
+	DefaultReplicationFactor  = -1
+	DefaultAdminListen        = "127.0.0.1:8080"
+	// AdminOff is the admin.listen value that disables the listener;
+	// after loading, Admin.Listen is then empty.
+	AdminOff = "off"
+	// MaxKeyGroups bounds checkpoint.key_groups (Flink's max parallelism
+	// has the same bound).
+	MaxKeyGroups = 32768
+)
+
+// applyDefaults fills what the file left out. A string is left out when
+// empty (so `${VAR}` with VAR unset means "the default"); a number or
+// duration when it was not written at all (set reports that), because 0
+// is a meaningful value for some of them and an error for others.
+func applyDefaults(c *Config, set func(path string) bool) {
+	if c.Guarantee == "" {
+		c.Guarantee = ExactlyOnce
+	}
+	if c.Kafka.ClientID == "" {
+		c.Kafka.ClientID = "pipeline-" + c.Name
+	}
+	if !set("kafka.transaction_timeout") {
+		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if !set("checkpoint.interval") {
+		c.Checkpoint.Interval = DefaultCheckpointInterval
+	}
+	if !set("checkpoint.timeout") {
+		c.Checkpoint.Timeout = DefaultCheckpointTimeout
+	}
+	if !set("checkpoint.key_groups") {
+		c.Checkpoint.KeyGroups = DefaultKeyGroups
+	}
+	if !set("checkpoint.replication_factor") {
+		c.Checkpoint.ReplicationFactor = DefaultReplicationFactor
+	}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		if s.ID == "" {
+			s.ID = fmt.Sprintf("source-%d", i)
+		}
+		if s.Start.Kind == "" {
+			s.Start.Kind = StartEarliest
+		}
+		if s.Format == "" {
+			s.Format = FormatJSON
+		}
+	}
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		if s.ID == "" {
+			s.ID = fmt.Sprintf("%s-%d", s.Kind(), i)
+		}
+		if s.Aggregate != nil && s.Aggregate.Emit == "" {
+			s.Aggregate.Emit = EmitEveryRecord
+		}
+	}
+	for i := range c.Sinks {
+		s := &c.Sinks[i]
+		if s.Format == "" {
+			s.Format = FormatJSON
+		}
+		if s.DeadLetterTopic == "" {
+			s.DeadLetterTopic = c.Name + "-dead-letter"
+		}
+	}
+	switch c.Admin.Listen {
+	case "":
+		c.Admin.Listen = DefaultAdminListen
+	case AdminOff:
+		c.Admin.Listen = ""
+	}
+	if c.Logging.Level == "" {
+		c.Logging.Level = "info"
+	}
+	if c.Logging.Format == "" {
+		c.Logging.Format = "text"
+	}
+}

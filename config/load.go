@@ -1,0 +1,166 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the job file at path and parses it with the process
+// environment (see Parse). A file that cannot be read is an error naming
+// the path; problems in its content are Errors.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // it would name the path a second time
+		}
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse turns the content of a job file into a complete, validated Config:
+// it interpolates ${VAR} references with lookupEnv (nil: no variable is
+// set), parses the YAML, decodes it strictly, applies defaults and
+// validates the job. filename only labels positions. On any problem it
+// returns nil and Errors holding every problem found, sorted by position.
+func Parse(filename string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	// A UTF-8 byte order mark is not part of the text; dropping it keeps
+	// the columns of line 1 the ones an editor shows.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+
+	text, cols, errs := interpolate(data, lookupEnv)
+	if len(errs) > 0 {
+		// The text is not what the user meant; parsing it would only
+		// report consequences.
+		return nil, finish(filename, errs)
+	}
+	root, perr := parseYAML(text)
+	if perr != nil {
+		return nil, finish(filename, Errors{perr})
+	}
+
+	d := newDecoder(filename, cols)
+	c := &Config{}
+	d.document(root, c)
+	applyDefaults(c, func(path string) bool { return d.set[path] })
+	errs = append(d.errs, validate(c, d)...)
+	if len(errs) > 0 {
+		return nil, finish(filename, errs)
+	}
+	c.file, c.where = filename, d.at
+	return c, nil
+}
+
+// finish labels every problem with the file name and sorts them.
+func finish(filename string, errs Errors) Errors {
+	for _, e := range errs {
+		e.File = filename
+	}
+	errs.Sort()
+	return errs
+}
+
+// parseYAML parses the single YAML document in text; nil for an empty one.
+func parseYAML(text []byte) (*yaml.Node, *Error) {
+	doc, second, err := decodeDocuments(text)
+	switch {
+	case err != nil:
+		return nil, syntaxError(text, err)
+	case second != nil:
+		return nil, &Error{Line: second.Line, Col: 1, Msg: "a job file holds one YAML document; a second one starts here"}
+	}
+	return doc, nil
+}
+
+// decodeDocuments parses the first document of text and, if there is one,
+// the second (only to refuse it).
+func decodeDocuments(text []byte) (doc, second *yaml.Node, err error) {
+	defer func() {
+		// The parser turns its own failures into errors, but it is
+		// third-party code: a job file must never crash the process.
+		if r := recover(); r != nil {
+			doc, second, err = nil, nil, fmt.Errorf("yaml: the parser failed: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	doc = &yaml.Node{}
+	if err := dec.Decode(doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	second = &yaml.Node{}
+	if err := dec.Decode(second); err != nil {
+		if errors.Is(err, io.EOF) {
+			return doc, nil, nil
+		}
+		return nil, nil, err
+	}
+	return doc, second, nil
+}
+
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
+
+// parserProblems are the messages of yaml/v3's parser (as opposed to its
+// scanner). For these it prints the 0-based line where the construct
+// began; for scanner problems the 1-based line. Either way it prints no
+// line for problems on the first line.
+var parserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found undefined tag handle",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+// syntaxError turns a parser error for text into an Error at the line
+// where the bad construct began. yaml/v3 gives no column (column 1 keeps
+// the FILE:LINE:COL form editors understand) and omits line 1; parsing
+// the text again one line lower makes every line show, and the 0-based
+// lines of parser problems are corrected. Problems found outside the
+// parser proper (an unknown anchor) carry no line.
+func syntaxError(text []byte, err error) *Error {
+	if _, _, lowered := decodeDocuments(append([]byte("\n"), text...)); lowered != nil {
+		err = lowered
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	e := &Error{}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		msg = msg[len(m[0]):]
+		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
+			if !slices.Contains(parserProblems, msg) {
+				n-- // a 1-based line of the lowered text
+			}
+			// At the end of the stream the parser may name the line
+			// after the last.
+			n = min(n, bytes.Count(text, []byte("\n"))+1)
+			if n >= 1 {
+				e.Line, e.Col = n, 1
+			}
+		}
+	}
+	e.Msg = "invalid YAML: " + msg
+	return e
+}

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(good, []byte(minimal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(good)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", good, err)
+	}
+	if c.File() != good || c.Name != "job" {
+		t.Errorf("Load: File() = %q, Name = %q", c.File(), c.Name)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: job\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(bad)
+	var problems Errors
+	if !errors.As(err, &problems) || !strings.HasPrefix(problems[0].Error(), bad+":1:1: ") {
+		t.Errorf("Load(bad) = %v, want Errors naming %s", err, bad)
+	}
+}
+
+// TestLoadUnreadable: a file that cannot be read is one plain error that
+// names the path (not Errors, not a panic).
+func TestLoadUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.yaml")
+	if err := os.WriteFile(file, []byte(minimal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		path string
+		is   error
+	}{
+		{"missing", filepath.Join(dir, "missing.yaml"), fs.ErrNotExist},
+		{"a directory", dir, nil},
+		{"below a file", filepath.Join(file, "x.yaml"), nil},
+	}
+	if os.Geteuid() != 0 { // root reads anything
+		locked := filepath.Join(dir, "locked.yaml")
+		if err := os.WriteFile(locked, []byte(minimal), 0o000); err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, struct {
+			name string
+			path string
+			is   error
+		}{"no permission", locked, fs.ErrPermission})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(tt.path)
+			if err == nil || c != nil {
+				t.Fatalf("Load(%s) = %v, %v; want an error", tt.path, c, err)
+			}
+			if !strings.Contains(err.Error(), "read config "+tt.path+":") {
+				t.Errorf("error %q does not name the path", err)
+			}
+			var problems Errors
+			if errors.As(err, &problems) {
+				t.Errorf("error is Errors; want a plain read error")
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+		})
+	}
+}

@@ -1,0 +1,386 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// validator checks a decoded, defaulted Config as a whole job and collects
+// every problem. Expressions are only required to be non-empty here; the
+// operator package compiles them and reports through Config.Errorf.
+type validator struct {
+	c    *Config
+	file string
+	at   positions
+	bad  map[string]bool
+	errs Errors
+}
+
+// Limits that come from Kafka and from how names are used.
+const (
+	maxTopicLen    = 249
+	maxNameLen     = 200 // the job name prefixes topic names: leave room for "-checkpoints"
+	minInterval    = 10 * time.Millisecond
+	topicCharsHelp = "letters, digits, '.', '_' and '-'"
+)
+
+func validate(c *Config, d *decoder) Errors {
+	v := &validator{c: c, file: d.file, at: d.at, bad: d.bad}
+	v.job()
+	v.kafka()
+	v.checkpoint()
+	v.sources()
+	v.steps()
+	v.sinks()
+	v.ids()
+	v.admin()
+	return v.errs
+}
+
+// fail reports a problem at path, unless path (or a field it is part of)
+// already has a shape error: "want a list, got a string" says it all.
+func (v *validator) fail(path, format string, args ...any) {
+	for p := path; ; p = parent(p) {
+		if v.bad[p] {
+			return
+		}
+		if p == "" {
+			break
+		}
+	}
+	at := v.at.near(path)
+	v.errs = append(v.errs, &Error{File: v.file, Line: at.line, Col: at.col, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// written reports whether the file wrote a key or value at path.
+func (v *validator) written(path string) bool {
+	_, k := v.at.key[path]
+	_, val := v.at.value[path]
+	return k || val
+}
+
+// enum checks that value is one of allowed.
+func (v *validator) enum(path, what, value string, allowed ...string) {
+	if !slices.Contains(allowed, value) {
+		v.fail(path, "unknown %s %q%s", what, value, suggestion(value, allowed))
+	}
+}
+
+func (v *validator) job() {
+	c := v.c
+	switch name := c.Name; {
+	case name == "":
+		v.fail("name", "required: it names the job's internal topics, transactional ids and consumer group")
+	case len(name) > maxNameLen:
+		v.fail("name", "%d characters is too long: at most %d, since it prefixes topic names", len(name), maxNameLen)
+	case !topicChars(name):
+		v.fail("name", "%q has characters that Kafka topic names do not allow (it prefixes topic names): use %s", name, topicCharsHelp)
+	}
+	v.enum("guarantee", "guarantee", string(c.Guarantee), string(AtMostOnce), string(AtLeastOnce), string(ExactlyOnce))
+	if c.Workers < 0 {
+		v.fail("workers", "%d is negative: want 0 (one per CPU) or more", c.Workers)
+	} else if kg := c.Checkpoint.KeyGroups; c.Workers > kg && kg >= 1 && kg <= MaxKeyGroups {
+		v.fail("workers", "%d workers but only %d key groups (checkpoint.key_groups): a key group is never split, so the extra workers would idle; lower workers or start a new job with more key groups", c.Workers, kg)
+	}
+	v.enum("logging.level", "level", c.Logging.Level, "debug", "info", "warn", "error")
+	v.enum("logging.format", "format", c.Logging.Format, "text", "json")
+}
+
+func (v *validator) kafka() {
+	k := v.c.Kafka
+	if len(k.Brokers) == 0 {
+		v.fail("kafka.brokers", "at least one broker (host:port) is required")
+	}
+	for i, b := range k.Brokers {
+		if msg := hostPort(b, true); msg != "" {
+			v.fail(fmt.Sprintf("kafka.brokers[%d]", i), "%q %s", b, msg)
+		}
+	}
+	if k.TransactionTimeout <= 0 {
+		v.fail("kafka.transaction_timeout", "must be more than 0")
+	} else if cp := v.c.Checkpoint; cp.Interval > 0 && cp.Timeout > 0 && k.TransactionTimeout < cp.Interval+cp.Timeout {
+		// A transaction is open from the start of one checkpoint until
+		// it commits; the broker aborts it after the timeout.
+		path := "kafka.transaction_timeout"
+		if !v.written(path) {
+			path = "checkpoint.timeout"
+			if !v.written(path) {
+				path = "checkpoint.interval"
+			}
+		}
+		v.fail(path, "kafka.transaction_timeout (%s) must be at least checkpoint.interval + checkpoint.timeout (%s + %s = %s), or the broker aborts a checkpoint's transaction before it may commit: raise kafka.transaction_timeout to %s or lower checkpoint.timeout",
+			k.TransactionTimeout, cp.Interval, cp.Timeout, cp.Interval+cp.Timeout, cp.Interval+cp.Timeout)
+	}
+	if t := k.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+		if t.CertFile != "" {
+			v.fail("kafka.tls.cert_file", "set without kafka.tls.key_file: a client certificate needs its key (set both or neither)")
+		} else {
+			v.fail("kafka.tls.key_file", "set without kafka.tls.cert_file: a client key needs its certificate (set both or neither)")
+		}
+	}
+	s := k.SASL
+	mechanisms := []string{string(SASLPlain), string(SASLScramSHA256), string(SASLScramSHA512)}
+	if s.Mechanism == SASLNone {
+		if s.Username != "" || s.Password != "" {
+			v.fail("kafka.sasl.mechanism", "required when a username or password is set: one of %s", strings.Join(mechanisms, ", "))
+		}
+		return
+	}
+	v.enum("kafka.sasl.mechanism", "SASL mechanism", string(s.Mechanism), mechanisms...)
+	if s.Username == "" {
+		v.fail("kafka.sasl.username", "required with mechanism %s", s.Mechanism)
+	}
+	if s.Password == "" {
+		v.fail("kafka.sasl.password", "required with mechanism %s", s.Mechanism)
+	}
+}
+
+func (v *validator) checkpoint() {
+	cp := v.c.Checkpoint
+	if cp.Interval < minInterval {
+		v.fail("checkpoint.interval", "%s is too short: at least %s (each checkpoint is a Kafka transaction)", cp.Interval, minInterval)
+	}
+	if cp.Timeout <= 0 {
+		v.fail("checkpoint.timeout", "must be more than 0")
+	}
+	if cp.KeyGroups < 1 || cp.KeyGroups > MaxKeyGroups {
+		v.fail("checkpoint.key_groups", "%d is out of range: want 1 to %d", cp.KeyGroups, MaxKeyGroups)
+	}
+	if cp.ReplicationFactor != -1 && cp.ReplicationFactor < 1 {
+		v.fail("checkpoint.replication_factor", "%d is not a replication factor: want -1 (the brokers' default) or at least 1", cp.ReplicationFactor)
+	}
+}
+
+// internalTopics are the topics the job creates for itself.
+func (v *validator) internalTopics() map[string]string {
+	if v.c.Name == "" {
+		return nil
+	}
+	return map[string]string{
+		v.c.Name + "-checkpoints": "checkpoint",
+		v.c.Name + "-state":       "state",
+	}
+}
+
+// topic checks a topic name, and that it is not one of the job's own.
+func (v *validator) topic(path, t string) bool {
+	if msg := topicProblem(t); msg != "" {
+		v.fail(path, "%s", msg)
+		return false
+	}
+	if kind, ok := v.internalTopics()[t]; ok {
+		v.fail(path, "%q is the job's internal %s topic", t, kind)
+		return false
+	}
+	return true
+}
+
+func (v *validator) sources() {
+	if len(v.c.Sources) == 0 {
+		v.fail("sources", "at least one source is required")
+	}
+	readBy := map[string]int{} // topic -> index of the first source reading it
+	for i, s := range v.c.Sources {
+		path := fmt.Sprintf("sources[%d]", i)
+		if len(s.Topics) == 0 {
+			v.fail(path+".topics", "at least one topic is required")
+		}
+		for j, t := range s.Topics {
+			tpath := fmt.Sprintf("%s.topics[%d]", path, j)
+			if !v.topic(tpath, t) {
+				continue
+			}
+			if first, dup := readBy[t]; dup {
+				v.fail(tpath, "topic %q is already read by sources[%d] (id %q): read each topic once", t, first, v.c.Sources[first].ID)
+				continue
+			}
+			readBy[t] = i
+		}
+		v.enum(path+".format", "format", string(s.Format), string(FormatJSON), string(FormatRaw))
+	}
+}
+
+// stepKinds are the keys that make a step what it is, in the order the
+// docs list them.
+var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate}
+
+func (v *validator) steps() {
+	keyBy, aggregate := -1, -1
+	for i, s := range v.c.Steps {
+		path := fmt.Sprintf("steps[%d]", i)
+		// What the file wrote decides the kind: `filter: ""` is a filter
+		// with a missing expression, not a step of no kind.
+		var kinds []string
+		for _, k := range stepKinds {
+			if v.written(path + "." + string(k)) {
+				kinds = append(kinds, string(k))
+			}
+		}
+		switch len(kinds) {
+		case 0:
+			v.fail(path, "a step needs one of filter, map, key_by or aggregate")
+			continue
+		case 1:
+		default:
+			v.fail(path, "a step does one thing, this one sets %s: split it into one step each", strings.Join(kinds, " and "))
+			continue
+		}
+		kpath := path + "." + kinds[0]
+		switch StepKind(kinds[0]) {
+		case StepFilter:
+			v.expr(kpath, s.Filter)
+		case StepKeyBy:
+			v.expr(kpath, s.KeyBy)
+			if keyBy < 0 {
+				keyBy = i
+			}
+		case StepMap:
+			if len(s.Map) == 0 {
+				v.fail(kpath, "at least one field is required, e.g. total: price * quantity")
+			}
+			for _, f := range s.Map {
+				v.expr(kpath+"."+f.Name, f.Expr)
+			}
+		case StepAggregate:
+			v.aggregate(kpath, s.Aggregate)
+			switch {
+			case aggregate >= 0:
+				v.fail(kpath, "a job has at most one aggregate; steps[%d] is one already", aggregate)
+			case keyBy < 0:
+				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
+			}
+			if aggregate < 0 {
+				aggregate = i
+			}
+		}
+	}
+}
+
+func (v *validator) expr(path, e string) {
+	if strings.TrimSpace(e) == "" {
+		v.fail(path, "an expression is required")
+	}
+}
+
+func (v *validator) aggregate(path string, a *Aggregate) {
+	if a == nil {
+		a = &Aggregate{Emit: EmitEveryRecord}
+	}
+	v.enum(path+".emit", "emit mode", string(a.Emit), string(EmitEveryRecord), string(EmitOnCheckpoint))
+	if len(a.Values) == 0 {
+		v.fail(path+".values", "at least one value is required, e.g. count: count()")
+	}
+}
+
+func (v *validator) sinks() {
+	c := v.c
+	if len(c.Sinks) == 0 {
+		v.fail("sinks", "at least one sink is required")
+	}
+	sources := map[string]int{}
+	for i, s := range c.Sources {
+		for _, t := range s.Topics {
+			if _, ok := sources[t]; !ok {
+				sources[t] = i
+			}
+		}
+	}
+	outputs := map[string]int{}
+	for i, s := range c.Sinks {
+		if _, ok := outputs[s.Topic]; !ok && s.Topic != "" {
+			outputs[s.Topic] = i
+		}
+	}
+	for i, s := range c.Sinks {
+		path := fmt.Sprintf("sinks[%d]", i)
+		switch src, isSource := sources[s.Topic]; {
+		case s.Topic == "":
+			v.fail(path+".topic", "required")
+		case !v.topic(path+".topic", s.Topic):
+		case isSource:
+			v.fail(path+".topic", "%q is also read by sources[%d] (id %q): a job must not write to a topic it reads", s.Topic, src, c.Sources[src].ID)
+		}
+		v.enum(path+".format", "format", string(s.Format), string(FormatJSON), string(FormatRaw))
+
+		dlq, dpath := s.DeadLetterTopic, path+".dead_letter_topic"
+		if v.written(dpath) && !v.topic(dpath, dlq) {
+			continue
+		}
+		if src, ok := sources[dlq]; ok {
+			v.fail(dpath, "%q is also read by sources[%d] (id %q): dead letters need a topic of their own", dlq, src, c.Sources[src].ID)
+		} else if out, ok := outputs[dlq]; ok {
+			v.fail(dpath, "%q is also the output topic of sinks[%d]: dead letters need a topic of their own", dlq, out)
+		}
+	}
+}
+
+// ids checks that operator ids are unique: sources and steps share one id
+// space, since checkpoints map state to operators by id.
+func (v *validator) ids() {
+	first := map[string]string{}
+	check := func(path, id string) {
+		if prev, dup := first[id]; dup {
+			v.fail(path+".id", "id %q is already used by %s: operator ids must be unique", id, prev)
+			return
+		}
+		first[id] = path
+	}
+	for i, s := range v.c.Sources {
+		check(fmt.Sprintf("sources[%d]", i), s.ID)
+	}
+	for i, s := range v.c.Steps {
+		check(fmt.Sprintf("steps[%d]", i), s.ID)
+	}
+}
+
+func (v *validator) admin() {
+	if l := v.c.Admin.Listen; l != "" {
+		if msg := hostPort(l, false); msg != "" {
+			v.fail("admin.listen", "%q %s (or %s to disable the listener)", l, msg, AdminOff)
+		}
+	}
+}
+
+// hostPort checks a host:port address and says what is wrong with it.
+func hostPort(s string, needHost bool) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "is not host:port"
+	}
+	if needHost && host == "" {
+		return "has no host: want host:port"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || (needHost && n == 0) {
+		return fmt.Sprintf("has no valid port (%q): want host:port", port)
+	}
+	return ""
+}
+
+// topicProblem says why t cannot be a Kafka topic name, or "" when it can.
+func topicProblem(t string) string {
+	switch {
+	case t == "":
+		return "a topic name cannot be empty"
+	case t == "." || t == "..":
+		return fmt.Sprintf("%q cannot be a topic name", t)
+	case len(t) > maxTopicLen:
+		return fmt.Sprintf("a topic name has at most %d characters, this one %d", maxTopicLen, len(t))
+	case !topicChars(t):
+		return fmt.Sprintf("%q is not a valid topic name: use %s", t, topicCharsHelp)
+	}
+	return ""
+}
+
+func topicChars(s string) bool {
+	for _, c := range []byte(s) {
+		if !(c == '.' || c == '_' || c == '-' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
