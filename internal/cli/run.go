@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/runtime"
+)
+
+// runJob is `pipeline run -c FILE`: load, compile, run until SIGINT or
+// SIGTERM.
+func runJob(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pipeline run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "config.yaml", "the job's YAML file")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(*file, stdout, stderr)
+	if !ok {
+		return exitFail
+	}
+	log := newLogger(cfg.Logging, stderr)
+	faults, err := fault.FromEnv() // only tests set it
+	if err != nil {
+		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
+		return exitUsage
+	}
+	job, err := runtime.New(cfg, log, runtime.WithFaults(faults))
+	if err != nil {
+		if printProblems(*file, err, stdout, stderr) {
+			return exitFail
+		}
+		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
+		return exitFail
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("starting", "guarantee", cfg.Guarantee, "brokers", strings.Join(cfg.Kafka.Brokers, ","), "config", *file)
+	if err := job.Run(ctx); err != nil {
+		log.Error("stopped", "err", err)
+		return exitFail
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// loadConfig loads the file, printing every problem when it cannot.
+func loadConfig(file string, stdout, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(file)
+	if err != nil {
+		if !printProblems(file, err, stdout, stderr) {
+			fmt.Fprintf(stderr, "pipeline: %v\n", err)
+		}
+		return nil, false
+	}
+	return cfg, true
+}
+
+// printProblems prints configuration problems one per line, and reports
+// whether err held any.
+func printProblems(file string, err error, stdout, stderr io.Writer) bool {
+	var problems config.Errors
+	if !errors.As(err, &problems) {
+		return false
+	}
+	for _, p := range problems {
+		fmt.Fprintln(stdout, p)
+	}
+	fmt.Fprintf(stderr, "%s: %d problem(s)\n", file, len(problems))
+	return true
+}
+
+// newLogger builds the job's logger from its logging settings.
+func newLogger(l config.Logging, w io.Writer) *slog.Logger {
+	var level slog.Level
+	switch l.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

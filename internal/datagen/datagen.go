@@ -1,0 +1,122 @@
+package datagen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Options say what to write.
+type Options struct {
+	Topic string
+	// Partitions of the topic when it has to be created. Default 4.
+	Partitions int32
+	// From is the first number; Count how many (0: until ctx ends).
+	From, Count int64
+	// Rate is records per second; 0 writes as fast as the broker takes them.
+	Rate float64
+	// Progress, when set, is called about once a second with the count
+	// written so far.
+	Progress func(written int64)
+}
+
+// Value is the JSON value of number n: {"n":n}.
+func Value(n int64) []byte {
+	b := make([]byte, 0, 24)
+	b = append(b, `{"n":`...)
+	b = strconv.AppendInt(b, n, 10)
+	return append(b, '}')
+}
+
+// EnsureTopic creates topic with the given partitions unless it exists.
+func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Numbers writes From, From+1, ... to the topic (creating it if needed) and
+// returns how many it wrote once every one is acknowledged. conn are the
+// connection options.
+func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
+	if o.Partitions == 0 {
+		o.Partitions = 4
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...),
+		kgo.DefaultProduceTopic(o.Topic),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+	)...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	if err := EnsureTopic(ctx, kadm.NewClient(cl), o.Topic, o.Partitions); err != nil {
+		return 0, err
+	}
+
+	var (
+		failed  = make(chan error, 1)
+		written int64
+		start   = time.Now()
+		report  = start
+	)
+	for i := int64(0); o.Count == 0 || i < o.Count; i++ {
+		if o.Rate > 0 {
+			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case err := <-failed:
+			return written, err
+		default:
+		}
+		// Not ctx: a record handed over must not be dropped by the stop,
+		// or the count returned would lie.
+		cl.Produce(context.Background(), &kgo.Record{Value: Value(o.From + i)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case failed <- err:
+				default:
+				}
+			}
+		})
+		written++
+		if o.Progress != nil && time.Since(report) >= time.Second {
+			report = time.Now()
+			o.Progress(written)
+		}
+	}
+	// Flush with a fresh context: what was handed to the producer must be
+	// acknowledged (or fail) before we say how many were written.
+	flushCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.Flush(flushCtx); err != nil {
+		return written, err
+	}
+	select {
+	case err := <-failed:
+		return written, err
+	default:
+	}
+	return written, nil
+}

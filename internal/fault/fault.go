@@ -1,0 +1,151 @@
+// Package fault injects failures at named points of the job, so tests can
+// make a crash land exactly where it hurts most (between flush and commit,
+// halfway through writing state, during restore) as well as at random.
+//
+// A nil *Injector does nothing and costs one comparison: production code
+// calls Hit unconditionally. Tests arm points in-process (the attempt fails
+// with ErrInjected and the job restarts), or through the environment of a
+// child process:
+//
+//	PIPELINE_FAULTS=before-commit@3,during-restore@1
+//
+// arms before-commit to kill the process with SIGKILL on its third hit and
+// during-restore on its first: a real kill -9, with nothing flushed or
+// closed.
+package fault
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Point names a place a failure can be injected.
+type Point string
+
+// The points the runtime offers.
+const (
+	// AfterBarrier: a source injected a barrier and recorded its offsets.
+	AfterBarrier Point = "after-barrier"
+	// WhileWritingState: the sink handed some, not all, of an epoch's
+	// state changes to the transaction.
+	WhileWritingState Point = "while-writing-state"
+	// BeforeCommit: every record of the epoch, the checkpoint record
+	// included, is flushed to the brokers; the transaction is not yet
+	// committed.
+	BeforeCommit Point = "before-commit"
+	// AfterCommit: the transaction committed; the next has not begun.
+	AfterCommit Point = "after-commit"
+	// DuringRestore: the state topic is partly read.
+	DuringRestore Point = "during-restore"
+)
+
+// Points lists every point, for tests that visit each.
+var Points = []Point{AfterBarrier, WhileWritingState, BeforeCommit, AfterCommit, DuringRestore}
+
+// EnvVar arms points in a child process.
+const EnvVar = "PIPELINE_FAULTS"
+
+// ErrInjected is returned by Hit for points armed to fail in-process.
+var ErrInjected = errors.New("injected failure")
+
+// Injector counts hits of armed points and fails on the chosen one.
+type Injector struct {
+	mu    sync.Mutex
+	armed map[Point]int // hits left before the failure
+	kill  bool
+}
+
+// New returns an Injector that makes Hit return ErrInjected on the n-th hit
+// of each armed point (n = the map value, from 1).
+func New(armed map[Point]int) *Injector {
+	return &Injector{armed: copyArmed(armed)}
+}
+
+// FromEnv reads PIPELINE_FAULTS; points armed there kill the process. It
+// returns nil when the variable is unset.
+func FromEnv() (*Injector, error) {
+	spec := os.Getenv(EnvVar)
+	if spec == "" {
+		return nil, nil
+	}
+	armed, err := Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvVar, err)
+	}
+	return &Injector{armed: armed, kill: true}, nil
+}
+
+// Parse reads "point@n,point@n" (n defaults to 1).
+func Parse(spec string) (map[Point]int, error) {
+	armed := map[Point]int{}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, count, hasCount := strings.Cut(item, "@")
+		n := 1
+		if hasCount {
+			var err error
+			if n, err = strconv.Atoi(count); err != nil || n < 1 {
+				return nil, fmt.Errorf("%q: the count after @ must be a whole number from 1", item)
+			}
+		}
+		p := Point(name)
+		if !known(p) {
+			return nil, fmt.Errorf("unknown fault point %q (known: %v)", name, Points)
+		}
+		armed[p] = n
+	}
+	return armed, nil
+}
+
+func known(p Point) bool {
+	for _, q := range Points {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+func copyArmed(m map[Point]int) map[Point]int {
+	c := make(map[Point]int, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Hit marks one pass through p. On the armed hit it kills the process
+// (armed from the environment) or returns ErrInjected (armed in-process);
+// each point fails once.
+func (i *Injector) Hit(p Point) error {
+	if i == nil {
+		return nil
+	}
+	i.mu.Lock()
+	left, ok := i.armed[p]
+	if ok {
+		left--
+		i.armed[p] = left
+		if left == 0 {
+			delete(i.armed, p)
+		}
+	}
+	i.mu.Unlock()
+	if !ok || left > 0 {
+		return nil
+	}
+	if i.kill {
+		fmt.Fprintf(os.Stderr, "fault: killing the process at %s\n", p)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	return fmt.Errorf("%w at %s", ErrInjected, p)
+}

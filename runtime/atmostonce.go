@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+)
+
+// runAtMostOnce runs the job without checkpoints: each source task is a
+// member of the consumer group named after the job and commits offsets
+// before it processes what it polled; state lives only in memory. A crash
+// loses the records in flight and the state, and never repeats an output.
+func (j *Job) runAtMostOnce(ctx context.Context) error {
+	backoff := j.restartBackoff
+	for attempt := 1; ; attempt++ {
+		err := j.attemptAtMostOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		j.log.Error("job failed; restarting (at_most_once: state starts empty)", "attempt", attempt, "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, j.maxBackoff)
+	}
+}
+
+func (j *Job) attemptAtMostOnce(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	admClient, err := kgo.NewClient(j.conn...)
+	if err != nil {
+		return err
+	}
+	defer admClient.Close()
+	adm := kadm.NewClient(admClient)
+	if err := j.ensureSinkTopics(ctx, adm); err != nil {
+		return err
+	}
+	plain, err := sink.NewPlain(j.conn)
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	ops := make([]keyedOperator, j.workers)
+	for w := range ops {
+		ops[w], err = j.emptyOperator(w)
+		if err != nil {
+			return err
+		}
+	}
+	// One group member per core and source; the group spreads partitions.
+	var readers []recordReader
+	for range goruntime.GOMAXPROCS(0) {
+		for _, src := range j.cfg.Sources {
+			r, err := source.NewGroupReader(j.conn, j.cfg.Name, src.Topics, src.Start)
+			if err != nil {
+				closeReaders(readers)
+				return err
+			}
+			readers = append(readers, r)
+		}
+	}
+	g, err := newGraph(j, nil, plain, ops, readers, 0, time.Time{})
+	if err != nil {
+		closeReaders(readers)
+		return err
+	}
+	defer g.close()
+	j.log.Info("running without checkpoints (at_most_once)", "workers", j.workers, "group", j.cfg.Name)
+	eg, gctx := errgroup.WithContext(ctx)
+	g.start(gctx, eg)
+	err = eg.Wait()
+	if err == nil && parent.Err() == nil {
+		err = errors.New("task graph stopped without a cause")
+	}
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelFlush()
+	if ferr := plain.Flush(flushCtx); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("flushing outputs: %w", ferr))
+	}
+	return err
+}

@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/eoflow/pipeline/checkpoint"
+)
+
+// taskReport is a task's answer to barrier N: an ack, or a decline with the
+// reason.
+type taskReport struct {
+	task checkpoint.TaskID
+	id   checkpoint.ID
+	err  error
+}
+
+// commitResult is the outcome of committing checkpoint N.
+type commitResult struct {
+	id  checkpoint.ID
+	err error
+	at  time.Time
+}
+
+// coordinatorLoop owns the checkpoint.Coordinator of one attempt and does
+// what its Ready asks (checkpoint/doc.go, steps 1 to 8). It never blocks on
+// a task: triggers go to sources through their own mailboxes, commits to the
+// sink through a channel with room for every commit the coordinator may
+// hand out.
+type coordinatorLoop struct {
+	coord   *checkpoint.Coordinator
+	reports chan taskReport
+	results chan commitResult
+	commits chan<- checkpoint.ID
+	trigger func(checkpoint.ID)
+	tick    time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+	// onCompleted is told about every completed checkpoint (metrics, logs).
+	onCompleted func(id checkpoint.ID, at time.Time)
+	// triggered remembers when each checkpoint started, for its duration.
+	triggered map[checkpoint.ID]time.Time
+}
+
+func (l *coordinatorLoop) run(ctx context.Context) error {
+	ticker := time.NewTicker(l.tick)
+	defer ticker.Stop()
+	l.triggered = map[checkpoint.ID]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			l.coord.Tick(l.now())
+		case r := <-l.reports:
+			var err error
+			if r.err != nil {
+				err = l.coord.Decline(r.task, r.id, r.err)
+			} else {
+				err = l.coord.Ack(r.task, r.id)
+			}
+			if err != nil {
+				l.log.Debug("checkpoint report ignored", "task", r.task, "checkpoint", r.id, "err", err)
+			}
+		case res := <-l.results:
+			var err error
+			if res.err != nil {
+				err = l.coord.CommitFailed(res.id, res.err)
+			} else {
+				err = l.coord.Committed(res.id, res.at)
+			}
+			if err != nil {
+				l.log.Warn("commit outcome ignored", "checkpoint", res.id, "err", err)
+			}
+		}
+		if err := l.act(); err != nil {
+			return err
+		}
+	}
+}
+
+// act carries out the coordinator's Ready in the documented order.
+func (l *coordinatorLoop) act() error {
+	for l.coord.HasReady() {
+		rd := l.coord.Ready()
+		if rd.Fail != nil {
+			for _, a := range rd.Aborted {
+				l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String())
+			}
+			l.coord.Advance()
+			return rd.Fail
+		}
+		for _, id := range rd.Trigger {
+			l.triggered[id] = l.now()
+			l.trigger(id)
+		}
+		if rd.Commit != 0 {
+			l.commits <- rd.Commit
+		}
+		for _, id := range rd.Completed {
+			at := l.now()
+			l.log.Debug("checkpoint completed", "checkpoint", id, "duration", at.Sub(l.triggered[id]))
+			delete(l.triggered, id)
+			if l.onCompleted != nil {
+				l.onCompleted(id, at)
+			}
+		}
+		l.coord.Advance()
+	}
+	return nil
+}

@@ -1,0 +1,35 @@
+// Package runtime builds a job's task graph from its configuration and
+// runs it, restarting it from the last complete checkpoint after a failure.
+//
+// The graph, inside one process:
+//
+//	source tasks ──► workers (keyed operators) ──► sink task
+//	 (S goroutines)   (W goroutines, key groups     (1 goroutine: the
+//	  read partitions, spread as ranges)             producers and the
+//	  run the stateless                              transaction)
+//	  steps, route by
+//	  key group)
+//
+// Tasks are joined by bounded channels of message batches, so a slow sink
+// slows the sources (backpressure) instead of growing memory.
+//
+// Checkpoints are barriers (asynchronous barrier snapshotting): the
+// coordinator loop triggers checkpoint N; each source records its next
+// offsets and sends barrier N (carrying them) to every worker; a worker that
+// has barrier N from every source snapshots the keys its operator changed
+// since N-1, sends those changelog records and then barrier N to the sink;
+// once the sink has barrier N from every worker, everything of epoch N has
+// been handed to the producers, and it acks. When every task acked, the
+// coordinator asks the sink to commit: the checkpoint record joins the same
+// Kafka transaction as the epoch's state changes (and, under exactly_once,
+// its outputs), and the commit of that transaction is the checkpoint's
+// completion. A task that received barrier N from one input holds that
+// input's later messages back until barrier N arrived from all inputs, so
+// every task's snapshot describes the same input prefix.
+//
+// Any failure (a commit, a timeout, a lost broker) ends the attempt: every
+// goroutine is stopped and waited for, the open transaction is abandoned
+// (the next attempt's fencing aborts it), and the next attempt restores from
+// the newest committed checkpoint. Being fenced by another instance, or a
+// checkpoint that does not fit the configuration, ends the job instead.
+package runtime

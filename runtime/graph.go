@@ -1,0 +1,173 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+)
+
+// Channel capacities, in batches. Small: they only smooth hand-overs; a
+// full channel is how backpressure reaches the sources.
+const (
+	workerQueue = 8
+	sinkQueue   = 16
+)
+
+// graph is one attempt's task graph: every goroutine, channel and client.
+type graph struct {
+	job       *Job
+	sources   []*sourceTask
+	workers   []*workerTask
+	sink      *sinkTask
+	loop      *coordinatorLoop
+	readers   []recordReader
+	offsets   *groupOffsets // nil without checkpoints
+	completed atomic.Int64
+}
+
+// recordReader is where a source task reads: a source.Reader (offsets
+// are checkpointed state) or, under at_most_once, a source.GroupReader.
+type recordReader interface {
+	Poll(ctx context.Context, max int) ([]*kgo.Record, error)
+	Advance(*kgo.Record)
+	Positions() []source.Position
+	Close()
+}
+
+var (
+	_ recordReader = (*source.Reader)(nil)
+	_ recordReader = (*source.GroupReader)(nil)
+)
+
+// assignPartitions deals partitions round-robin over at most one reader per
+// core: the stateless steps run in the source tasks, and that is where
+// decoding CPU goes.
+func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.TopicPartition]int64 {
+	tps := make([]source.TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(a, b int) bool {
+		if tps[a].Topic != tps[b].Topic {
+			return tps[a].Topic < tps[b].Topic
+		}
+		return tps[a].Partition < tps[b].Partition
+	})
+	n := max(1, min(len(tps), goruntime.GOMAXPROCS(0)))
+	assigned := make([]map[source.TopicPartition]int64, n)
+	for i := range assigned {
+		assigned[i] = map[source.TopicPartition]int64{}
+	}
+	for i, tp := range tps {
+		assigned[i%n][tp] = offsets[tp]
+	}
+	return assigned
+}
+
+// newGraph wires the tasks. With a nil txn there are no checkpoints (the
+// at_most_once job): no coordinator, no barriers. It takes ownership of the
+// readers.
+func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, ops []keyedOperator, readers []recordReader,
+	lastID checkpoint.ID, lastAt time.Time) (*graph, error) {
+	cfg := j.cfg
+	g := &graph{job: j, readers: readers}
+	nSources := len(readers)
+
+	reports := make(chan taskReport, 1024)
+	results := make(chan commitResult, 4)
+	commits := make(chan checkpoint.ID, 1)
+	sinkIn := make(chan batch, sinkQueue)
+	workerIns := make([]chan batch, len(ops))
+	workerOuts := make([]chan<- batch, len(ops))
+	var tasks []checkpoint.TaskID
+
+	for w, op := range ops {
+		workerIns[w] = make(chan batch, workerQueue)
+		workerOuts[w] = workerIns[w]
+		wt := &workerTask{
+			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
+			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
+		}
+		g.workers = append(g.workers, wt)
+		tasks = append(tasks, wt.id)
+	}
+	for i, r := range readers {
+		st := &sourceTask{
+			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
+			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults,
+		}
+		g.sources = append(g.sources, st)
+		tasks = append(tasks, st.id)
+	}
+	g.sink = &sinkTask{
+		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
+		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
+		newRecord: j.newRecord, now: j.now, log: j.log, faults: j.faults,
+	}
+	tasks = append(tasks, g.sink.id)
+	if txn == nil {
+		return g, nil
+	}
+	g.offsets = newGroupOffsets(kadm.NewClient(txn.Client()), cfg.Name, j.log)
+	g.sink.committed = g.offsets.publish
+
+	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+		Interval:        cfg.Checkpoint.Interval,
+		Timeout:         cfg.Checkpoint.Timeout,
+		MinPause:        cfg.Checkpoint.MinPause,
+		MaxConcurrent:   1,
+		Tasks:           tasks,
+		LastCompleted:   lastID,
+		LastCompletedAt: lastAt,
+	}, j.now())
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	g.loop = &coordinatorLoop{
+		coord: coord, reports: reports, results: results, commits: commits,
+		trigger: func(id checkpoint.ID) {
+			for _, s := range g.sources {
+				s.trigger(id)
+			}
+		},
+		tick: max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond)),
+		now:  j.now, log: j.log,
+		onCompleted: func(checkpoint.ID, time.Time) { g.completed.Add(1) },
+	}
+	return g, nil
+}
+
+// start runs every task of the graph in eg; the first to fail ends all.
+func (g *graph) start(ctx context.Context, eg *errgroup.Group) {
+	if g.loop != nil {
+		eg.Go(func() error { return g.loop.run(ctx) })
+	}
+	if g.offsets != nil {
+		eg.Go(func() error { return g.offsets.run(ctx) })
+	}
+	eg.Go(func() error { return g.sink.run(ctx) })
+	for _, w := range g.workers {
+		eg.Go(func() error { return w.run(ctx) })
+	}
+	for _, s := range g.sources {
+		eg.Go(func() error { return s.run(ctx) })
+	}
+}
+
+func (g *graph) close() {
+	for _, r := range g.readers {
+		r.Close()
+	}
+}

@@ -1,0 +1,295 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	goruntime "runtime"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/internal/kclient"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+)
+
+// ErrIncompatible wraps a checkpoint that does not fit the configuration:
+// restarting cannot help, so the job stops.
+var ErrIncompatible = errors.New("checkpoint does not fit the configuration")
+
+// Job is one configured job, ready to run.
+type Job struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	conn    []kgo.Opt
+	plan    *plan
+	workers int
+	now     func() time.Time
+	// restartBackoff is the first wait before a restart; it doubles up to
+	// maxBackoff while attempts keep failing without completing a
+	// checkpoint.
+	restartBackoff, maxBackoff time.Duration
+	faults                     *fault.Injector
+}
+
+// Option changes how a Job runs.
+type Option func(*Job)
+
+// WithFaults injects failures at the injector's armed points (tests).
+func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i } }
+
+// New compiles the job's steps (errors point at the config file's lines)
+// and prepares its Kafka connection settings. Nothing connects yet.
+func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
+	p, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := kclient.Options(cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = goruntime.GOMAXPROCS(0)
+	}
+	workers = min(workers, cfg.Checkpoint.KeyGroups)
+	j := &Job{
+		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
+		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second,
+	}
+	for _, o := range opts {
+		o(j)
+	}
+	return j, nil
+}
+
+// Run runs the job until ctx ends (returning nil), it is fenced by another
+// instance, or its checkpoint does not fit the configuration. Any other
+// failure restarts it from the last completed checkpoint, after a pause
+// that grows while failures repeat.
+func (j *Job) Run(ctx context.Context) error {
+	if j.cfg.Guarantee == config.AtMostOnce {
+		return j.runAtMostOnce(ctx)
+	}
+	backoff := j.restartBackoff
+	for attempt := 1; ; attempt++ {
+		progressed, err := j.attempt(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, sink.ErrFenced) {
+			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
+			return err
+		}
+		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) {
+			return err
+		}
+		if progressed {
+			backoff = j.restartBackoff
+		}
+		j.log.Error("job failed; restarting from the last completed checkpoint", "attempt", attempt, "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, j.maxBackoff)
+	}
+}
+
+// attempt runs the task graph once: fence, restore, run until failure. It
+// reports whether any checkpoint completed, to reset the restart backoff.
+func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	cfg := j.cfg
+
+	admClient, err := kgo.NewClient(j.conn...)
+	if err != nil {
+		return false, err
+	}
+	defer admClient.Close()
+	adm := kadm.NewClient(admClient)
+	if err := checkTransactionTimeout(ctx, adm, cfg); err != nil {
+		return false, err
+	}
+	if err := kstore.Ensure(ctx, adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
+		return false, err
+	}
+	if err := j.ensureSinkTopics(ctx, adm); err != nil {
+		return false, err
+	}
+
+	// Fence first: a predecessor's open transaction on the internal topics
+	// would hold back the read_committed restore below until it timed out.
+	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout)
+	if err != nil {
+		return false, err
+	}
+	defer txn.Close()
+	if err := txn.Fence(ctx); err != nil {
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			return false, fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
+		}
+		return false, err
+	}
+	var plain *sink.Plain
+	if cfg.Guarantee != config.ExactlyOnce {
+		if plain, err = sink.NewPlain(j.conn); err != nil {
+			return false, err
+		}
+		defer plain.Close()
+	}
+
+	restoreStart := j.now()
+	latest, err := kstore.Latest(ctx, j.conn, cfg.Name)
+	if err != nil {
+		return false, fmt.Errorf("reading the latest checkpoint: %w", err)
+	}
+	if latest != nil {
+		if err := checkpoint.Compatible(latest, cfg.Fingerprint(), cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrIncompatible, err)
+		}
+	}
+	offsets, err := j.startOffsets(ctx, adm, latest)
+	if err != nil {
+		return false, err
+	}
+	ops, restored, err := j.restoreOperators(ctx)
+	if err != nil {
+		return false, err
+	}
+	var lastID checkpoint.ID
+	var lastAt time.Time
+	if latest != nil {
+		lastID, lastAt = latest.ID, latest.Created()
+	}
+	j.log.Info("restored", "checkpoint", lastID, "state_keys", restored, "partitions", len(offsets),
+		"workers", j.workers, "took", j.now().Sub(restoreStart).Round(time.Millisecond))
+
+	var readers []recordReader
+	for _, part := range assignPartitions(offsets) {
+		r, err := source.NewReader(j.conn, part)
+		if err != nil {
+			closeReaders(readers)
+			return false, err
+		}
+		readers = append(readers, r)
+	}
+	g, err := newGraph(j, txn, plain, ops, readers, lastID, lastAt)
+	if err != nil {
+		closeReaders(readers)
+		return false, err
+	}
+	defer g.close()
+	eg, gctx := errgroup.WithContext(ctx)
+	g.start(gctx, eg)
+	err = eg.Wait()
+	if err == nil && parent.Err() == nil {
+		err = errors.New("task graph stopped without a cause")
+	}
+	// Abort the epoch in flight now rather than leave it to the next
+	// start's fencing: read_committed readers of the outputs are not held
+	// back meanwhile. A failure here changes nothing: fencing still aborts.
+	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelAbort()
+	if aerr := txn.Abort(abortCtx); aerr != nil && !errors.Is(err, sink.ErrFenced) {
+		j.log.Warn("aborting the open transaction", "err", aerr)
+	}
+	return g.completed.Load() > 0, err
+}
+
+// startOffsets gives every source partition its offset: the checkpointed
+// one, or, for a partition the checkpoint does not know (a new job, or
+// partitions added since), the configured start position.
+func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkpoint.Record) (map[source.TopicPartition]int64, error) {
+	known := map[source.TopicPartition]int64{}
+	if latest != nil {
+		for _, o := range latest.Offsets {
+			known[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		}
+	}
+	offsets := map[source.TopicPartition]int64{}
+	for _, src := range j.cfg.Sources {
+		tps, err := source.Discover(ctx, adm, src.Topics)
+		if err != nil {
+			return nil, err
+		}
+		var fresh []source.TopicPartition
+		for _, tp := range tps {
+			if off, ok := known[tp]; ok {
+				offsets[tp] = off
+			} else {
+				fresh = append(fresh, tp)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		resolved, err := source.ResolveStart(ctx, adm, fresh, src.Start)
+		if err != nil {
+			return nil, err
+		}
+		for tp, off := range resolved {
+			offsets[tp] = off
+		}
+	}
+	return offsets, nil
+}
+
+// ensureSinkTopics creates missing output and dead-letter topics, so a
+// first run works without manual steps, and a poison record never fails
+// the job for want of its dead-letter topic.
+func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
+	var topics []string
+	for _, s := range j.cfg.Sinks {
+		topics = append(topics, s.Topic, s.DeadLetterTopic)
+	}
+	sort.Strings(topics)
+	topics = compactStrings(topics)
+	existing, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("listing sink topics: %w", err)
+	}
+	for _, t := range topics {
+		if existing.Has(t) {
+			continue
+		}
+		resp, err := adm.CreateTopic(ctx, -1, -1, nil, t)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("creating sink topic %s: %w", t, err)
+		}
+		j.log.Info("created topic", "topic", t)
+	}
+	return nil
+}
+
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func closeReaders(rs []recordReader) {
+	for _, r := range rs {
+		r.Close()
+	}
+}

@@ -1,0 +1,52 @@
+package runtime
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/operator"
+)
+
+// msgKind says what a message carries. The zero value is invalid.
+type msgKind uint8
+
+const (
+	// msgRecord: an input record that passed the stateless steps, on its
+	// way to a worker (source → worker), or an output record on its way to
+	// the sink (worker → sink).
+	msgRecord msgKind = 1 + iota
+	// msgDeadLetter: a record that failed decoding or evaluation, already
+	// built for the dead-letter topic. It travels the same path as records
+	// so that it lands in the epoch of the input that caused it.
+	msgDeadLetter
+	// msgState: a state changelog record of the epoch (worker → sink).
+	msgState
+	// msgBarrier: checkpoint barrier N.
+	msgBarrier
+)
+
+// message is the unit on the task graph's channels, sent in batches.
+type message struct {
+	kind msgKind
+	// rec is the Kafka record: the input record for source → worker
+	// messages, the record to produce for worker → sink messages.
+	rec *kgo.Record
+	// op is the input after the stateless steps (source → worker): its
+	// decoded, possibly mapped, value and its group key.
+	op      *operator.Record
+	barrier *barrier
+}
+
+// barrier is checkpoint N flowing through the graph. Sources fill offsets;
+// workers add their state summary.
+type barrier struct {
+	id      checkpoint.ID
+	offsets []checkpoint.SourceOffset
+	state   []checkpoint.StateSummary
+}
+
+// batch is what goes over a channel: the messages of one input, in order.
+type batch struct {
+	from int // index of the sending task among the receiver's inputs
+	msgs []message
+}

@@ -1,0 +1,302 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/state"
+)
+
+// plan is the compiled form of a job's configuration: what every task
+// evaluates, shared read-only by all of them (each clones what it mutates).
+type plan struct {
+	cfg    *config.Config
+	chain  *operator.Chain
+	agg    *operator.Aggregator // nil for a stateless job
+	sinks  []sinkSpec
+	format map[string]config.Format // source topic -> value format
+}
+
+// sinkSpec is one configured sink, compiled.
+type sinkSpec struct {
+	topic  string
+	key    *operator.Expr // nil: the group key, or no key
+	format config.Format
+}
+
+// compile builds the plan, reporting expression problems at their place in
+// the configuration file.
+func compile(cfg *config.Config) (*plan, error) {
+	p := &plan{cfg: cfg, format: map[string]config.Format{}}
+	var problems config.Errors
+	chain, err := operator.Compile(cfg.Steps)
+	if err != nil {
+		problems = append(problems, compileProblems(cfg, err)...)
+	} else {
+		p.chain, p.agg = chain, chain.Aggregator()
+	}
+	for i, s := range cfg.Sinks {
+		spec := sinkSpec{topic: s.Topic, format: s.Format}
+		if s.Key != "" {
+			path := fmt.Sprintf("sinks[%d].key", i)
+			e, err := operator.CompileExpr(path, s.Key)
+			if err != nil {
+				problems = append(problems, compileProblems(cfg, err)...)
+			}
+			spec.key = e
+		}
+		p.sinks = append(p.sinks, spec)
+	}
+	for _, src := range cfg.Sources {
+		for _, t := range src.Topics {
+			p.format[t] = src.Format
+		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return p, nil
+}
+
+// compileProblems places each operator.CompileError in err at its field.
+func compileProblems(cfg *config.Config, err error) config.Errors {
+	var out config.Errors
+	var joined interface{ Unwrap() []error }
+	errs := []error{err}
+	if errors.As(err, &joined) {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		var ce *operator.CompileError
+		if errors.As(e, &ce) {
+			msg := ce.Message
+			if ce.Line > 0 {
+				msg = fmt.Sprintf("%s (at %d:%d of the expression)", msg, ce.Line, ce.Column)
+			}
+			out = append(out, cfg.Errorf(ce.Path, "%s", msg))
+			continue
+		}
+		out = append(out, cfg.Errorf("steps", "%v", e))
+	}
+	return out
+}
+
+// operatorIDs are the stateful operators a checkpoint holds state for:
+// every source (offsets) and the aggregate.
+func (p *plan) operatorIDs() []string {
+	var ids []string
+	for _, s := range p.cfg.Sources {
+		ids = append(ids, s.ID)
+	}
+	if p.agg != nil {
+		ids = append(ids, p.agg.ID())
+	}
+	return ids
+}
+
+// deadLetterTopics are the distinct dead-letter topics of the sinks: a bad
+// record goes to each.
+func (p *plan) deadLetterTopics() []string {
+	var topics []string
+	seen := map[string]bool{}
+	for _, s := range p.cfg.Sinks {
+		if !seen[s.DeadLetterTopic] {
+			seen[s.DeadLetterTopic] = true
+			topics = append(topics, s.DeadLetterTopic)
+		}
+	}
+	return topics
+}
+
+// deadLetters builds the dead-letter records of src for every sink.
+func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []message {
+	var msgs []message
+	for _, topic := range p.deadLetterTopics() {
+		msgs = append(msgs, message{kind: msgDeadLetter, rec: sink.DeadLetter(topic, src, string(rerr.Code), rerr.Step, rerr.Reason)})
+	}
+	return msgs
+}
+
+// router evaluates the stateless steps for one source task.
+type router struct {
+	p       *plan
+	chain   *operator.Chain
+	workers int
+	groups  int
+}
+
+func (p *plan) newRouter(workers int) *router {
+	return &router{p: p, chain: p.chain.Clone(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
+}
+
+// route runs the stateless steps on rec and picks the worker: by key group
+// when the chain is keyed, else by partition, which keeps each partition's
+// order. It returns the messages to send (none when filtered out).
+func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
+	op := &operator.Record{
+		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		Format: r.p.format[rec.Topic],
+	}
+	if r.chain.Keyed() {
+		worker = -1 // decided below, once the key is known
+	} else {
+		h := fnv.New32a()
+		h.Write([]byte(rec.Topic))
+		worker = int((h.Sum32() + uint32(rec.Partition)) % uint32(r.workers))
+	}
+	keep, rerr := r.chain.Process(op)
+	if worker < 0 {
+		if rerr == nil && keep {
+			kg := state.KeyGroupOf([]byte(op.GroupKey), r.groups)
+			worker = state.WorkerOf(kg, r.workers, r.groups)
+		} else {
+			// A dead letter of a keyed job has no key: any worker will do,
+			// as long as the same input always goes to the same one.
+			worker = int(uint32(rec.Partition) % uint32(r.workers))
+		}
+	}
+	if rerr != nil {
+		return r.p.deadLetters(rec, rerr), worker
+	}
+	if !keep {
+		return nil, worker
+	}
+	return []message{{kind: msgRecord, rec: rec, op: op}}, worker
+}
+
+// outputs encodes op's value for every sink. key is the default record
+// key (the group key for an aggregate, the input key otherwise).
+func (p *plan) outputs(in *kgo.Record, op *operator.Record, key []byte, value func(config.Format) ([]byte, *operator.RecordError)) ([]*kgo.Record, *operator.RecordError) {
+	out := make([]*kgo.Record, 0, len(p.sinks))
+	for _, s := range p.sinks {
+		v, rerr := value(s.format)
+		if rerr != nil {
+			return nil, rerr
+		}
+		k := key
+		if s.key != nil {
+			ks, rerr := s.key.EvalKey(op)
+			if rerr != nil {
+				return nil, rerr
+			}
+			k = []byte(ks)
+		}
+		out = append(out, &kgo.Record{Topic: s.topic, Key: k, Value: v, Timestamp: in.Timestamp})
+	}
+	return out, nil
+}
+
+// newRecord fills in checkpoint N's job-wide fields.
+func (j *Job) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st []checkpoint.StateSummary) *checkpoint.Record {
+	rec := &checkpoint.Record{
+		ID:                id,
+		Job:               j.cfg.Name,
+		ConfigFingerprint: j.cfg.Fingerprint(),
+		KeyGroups:         j.cfg.Checkpoint.KeyGroups,
+		OperatorIDs:       j.plan.operatorIDs(),
+		Offsets:           offsets,
+		CreatedUnixMilli:  j.now().UnixMilli(),
+		Guarantee:         string(j.cfg.Guarantee),
+		State:             st,
+	}
+	rec.Normalize()
+	return rec
+}
+
+// emptyOperator builds worker w's keyed operator with no state.
+func (j *Job) emptyOperator(w int) (keyedOperator, error) {
+	if j.plan.agg == nil {
+		return &passThrough{p: j.plan}, nil
+	}
+	groups := j.cfg.Checkpoint.KeyGroups
+	agg := j.plan.agg.Clone()
+	store, err := state.New[*operator.AggregateState](agg.ID(), groups, state.RangeFor(w, j.workers, groups), aggCodec{agg})
+	if err != nil {
+		return nil, err
+	}
+	return &aggregateOp{p: j.plan, agg: agg, store: store}, nil
+}
+
+// restoreOperators builds one keyed operator per worker and fills their
+// state from the job's state topic, in one pass over it. It returns how
+// many keys it restored.
+func (j *Job) restoreOperators(ctx context.Context) ([]keyedOperator, int, error) {
+	ops := make([]keyedOperator, j.workers)
+	for w := range ops {
+		op, err := j.emptyOperator(w)
+		if err != nil {
+			return nil, 0, err
+		}
+		ops[w] = op
+	}
+	if j.plan.agg == nil {
+		return ops, 0, nil
+	}
+	groups := j.cfg.Checkpoint.KeyGroups
+	restorers := make([]*state.Restorer, j.workers)
+	for w, op := range ops {
+		store := op.(*aggregateOp).store
+		r, err := state.NewRestorer(groups, store.Range())
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := r.Register(store); err != nil {
+			return nil, 0, err
+		}
+		restorers[w] = r
+	}
+	if err := j.faults.Hit(fault.DuringRestore); err != nil {
+		return nil, 0, err
+	}
+	err := kstore.ReadState(ctx, j.conn, j.cfg.Name, func(key, value []byte) error {
+		if err := j.faults.Hit(fault.DuringRestore); err != nil {
+			return err
+		}
+		k, err := state.DecodeChangelogKey(key)
+		if err != nil {
+			return fmt.Errorf("state topic: %w", err)
+		}
+		if int(k.Group) >= groups {
+			return fmt.Errorf("%w: state record of key group %d, but the job has %d key groups", ErrIncompatible, k.Group, groups)
+		}
+		w := state.WorkerOf(k.Group, j.workers, groups)
+		return restorers[w].Add(state.ChangelogRecord{Key: key, Value: value})
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("restoring state: %w", err)
+	}
+	keys := 0
+	for w, op := range ops {
+		keys += op.(*aggregateOp).store.Len()
+		if gone := restorers[w].Unclaimed(); len(gone) > 0 {
+			return nil, 0, fmt.Errorf("%w: the state topic holds state of operators %v, which the configuration no longer has", ErrIncompatible, gone)
+		}
+	}
+	return ops, keys, nil
+}
+
+// aggCodec stores aggregate states in the changelog.
+type aggCodec struct{ agg *operator.Aggregator }
+
+func (c aggCodec) Append(dst []byte, st *operator.AggregateState) []byte {
+	b, err := st.AppendBinary(dst)
+	if err != nil {
+		// Only a state built by another Aggregator can fail to encode; the
+		// operator never puts one.
+		panic(fmt.Sprintf("encoding aggregate state: %v", err))
+	}
+	return b
+}
+
+func (c aggCodec) Decode(b []byte) (*operator.AggregateState, error) { return c.agg.DecodeState(b) }

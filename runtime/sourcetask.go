@@ -1,0 +1,126 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/internal/fault"
+)
+
+// pollBatch is the most records a source hands on per poll.
+const pollBatch = 1000
+
+// sourceTask reads its partitions, runs the stateless steps on each record,
+// and routes the result to the worker owning its key group. Between polls
+// it injects the barriers the coordinator asked for.
+type sourceTask struct {
+	index  int
+	id     checkpoint.TaskID
+	reader recordReader
+	// router evaluates one input record and says which worker gets the
+	// resulting messages: none when filtered out, dead letters when it
+	// failed.
+	router  *router
+	workers []chan<- batch
+	reports chan<- taskReport
+	faults  *fault.Injector
+
+	mu struct {
+		sync.Mutex
+		pending    []checkpoint.ID    // barriers to inject, in order
+		cancelPoll context.CancelFunc // wakes a poll waiting for records
+	}
+}
+
+// trigger asks the task to inject barrier id. Safe from any goroutine; it
+// interrupts a poll that waits for records, so an idle input never holds a
+// checkpoint back.
+func (s *sourceTask) trigger(id checkpoint.ID) {
+	s.mu.Lock()
+	s.mu.pending = append(s.mu.pending, id)
+	if s.mu.cancelPoll != nil {
+		s.mu.cancelPoll()
+	}
+	s.mu.Unlock()
+}
+
+func (s *sourceTask) run(ctx context.Context) error {
+	out := make([][]message, len(s.workers))
+	for {
+		s.mu.Lock()
+		pending := s.mu.pending
+		s.mu.pending = nil
+		pollCtx, cancel := context.WithCancel(ctx)
+		s.mu.cancelPoll = cancel
+		s.mu.Unlock()
+
+		for _, id := range pending {
+			if err := s.injectBarrier(ctx, id); err != nil {
+				cancel()
+				return err
+			}
+		}
+		if len(pending) > 0 {
+			cancel()
+			continue // a trigger may have arrived meanwhile: look again first
+		}
+
+		recs, err := s.reader.Poll(pollCtx, pollBatch)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, context.Canceled) {
+				continue // woken by trigger
+			}
+			return fmt.Errorf("source %s: %w", s.id, err)
+		}
+		for _, rec := range recs {
+			msgs, w := s.router.route(rec)
+			out[w] = append(out[w], msgs...)
+			s.reader.Advance(rec)
+		}
+		for w, msgs := range out {
+			if len(msgs) == 0 {
+				continue
+			}
+			select {
+			case s.workers[w] <- batch{from: s.index, msgs: msgs}:
+			case <-ctx.Done():
+				return nil
+			}
+			out[w] = nil
+		}
+	}
+}
+
+// injectBarrier records the partitions' next offsets and sends barrier id,
+// carrying them, to every worker. Everything sent before it belongs to
+// epoch id; everything after, to the next.
+func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error {
+	positions := s.reader.Positions()
+	offsets := make([]checkpoint.SourceOffset, len(positions))
+	for i, p := range positions {
+		offsets[i] = checkpoint.SourceOffset{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset}
+	}
+	b := &barrier{id: id, offsets: offsets}
+	for _, w := range s.workers {
+		select {
+		case w <- batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if err := s.faults.Hit(fault.AfterBarrier); err != nil {
+		return err
+	}
+	select {
+	case s.reports <- taskReport{task: s.id, id: id}:
+	case <-ctx.Done():
+	}
+	return nil
+}
