@@ -60,12 +60,11 @@ func (r *GroupReader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	// Records the client handed over are consumed: never drop them here
+	// because ctx ended meanwhile.
 	recs := fs.Records()
 	if len(recs) == 0 {
-		return nil, nil
+		return nil, ctx.Err()
 	}
 	if err := r.cl.CommitRecords(ctx, recs...); err != nil {
 		return nil, fmt.Errorf("committing offsets before processing: %w", err)

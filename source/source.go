@@ -153,10 +153,14 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	// Records the client handed over are consumed: its fetch position is
+	// past them. Return them even if ctx ended meanwhile (a barrier
+	// trigger wakes a poll by cancelling it): dropping them here would
+	// skip them for good, and the next checkpoint would record the skip.
+	if recs := fs.Records(); len(recs) > 0 {
+		return recs, nil
 	}
-	return fs.Records(), nil
+	return nil, ctx.Err()
 }
 
 // Advance records that rec has been handed downstream: its partition's

@@ -135,3 +135,46 @@ func TestDiscoverMissingTopic(t *testing.T) {
 		t.Fatalf("got %v, want a clear missing-topic error", err)
 	}
 }
+
+// A poll woken by a cancelled context (how a barrier trigger interrupts an
+// idle source) must not drop records the client already handed over: the
+// client's position is past them, so dropping them skips them for good and
+// the next checkpoint records the gap. The race — records returned, then the
+// context found cancelled — is made certain with a context that reports
+// cancellation but never signals it.
+func TestPollNeverDropsRecordsOnCancel(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produce(ctx, t, k.Bootstrap(), topic, 1, 50)
+
+	r, err := NewReader([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, map[TopicPartition]int64{{topic, 0}: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []int64
+	for len(got) < 50 {
+		recs, err := r.Poll(cancelledLate{ctx}, 10)
+		if err != nil && len(recs) == 0 {
+			t.Fatalf("Poll returned no records and %v after reading %d", err, len(got))
+		}
+		for _, rec := range recs {
+			got = append(got, rec.Offset)
+			r.Advance(rec)
+		}
+	}
+	for i, off := range got {
+		if off != int64(i) {
+			t.Fatalf("offsets read %v: a gap at %d", got, i)
+		}
+	}
+}
+
+// cancelledLate says it is cancelled, but its Done channel is its parent's:
+// a poll waits normally and finds the cancellation only after it returns.
+type cancelledLate struct{ context.Context }
+
+func (cancelledLate) Err() error { return context.Canceled }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,14 +43,11 @@ func Ensure(ctx context.Context, adm *kadm.Client, job string, replication int) 
 			return fmt.Errorf("creating internal topic %s: %w", topic, err)
 		}
 	}
-	described, err := adm.DescribeTopicConfigs(ctx, topics...)
+	described, err := describeCreated(ctx, adm, topics)
 	if err != nil {
-		return fmt.Errorf("describing internal topics: %w", err)
+		return err
 	}
 	for _, rc := range described {
-		if rc.Err != nil {
-			return fmt.Errorf("describing internal topic %s: %w", rc.Name, rc.Err)
-		}
 		for _, c := range rc.Configs {
 			if c.Key == "cleanup.policy" && c.MaybeValue() != "compact" {
 				return fmt.Errorf("internal topic %s has cleanup.policy=%s; it must be compact (or the job loses state as it ages): fix the topic or use another job name", rc.Name, c.MaybeValue())
@@ -57,6 +55,35 @@ func Ensure(ctx context.Context, adm *kadm.Client, job string, replication int) 
 		}
 	}
 	return nil
+}
+
+// describeCreated describes the configs of topics that were just created.
+// A new topic reaches every broker's metadata a moment after CreateTopics
+// returns; until then it is unknown, so that answer is retried briefly.
+func describeCreated(ctx context.Context, adm *kadm.Client, topics []string) (kadm.ResourceConfigs, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		described, err := adm.DescribeTopicConfigs(ctx, topics...)
+		if err == nil {
+			for _, rc := range described {
+				if rc.Err != nil {
+					err = fmt.Errorf("describing internal topic %s: %w", rc.Name, rc.Err)
+					break
+				}
+			}
+		}
+		if err == nil {
+			return described, nil
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("describing internal topics: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Latest returns the newest committed checkpoint of job, or nil when the
