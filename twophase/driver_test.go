@@ -1,0 +1,269 @@
+package twophase
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// driverWorld is a decision log "k" and a participant "db" with durable
+// stores, and a way to start instances (Drivers) against them.
+type driverWorld struct {
+	t        *testing.T
+	log, db  *store
+	instance int
+	// failNext makes the next call of op at a store fail in the given way.
+	failNext map[string]faultMode // "db commit" -> failBefore
+}
+
+func newDriverWorld(t *testing.T) *driverWorld {
+	t.Helper()
+	w := &driverWorld{t: t, failNext: map[string]faultMode{}}
+	violation := func(format string, args ...any) { t.Helper(); t.Fatalf("violation: "+format, args...) }
+	w.log = newStore("k", nil, violation)
+	w.db = newStore("db", w.log, violation)
+	for _, s := range []*store{w.log, w.db} {
+		s.fault = func(op string, _ Epoch) faultMode {
+			key := s.name + " " + op
+			mode := w.failNext[key]
+			delete(w.failNext, key)
+			return mode
+		}
+	}
+	return w
+}
+
+// driver starts a new instance of the job and recovers it.
+func (w *driverWorld) driver(wantDecided Epoch) *Driver {
+	w.t.Helper()
+	w.instance++
+	d, err := NewDriver(DriverConfig{
+		DecisionLog:  &handle{s: w.log, inc: w.instance},
+		Participants: []Participant{&handle{s: w.db, inc: w.instance}},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	got, err := d.Recover(context.Background())
+	if err != nil {
+		w.t.Fatalf("recover: %v", err)
+	}
+	if got != wantDecided || d.LastDecided() != wantDecided {
+		w.t.Fatalf("recovered to %d (LastDecided %d), want %d", got, d.LastDecided(), wantDecided)
+	}
+	w.settled()
+	return d
+}
+
+// settled checks that both stores committed the same epochs and hold
+// nothing in doubt.
+func (w *driverWorld) settled() {
+	w.t.Helper()
+	if len(w.log.prepared)+len(w.db.prepared) > 0 || !slices.Equal(w.log.committed, w.db.committed) {
+		w.t.Fatalf("not settled:\n  %s\n  %s", w.log, w.db)
+	}
+}
+
+func committedEpochs(s *store) []Epoch {
+	var out []Epoch
+	for _, c := range s.committed {
+		out = append(out, c.epoch)
+	}
+	return out
+}
+
+func failErr(t *testing.T, err error, stage Stage) *FailError {
+	t.Helper()
+	fe, ok := errors.AsType[*FailError](err)
+	if !ok || fe.Stage != stage {
+		t.Fatalf("err = %v, want a *FailError at stage %v", err, stage)
+	}
+	return fe
+}
+
+func TestDriverCommitsInOrder(t *testing.T) {
+	w := newDriverWorld(t)
+	d := w.driver(0)
+	ctx := context.Background()
+	if err := d.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(ctx, 4); !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("commit 4 after 2: %v, want ErrOutOfOrder", err)
+	}
+	w.settled()
+	if got := committedEpochs(w.db); !slices.Equal(got, []Epoch{1, 2}) {
+		t.Fatalf("db committed %v", got)
+	}
+	// The decision log decides before anyone else commits.
+	want := "recover by 1; last_decided by 1; prepare 1 by 1; commit 1 by 1; prepare 2 by 1; commit 2 by 1"
+	if got := strings.Join(w.log.calls, "; "); got != want {
+		t.Fatalf("decision log calls:\n got  %s\n want %s", got, want)
+	}
+	if got, want := strings.Join(w.db.calls, "; "), "recover by 1; prepare 1 by 1; commit 1 by 1; prepare 2 by 1; commit 2 by 1"; got != want {
+		t.Fatalf("db calls:\n got  %s\n want %s", got, want)
+	}
+}
+
+func TestDriverPrepareFailureAbortsEverywhere(t *testing.T) {
+	w := newDriverWorld(t)
+	d := w.driver(0)
+	ctx := context.Background()
+	w.failNext["db prepare"] = failAfter // prepared, but reported failed
+	fe := failErr(t, d.Commit(ctx, 1), StagePrepare)
+	if fe.Decided || fe.Permanent || fe.LastDecided != 0 {
+		t.Fatalf("%+v", fe)
+	}
+	if len(w.log.prepared)+len(w.db.prepared) > 0 || len(w.log.committed) > 0 {
+		t.Fatalf("epoch 1 not aborted everywhere:\n  %s\n  %s", w.log, w.db)
+	}
+	if err := d.Commit(ctx, 2); !errors.Is(err, ErrFailed) {
+		t.Fatalf("commit after a failure: %v, want ErrFailed", err)
+	}
+	d = w.driver(0) // the restart
+	if err := d.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.settled()
+}
+
+func TestDriverCommitFailureAfterTheDecision(t *testing.T) {
+	w := newDriverWorld(t)
+	d := w.driver(0)
+	ctx := context.Background()
+	w.failNext["db commit"] = failBefore
+	fe := failErr(t, d.Commit(ctx, 1), StageCommit)
+	if !fe.Decided || fe.LastDecided != 1 || fe.Participant != "db" {
+		t.Fatalf("%+v", fe)
+	}
+	if !strings.Contains(fe.Error(), `recovery must commit epoch 1 at "db"`) {
+		t.Fatalf("unclear: %v", fe)
+	}
+	w.driver(1) // recovery commits epoch 1 at db
+	if got := committedEpochs(w.db); !slices.Equal(got, []Epoch{1}) {
+		t.Fatalf("db committed %v", got)
+	}
+}
+
+func TestDriverDecisionInDoubt(t *testing.T) {
+	for _, tc := range []struct {
+		mode   faultMode
+		decide Epoch // what recovery must find
+	}{
+		{failAfter, 1},  // the commit landed, its reply was lost
+		{failBefore, 0}, // the commit never happened
+	} {
+		w := newDriverWorld(t)
+		d := w.driver(0)
+		w.failNext["k commit"] = tc.mode
+		fe := failErr(t, d.Commit(context.Background(), 1), StageDecide)
+		if fe.Decided || fe.InDoubt != 1 {
+			t.Fatalf("%+v", fe)
+		}
+		// db still holds epoch 1 prepared: nobody may abort it before
+		// recovery read the decision.
+		if _, ok := w.db.prepared[1]; !ok {
+			t.Fatalf("db lost epoch 1 before recovery: %s", w.db)
+		}
+		w.driver(tc.decide)
+	}
+}
+
+func TestDriverFencedInstanceCommitsNothing(t *testing.T) {
+	w := newDriverWorld(t)
+	ctx := context.Background()
+	old := w.driver(0)
+	if err := old.Prepare(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.driver(0) // a second instance takes over and aborts epoch 1
+	err := old.Commit(ctx, 1)
+	// Epoch 1 was prepared before the takeover; the decision is refused.
+	fe := failErr(t, err, StageDecide)
+	if !fe.Permanent {
+		t.Fatalf("%+v: not permanent", fe)
+	}
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("%v: not ErrFenced", err)
+	}
+	if len(w.log.committed) > 0 || len(w.db.committed) > 0 {
+		t.Fatalf("fenced instance committed:\n  %s\n  %s", w.log, w.db)
+	}
+}
+
+func TestDriverAbort(t *testing.T) {
+	w := newDriverWorld(t)
+	ctx := context.Background()
+	d := w.driver(0)
+	if err := d.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Abort(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.settled()
+	if err := d.Prepare(ctx, 3); !errors.Is(err, ErrFailed) {
+		t.Fatalf("prepare after abort: %v, want ErrFailed", err)
+	}
+	if err := d.Abort(ctx, 1); !errors.Is(err, ErrFailed) {
+		t.Fatalf("abort after abort: %v, want ErrFailed", err)
+	}
+	d = w.driver(1)
+	w.failNext["db abort"] = failBefore
+	if err := d.Prepare(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Abort(ctx, 2); !errors.Is(err, errInjected) {
+		t.Fatalf("abort with a failing participant: %v", err)
+	}
+	w.driver(1) // recovery aborts what the failed abort left
+}
+
+func TestDriverRecoveryFailureIsRetried(t *testing.T) {
+	w := newDriverWorld(t)
+	w.instance++
+	d, err := NewDriver(DriverConfig{
+		DecisionLog:  &handle{s: w.log, inc: w.instance},
+		Participants: []Participant{&handle{s: w.db, inc: w.instance}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := d.Commit(ctx, 1); !errors.Is(err, ErrNotRecovered) {
+		t.Fatalf("commit before recovery: %v", err)
+	}
+	w.failNext["db recover"] = failBefore
+	fe := failErr(t, func() error { _, err := d.Recover(ctx); return err }(), StageRecover)
+	if !fe.Recovering || fe.Permanent {
+		t.Fatalf("%+v", fe)
+	}
+	if _, err := d.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewDriverRefusesBadParticipants(t *testing.T) {
+	s := newStore("k", nil, func(string, ...any) {})
+	if _, err := NewDriver(DriverConfig{}); err == nil {
+		t.Fatal("no decision log accepted")
+	}
+	_, err := NewDriver(DriverConfig{DecisionLog: &handle{s: s}, Participants: []Participant{&handle{s: s}}})
+	if err == nil || !strings.Contains(err.Error(), "is the decision log") {
+		t.Fatalf("duplicate name: %v", err)
+	}
+}
