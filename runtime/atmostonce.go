@@ -72,7 +72,7 @@ func (j *Job) attemptAtMostOnce(parent context.Context) error {
 			readers = append(readers, r)
 		}
 	}
-	g, err := newGraph(j, nil, plain, ops, readers, 0, time.Time{})
+	g, err := newGraph(j, nil, plain, nil, ops, readers, 0, time.Time{})
 	if err != nil {
 		closeReaders(readers)
 		return err

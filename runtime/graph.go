@@ -78,7 +78,7 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 // newGraph wires the tasks. With a nil txn there are no checkpoints (the
 // at_most_once job): no coordinator, no barriers. It takes ownership of the
 // readers.
-func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, ops []keyedOperator, readers []recordReader,
+func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops []keyedOperator, readers []recordReader,
 	lastID checkpoint.ID, lastAt time.Time) (*graph, error) {
 	cfg := j.cfg
 	g := &graph{job: j, readers: readers}
@@ -119,6 +119,7 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, ops []keyedOperator, rea
 	if txn == nil {
 		return g, nil
 	}
+	g.sink.driver, g.sink.dl = commit.driver, commit.log
 	g.offsets = newGroupOffsets(kadm.NewClient(txn.Client()), cfg.Name, j.log)
 	g.sink.committed = g.offsets.publish
 

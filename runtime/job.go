@@ -21,6 +21,7 @@ import (
 	"github.com/eoflow/pipeline/internal/kclient"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // ErrIncompatible wraps a checkpoint that does not fit the configuration:
@@ -88,7 +89,7 @@ func (j *Job) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, sink.ErrFenced) {
+		if errors.Is(err, sink.ErrFenced) || errors.Is(err, twophase.ErrFenced) {
 			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
 			return err
 		}
@@ -131,19 +132,14 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		return false, err
 	}
 
-	// Fence first: a predecessor's open transaction on the internal topics
-	// would hold back the read_committed restore below until it timed out.
+	// Recover first: fencing aborts a predecessor's open transaction, which
+	// would otherwise hold back the read_committed restore below until it
+	// timed out; then the decision log says which checkpoint is the last.
 	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout)
 	if err != nil {
 		return false, err
 	}
 	defer txn.Close()
-	if err := txn.Fence(ctx); err != nil {
-		if errors.Is(err, kerr.InvalidTransactionTimeout) {
-			return false, fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
-		}
-		return false, err
-	}
 	var plain *sink.Plain
 	if cfg.Guarantee != config.ExactlyOnce {
 		if plain, err = sink.NewPlain(j.conn); err != nil {
@@ -151,12 +147,18 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		}
 		defer plain.Close()
 	}
-
 	restoreStart := j.now()
-	latest, err := kstore.Latest(ctx, j.conn, cfg.Name)
+	commit, err := newCommitter(txn, plain, j.conn, cfg.Name)
 	if err != nil {
-		return false, fmt.Errorf("reading the latest checkpoint: %w", err)
+		return false, err
 	}
+	if _, err := commit.driver.Recover(ctx); err != nil {
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			return false, fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
+		}
+		return false, fmt.Errorf("recovering: %w", err)
+	}
+	latest := commit.log.latest
 	if latest != nil {
 		if err := checkpoint.Compatible(latest, cfg.Fingerprint(), cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrIncompatible, err)
@@ -187,7 +189,7 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		}
 		readers = append(readers, r)
 	}
-	g, err := newGraph(j, txn, plain, ops, readers, lastID, lastAt)
+	g, err := newGraph(j, txn, plain, commit, ops, readers, lastID, lastAt)
 	if err != nil {
 		closeReaders(readers)
 		return false, err
@@ -292,4 +294,26 @@ func closeReaders(rs []recordReader) {
 	for _, r := range rs {
 		r.Close()
 	}
+}
+
+// committer is the two-phase commit of one attempt: the transaction as the
+// decision log, and the output producer as a participant under
+// at_least_once.
+type committer struct {
+	log    *kafkaDecisionLog
+	driver *twophase.Driver
+}
+
+func newCommitter(txn *sink.Txn, plain *sink.Plain, conn []kgo.Opt, job string) (*committer, error) {
+	c := &committer{log: &kafkaDecisionLog{txn: txn, conn: conn, job: job}}
+	var others []twophase.Participant
+	if plain != nil {
+		others = append(others, plainOutputs{plain})
+	}
+	d, err := twophase.NewDriver(twophase.DriverConfig{DecisionLog: c.log, Participants: others, IsFenced: sink.IsFenced})
+	if err != nil {
+		return nil, err
+	}
+	c.driver = d
+	return c, nil
 }

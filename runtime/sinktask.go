@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // sinkTask is the graph's last task: it hands every message to the
@@ -27,11 +27,16 @@ type sinkTask struct {
 	guarantee config.Guarantee
 	txn       *sink.Txn   // nil under at_most_once
 	plain     *sink.Plain // outputs unless exactly_once
-	inputs    <-chan batch
-	nInputs   int
-	reports   chan<- taskReport
-	commits   <-chan checkpoint.ID
-	results   chan<- commitResult
+	// driver commits each epoch through the two-phase commit: the
+	// decision log dl (the transaction) and, under at_least_once, the
+	// output producer. nil under at_most_once.
+	driver  *twophase.Driver
+	dl      *kafkaDecisionLog
+	inputs  <-chan batch
+	nInputs int
+	reports chan<- taskReport
+	commits <-chan checkpoint.ID
+	results chan<- commitResult
 	// newRecord fills the job-wide fields of checkpoint N.
 	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary) *checkpoint.Record
 	now       func() time.Time
@@ -125,14 +130,21 @@ func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
 	return nil
 }
 
-// commit acks barrier N, waits for the coordinator's go, and commits epoch
-// N. Everything the sink received after barrier N waits meanwhile: it
-// belongs to transaction N+1, which begins only when N has ended.
+// commit prepares epoch N (the checkpoint record joins the transaction
+// and everything is flushed), acks barrier N, waits for the coordinator's
+// go, and commits: the transaction's commit is the decision. Everything the
+// sink received after barrier N waits meanwhile: it belongs to transaction
+// N+1, which begins only when N has ended.
 func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
+	s.dl.stage(s.newRecord(b.id, b.offsets, mergeState(b.state)))
+	prepErr := s.driver.Prepare(ctx, twophase.Epoch(b.id))
 	select {
-	case s.reports <- taskReport{task: s.id, id: b.id}:
+	case s.reports <- taskReport{task: s.id, id: b.id, err: prepErr}:
 	case <-ctx.Done():
 		return nil
+	}
+	if prepErr != nil {
+		return fmt.Errorf("preparing checkpoint %d: %w", b.id, prepErr)
 	}
 	var id checkpoint.ID
 	select {
@@ -143,7 +155,10 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 	if id != b.id {
 		return fmt.Errorf("sink: asked to commit checkpoint %d while holding %d", id, b.id)
 	}
-	err := s.commitEpoch(ctx, b)
+	err := s.faults.Hit(fault.BeforeCommit)
+	if err == nil {
+		err = s.driver.Commit(ctx, twophase.Epoch(id))
+	}
 	select {
 	case s.results <- commitResult{id: id, err: err, at: s.now()}:
 	case <-ctx.Done():
@@ -158,34 +173,6 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 		return err
 	}
 	return s.txn.Begin()
-}
-
-func (s *sinkTask) commitEpoch(ctx context.Context, b *barrier) error {
-	if s.guarantee != config.ExactlyOnce {
-		if err := s.plain.Flush(ctx); err != nil {
-			_ = s.txn.Abort(ctx)
-			return fmt.Errorf("flushing outputs: %w", err)
-		}
-	}
-	rec := s.newRecord(b.id, b.offsets, mergeState(b.state))
-	kr, err := kstore.CheckpointRecord(rec)
-	if err != nil {
-		_ = s.txn.Abort(ctx)
-		return err
-	}
-	s.txn.Produce(ctx, kr)
-	if s.faults != nil {
-		// Everything of the epoch reaches the brokers first, so a crash
-		// here leaves a complete transaction that never commits.
-		if err := s.txn.Client().Flush(ctx); err != nil {
-			_ = s.txn.Abort(ctx)
-			return err
-		}
-		if err := s.faults.Hit(fault.BeforeCommit); err != nil {
-			return err
-		}
-	}
-	return s.txn.Commit(ctx)
 }
 
 // mergeState adds up the per-worker summaries of each operator.

@@ -13,9 +13,15 @@ import (
 
 // ErrFenced means another instance of the job took over its transactional
 // id: this instance must stop and never make a later checkpoint visible.
-var ErrFenced = errors.New("fenced: another instance of this job is running")
+var ErrFenced = errors.New("fenced: another instance of this job took over its transactional id (or its transaction outlived kafka.transaction_timeout)")
 
 // IsFenced reports whether err says this producer was fenced by a newer one.
+//
+// INVALID_PRODUCER_EPOCH counts too, though the brokers also answer it for
+// a transaction that outlived transaction.timeout.ms: a fenced producer's
+// next flush often sees only that code, and an instance that took it for a
+// timeout would restart, fence its successor, and the two would take turns
+// forever. Stopping is the safe reading; the stop message names both causes.
 func IsFenced(err error) bool {
 	return errors.Is(err, ErrFenced) ||
 		errors.Is(err, kerr.ProducerFenced) ||
@@ -35,6 +41,12 @@ func (f *firstError) set(err error) {
 		f.err = err
 	}
 	f.mu.Unlock()
+}
+
+func (f *firstError) peek() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 func (f *firstError) take() error {
@@ -103,6 +115,19 @@ func (t *Txn) Produce(ctx context.Context, rec *kgo.Record) {
 			t.failed.set(err)
 		}
 	})
+}
+
+// Flush waits until every record of the open transaction reached the
+// brokers (still invisible to read_committed readers) and reports the
+// first that failed. After a failure the transaction can only abort.
+func (t *Txn) Flush(ctx context.Context) error {
+	if err := t.cl.Flush(ctx); err != nil {
+		return t.fenced(fmt.Errorf("flushing transaction: %w", err))
+	}
+	if err := t.failed.peek(); err != nil {
+		return t.fenced(fmt.Errorf("producing in transaction: %w", err))
+	}
+	return nil
 }
 
 // Commit flushes every record of the transaction and commits it. If any

@@ -1,0 +1,253 @@
+package deploytest
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// loadCompose loads docker-compose.yml as docker compose would: schema
+// validation, normalization (short port and depends_on syntax, relative
+// paths made absolute), with no variables from the environment.
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	dir := root(t)
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, "docker-compose.yml")},
+		cli.WithWorkingDirectory(dir), cli.WithResolvedPaths(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cli.ProjectFromOptions(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	return p
+}
+
+func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
+	t.Helper()
+	s, ok := p.Services[name]
+	if !ok {
+		t.Fatalf("service %s missing", name)
+	}
+	return s
+}
+
+// publishes fails unless s publishes container port target on 127.0.0.1
+// at the same port: everything in the stack stays on loopback.
+func publishes(t *testing.T, s types.ServiceConfig, target uint32) {
+	t.Helper()
+	for _, p := range s.Ports {
+		if p.Target == target {
+			if p.HostIP != "127.0.0.1" || p.Published != strconv.Itoa(int(target)) {
+				t.Errorf("%s: port %d published on %s:%s, want 127.0.0.1:%d", s.Name, target, p.HostIP, p.Published, target)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: port %d not published", s.Name, target)
+}
+
+func dependsOn(t *testing.T, s types.ServiceConfig, on, condition string) {
+	t.Helper()
+	if d, ok := s.DependsOn[on]; !ok || d.Condition != condition {
+		t.Errorf("%s: depends_on %s %q, want %q", s.Name, on, d.Condition, condition)
+	}
+}
+
+func env(s types.ServiceConfig, key string) string {
+	if v := s.Environment[key]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// mount returns the bind mount of s at target, failing unless its source
+// exists in the repository and it is read-only.
+func mount(t *testing.T, s types.ServiceConfig, target string) string {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target != target {
+			continue
+		}
+		if v.Type != types.VolumeTypeBind || !v.ReadOnly {
+			t.Errorf("%s: %s should be a read-only bind mount", s.Name, target)
+		}
+		rel, err := filepath.Rel(root(t), v.Source)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			t.Errorf("%s: %s mounts %s, outside the repository", s.Name, target, v.Source)
+		}
+		if _, err := os.Stat(v.Source); err != nil {
+			t.Errorf("%s: %s mounts a missing file: %v", s.Name, target, err)
+		}
+		return v.Source
+	}
+	t.Fatalf("%s: nothing mounted at %s", s.Name, target)
+	return ""
+}
+
+func TestComposeServices(t *testing.T) {
+	p := loadCompose(t)
+	names := p.ServiceNames()
+	slices.Sort(names)
+	if want := []string{"datagen", "grafana", "kafka", "pipeline", "prometheus", "topics"}; !slices.Equal(names, want) {
+		t.Errorf("services %q, want %q", names, want)
+	}
+
+	kafka := service(t, p, "kafka")
+	if kafka.Image != "apache/kafka:4.1.1" || kafka.HealthCheck == nil || len(kafka.HealthCheck.Test) == 0 {
+		t.Errorf("kafka: image %s, health check %+v", kafka.Image, kafka.HealthCheck)
+	}
+	publishes(t, kafka, 9092)
+	if l := env(kafka, "KAFKA_ADVERTISED_LISTENERS"); !strings.Contains(l, "INTERNAL://kafka:29092") || !strings.Contains(l, "HOST://127.0.0.1:9092") {
+		t.Errorf("kafka: advertised listeners %q", l)
+	}
+
+	topics := service(t, p, "topics")
+	dependsOn(t, topics, "kafka", types.ServiceConditionHealthy)
+	script := strings.Join(append(slices.Clone(topics.Entrypoint), topics.Command...), " ")
+	for _, want := range []string{"--bootstrap-server kafka:29092", "--topic numbers --partitions 4", "--topic parity-sums"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("topics: %q lacks %q", script, want)
+		}
+	}
+}
+
+// The pipeline runs the image the Dockerfile builds with the root
+// config.yaml, whose ${VARS} the service's environment sets.
+func TestComposePipeline(t *testing.T) {
+	p := loadCompose(t)
+	pipe := service(t, p, "pipeline")
+	if pipe.Build == nil || pipe.Build.Context != root(t) || (pipe.Build.Dockerfile != "" && pipe.Build.Dockerfile != "Dockerfile") {
+		t.Errorf("pipeline: build %+v, want the repository's Dockerfile", pipe.Build)
+	}
+	stages := parseDockerfile(t, filepath.Join(root(t), "Dockerfile"))
+	imageCmd := execForm(t, "CMD", stages[len(stages)-1].last(t, "CMD"))
+	if !slices.Equal(pipe.Command, imageCmd) {
+		t.Errorf("pipeline: command %q, want the image's %q", pipe.Command, imageCmd)
+	}
+	cfgPath := imageCmd[len(imageCmd)-1]
+	if src := mount(t, pipe, cfgPath); src != filepath.Join(root(t), "config.yaml") {
+		t.Errorf("pipeline: %s mounts %s, want the root config.yaml", cfgPath, src)
+	}
+	publishes(t, pipe, 8080)
+	dependsOn(t, pipe, "kafka", types.ServiceConditionHealthy)
+	dependsOn(t, pipe, "topics", types.ServiceConditionCompletedSuccessfully)
+
+	// The health check asks /healthz of the admin listener.
+	_, port, err := net.SplitHostPort(env(pipe, "ADMIN_LISTEN"))
+	if err != nil || port != "8080" {
+		t.Errorf("pipeline: ADMIN_LISTEN %q, want port 8080: %v", env(pipe, "ADMIN_LISTEN"), err)
+	}
+	if hc := pipe.HealthCheck; hc == nil || !strings.Contains(strings.Join(hc.Test, " "), "127.0.0.1:8080/healthz") {
+		t.Errorf("pipeline: health check %+v, want a GET of /healthz on 8080", hc)
+	}
+
+	// config.yaml, with the service's environment, reads what it should.
+	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
+		t.Setenv(k, env(pipe, k))
+	}
+	cfg, err := config.Load(filepath.Join(root(t), "config.yaml"))
+	if err != nil {
+		t.Fatalf("config.yaml with the pipeline service's environment: %v", err)
+	}
+	if got := strings.Join(cfg.Kafka.Brokers, ","); got != "kafka:29092" {
+		t.Errorf("config brokers %q, want kafka:29092", got)
+	}
+	if cfg.Admin.Listen != "0.0.0.0:8080" {
+		t.Errorf("config admin.listen %q, want 0.0.0.0:8080", cfg.Admin.Listen)
+	}
+	if len(cfg.Sources) != 1 || !slices.Equal(cfg.Sources[0].Topics, []string{"numbers"}) || len(cfg.Sinks) != 1 || cfg.Sinks[0].Topic != "parity-sums" {
+		t.Errorf("config reads %+v and writes %+v, want numbers -> parity-sums", cfg.Sources, cfg.Sinks)
+	}
+}
+
+func TestComposeDatagen(t *testing.T) {
+	p := loadCompose(t)
+	gen, pipe := service(t, p, "datagen"), service(t, p, "pipeline")
+	if gen.Image == "" || gen.Image != pipe.Image || gen.Build != nil {
+		t.Errorf("datagen: image %q, want the pipeline's %q, built once", gen.Image, pipe.Image)
+	}
+	if got := strings.Join(gen.Command, " "); got != "datagen -brokers kafka:29092 -topic numbers -rate 200" {
+		t.Errorf("datagen: command %q", got)
+	}
+	dependsOn(t, gen, "kafka", types.ServiceConditionHealthy)
+	dependsOn(t, gen, "topics", types.ServiceConditionCompletedSuccessfully)
+}
+
+// Prometheus gets the config and every rule file it names, at the paths
+// the config names them, and scrapes the pipeline service's admin port.
+func TestComposePrometheus(t *testing.T) {
+	p := loadCompose(t)
+	prom := service(t, p, "prometheus")
+	if !strings.HasPrefix(prom.Image, "prom/prometheus:") {
+		t.Errorf("prometheus: image %s", prom.Image)
+	}
+	publishes(t, prom, 9090)
+	var cfg struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName       string                       `yaml:"job_name"`
+			StaticConfigs []struct{ Targets []string } `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, mount(t, prom, "/etc/prometheus/prometheus.yml"), &cfg)
+	for _, f := range cfg.RuleFiles {
+		mount(t, prom, filepath.Join("/etc/prometheus", f))
+	}
+	var target string
+	for _, sc := range cfg.ScrapeConfigs {
+		if sc.JobName == "pipeline" && len(sc.StaticConfigs) == 1 && len(sc.StaticConfigs[0].Targets) == 1 {
+			target = sc.StaticConfigs[0].Targets[0]
+		}
+	}
+	if target != "pipeline:8080" {
+		t.Errorf("prometheus scrapes %q, want the pipeline service's admin port pipeline:8080", target)
+	}
+}
+
+// Grafana shows the provisioned dashboard at localhost:3000 with no login,
+// reading the compose stack's Prometheus.
+func TestComposeGrafana(t *testing.T) {
+	p := loadCompose(t)
+	g := service(t, p, "grafana")
+	publishes(t, g, 3000)
+	dependsOn(t, g, "prometheus", types.ServiceConditionHealthy)
+	if env(g, "GF_AUTH_ANONYMOUS_ENABLED") != "true" || env(g, "GF_AUTH_ANONYMOUS_ORG_ROLE") != "Admin" {
+		t.Error("grafana: anonymous admin access is not enabled")
+	}
+	provisioning := mount(t, g, "/etc/grafana/provisioning")
+	dashboards := mount(t, g, "/var/lib/grafana/dashboards")
+
+	var providers struct {
+		Providers []struct{ Options struct{ Path string } }
+	}
+	readYAML(t, filepath.Join(provisioning, "dashboards", "dashboards.yml"), &providers)
+	if len(providers.Providers) != 1 || providers.Providers[0].Options.Path != "/var/lib/grafana/dashboards" {
+		t.Errorf("dashboard provider %+v, want the path the dashboards are mounted at", providers.Providers)
+	}
+	home := env(g, "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH")
+	rel, err := filepath.Rel("/var/lib/grafana/dashboards", home)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		t.Fatalf("grafana: home dashboard %q is outside the mounted dashboards", home)
+	}
+	if _, err := os.Stat(filepath.Join(dashboards, rel)); err != nil {
+		t.Errorf("grafana: home dashboard: %v", err)
+	}
+
+	_, url := provisionedDatasource(t)
+	prom := service(t, p, "prometheus")
+	if url != "http://"+prom.Name+":9090" {
+		t.Errorf("datasource url %q, want the prometheus service, http://prometheus:9090", url)
+	}
+}
