@@ -16,11 +16,17 @@ type taskReport struct {
 	err  error
 }
 
-// commitResult is the outcome of committing checkpoint N.
+// commitResult is the outcome of committing checkpoint N, with what the
+// sink measured of its epoch.
 type commitResult struct {
 	id  checkpoint.ID
 	err error
 	at  time.Time
+	// alignment is how long the sink held inputs back for barrier N,
+	// commit the transaction's commit round trip.
+	alignment, commit time.Duration
+	stateBytes        int64
+	outputs           int64
 }
 
 // coordinatorLoop owns the checkpoint.Coordinator of one attempt and does
@@ -37,16 +43,22 @@ type coordinatorLoop struct {
 	tick    time.Duration
 	now     func() time.Time
 	log     *slog.Logger
-	// onCompleted is told about every completed checkpoint (metrics, logs).
-	onCompleted func(id checkpoint.ID, at time.Time)
-	// triggered remembers when each checkpoint started, for its duration.
+	// onCompleted is told about every completed checkpoint: when it was
+	// triggered and what its commit reported.
+	onCompleted func(res commitResult, triggered time.Time)
+	// onAborted is told the reason of every aborted checkpoint.
+	onAborted func(reason checkpoint.AbortReason)
+	// triggered remembers when each checkpoint started, for its duration;
+	// results what its commit reported, until the coordinator completes it.
 	triggered map[checkpoint.ID]time.Time
+	outcomes  map[checkpoint.ID]commitResult
 }
 
 func (l *coordinatorLoop) run(ctx context.Context) error {
 	ticker := time.NewTicker(l.tick)
 	defer ticker.Stop()
 	l.triggered = map[checkpoint.ID]time.Time{}
+	l.outcomes = map[checkpoint.ID]commitResult{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,6 +80,7 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 			if res.err != nil {
 				err = l.coord.CommitFailed(res.id, res.err)
 			} else {
+				l.outcomes[res.id] = res
 				err = l.coord.Committed(res.id, res.at)
 			}
 			if err != nil {
@@ -86,7 +99,10 @@ func (l *coordinatorLoop) act() error {
 		rd := l.coord.Ready()
 		if rd.Fail != nil {
 			for _, a := range rd.Aborted {
-				l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String())
+				l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String(), "err", a.Err)
+				if l.onAborted != nil {
+					l.onAborted(a.Reason)
+				}
 			}
 			l.coord.Advance()
 			return rd.Fail
@@ -99,12 +115,13 @@ func (l *coordinatorLoop) act() error {
 			l.commits <- rd.Commit
 		}
 		for _, id := range rd.Completed {
-			at := l.now()
-			l.log.Debug("checkpoint completed", "checkpoint", id, "duration", at.Sub(l.triggered[id]))
-			delete(l.triggered, id)
+			res := l.outcomes[id]
+			l.log.Debug("checkpoint completed", "checkpoint", id, "duration", res.at.Sub(l.triggered[id]))
 			if l.onCompleted != nil {
-				l.onCompleted(id, at)
+				l.onCompleted(res, l.triggered[id])
 			}
+			delete(l.triggered, id)
+			delete(l.outcomes, id)
 		}
 		l.coord.Advance()
 	}

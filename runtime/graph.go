@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 )
@@ -105,7 +106,7 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 	for i, r := range readers {
 		st := &sourceTask{
 			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
-			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults,
+			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults, metrics: j.metrics,
 		}
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)
@@ -113,7 +114,7 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 	g.sink = &sinkTask{
 		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
 		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
-		newRecord: j.newRecord, now: j.now, log: j.log, faults: j.faults,
+		newRecord: j.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 	}
 	tasks = append(tasks, g.sink.id)
 	if txn == nil {
@@ -145,7 +146,17 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 		},
 		tick: max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond)),
 		now:  j.now, log: j.log,
-		onCompleted: func(checkpoint.ID, time.Time) { g.completed.Add(1) },
+		onCompleted: func(res commitResult, triggered time.Time) {
+			g.completed.Add(1)
+			j.metrics.CheckpointCompleted(metrics.Checkpoint{
+				ID: uint64(res.id), Duration: res.at.Sub(triggered), Alignment: res.alignment, Bytes: res.stateBytes,
+			})
+			j.status.completed(CheckpointInfo{
+				ID: uint64(res.id), CompletedAt: res.at, DurationMs: ms(res.at.Sub(triggered)),
+				AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
+			})
+		},
+		onAborted: func(r checkpoint.AbortReason) { j.metrics.CheckpointFailed(r.String()) },
 	}
 	return g, nil
 }
@@ -172,3 +183,5 @@ func (g *graph) close() {
 		r.Close()
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

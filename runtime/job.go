@@ -19,6 +19,7 @@ import (
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kclient"
+	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
@@ -41,6 +42,8 @@ type Job struct {
 	// checkpoint.
 	restartBackoff, maxBackoff time.Duration
 	faults                     *fault.Injector
+	metrics                    *metrics.Metrics
+	status                     *status
 }
 
 // Option changes how a Job runs.
@@ -48,6 +51,9 @@ type Option func(*Job)
 
 // WithFaults injects failures at the injector's armed points (tests).
 func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i } }
+
+// WithMetrics reports the job's metrics to m (default: a private registry).
+func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = m } }
 
 // New compiles the job's steps (errors point at the config file's lines)
 // and prepares its Kafka connection settings. Nothing connects yet.
@@ -72,6 +78,22 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	for _, o := range opts {
 		o(j)
 	}
+	if j.metrics == nil {
+		j.metrics = metrics.New(nil, cfg.Name)
+	}
+	j.status = newStatus(cfg, workers)
+	j.plan.metrics = j.metrics
+	j.metrics.SetCheckpointInterval(cfg.Checkpoint.Interval)
+	j.metrics.SetTransactionTimeout(cfg.Kafka.TransactionTimeout)
+	for _, src := range cfg.Sources {
+		for _, t := range src.Topics {
+			j.metrics.Input(t)
+		}
+	}
+	for _, s := range cfg.Sinks {
+		j.metrics.Output(s.Topic)
+		j.metrics.Output(s.DeadLetterTopic)
+	}
 	return j, nil
 }
 
@@ -90,12 +112,17 @@ func (j *Job) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, sink.ErrFenced) || errors.Is(err, twophase.ErrFenced) {
+			j.metrics.Fenced()
+			j.status.set(StateFenced, err)
 			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
 			return err
 		}
 		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) {
+			j.status.set(StateFailed, err)
 			return err
 		}
+		j.status.set(StateRestarting, err)
+		j.metrics.Restarted(restartReason(err))
 		if progressed {
 			backoff = j.restartBackoff
 		}
@@ -135,14 +162,14 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	// Recover first: fencing aborts a predecessor's open transaction, which
 	// would otherwise hold back the read_committed restore below until it
 	// timed out; then the decision log says which checkpoint is the last.
-	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout)
+	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, j.metrics.KafkaHooks("txn"))
 	if err != nil {
 		return false, err
 	}
 	defer txn.Close()
 	var plain *sink.Plain
 	if cfg.Guarantee != config.ExactlyOnce {
-		if plain, err = sink.NewPlain(j.conn); err != nil {
+		if plain, err = sink.NewPlain(j.conn, j.metrics.KafkaHooks("outputs")); err != nil {
 			return false, err
 		}
 		defer plain.Close()
@@ -177,12 +204,14 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	if latest != nil {
 		lastID, lastAt = latest.ID, latest.Created()
 	}
+	j.metrics.Restored(uint64(lastID), j.now().Sub(restoreStart))
+	j.status.restored(lastID, lastAt, offsets)
 	j.log.Info("restored", "checkpoint", lastID, "state_keys", restored, "partitions", len(offsets),
 		"workers", j.workers, "took", j.now().Sub(restoreStart).Round(time.Millisecond))
 
 	var readers []recordReader
 	for _, part := range assignPartitions(offsets) {
-		r, err := source.NewReader(j.conn, part)
+		r, err := source.NewReader(j.conn, part, j.metrics.KafkaHooks("source"))
 		if err != nil {
 			closeReaders(readers)
 			return false, err
@@ -209,6 +238,7 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	if aerr := txn.Abort(abortCtx); aerr != nil && !errors.Is(err, sink.ErrFenced) {
 		j.log.Warn("aborting the open transaction", "err", aerr)
 	}
+	j.metrics.TransactionAborted()
 	return g.completed.Load() > 0, err
 }
 
@@ -316,4 +346,20 @@ func newCommitter(txn *sink.Txn, plain *sink.Plain, conn []kgo.Opt, job string) 
 	}
 	c.driver = d
 	return c, nil
+}
+
+// restartReason is a fixed word for the restarts metric (never error text,
+// which would explode the label's cardinality).
+func restartReason(err error) string {
+	var fe *checkpoint.FailError
+	if errors.As(err, &fe) {
+		return fe.Reason.String()
+	}
+	switch {
+	case errors.Is(err, fault.ErrInjected):
+		return "injected"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "error"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
@@ -25,6 +26,8 @@ type plan struct {
 	agg    *operator.Aggregator // nil for a stateless job
 	sinks  []sinkSpec
 	format map[string]config.Format // source topic -> value format
+	// metrics counts dead letters (set by the Job; nil in plan-only uses).
+	metrics *metrics.Metrics
 }
 
 // sinkSpec is one configured sink, compiled.
@@ -120,6 +123,9 @@ func (p *plan) deadLetterTopics() []string {
 
 // deadLetters builds the dead-letter records of src for every sink.
 func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []message {
+	if p.metrics != nil {
+		p.metrics.DeadLettered(string(rerr.Code))
+	}
 	var msgs []message
 	for _, topic := range p.deadLetterTopics() {
 		msgs = append(msgs, message{kind: msgDeadLetter, rec: sink.DeadLetter(topic, src, string(rerr.Code), rerr.Step, rerr.Reason)})

@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/twophase"
 )
@@ -42,6 +45,8 @@ type sinkTask struct {
 	now       func() time.Time
 	log       *slog.Logger
 	faults    *fault.Injector
+	metrics   *metrics.Metrics
+	epoch     epochStats
 	// committed is told the offsets of every committed checkpoint.
 	committed func([]checkpoint.SourceOffset)
 
@@ -54,10 +59,12 @@ type sinkTask struct {
 
 func (s *sinkTask) run(ctx context.Context) error {
 	s.blocked = make([]bool, s.nInputs)
+	s.epoch.reset()
 	if s.txn != nil { // nil: at_most_once, no checkpoints
 		if err := s.txn.Begin(); err != nil {
 			return err
 		}
+		s.metrics.TransactionBegan()
 	}
 	for {
 		select {
@@ -86,8 +93,13 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 			} else {
 				s.plain.Produce(ctx, m.rec)
 			}
+			s.epoch.output(m.rec)
+			if s.txn == nil {
+				s.epoch.publish(s.metrics, s.now()) // no commit to wait for
+			}
 		case msgState:
 			s.txn.Produce(ctx, m.rec)
+			s.epoch.stateBytes += int64(len(m.rec.Key) + len(m.rec.Value))
 			if err := s.faults.Hit(fault.WhileWritingState); err != nil {
 				return err
 			}
@@ -103,6 +115,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
 	if s.aligning == nil {
 		s.aligning = &barrier{id: b.id, offsets: b.offsets}
+		s.epoch.alignStart = s.now()
 	} else if s.aligning.id != b.id {
 		return fmt.Errorf("sink: barrier %d from input %d while aligning %d", b.id, from, s.aligning.id)
 	}
@@ -155,12 +168,26 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 	if id != b.id {
 		return fmt.Errorf("sink: asked to commit checkpoint %d while holding %d", id, b.id)
 	}
+	alignment := s.now().Sub(s.epoch.alignStart)
 	err := s.faults.Hit(fault.BeforeCommit)
+	commitStart := s.now()
 	if err == nil {
 		err = s.driver.Commit(ctx, twophase.Epoch(id))
 	}
+	at := s.now()
+	res := commitResult{id: id, err: err, at: at, alignment: alignment, commit: at.Sub(commitStart),
+		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
+	if err == nil {
+		// The epoch's outputs are visible now: count them, and how long
+		// their inputs took to get here.
+		s.metrics.TransactionCommitted(res.commit)
+		s.epoch.publish(s.metrics, at)
+		for _, st := range mergeState(b.state) {
+			s.metrics.SetState(st.Operator, int64(st.Keys), int64(st.Bytes))
+		}
+	}
 	select {
-	case s.results <- commitResult{id: id, err: err, at: s.now()}:
+	case s.results <- res:
 	case <-ctx.Done():
 	}
 	if err != nil {
@@ -172,7 +199,11 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 	if err := s.faults.Hit(fault.AfterCommit); err != nil {
 		return err
 	}
-	return s.txn.Begin()
+	if err := s.txn.Begin(); err != nil {
+		return err
+	}
+	s.metrics.TransactionBegan()
+	return nil
 }
 
 // mergeState adds up the per-worker summaries of each operator.
@@ -189,4 +220,56 @@ func mergeState(parts []checkpoint.StateSummary) []checkpoint.StateSummary {
 		out = append(out, p)
 	}
 	return out
+}
+
+// epochStats is what the sink measures of the epoch it is filling, and
+// publishes when the epoch's outputs become visible.
+type epochStats struct {
+	flows      map[string]*flowCount
+	outputs    int64
+	stateBytes int64
+	alignStart time.Time
+	// sampled input timestamps of outputs, for end-to-end latency: one
+	// in sampleEvery keeps the cost off the hot path.
+	sampled []time.Time
+}
+
+type flowCount struct{ records, bytes int }
+
+const sampleEvery = 16
+
+func (e *epochStats) reset() {
+	clear(e.flows)
+	e.outputs, e.stateBytes, e.sampled = 0, 0, e.sampled[:0]
+}
+
+func (e *epochStats) output(r *kgo.Record) {
+	if e.flows == nil {
+		e.flows = map[string]*flowCount{}
+	}
+	f := e.flows[r.Topic]
+	if f == nil {
+		f = &flowCount{}
+		e.flows[r.Topic] = f
+	}
+	f.records++
+	f.bytes += len(r.Key) + len(r.Value)
+	if e.outputs%sampleEvery == 0 && !r.Timestamp.IsZero() {
+		e.sampled = append(e.sampled, r.Timestamp)
+	}
+	e.outputs++
+}
+
+// publish reports the epoch's outputs as visible at the given time, and
+// starts counting the next epoch.
+func (e *epochStats) publish(m *metrics.Metrics, visible time.Time) {
+	for topic, f := range e.flows {
+		if f.records > 0 {
+			m.Output(topic).Add(f.records, f.bytes)
+		}
+	}
+	for _, ts := range e.sampled {
+		m.EndToEnd(ts, visible)
+	}
+	e.reset()
 }

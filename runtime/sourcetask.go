@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/source"
 )
 
 // pollBatch is the most records a source hands on per poll.
@@ -27,6 +31,8 @@ type sourceTask struct {
 	workers []chan<- batch
 	reports chan<- taskReport
 	faults  *fault.Injector
+	metrics *metrics.Metrics
+	inputs  map[string]metrics.Flow // per topic, cached
 
 	mu struct {
 		sync.Mutex
@@ -79,6 +85,7 @@ func (s *sourceTask) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("source %s: %w", s.id, err)
 		}
+		s.measure(recs)
 		for _, rec := range recs {
 			msgs, w := s.router.route(rec)
 			out[w] = append(out[w], msgs...)
@@ -123,4 +130,25 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// measure counts what a poll read, per topic, and updates the lag of the
+// partitions the reader knows it for.
+func (s *sourceTask) measure(recs []*kgo.Record) {
+	if s.inputs == nil {
+		s.inputs = map[string]metrics.Flow{}
+	}
+	for _, r := range recs {
+		f, ok := s.inputs[r.Topic]
+		if !ok {
+			f = s.metrics.Input(r.Topic)
+			s.inputs[r.Topic] = f
+		}
+		f.Add(1, len(r.Key)+len(r.Value))
+	}
+	if lr, ok := s.reader.(interface{ Lags() []source.Lag }); ok {
+		for _, l := range lr.Lags() {
+			s.metrics.SetLag(l.Topic, l.Partition, l.Records)
+		}
+	}
 }

@@ -106,6 +106,9 @@ func topicsOf(tps []TopicPartition) []string {
 type Reader struct {
 	cl   *kgo.Client
 	next map[TopicPartition]int64
+	// stable is the last stable offset each partition's latest fetch
+	// reported: the end a read_committed reader can reach, for lag.
+	stable map[TopicPartition]int64
 }
 
 // NewReader starts reading each partition at its offset. conn are the
@@ -131,7 +134,7 @@ func NewReader(conn []kgo.Opt, offsets map[TopicPartition]int64, extra ...kgo.Op
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{cl: cl, next: next}, nil
+	return &Reader{cl: cl, next: next, stable: map[TopicPartition]int64{}}, nil
 }
 
 // Poll waits for up to max records (all partitions together). Errors are
@@ -153,6 +156,11 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if p.LastStableOffset >= 0 {
+			r.stable[TopicPartition{p.Topic, p.Partition}] = p.LastStableOffset
+		}
+	})
 	// Records the client handed over are consumed: its fetch position is
 	// past them. Return them even if ctx ended meanwhile (a barrier
 	// trigger wakes a poll by cancelling it): dropping them here would
@@ -182,6 +190,22 @@ func (r *Reader) Positions() []Position {
 		return ps[i].Partition < ps[j].Partition
 	})
 	return ps
+}
+
+// Lag is how far one partition's position is behind its last stable
+// offset, as of the latest fetch.
+type Lag struct {
+	TopicPartition
+	Records int64
+}
+
+// Lags reports the lag of every partition a fetch has reported on.
+func (r *Reader) Lags() []Lag {
+	lags := make([]Lag, 0, len(r.stable))
+	for tp, end := range r.stable {
+		lags = append(lags, Lag{tp, max(0, end-r.next[tp])})
+	}
+	return lags
 }
 
 // Position is the next offset to read of one partition.

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,12 +199,16 @@ func (j *job) awaitFinal(n int64, restart bool) *paritycheck.Report {
 	}
 }
 
-// SIGTERM stops the job cleanly: exit 0, nothing lost or repeated.
+// SIGTERM stops the job cleanly: exit 0, nothing lost or repeated. While
+// it runs, the admin endpoints answer over HTTP and /metrics shows the
+// checkpoints and the flow.
 func TestSIGTERMStopsCleanly(t *testing.T) {
 	j := newJob(t, "exactly_once")
+	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
 	j.numbers(1, 2000)
 	j.start()
 	j.awaitFinal(2000, false)
+	j.checkAdmin(2000)
 	j.terminate()
 	j.noOpenTransactions()
 	if rep := j.judge(2000); !rep.Exact() {
@@ -331,3 +338,49 @@ func (j *job) noOpenTransactions() {
 }
 
 func newClient(conn []kgo.Opt) (*kgo.Client, error) { return kgo.NewClient(conn...) }
+
+var adminAddr = regexp.MustCompile(`admin listening" metrics=http://([0-9.:]+)/metrics`)
+
+// checkAdmin reads every admin endpoint of the running job.
+func (j *job) checkAdmin(n int64) {
+	j.t.Helper()
+	m := adminAddr.FindStringSubmatch(j.output())
+	if m == nil {
+		j.t.Fatalf("no admin address in the log")
+	}
+	base := "http://" + m[1]
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			j.t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 {
+		j.t.Errorf("/healthz: %d %s", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 || body != "running\n" {
+		j.t.Errorf("/readyz: %d %q", code, body)
+	}
+	code, body := get("/api/v1/job")
+	if code != 200 || !strings.Contains(body, `"state": "running"`) || !strings.Contains(body, `"guarantee": "exactly_once"`) ||
+		!strings.Contains(body, `"partition": 3`) || !strings.Contains(body, `"kind": "aggregate"`) {
+		j.t.Errorf("/api/v1/job: %d %s", code, body)
+	}
+	if code, body := get("/api/v1/checkpoints"); code != 200 || !strings.Contains(body, `"duration_ms"`) {
+		j.t.Errorf("/api/v1/checkpoints: %d %s", code, body)
+	}
+	code, body = get("/metrics")
+	if code != 200 {
+		j.t.Fatalf("/metrics: %d", code)
+	}
+	in := fmt.Sprintf(`pipeline_records_in_total{pipeline=%q,topic=%q} %d`, j.env["JOB_NAME"], j.env["INPUT_TOPIC"], n)
+	out := fmt.Sprintf(`pipeline_records_out_total{pipeline=%q,topic=%q} %d`, j.env["JOB_NAME"], j.env["OUTPUT_TOPIC"], n)
+	for _, want := range []string{in, out, "pipeline_checkpoint_last_completed_id{", "pipeline_end_to_end_latency_seconds_count{", "pipeline_kafka_"} {
+		if !strings.Contains(body, want) {
+			j.t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -10,11 +10,16 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/admin"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/runtime"
+	"github.com/eoflow/pipeline/sink"
 )
 
 // runJob is `pipeline run -c FILE`: load, compile, run until SIGINT or
@@ -36,7 +41,9 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitUsage
 	}
-	job, err := runtime.New(cfg, log, runtime.WithFaults(faults))
+	m := metrics.New(nil, cfg.Name)
+	m.SetInfo(string(cfg.Guarantee), version())
+	job, err := runtime.New(cfg, log, runtime.WithFaults(faults), runtime.WithMetrics(m))
 	if err != nil {
 		if printProblems(*file, err, stdout, stderr) {
 			return exitFail
@@ -46,8 +53,40 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	defer stopServer()
+	if cfg.Admin.Listen != "" {
+		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler()))
+		if err != nil {
+			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n", cfg.Admin.Listen, err)
+			return exitFail
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Run(srvCtx); err != nil {
+				log.Error("admin server", "err", err)
+			}
+		}()
+		log.Info("admin listening", "metrics", "http://"+srv.Addr()+"/metrics", "api", "http://"+srv.Addr()+"/api/v1/job")
+	}
 	log.Info("starting", "guarantee", cfg.Guarantee, "brokers", strings.Join(cfg.Kafka.Brokers, ","), "config", *file)
-	if err := job.Run(ctx); err != nil {
+	err = job.Run(ctx)
+	if err != nil {
+		if errors.Is(err, sink.ErrFenced) && cfg.Admin.Listen != "" {
+			// Two scrapes' worth of time, so Prometheus records the fencing
+			// before the series disappear (a second signal cuts it short).
+			log.Info("keeping /metrics up for 10s so the fencing is scraped")
+			waitCtx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			select {
+			case <-waitCtx.Done():
+			case <-time.After(10 * time.Second):
+			}
+			cancel()
+		}
 		log.Error("stopped", "err", err)
 		return exitFail
 	}

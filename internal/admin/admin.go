@@ -1,0 +1,103 @@
+// Package admin is the job's HTTP endpoint for people and machines:
+// liveness and readiness for orchestrators, /metrics for Prometheus, and a
+// small read-only JSON API about the job and its checkpoints. It listens on
+// loopback by default (admin.listen).
+//
+//	GET /healthz             200 while the process serves requests
+//	GET /readyz              200 once restored and running, else 503
+//	GET /metrics             Prometheus text format
+//	GET /api/v1/job          status, topology, guarantee, partitions, checkpoint
+//	GET /api/v1/checkpoints  recently completed checkpoints, newest first
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/eoflow/pipeline/runtime"
+)
+
+// Job is what the API reads; *runtime.Job implements it.
+type Job interface {
+	Status() runtime.Status
+	Ready() bool
+	Checkpoints() []runtime.CheckpointInfo
+}
+
+var _ Job = (*runtime.Job)(nil)
+
+// Handler serves the endpoints for job, with metrics at /metrics.
+func Handler(job Job, metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := job.Status()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !job.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(string(st.State) + "\n"))
+	})
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /api/v1/job", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, job.Status())
+	})
+	mux.HandleFunc("GET /api/v1/checkpoints", func(w http.ResponseWriter, _ *http.Request) {
+		cps := job.Checkpoints()
+		if cps == nil {
+			cps = []runtime.CheckpointInfo{}
+		}
+		writeJSON(w, map[string]any{"checkpoints": cps})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// Server serves a Handler on an address until its context ends.
+type Server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen binds addr now, so a taken port is an error before the job starts.
+func Listen(addr string, h http.Handler) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+// Addr is the address it listens on (useful with port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Run serves until ctx ends, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(shutCtx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) {
+		err = errors.Join(err, e)
+	}
+	return err
+}
