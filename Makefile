@@ -2,7 +2,7 @@
 GO        ?= go
 KAFKA_DIR ?= .kafka-local
 
-.PHONY: build test test-short fuzz lint kafka-up kafka-down kafka-status
+.PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status
 
 build: ## the pipeline binary, in bin/
 	$(GO) build -o bin/pipeline ./cmd/pipeline
@@ -19,6 +19,15 @@ lint:
 
 fuzz: ## each fuzz target for a while (FUZZTIME=1m)
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
+
+crash-long: ## the exactly-once crash proof, long form (1M numbers, 20 random SIGKILLs + every fault point)
+	RACE=0 TEST_TIMEOUT=60m CRASH_NUMBERS=$(or $(CRASH_NUMBERS),1000000) CRASH_KILLS=$(or $(CRASH_KILLS),20) \
+		./scripts/test.sh -run 'TestExactlyOnceUnderSIGKILL' -v ./cmd/pipeline
+
+crash-table: ## the three guarantees under one crash schedule; writes the README table to bench/results/guarantees.md
+	mkdir -p bench/results
+	RACE=0 CRASH_NUMBERS=$(or $(CRASH_NUMBERS),100000) CRASH_KILLS=$(or $(CRASH_KILLS),6) CRASH_TABLE_OUT=$(CURDIR)/bench/results/guarantees.md \
+		./scripts/test.sh -run 'TestGuaranteesUnderTheSameCrashes' -v ./cmd/pipeline
 
 kafka-up: ## a real Apache Kafka broker on 127.0.0.1:9092 (NODES=3 for a cluster)
 	$(GO) run ./cmd/kafka-local up -dir $(KAFKA_DIR) -nodes $(or $(NODES),1)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test with the race detector against one real Kafka broker
 # shared by all packages (`make test`). With KAFKA_BOOTSTRAP already set,
-# that cluster is used instead and nothing is started.
+# that cluster is used instead and nothing is started. Arguments replace
+# the default `./...` (e.g. `-run X -v ./cmd/pipeline`); RACE=0 drops the
+# race detector, TEST_TIMEOUT changes the 20m limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +26,12 @@ if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
   echo "shared test broker: $KAFKA_BOOTSTRAP (logs in $dir)"
 fi
 
+race=-race
+[ "${RACE:-1}" = 0 ] && race=
+args=("$@")
+[ ${#args[@]} -eq 0 ] && args=(./...)
 set +e
-go test -race -count=1 -timeout 20m ./... "$@"
+go test $race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "${args[@]}"
 status=$?
 set -e
 exit "$status"

@@ -81,6 +81,13 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 	return &Server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
 
+// WithHandler sets the handler, for a server bound before its handler
+// could be built (the address goes into the job's configuration).
+func (s *Server) WithHandler(h http.Handler) *Server {
+	s.srv.Handler = h
+	return s
+}
+
 // Addr is the address it listens on (useful with port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
