@@ -25,6 +25,9 @@ func TestGuaranteesUnderTheSameCrashes(t *testing.T) {
 	var rows []string
 	for _, g := range []string{"at_most_once", "at_least_once", "exactly_once"} {
 		j := newJob(t, g)
+		// The default interval: a crash loses or repeats up to about one
+		// interval of work, which is what the guarantees differ in.
+		j.env["CHECKPOINT_INTERVAL"] = "1s"
 		n := randomCrashes(t, j, total, kills, seed)
 		j.start()
 		var rep *paritycheck.Report
@@ -71,13 +74,18 @@ func randomCrashes(t *testing.T, j *job, total int64, kills int, seed uint64) in
 	var written int64
 	for range kills {
 		j.start()
-		// The kill comes after a seeded number of pieces of input, so
-		// every guarantee sees the same input between the same kills.
-		for range 3 + rng.IntN(12) {
+		// The kill comes a seeded while after a seeded number of pieces
+		// of input, so every guarantee sees the same input between the
+		// same kills, and the kill lands while the last piece is in flight.
+		pieces := 3 + rng.IntN(12)
+		for i := range pieces {
 			j.numbers(written+1, piece)
 			written += piece
-			time.Sleep(100 * time.Millisecond)
+			if i < pieces-1 {
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		j.kill()
 	}
 	if written < total {
