@@ -100,21 +100,7 @@ func (r *running) stop() error {
 
 func start(t *testing.T, cfg *config.Config) *running {
 	t.Helper()
-	logs := &syncBuffer{}
-	job, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), logs: logs}
-	go func() { r.done <- job.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if t.Failed() {
-			t.Logf("job logs:\n%s", logs.String())
-		}
-	})
-	return r
+	return startWith(t, cfg)
 }
 
 // awaitFinal waits until the output's last values are those of inputs

@@ -50,15 +50,11 @@ type sinkTask struct {
 	// committed is told the offsets of every committed checkpoint.
 	committed func([]checkpoint.SourceOffset)
 
-	// alignment of barrier N over the inputs
-	blocked  []bool
-	arrived  int
-	held     []batch // messages of blocked inputs, in arrival order
-	aligning *barrier
+	align aligner
 }
 
 func (s *sinkTask) run(ctx context.Context) error {
-	s.blocked = make([]bool, s.nInputs)
+	s.align = newAligner(s.nInputs)
 	s.epoch.reset()
 	if s.txn != nil { // nil: at_most_once, no checkpoints
 		if err := s.txn.Begin(); err != nil {
@@ -81,11 +77,7 @@ func (s *sinkTask) run(ctx context.Context) error {
 // handle processes one input batch; once barrier N has arrived from every
 // input it commits epoch N and replays what it held back meanwhile.
 func (s *sinkTask) handle(ctx context.Context, b batch) error {
-	for i, m := range b.msgs {
-		if s.blocked[b.from] {
-			s.held = append(s.held, batch{from: b.from, msgs: b.msgs[i:]})
-			return nil
-		}
+	return s.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter:
 			if s.guarantee == config.ExactlyOnce {
@@ -100,42 +92,26 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		case msgState:
 			s.txn.Produce(ctx, m.rec)
 			s.epoch.stateBytes += int64(len(m.rec.Key) + len(m.rec.Value))
-			if err := s.faults.Hit(fault.WhileWritingState); err != nil {
-				return err
-			}
+			return s.faults.Hit(fault.WhileWritingState)
 		case msgBarrier:
-			if err := s.onBarrier(ctx, b.from, m.barrier); err != nil {
-				return err
-			}
+			return s.onBarrier(ctx, b.from, m.barrier)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
-	if s.aligning == nil {
-		s.aligning = &barrier{id: b.id, offsets: b.offsets}
+	if !s.align.pending() {
 		s.epoch.alignStart = s.now()
-	} else if s.aligning.id != b.id {
-		return fmt.Errorf("sink: barrier %d from input %d while aligning %d", b.id, from, s.aligning.id)
 	}
-	s.aligning.state = append(s.aligning.state, b.state...)
-	s.blocked[from] = true
-	s.arrived++
-	if s.arrived < s.nInputs {
-		return nil
+	done, err := s.align.arrive(from, b)
+	if err != nil || done == nil {
+		return err
 	}
-	done := s.aligning
-	s.aligning, s.arrived = nil, 0
 	if err := s.commit(ctx, done); err != nil {
 		return err
 	}
-	for i := range s.blocked {
-		s.blocked[i] = false
-	}
-	held := s.held
-	s.held = nil
-	for _, hb := range held {
+	for _, hb := range s.align.release() {
 		if err := s.handle(ctx, hb); err != nil {
 			return err
 		}

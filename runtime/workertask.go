@@ -32,15 +32,12 @@ type workerTask struct {
 	sink    chan<- batch
 	reports chan<- taskReport
 
-	blocked  []bool
-	arrived  int
-	held     []batch
-	aligning *barrier
-	out      []message
+	align aligner
+	out   []message
 }
 
 func (w *workerTask) run(ctx context.Context) error {
-	w.blocked = make([]bool, w.nInputs)
+	w.align = newAligner(w.nInputs)
 	for {
 		select {
 		case <-ctx.Done():
@@ -57,11 +54,7 @@ func (w *workerTask) run(ctx context.Context) error {
 }
 
 func (w *workerTask) handle(ctx context.Context, b batch) error {
-	for i, m := range b.msgs {
-		if w.blocked[b.from] {
-			w.held = append(w.held, batch{from: b.from, msgs: b.msgs[i:]})
-			return nil
-		}
+	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
 			outs, dls := w.op.process(m)
@@ -72,31 +65,19 @@ func (w *workerTask) handle(ctx context.Context, b batch) error {
 		case msgDeadLetter:
 			w.out = append(w.out, m)
 		case msgBarrier:
-			if err := w.onBarrier(ctx, b.from, m.barrier); err != nil {
-				return err
-			}
+			return w.onBarrier(ctx, b.from, m.barrier)
 		default:
 			return fmt.Errorf("worker %d: unexpected message kind %d", w.index, m.kind)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (w *workerTask) onBarrier(ctx context.Context, from int, b *barrier) error {
-	if w.aligning == nil {
-		w.aligning = &barrier{id: b.id}
-	} else if w.aligning.id != b.id {
-		return fmt.Errorf("worker %d: barrier %d from source %d while aligning %d", w.index, b.id, from, w.aligning.id)
+	done, err := w.align.arrive(from, b)
+	if err != nil || done == nil {
+		return err
 	}
-	w.aligning.offsets = append(w.aligning.offsets, b.offsets...)
-	w.blocked[from] = true
-	w.arrived++
-	if w.arrived < w.nInputs {
-		return nil
-	}
-	done := w.aligning
-	w.aligning, w.arrived = nil, 0
-
 	// Every input is at barrier N: the state is that of exactly the
 	// records before it. Snapshot, then send the barrier on.
 	outputs, changes, summary := w.op.snapshot()
@@ -116,13 +97,7 @@ func (w *workerTask) onBarrier(ctx context.Context, from int, b *barrier) error 
 	case <-ctx.Done():
 		return nil
 	}
-
-	for i := range w.blocked {
-		w.blocked[i] = false
-	}
-	held := w.held
-	w.held = nil
-	for _, hb := range held {
+	for _, hb := range w.align.release() {
 		if err := w.handle(ctx, hb); err != nil {
 			return err
 		}

@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/eoflow/pipeline/checkpoint"
+)
+
+func rec(name string) message {
+	return message{kind: msgRecord, op: nil, rec: nil, barrier: &barrier{id: 0, offsets: []checkpoint.SourceOffset{{Topic: name}}}}
+}
+
+func bar(id checkpoint.ID, topic string, p int32) message {
+	return message{kind: msgBarrier, barrier: &barrier{id: id, offsets: []checkpoint.SourceOffset{{Topic: topic, Partition: p, Offset: 1}}}}
+}
+
+// name identifies a test record by the topic smuggled into its barrier
+// field (records carry no barrier otherwise).
+func name(m message) string { return m.barrier.offsets[0].Topic }
+
+// A task with two inputs: input 0 reaches barrier 1 first; its later
+// records wait until input 1 delivers barrier 1, then come in order.
+func TestAlignerHoldsBackUntilEveryInputArrived(t *testing.T) {
+	a := newAligner(2)
+	var seen []string
+	var done []*barrier
+	var handle func(b batch) error
+	handle = func(b batch) error {
+		return a.each(b, func(m message) error {
+			if m.kind != msgBarrier {
+				seen = append(seen, name(m))
+				return nil
+			}
+			d, err := a.arrive(b.from, m.barrier)
+			if err != nil || d == nil {
+				return err
+			}
+			done = append(done, d)
+			seen = append(seen, fmt.Sprintf("snapshot-%d", d.id))
+			for _, hb := range a.release() {
+				if err := handle(hb); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	steps := []batch{
+		{from: 0, msgs: []message{rec("a1"), bar(1, "s0", 0), rec("a2")}},
+		{from: 0, msgs: []message{rec("a3"), bar(2, "s0", 0), rec("a4")}}, // all held: input 0 is blocked
+		{from: 1, msgs: []message{rec("b1"), rec("b2")}},
+		{from: 1, msgs: []message{bar(1, "s1", 5), rec("b3"), bar(2, "s1", 5), rec("b4")}},
+	}
+	for _, b := range steps {
+		if err := handle(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "a1 b1 b2 snapshot-1 a2 a3 b3 snapshot-2 a4 b4"
+	if got := strings.Join(seen, " "); got != want {
+		t.Fatalf("processed %q\nwant      %q", got, want)
+	}
+	if len(done) != 2 || len(done[0].offsets) != 2 {
+		t.Fatalf("merged barriers %+v: want offsets of both inputs", done)
+	}
+}
+
+func TestAlignerUnionOfOffsets(t *testing.T) {
+	a := newAligner(2)
+	// Workers' barriers reaching the sink each carry every partition.
+	full := &barrier{id: 3, offsets: []checkpoint.SourceOffset{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}},
+		state: []checkpoint.StateSummary{{Operator: "agg", Keys: 1}}}
+	if d, err := a.arrive(0, full); d != nil || err != nil {
+		t.Fatalf("first arrival: %v, %v", d, err)
+	}
+	d, err := a.arrive(1, full)
+	if err != nil || d == nil || len(d.offsets) != 2 || len(d.state) != 2 {
+		t.Fatalf("merged %+v, %v: want 2 offsets (deduplicated) and 2 state summaries", d, err)
+	}
+}
+
+func TestAlignerRefusesMixedBarriers(t *testing.T) {
+	a := newAligner(2)
+	if _, err := a.arrive(0, &barrier{id: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.arrive(1, &barrier{id: 2}); err == nil {
+		t.Fatal("barrier 2 while aligning 1 must be an error")
+	}
+	if _, err := a.arrive(0, &barrier{id: 1}); err == nil {
+		t.Fatal("a second barrier 1 from the same input must be an error")
+	}
+}
