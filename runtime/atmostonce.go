@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,6 +22,21 @@ import (
 // loses the records in flight and the state, and never repeats an output.
 func (j *Job) runAtMostOnce(ctx context.Context) error {
 	backoff := j.restartBackoff
+	// There are no checkpoints to finish: a graceful stop is an immediate
+	// one, with the outputs flushed.
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-j.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer wg.Wait()
+	defer cancel()
 	for attempt := 1; ; attempt++ {
 		err := j.attemptAtMostOnce(ctx)
 		if ctx.Err() != nil {

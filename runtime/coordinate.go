@@ -2,11 +2,16 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
 )
+
+// errStopped ends an attempt after its final checkpoint committed: a
+// graceful stop, not a failure.
+var errStopped = errors.New("stopped after a final checkpoint")
 
 // taskReport is a task's answer to barrier N: an ack, or a decline with the
 // reason.
@@ -48,6 +53,10 @@ type coordinatorLoop struct {
 	onCompleted func(res commitResult, triggered time.Time)
 	// onAborted is told the reason of every aborted checkpoint.
 	onAborted func(reason checkpoint.AbortReason)
+	// stop asks for a graceful stop: a final checkpoint, then errStopped
+	// once it committed.
+	stop    <-chan struct{}
+	finalID checkpoint.ID
 	// triggered remembers when each checkpoint started, for its duration;
 	// results what its commit reported, until the coordinator completes it.
 	triggered map[checkpoint.ID]time.Time
@@ -59,10 +68,19 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 	defer ticker.Stop()
 	l.triggered = map[checkpoint.ID]time.Time{}
 	l.outcomes = map[checkpoint.ID]commitResult{}
+	stop := l.stop
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-stop:
+			stop = nil // once
+			id, err := l.coord.Stop(l.now())
+			if err != nil {
+				return err
+			}
+			l.finalID = id
+			l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
 		case <-ticker.C:
 			l.coord.Tick(l.now())
 		case r := <-l.reports:
@@ -122,6 +140,10 @@ func (l *coordinatorLoop) act() error {
 			}
 			delete(l.triggered, id)
 			delete(l.outcomes, id)
+			if id == l.finalID {
+				l.log.Info("final checkpoint committed", "checkpoint", id)
+				return errStopped
+			}
 		}
 		l.coord.Advance()
 	}

@@ -138,7 +138,7 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 		return nil, err
 	}
 	g.loop = &coordinatorLoop{
-		coord: coord, reports: reports, results: results, commits: commits,
+		coord: coord, reports: reports, results: results, commits: commits, stop: j.stopping,
 		trigger: func(id checkpoint.ID) {
 			for _, s := range g.sources {
 				s.trigger(id)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	goruntime "runtime"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,7 +45,17 @@ type Job struct {
 	faults                     *fault.Injector
 	metrics                    *metrics.Metrics
 	status                     *status
+	// stopping is closed by Stop: finish with a final checkpoint.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// Stop asks the job to stop gracefully: it takes a final checkpoint, so
+// everything read so far is committed, and Run then returns nil. The final
+// checkpoint is bounded by checkpoint.timeout; cancelling Run's context
+// stops at once instead (the epoch in flight is aborted, and replayed by
+// the next start). Safe to call more than once, from any goroutine.
+func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stopping) }) }
 
 // Option changes how a Job runs.
 type Option func(*Job)
@@ -74,6 +85,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	j := &Job{
 		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
 		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second,
+		stopping: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(j)
@@ -108,7 +120,8 @@ func (j *Job) Run(ctx context.Context) error {
 	backoff := j.restartBackoff
 	for attempt := 1; ; attempt++ {
 		progressed, err := j.attempt(ctx)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errStopped) {
+			j.status.set(StateStopped, nil)
 			return nil
 		}
 		if errors.Is(err, sink.ErrFenced) || errors.Is(err, twophase.ErrFenced) {
@@ -129,6 +142,10 @@ func (j *Job) Run(ctx context.Context) error {
 		j.log.Error("job failed; restarting from the last completed checkpoint", "attempt", attempt, "in", backoff, "err", err)
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-j.stopping:
+			// Nothing is running: the last completed checkpoint stands.
+			j.status.set(StateStopped, nil)
 			return nil
 		case <-time.After(backoff):
 		}
@@ -230,7 +247,8 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	if err == nil && parent.Err() == nil {
 		err = errors.New("task graph stopped without a cause")
 	}
-	// Abort the epoch in flight now rather than leave it to the next
+	// Abort the epoch in flight (after a graceful stop: the empty one that
+	// began after the final checkpoint) now rather than leave it to the next
 	// start's fencing: read_committed readers of the outputs are not held
 	// back meanwhile. A failure here changes nothing: fencing still aborts.
 	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)

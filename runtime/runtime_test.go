@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/paritycheck"
+	"github.com/eoflow/pipeline/metrics/metricstest"
 	"github.com/eoflow/pipeline/sink"
 )
 
@@ -539,4 +542,72 @@ func TestSecondInstanceFencesTheFirst(t *testing.T) {
 	if !rep.Exact() {
 		t.Fatalf("two instances: %v", rep)
 	}
+}
+
+// Stop takes a final checkpoint that covers everything read, then Run
+// returns nil: the next start has nothing to replay.
+func TestStopTakesAFinalCheckpoint(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	e.env["CHECKPOINT_INTERVAL"] = "20s" // only the final checkpoint can cover the input
+	e.numbers(1, 3000)
+	cfg := paritySum(t, e.env)
+	logs := &syncBuffer{}
+	job, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- job.Run(context.Background()) }()
+	deadline := time.Now().Add(time.Minute)
+	for !job.Ready() || readIn(t, job, e.env["INPUT_TOPIC"]) < 3000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not read its input:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	job.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after Stop: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Stop did not end Run")
+	}
+	if st := job.Status(); st.State != StateStopped || st.Checkpoint.LastCompleted != 1 {
+		t.Fatalf("after Stop: %+v", st)
+	}
+	// The only checkpoint, the final one, holds every result.
+	r := &running{done: make(chan error, 1), logs: logs}
+	rep := e.awaitFinal(3000, r)
+	if !rep.Exact() {
+		t.Fatalf("after a graceful stop: %v", rep)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rec, err := kstore.Latest(ctx, e.conn, cfg.Name)
+	if err != nil || rec == nil {
+		t.Fatalf("latest checkpoint: %v, %v", rec, err)
+	}
+	var sum int64
+	for _, o := range rec.Offsets {
+		sum += o.Offset
+	}
+	if sum != 3000 {
+		t.Fatalf("the final checkpoint's offsets add up to %d, want all 3000 inputs", sum)
+	}
+}
+
+// readIn is how many records the job has read from topic, from its
+// metrics.
+func readIn(t *testing.T, j *Job, topic string) int64 {
+	text := metricstest.Scrape(t, j.metrics.Handler())
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "pipeline_records_in_total{") && strings.Contains(line, `topic="`+topic+`"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return int64(v)
+		}
+	}
+	return 0
 }

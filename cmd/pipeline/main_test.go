@@ -210,6 +210,9 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	j.awaitFinal(2000, false)
 	j.checkAdmin(2000)
 	j.terminate()
+	if !strings.Contains(j.output(), `msg="final checkpoint committed"`) {
+		t.Error("SIGTERM did not end with a final checkpoint")
+	}
 	j.noOpenTransactions()
 	if rep := j.judge(2000); !rep.Exact() {
 		t.Fatalf("after SIGTERM: %v", rep)

@@ -51,11 +51,33 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitFail
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+	// The first SIGINT/SIGTERM stops gracefully (a final checkpoint, then
+	// exit 0); a second one stops at once, aborting the epoch in flight.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-signals:
+		case <-ctx.Done():
+			return
+		}
+		log.Info("stopping after a final checkpoint (signal again to stop at once)")
+		job.Stop()
+		select {
+		case <-signals:
+			log.Info("stopping at once; the epoch in flight is aborted")
+			hardStop()
+		case <-ctx.Done():
+		}
+	}()
+
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	defer stopServer()
 	if cfg.Admin.Listen != "" {
