@@ -611,3 +611,28 @@ func readIn(t *testing.T, j *Job, topic string) int64 {
 	}
 	return 0
 }
+
+// The worker count may change between runs: key groups are redistributed
+// over the new workers from the state topic, and the sums continue.
+func TestWorkerCountMayChange(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	cfg := paritySum(t, e.env)
+	cfg.Workers = 1
+	e.numbers(1, 2000)
+	r := start(t, cfg)
+	e.awaitFinal(2000, r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	cfg = paritySum(t, e.env)
+	cfg.Workers = 3
+	e.numbers(2001, 2000)
+	r = start(t, cfg)
+	rep := e.awaitFinal(4000, r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() || !strings.Contains(r.logs.String(), "workers=3") {
+		t.Fatalf("after 1 -> 3 workers: %v", rep)
+	}
+}
