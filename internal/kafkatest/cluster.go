@@ -38,7 +38,17 @@ type Options struct {
 	// BrokerPorts fixes the client port of each node (e.g. 9092 for a
 	// developer's broker). Default: free loopback ports.
 	BrokerPorts []int
+	// SASL adds a second client listener per node (SASLBootstrap) that
+	// requires SASL authentication: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
+	// each for user SASLUser with password SASLPassword.
+	SASL bool
 }
+
+// The user every SASL mechanism of a SASL-enabled cluster accepts.
+const (
+	SASLUser     = "pipeline"
+	SASLPassword = "pipeline-secret"
+)
 
 // Cluster is a running local Kafka cluster of brokers in KRaft combined mode.
 type Cluster struct {
@@ -72,21 +82,24 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if len(opts.BrokerPorts) != 0 && len(opts.BrokerPorts) != opts.Nodes {
 		return nil, fmt.Errorf("kafkatest: %d broker ports for %d nodes", len(opts.BrokerPorts), opts.Nodes)
 	}
-	ports, err := freePorts(2 * opts.Nodes)
+	ports, err := freePorts(3 * opts.Nodes)
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range opts.BrokerPorts {
-		ports[2*i] = p
+		ports[3*i] = p
 	}
 	c := &Cluster{opts: opts, java: java, libs: libs, clusterID: newClusterID()}
 	var voters []string
 	for i := 0; i < opts.Nodes; i++ {
 		n := &node{
 			id:       i + 1,
-			port:     ports[2*i],
-			ctrlPort: ports[2*i+1],
+			port:     ports[3*i],
+			ctrlPort: ports[3*i+1],
 			dir:      filepath.Join(opts.Dir, fmt.Sprintf("node-%d", i+1)),
+		}
+		if opts.SASL {
+			n.saslPort = ports[3*i+2]
 		}
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.ctrlPort))
@@ -103,7 +116,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = n.format(ctx, c.java, c.libs, c.clusterID)
+			errs[i] = n.format(ctx, c.java, c.libs, c.clusterID, c.formatArgs()...)
 		}()
 	}
 	wg.Wait()
@@ -132,6 +145,31 @@ func (c *Cluster) Bootstrap() []string {
 		addrs = append(addrs, n.addr())
 	}
 	return addrs
+}
+
+// SASLBootstrap returns every broker's SASL listener, host:port; empty
+// unless Options.SASL.
+func (c *Cluster) SASLBootstrap() []string {
+	var addrs []string
+	for _, n := range c.nodes {
+		if n.saslPort != 0 {
+			addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", n.saslPort))
+		}
+	}
+	return addrs
+}
+
+// formatArgs adds the SCRAM credentials to the metadata log at format time:
+// KRaft clusters keep them there, so they exist before the first start.
+func (c *Cluster) formatArgs() []string {
+	if !c.opts.SASL {
+		return nil
+	}
+	var args []string
+	for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, SASLUser, SASLPassword))
+	}
+	return args
 }
 
 // Dir is the directory holding every node's config, data and logs.
@@ -303,6 +341,17 @@ func (c *Cluster) serverProperties(n *node, voters string) map[string]string {
 		// Topics are created on purpose by the pipeline and the tests; a
 		// typo must not silently create an empty one.
 		"auto.create.topics.enable": "false",
+	}
+	if n.saslPort != 0 {
+		p["listeners"] += fmt.Sprintf(",SASL://127.0.0.1:%d", n.saslPort)
+		p["advertised.listeners"] += fmt.Sprintf(",SASL://127.0.0.1:%d", n.saslPort)
+		p["listener.security.protocol.map"] += ",SASL:SASL_PLAINTEXT"
+		p["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+		p["listener.name.sasl.plain.sasl.jaas.config"] = fmt.Sprintf(
+			`org.apache.kafka.common.security.plain.PlainLoginModule required user_%s="%s";`, SASLUser, SASLPassword)
+		for _, m := range []string{"scram-sha-256", "scram-sha-512"} {
+			p["listener.name.sasl."+m+".sasl.jaas.config"] = `org.apache.kafka.common.security.scram.ScramLoginModule required;`
+		}
 	}
 	for k, v := range c.opts.Properties {
 		p[k] = v

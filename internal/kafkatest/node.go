@@ -23,6 +23,7 @@ type node struct {
 	id       int
 	port     int
 	ctrlPort int
+	saslPort int // 0: no SASL listener
 	dir      string
 
 	mu struct {
@@ -70,10 +71,11 @@ func (n *node) writeConfig(props map[string]string) error {
 	return writeFileAtomic(filepath.Join(n.dir, "log4j2.properties"), []byte(log4jConfig))
 }
 
-func (n *node) format(ctx context.Context, java, libs, clusterID string) error {
-	cmd := exec.CommandContext(ctx, java, "-Xmx256m", "-cp", filepath.Join(libs, "*"),
+func (n *node) format(ctx context.Context, java, libs, clusterID string, extra ...string) error {
+	args := []string{"-Xmx256m", "-cp", filepath.Join(libs, "*"),
 		"kafka.tools.StorageTool", "format", "--ignore-formatted",
-		"-t", clusterID, "-c", n.propsFile())
+		"-t", clusterID, "-c", n.propsFile()}
+	cmd := exec.CommandContext(ctx, java, append(args, extra...)...)
 	cmd.Env = n.javaEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("formatting kafka node %d storage: %w\n%s", n.id, err, tail(out, 4000))

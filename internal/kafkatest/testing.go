@@ -126,6 +126,14 @@ docker: %v`, KafkaVersion, localErr, dockerErr)
 // kept if the test failed.
 func StartCluster(t testing.TB, nodes int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, Options{Nodes: nodes})
+}
+
+// StartClusterWith is StartCluster with more options (e.g. SASL); Dir is
+// chosen here.
+func StartClusterWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	nodes := max(opts.Nodes, 1)
 	if testing.Short() {
 		t.Skip("needs a Kafka cluster; skipped under -short")
 	}
@@ -135,7 +143,8 @@ func StartCluster(t testing.TB, nodes int) *Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{Nodes: nodes, Dir: dir})
+	opts.Dir = dir
+	c, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting a %d-node Kafka cluster from local jars (Java 17+ and Maven needed; logs in %s): %v", nodes, dir, err)
 	}
