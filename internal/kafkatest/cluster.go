@@ -42,6 +42,17 @@ type Options struct {
 	// requires SASL authentication: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
 	// each for user SASLUser with password SASLPassword.
 	SASL bool
+	// TLS, when set, adds a TLS client listener per node (TLSBootstrap)
+	// serving this PEM certificate chain and unencrypted PKCS#8 key.
+	TLS *TLSListener
+}
+
+// TLSListener is the broker side of a TLS listener, PEM encoded.
+type TLSListener struct {
+	CertChainPEM, KeyPEM string
+	// ClientCAPEM, when set, requires clients to present a certificate
+	// signed by it (mutual TLS).
+	ClientCAPEM string
 }
 
 // The user every SASL mechanism of a SASL-enabled cluster accepts.
@@ -82,24 +93,27 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if len(opts.BrokerPorts) != 0 && len(opts.BrokerPorts) != opts.Nodes {
 		return nil, fmt.Errorf("kafkatest: %d broker ports for %d nodes", len(opts.BrokerPorts), opts.Nodes)
 	}
-	ports, err := freePorts(3 * opts.Nodes)
+	ports, err := freePorts(4 * opts.Nodes)
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range opts.BrokerPorts {
-		ports[3*i] = p
+		ports[4*i] = p
 	}
 	c := &Cluster{opts: opts, java: java, libs: libs, clusterID: newClusterID()}
 	var voters []string
 	for i := 0; i < opts.Nodes; i++ {
 		n := &node{
 			id:       i + 1,
-			port:     ports[3*i],
-			ctrlPort: ports[3*i+1],
+			port:     ports[4*i],
+			ctrlPort: ports[4*i+1],
 			dir:      filepath.Join(opts.Dir, fmt.Sprintf("node-%d", i+1)),
 		}
 		if opts.SASL {
-			n.saslPort = ports[3*i+2]
+			n.saslPort = ports[4*i+2]
+		}
+		if opts.TLS != nil {
+			n.tlsPort = ports[4*i+3]
 		}
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.ctrlPort))
@@ -154,6 +168,18 @@ func (c *Cluster) SASLBootstrap() []string {
 	for _, n := range c.nodes {
 		if n.saslPort != 0 {
 			addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", n.saslPort))
+		}
+	}
+	return addrs
+}
+
+// TLSBootstrap returns every broker's TLS listener, host:port; empty unless
+// Options.TLS.
+func (c *Cluster) TLSBootstrap() []string {
+	var addrs []string
+	for _, n := range c.nodes {
+		if n.tlsPort != 0 {
+			addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", n.tlsPort))
 		}
 	}
 	return addrs
@@ -353,6 +379,20 @@ func (c *Cluster) serverProperties(n *node, voters string) map[string]string {
 			p["listener.name.sasl."+m+".sasl.jaas.config"] = `org.apache.kafka.common.security.scram.ScramLoginModule required;`
 		}
 	}
+	if n.tlsPort != 0 {
+		t := c.opts.TLS
+		p["listeners"] += fmt.Sprintf(",TLS://127.0.0.1:%d", n.tlsPort)
+		p["advertised.listeners"] += fmt.Sprintf(",TLS://127.0.0.1:%d", n.tlsPort)
+		p["listener.security.protocol.map"] += ",TLS:SSL"
+		p["listener.name.tls.ssl.keystore.type"] = "PEM"
+		p["listener.name.tls.ssl.keystore.certificate.chain"] = propertyValue(t.CertChainPEM)
+		p["listener.name.tls.ssl.keystore.key"] = propertyValue(t.KeyPEM)
+		if t.ClientCAPEM != "" {
+			p["listener.name.tls.ssl.client.auth"] = "required"
+			p["listener.name.tls.ssl.truststore.type"] = "PEM"
+			p["listener.name.tls.ssl.truststore.certificates"] = propertyValue(t.ClientCAPEM)
+		}
+	}
 	for k, v := range c.opts.Properties {
 		p[k] = v
 	}
@@ -396,4 +436,10 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// propertyValue escapes a multi-line value (a PEM block) for a Java
+// .properties file, which reads \n as a newline.
+func propertyValue(v string) string {
+	return strings.ReplaceAll(strings.TrimSpace(v), "\n", `\n`)
 }

@@ -24,6 +24,7 @@ type node struct {
 	port     int
 	ctrlPort int
 	saslPort int // 0: no SASL listener
+	tlsPort  int // 0: no TLS listener
 	dir      string
 
 	mu struct {
