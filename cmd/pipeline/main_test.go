@@ -290,6 +290,7 @@ func TestExactlyOnceUnderSIGKILL(t *testing.T) {
 		t.Fatalf("seed %d: after %d starts: %v", seed, j.started, rep)
 	}
 	t.Logf("%d numbers, %d starts (%d kills): %v", n, j.started, j.started-1, rep)
+	j.kcatAgrees(n)
 
 	// Stopped, the job leaves no transaction open: the brokers say so.
 	j.terminate()
@@ -385,5 +386,39 @@ func (j *job) checkAdmin(n int64) {
 		if !strings.Contains(body, want) {
 			j.t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// kcatAgrees reads the output with kcat (librdkafka, an independent
+// client) as a read_committed consumer and expects what paritycheck saw:
+// one output per input and the exact final totals.
+func (j *job) kcatAgrees(n int64) {
+	j.t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		j.t.Fatal("no kcat on PATH: apt-get install kcat (.ci/run does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kcat, "-b", j.env["KAFKA_BROKERS"], "-C", "-t", j.env["OUTPUT_TOPIC"],
+		"-X", "isolation.level=read_committed", "-o", "beginning", "-e", "-q", "-f", "%k %s\n").Output()
+	if err != nil {
+		j.t.Fatalf("kcat: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := map[string]string{}
+	for _, l := range lines {
+		k, v, _ := strings.Cut(l, " ")
+		last[k] = v
+	}
+	want := paritycheck.Expected(n)
+	for _, k := range []string{"odd", "even"} {
+		w := fmt.Sprintf(`{"key":%q,"count":%d,"sum":%d}`, k, want[k].Count, want[k].Sum)
+		if last[k] != w {
+			j.t.Errorf("kcat's last %s output %s, want %s", k, last[k], w)
+		}
+	}
+	if int64(len(lines)) != n {
+		j.t.Errorf("kcat read %d outputs, want %d", len(lines), n)
 	}
 }
