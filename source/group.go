@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,15 +48,7 @@ func (r *GroupReader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) 
 	if fs.IsClientClosed() {
 		return nil, kgo.ErrClientClosed
 	}
-	var errs []error
-	fs.EachError(func(topic string, p int32, err error) {
-		var loss *kgo.ErrDataLoss
-		if errors.As(err, &loss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return
-		}
-		errs = append(errs, fmt.Errorf("reading %s/%d: %w", topic, p, err))
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := fetchErrors(fs); err != nil {
 		return nil, err
 	}
 	// Records the client handed over are consumed: never drop them here

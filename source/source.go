@@ -145,15 +145,7 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 	if fs.IsClientClosed() {
 		return nil, kgo.ErrClientClosed
 	}
-	var errs []error
-	fs.EachError(func(topic string, p int32, err error) {
-		var loss *kgo.ErrDataLoss
-		if errors.As(err, &loss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return
-		}
-		errs = append(errs, fmt.Errorf("reading %s/%d: %w", topic, p, err))
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := fetchErrors(fs); err != nil {
 		return nil, err
 	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -169,6 +161,21 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 		return recs, nil
 	}
 	return nil, ctx.Err()
+}
+
+// fetchErrors returns the errors of a poll that stop reading. Data-loss
+// notices (an offset reset after retention, already done) and the poll's
+// own context ending are not among them.
+func fetchErrors(fs kgo.Fetches) error {
+	var errs []error
+	fs.EachError(func(topic string, p int32, err error) {
+		var loss *kgo.ErrDataLoss
+		if errors.As(err, &loss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		errs = append(errs, fmt.Errorf("reading %s/%d: %w", topic, p, err))
+	})
+	return errors.Join(errs...)
 }
 
 // Advance records that rec has been handed downstream: its partition's
