@@ -1,0 +1,453 @@
+package savepoint
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/eoflow/pipeline/checkpoint"
+)
+
+// RestoreOptions are the user's answers to what a restore may change
+// (the flags of `pipeline run --from-savepoint`).
+type RestoreOptions struct {
+	// AllowDroppedState lets state of the savepoint that no operator of
+	// the configuration takes be dropped (--allow-dropped-state; Flink's
+	// --allowNonRestoredState): aggregates whose id is gone or names
+	// another kind of step now, and topics no source reads any more.
+	AllowDroppedState bool
+	// RemapTopics renames the savepoint's topics, old -> new, to move a
+	// job to other topics or another cluster (--remap-topic old=new).
+	RemapTopics map[string]string
+	// Partitions is the partition count of each topic the configuration
+	// reads, as the target cluster reports it; a topic missing from it
+	// does not exist there. nil skips the partition checks (`validate`,
+	// which has no broker).
+	Partitions map[string]int
+}
+
+// RestorePlan is what a compatible restore does. Log Notes; hand Offsets
+// to the sources and Restore to Reader.Restore.
+type RestorePlan struct {
+	// Offsets are where the partitions of the savepoint's topics resume,
+	// under their new names, sorted by topic then partition. Topics not
+	// here (NewTopics) start at their source's start position.
+	Offsets []checkpoint.SourceOffset
+	// Topics are the savepoint's topics whose offsets carry over.
+	Topics []TopicMapping
+	// Restore are the aggregates whose state is restored.
+	Restore []string
+	// Empty are the configuration's aggregates without state in the
+	// savepoint: they start empty.
+	Empty []string
+	// NewTopics are topics the configuration reads that have no offsets in
+	// the savepoint: they start at their source's start position.
+	NewTopics []string
+	// Dropped are the savepoint's aggregates whose state is not restored,
+	// and DroppedTopics its topics whose offsets are not (both only with
+	// AllowDroppedState).
+	Dropped       []string
+	DroppedTopics []string
+	// Notes say, one line each, what differs but is allowed: for the log.
+	Notes []string
+}
+
+// TopicMapping is one savepoint topic and the topic it resumes as.
+type TopicMapping struct {
+	From, To   string
+	Partitions int
+}
+
+// Problem is one reason a savepoint cannot be restored: What differs, and
+// how to Fix it.
+type Problem struct {
+	What string
+	Fix  string
+}
+
+// IncompatibleError lists every Problem at once, so a user fixes them in
+// one round. It matches ErrIncompatible with errors.Is.
+type IncompatibleError struct {
+	Job          string // of the savepoint
+	CheckpointID checkpoint.ID
+	Problems     []Problem
+}
+
+func (e *IncompatibleError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v (savepoint of job %q at checkpoint %d):", ErrIncompatible, e.Job, e.CheckpointID)
+	for i, p := range e.Problems {
+		fmt.Fprintf(&b, "\n  - %s", p.What)
+		// Consecutive problems of one operator share their fix.
+		if p.Fix != "" && (i+1 == len(e.Problems) || e.Problems[i+1].Fix != p.Fix) {
+			fmt.Fprintf(&b, "\n    fix: %s", p.Fix)
+		}
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrIncompatible) true.
+func (e *IncompatibleError) Is(target error) bool { return target == ErrIncompatible }
+
+// The flags the messages name; cmd/pipeline must spell them the same.
+const (
+	FlagAllowDroppedState = "--allow-dropped-state"
+	FlagRemapTopic        = "--remap-topic"
+)
+
+// CheckRestore decides whether a job configured as d can start from the
+// savepoint m, and how. The rules, each checked so that every problem is
+// reported at once:
+//
+//  1. The key-group count must be equal: a key's group is hash(key) mod
+//     the count, so another count puts every key in the wrong group. The
+//     number of workers may change freely.
+//  2. State maps to operators by id. An aggregate of the savepoint whose id
+//     the configuration does not have, or gives to another kind of step,
+//     is refused unless AllowDroppedState. An aggregate of the
+//     configuration that the savepoint does not have starts empty.
+//  3. An aggregate restored must have the same key_by expression text and
+//     the same values (names, functions and arguments, in order): its
+//     state is one encoded accumulator per value per group key.
+//  4. Offsets belong to partitions, not to sources: a savepoint topic
+//     (after RemapTopics) resumes wherever the configuration reads it, so
+//     a source may be renamed, split or merged. A savepoint topic nobody
+//     reads is refused unless AllowDroppedState; with Partitions, a topic
+//     must exist with the same partition count. Every key of RemapTopics
+//     must be a savepoint topic, and no two topics may end up with one
+//     name. A topic the savepoint has no offsets for starts at its
+//     source's start position.
+//
+// Differences that do not stop a restore (job name, fingerprint,
+// guarantee, dropped state) are in RestorePlan.Notes. A refusal is an
+// *IncompatibleError.
+func CheckRestore(m *Manifest, d *Descriptor, opts RestoreOptions) (*RestorePlan, error) {
+	c := &checker{m: m, d: d, opts: opts, plan: &RestorePlan{}}
+	c.keyGroups()
+	c.operators()
+	c.topics()
+	c.notes()
+	if len(c.problems) > 0 {
+		return nil, &IncompatibleError{Job: m.Job, CheckpointID: m.CheckpointID, Problems: c.problems}
+	}
+	return c.plan, nil
+}
+
+type checker struct {
+	m        *Manifest
+	d        *Descriptor
+	opts     RestoreOptions
+	plan     *RestorePlan
+	problems []Problem
+}
+
+func (c *checker) fail(fix, format string, args ...any) {
+	c.problems = append(c.problems, Problem{What: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (c *checker) keyGroups() {
+	if c.m.KeyGroups == c.d.KeyGroups {
+		return
+	}
+	c.fail(fmt.Sprintf("set checkpoint.key_groups: %d. The count cannot change for a job's state, because every key's group is hash(key) mod the count; the number of workers may change freely", c.m.KeyGroups),
+		"key groups: the savepoint has %d, the config has %d", c.m.KeyGroups, c.d.KeyGroups)
+}
+
+// operators maps the savepoint's aggregates to the config's by id.
+// Sources are not matched by id: their state is offsets, which belong to
+// partitions (see topics), so a source may be renamed, split or merged.
+func (c *checker) operators() {
+	var missing []string // `"id" (N keys)`, for one message
+	for _, op := range c.m.Operators {
+		if op.Kind != KindAggregate {
+			continue
+		}
+		cur := c.d.Operator(op.ID)
+		switch {
+		case cur == nil:
+			missing = append(missing, fmt.Sprintf("%q (%s)", op.ID, keys(op.Keys)))
+			c.plan.Dropped = append(c.plan.Dropped, op.ID)
+		case cur.Kind != op.Kind:
+			if !c.opts.AllowDroppedState {
+				c.fail(fmt.Sprintf("give the aggregate back the id %q and the %s another id, or pass %s to start without the aggregate's state", op.ID, kindNoun(cur.Kind), FlagAllowDroppedState),
+					"operator %q is an aggregate in the savepoint (%s) but %s in the config (%s)", op.ID, keys(op.Keys), kindPhrase(cur.Kind), cur.Path)
+			}
+			c.plan.Dropped = append(c.plan.Dropped, op.ID)
+		default:
+			if c.aggregate(&op, cur) {
+				c.plan.Restore = append(c.plan.Restore, op.ID)
+			}
+		}
+	}
+	if len(missing) > 0 && !c.opts.AllowDroppedState {
+		noun, verb := "aggregate", "has state in the savepoint but is"
+		if len(missing) > 1 {
+			noun, verb = "aggregates", "have state in the savepoint but are"
+		}
+		c.fail(fmt.Sprintf("state maps to operators by id (steps[].id): give the aggregate back its id, or pass %s to start without that state", FlagAllowDroppedState),
+			"%s %s %s not in the config", noun, strings.Join(missing, ", "), verb)
+	}
+	for _, op := range c.d.Operators {
+		if op.Kind == KindAggregate && c.m.Operator(op.ID) == nil {
+			c.plan.Empty = append(c.plan.Empty, op.ID)
+		}
+	}
+}
+
+// rename is the name a savepoint topic resumes as.
+func (c *checker) rename(topic string) string {
+	if n, ok := c.opts.RemapTopics[topic]; ok {
+		return n
+	}
+	return topic
+}
+
+func keys(n uint64) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", n)
+}
+
+// aggregate compares the savepoint's aggregate op with the config's cur
+// and reports whether its state can be restored.
+func (c *checker) aggregate(op *Operator, cur *OperatorDesc) bool {
+	was, now := op.Aggregate, cur.Aggregate
+	fix := fmt.Sprintf("put back the key_by and values the savepoint was taken with; or, to start %q empty, give the aggregate a new id and pass %s", op.ID, FlagAllowDroppedState)
+	n := len(c.problems)
+	if was.KeyBy != now.KeyBy {
+		c.fail(fix, "operator %q: key_by was '%s', the config has '%s' (its state is stored under the keys the old expression computed)", op.ID, was.KeyBy, now.KeyBy)
+	}
+	oldNames, newNames := valueNames(was.Values), valueNames(now.Values)
+	switch {
+	case slices.Equal(oldNames, newNames):
+	case slices.Equal(slices.Sorted(slices.Values(oldNames)), slices.Sorted(slices.Values(newNames))):
+		c.fail(fix, "operator %q: values were reordered: the savepoint has [%s], the config has [%s]", op.ID, strings.Join(oldNames, ", "), strings.Join(newNames, ", "))
+	default:
+		var gone, added []string
+		for _, name := range oldNames {
+			if !slices.Contains(newNames, name) {
+				gone = append(gone, name)
+			}
+		}
+		for _, name := range newNames {
+			if !slices.Contains(oldNames, name) {
+				added = append(added, name)
+			}
+		}
+		var what []string
+		if len(gone) > 0 {
+			what = append(what, fmt.Sprintf("%s %s not in the config", plural(gone, "value"), isAre(gone)))
+		}
+		if len(added) > 0 {
+			what = append(what, fmt.Sprintf("%s %s not in the savepoint", plural(added, "value"), isAre(added)))
+		}
+		if len(gone) == 0 && len(added) == 0 {
+			what = append(what, "a value is repeated")
+		}
+		c.fail(fix, "operator %q: values differ: the savepoint has [%s], the config has [%s]: %s",
+			op.ID, renderValues(was.Values), renderValues(now.Values), strings.Join(what, "; "))
+	}
+	// Same name, other function or argument: wherever the value now is.
+	for _, v := range was.Values {
+		i := slices.IndexFunc(now.Values, func(w Value) bool { return w.Name == v.Name })
+		if i >= 0 && (now.Values[i].Func != v.Func || now.Values[i].Arg != v.Arg) {
+			c.fail(fix, "operator %q: value %q was %s, the config has %s", op.ID, v.Name, v, now.Values[i])
+		}
+	}
+	return len(c.problems) == n
+}
+
+func (c *checker) topics() {
+	type topic struct {
+		source     string
+		partitions int
+	}
+	saved := map[string]*topic{}
+	for _, op := range c.m.Operators {
+		for _, o := range op.Offsets {
+			if t := saved[o.Topic]; t != nil {
+				t.partitions++
+			} else {
+				saved[o.Topic] = &topic{source: op.ID, partitions: 1}
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(saved))
+
+	// The remap must name savepoint topics and keep topics apart.
+	for _, old := range slices.Sorted(maps.Keys(c.opts.RemapTopics)) {
+		if saved[old] == nil {
+			c.fail(fmt.Sprintf("the savepoint's topics are %s", quoteList(names)),
+				"%s %s=%s: the savepoint has no topic %q", FlagRemapTopic, old, c.opts.RemapTopics[old], old)
+		}
+	}
+	byNew := map[string][]string{}
+	for _, t := range names {
+		byNew[c.rename(t)] = append(byNew[c.rename(t)], t)
+	}
+	clash := map[string]bool{}
+	for _, nt := range slices.Sorted(maps.Keys(byNew)) {
+		if olds := byNew[nt]; len(olds) > 1 {
+			for _, t := range olds {
+				clash[t] = true
+			}
+			all := "all"
+			if len(olds) == 2 {
+				all = "both"
+			}
+			c.fail(fmt.Sprintf("map each savepoint topic to a topic of its own with %s", FlagRemapTopic),
+				"savepoint topics %s would %s resume as topic %q", quoteList(olds), all, nt)
+		}
+	}
+
+	matched := map[string]bool{}
+	for _, t := range names {
+		if clash[t] {
+			continue
+		}
+		st, nt := saved[t], c.rename(t)
+		as := fmt.Sprintf("savepoint topic %q", t)
+		if nt != t {
+			as = fmt.Sprintf("savepoint topic %q (remapped to %q)", t, nt)
+		}
+		if c.d.sourceOf(nt) == nil {
+			c.plan.DroppedTopics = append(c.plan.DroppedTopics, t)
+			if !c.opts.AllowDroppedState {
+				c.fail(fmt.Sprintf("if it moved to another name or cluster, map it with %s %s=NEW; to start without its offsets, pass %s", FlagRemapTopic, t, FlagAllowDroppedState),
+					"%s is not read by any source of the config (it holds the offsets of %d partitions, read by source %q)", as, st.partitions, st.source)
+			}
+			continue
+		}
+		if c.opts.Partitions != nil {
+			switch n, ok := c.opts.Partitions[nt]; {
+			case !ok:
+				c.fail(fmt.Sprintf("create it with %d partitions, or map %q to a topic that exists with %s", st.partitions, t, FlagRemapTopic),
+					"%s does not exist in the cluster", as)
+				continue
+			case n != st.partitions:
+				c.fail(fmt.Sprintf("offsets are per partition and cannot carry over to another partition count: restore into a topic with %d partitions", st.partitions),
+					"%s has %d partitions in the savepoint, but %d in the cluster", strings.TrimPrefix(as, "savepoint "), st.partitions, n)
+				continue
+			}
+		}
+		matched[nt] = true
+		c.plan.Topics = append(c.plan.Topics, TopicMapping{From: t, To: nt, Partitions: st.partitions})
+	}
+	for _, op := range c.m.Operators {
+		for _, o := range op.Offsets {
+			if nt := c.rename(o.Topic); matched[nt] && !clash[o.Topic] {
+				c.plan.Offsets = append(c.plan.Offsets, checkpoint.SourceOffset{Topic: nt, Partition: o.Partition, Offset: o.Offset})
+			}
+		}
+	}
+	slices.SortFunc(c.plan.Offsets, func(a, b checkpoint.SourceOffset) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	for _, op := range c.d.Operators {
+		for _, t := range op.Topics {
+			if !matched[t] {
+				c.plan.NewTopics = append(c.plan.NewTopics, t)
+			}
+		}
+	}
+	slices.Sort(c.plan.NewTopics)
+}
+
+// notes records what differs but is allowed.
+func (c *checker) notes() {
+	p, m, d := c.plan, c.m, c.d
+	note := func(format string, args ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, args...)) }
+	if m.Job != d.Job {
+		note("the savepoint is of job %q, this job is %q", m.Job, d.Job)
+	}
+	if m.ConfigFingerprint != d.Fingerprint {
+		note("the configuration changed since the savepoint (fingerprint %s, now %s)", short(m.ConfigFingerprint), short(d.Fingerprint))
+	}
+	if m.Guarantee != d.Guarantee {
+		note("the guarantee was %s, now %s", m.Guarantee, d.Guarantee)
+	}
+	for _, t := range p.Topics {
+		if t.From != t.To {
+			note("topic %q resumes as %q (%d partitions)", t.From, t.To, t.Partitions)
+		}
+	}
+	if len(p.Dropped) > 0 {
+		note("state of %s is dropped (%s)", plural(p.Dropped, "aggregate"), FlagAllowDroppedState)
+	}
+	if len(p.DroppedTopics) > 0 {
+		note("offsets of %s are dropped (%s)", plural(p.DroppedTopics, "topic"), FlagAllowDroppedState)
+	}
+	if len(p.Empty) == 1 {
+		note("%s starts without state", plural(p.Empty, "aggregate"))
+	} else if len(p.Empty) > 1 {
+		note("%s start without state", plural(p.Empty, "aggregate"))
+	}
+	if len(p.NewTopics) == 1 {
+		note("%s starts at its source's start position", plural(p.NewTopics, "topic"))
+	} else if len(p.NewTopics) > 1 {
+		note("%s start at their sources' start positions", plural(p.NewTopics, "topic"))
+	}
+}
+
+func valueNames(vs []Value) []string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Name
+	}
+	return names
+}
+
+// renderValues writes values as the config does: "count: count(), sum: sum(n)".
+func renderValues(vs []Value) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.Name + ": " + v.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// plural renders `value "a"` or `values "a" and "b"`.
+func plural(items []string, noun string) string {
+	if len(items) == 1 {
+		return noun + " " + quoteList(items)
+	}
+	return noun + "s " + quoteList(items)
+}
+
+func isAre(items []string) string {
+	if len(items) == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// kindNoun names what an operator of kind k is: "source", "aggregate",
+// "filter step".
+func kindNoun(k Kind) string {
+	if k == KindSource || k == KindAggregate {
+		return string(k)
+	}
+	return string(k) + " step"
+}
+
+// kindPhrase is kindNoun with its article.
+func kindPhrase(k Kind) string {
+	if n := kindNoun(k); n[0] == 'a' {
+		return "an " + n
+	}
+	return "a " + kindNoun(k)
+}
+
+// short abbreviates a fingerprint for a log line.
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	if fp == "" {
+		return "(none)"
+	}
+	return fp
+}

@@ -1,0 +1,162 @@
+package savepoint
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/config"
+)
+
+// Descriptor is what a configuration says about its operators, in the
+// terms a savepoint records: the input of CheckRestore, and where the
+// runtime takes Meta and the aggregates' AggregateDesc from when it writes
+// a savepoint. DescribeConfig builds it; it holds no expressions compiled,
+// so it works for `validate` as well as for `run`.
+type Descriptor struct {
+	Job         string
+	Fingerprint string
+	KeyGroups   int
+	Guarantee   string
+	// Operators are every source and step of the configuration, sources
+	// first, in configuration order.
+	Operators []OperatorDesc
+}
+
+// OperatorDesc is one source or step.
+type OperatorDesc struct {
+	ID string
+	// Kind is KindSource, KindAggregate, or the step kind of a stateless
+	// step ("filter", "map", "key_by").
+	Kind Kind
+	// Path is where the configuration defines it, e.g. "steps[2]".
+	Path string
+	// Topics (sources) are the topics it reads.
+	Topics []string
+	// Aggregate (aggregates) describes its state.
+	Aggregate *AggregateDesc
+}
+
+// DescribeConfig describes cfg (loaded, so ids have their defaults). An
+// aggregate's key expression is the key_by of the last key_by step before
+// it: that is what computes the group keys its state is stored under.
+func DescribeConfig(cfg *config.Config) *Descriptor {
+	d := &Descriptor{
+		Job:         cfg.Name,
+		Fingerprint: cfg.Fingerprint(),
+		KeyGroups:   cfg.Checkpoint.KeyGroups,
+		Guarantee:   string(cfg.Guarantee),
+	}
+	for i, s := range cfg.Sources {
+		d.Operators = append(d.Operators, OperatorDesc{
+			ID: s.ID, Kind: KindSource, Path: fmt.Sprintf("sources[%d]", i),
+			Topics: slices.Compact(slices.Sorted(slices.Values(s.Topics))),
+		})
+	}
+	keyBy := ""
+	for i, s := range cfg.Steps {
+		op := OperatorDesc{ID: s.ID, Kind: Kind(s.Kind()), Path: fmt.Sprintf("steps[%d]", i)}
+		switch s.Kind() {
+		case config.StepKeyBy:
+			keyBy = strings.TrimSpace(s.KeyBy)
+		case config.StepAggregate:
+			a := &AggregateDesc{KeyBy: keyBy}
+			for _, v := range s.Aggregate.Values {
+				a.Values = append(a.Values, Value{Name: v.Name, Func: string(v.Func), Arg: strings.TrimSpace(v.Arg)})
+			}
+			op.Aggregate = a
+		}
+		d.Operators = append(d.Operators, op)
+	}
+	return d
+}
+
+// Operator returns the source or step with id, or nil.
+func (d *Descriptor) Operator(id string) *OperatorDesc {
+	for i := range d.Operators {
+		if d.Operators[i].ID == id {
+			return &d.Operators[i]
+		}
+	}
+	return nil
+}
+
+// Aggregates are the aggregate operators, in configuration order.
+func (d *Descriptor) Aggregates() []OperatorDesc {
+	var out []OperatorDesc
+	for _, op := range d.Operators {
+		if op.Kind == KindAggregate {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// sourceOf returns the source that reads topic, or nil.
+func (d *Descriptor) sourceOf(topic string) *OperatorDesc {
+	for i := range d.Operators {
+		if op := &d.Operators[i]; op.Kind == KindSource && slices.Contains(op.Topics, topic) {
+			return op
+		}
+	}
+	return nil
+}
+
+// Meta is the Meta of a savepoint of this job holding checkpoint id.
+func (d *Descriptor) Meta(id checkpoint.ID, created time.Time) Meta {
+	return Meta{
+		Job: d.Job, CheckpointID: id, Created: created,
+		ConfigFingerprint: d.Fingerprint, KeyGroups: d.KeyGroups, Guarantee: d.Guarantee,
+	}
+}
+
+// SourceOffsets groups a checkpoint's offsets (checkpoint.Record.Offsets,
+// which do not say which source read them) by the source that reads each
+// topic, for Writer.Source. Every source of the configuration gets an
+// entry; an offset of a topic no source reads is an error.
+func (d *Descriptor) SourceOffsets(offsets []checkpoint.SourceOffset) (map[string][]checkpoint.SourceOffset, error) {
+	out := map[string][]checkpoint.SourceOffset{}
+	for _, op := range d.Operators {
+		if op.Kind == KindSource {
+			out[op.ID] = nil
+		}
+	}
+	var unknown []string
+	for _, o := range offsets {
+		src := d.sourceOf(o.Topic)
+		if src == nil {
+			if !slices.Contains(unknown, o.Topic) {
+				unknown = append(unknown, o.Topic)
+			}
+			continue
+		}
+		out[src.ID] = append(out[src.ID], o)
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("savepoint: the checkpoint has offsets of topics %s that no source of the configuration reads", quoteList(unknown))
+	}
+	for _, offs := range out {
+		slices.SortFunc(offs, func(a, b checkpoint.SourceOffset) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+	}
+	return out, nil
+}
+
+// quoteList renders ids as `"a", "b" and "c"`.
+func quoteList(ids []string) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = fmt.Sprintf("%q", id)
+	}
+	switch len(q) {
+	case 0:
+		return ""
+	case 1:
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
