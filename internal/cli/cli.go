@@ -24,6 +24,7 @@ Usage:
   pipeline validate -c FILE   check a job file; print every problem, or a summary
   pipeline datagen [flags]    write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo               everything in one process (in-process broker, generator, job)
+  pipeline savepoint inspect PATH   what a savepoint holds
   pipeline version            print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
@@ -44,6 +45,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return generate(args[1:], stdout, stderr)
 	case "demo":
 		return demo(args[1:], stdout, stderr)
+	case "savepoint":
+		return savepointCmd(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "pipeline", version())
 		return exitOK

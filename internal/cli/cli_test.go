@@ -106,3 +106,16 @@ func TestRunRefusesBadConfigBeforeStarting(t *testing.T) {
 		t.Fatalf("exit %d, stdout:\n%s", code, out)
 	}
 }
+
+func TestSavepointInspect(t *testing.T) {
+	code, out, errOut := runCLI("savepoint", "inspect", "../../checkpoint/savepoint/testdata/v1")
+	if code != 0 || !strings.Contains(out, "sums") {
+		t.Fatalf("inspect the golden savepoint: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("savepoint", "inspect", t.TempDir()); code != 1 || errOut == "" {
+		t.Fatalf("inspect an empty directory: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := runCLI("savepoint", "create"); code != 2 {
+		t.Fatalf("an unknown savepoint command: exit %d, want 2", code)
+	}
+}
