@@ -110,7 +110,7 @@ func start(t *testing.T, cfg *config.Config) *running {
 // 1..n, and returns the judged outputs.
 func (e *testEnv) awaitFinal(n int64, r *running) *paritycheck.Report {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // generous: a loaded CI machine, a broker restarting
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		outs, err := paritycheck.Read(ctx, e.conn, e.env["OUTPUT_TOPIC"])
