@@ -2,7 +2,7 @@
 GO        ?= go
 KAFKA_DIR ?= .kafka-local
 
-.PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status
+.PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench
 
 build: ## the pipeline binary, in bin/
 	$(GO) build -o bin/pipeline ./cmd/pipeline
@@ -37,3 +37,6 @@ kafka-down:
 
 kafka-status:
 	$(GO) run ./cmd/kafka-local status -dir $(KAFKA_DIR)
+
+bench: ## the side-by-side benchmark (bench/README.md); BENCH_N=200000 for a quick run
+	./bench/run.sh

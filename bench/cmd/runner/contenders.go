@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// contender is one thing benchmarked: how to start it against an output
+// topic, and whether it keeps running after the input is drained (only
+// then can the latency probe be measured).
+type contender struct {
+	Name     string
+	Kind     string // limit, txn-copier, pipeline, kstreams
+	Job      string // passthrough or keyed-sum
+	Guar     string
+	Interval string
+	Daemon   bool
+	Cmd      func(out, id string) (argv, env []string)
+}
+
+func contenders(o options) []contender {
+	cs := []contender{{
+		Name: "plain-copy", Kind: "limit", Job: "passthrough", Guar: "none", Daemon: true,
+		Cmd: func(out, _ string) ([]string, []string) {
+			return []string{o.plaincopy, "-brokers", o.brokers, "-input", o.input, "-output", out}, nil
+		},
+	}, {
+		Name: "kafka-txn-copier", Kind: "txn-copier", Job: "passthrough", Guar: "exactly_once",
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{"java", "-Xmx1g", "-cp", filepath.Join(o.kafkaLibs, "*"),
+				"org.apache.kafka.tools.TransactionalMessageCopier",
+				"--broker-list", o.brokers, "--input-topic", o.input, "--input-partition", "0",
+				"--group-mode", "--use-group-metadata", "--consumer-group", id,
+				"--output-topic", out, "--transactional-id", id}, nil
+		},
+	}, {
+		// The same with transactions of 10,000 records instead of the
+		// tool's default 200 (it has no time-based commit).
+		Name: "kafka-txn-copier-10000", Kind: "txn-copier", Job: "passthrough", Guar: "exactly_once",
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{"java", "-Xmx1g", "-cp", filepath.Join(o.kafkaLibs, "*"),
+				"org.apache.kafka.tools.TransactionalMessageCopier",
+				"--broker-list", o.brokers, "--input-topic", o.input, "--input-partition", "0",
+				"--group-mode", "--use-group-metadata", "--consumer-group", id,
+				"--output-topic", out, "--transactional-id", id, "--transaction-size", "10000"}, nil
+		},
+	}}
+	for _, job := range []string{"passthrough", "keyed-sum"} {
+		for _, g := range []string{"at_most_once", "at_least_once", "exactly_once"} {
+			ivs := []string{"1s", "100ms"}
+			if g == "at_most_once" {
+				ivs = []string{"-"} // no checkpoints
+			}
+			for _, iv := range ivs {
+				job, g, iv := job, g, iv
+				name := fmt.Sprintf("pipeline-%s-%s", job, g)
+				if iv != "-" {
+					name += "-" + iv
+				}
+				cs = append(cs, contender{
+					Name: name, Kind: "pipeline", Job: job, Guar: g, Interval: iv, Daemon: true,
+					Cmd: func(out, id string) ([]string, []string) {
+						civ := iv
+						if civ == "-" {
+							civ = "1s"
+						}
+						return []string{o.pipeline, "run", "-c", filepath.Join(o.jobs, job+".yaml")}, []string{
+							"JOB_NAME=" + id, "GUARANTEE=" + g, "CHECKPOINT_INTERVAL=" + civ,
+							"KAFKA_BROKERS=" + o.brokers, "INPUT_TOPIC=" + o.input, "OUTPUT_TOPIC=" + out,
+							"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info"}
+					},
+				})
+			}
+		}
+	}
+	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
+		for _, iv := range []string{"1s", "100ms"} {
+			g, iv := g, iv
+			ms := strings.TrimSuffix(iv, "ms")
+			if iv == "1s" {
+				ms = "1000"
+			}
+			cs = append(cs, contender{
+				Name: "kstreams-keyed-sum-" + g + "-" + iv, Kind: "kstreams", Job: "keyed-sum", Guar: g, Interval: iv, Daemon: true,
+				Cmd: func(out, id string) ([]string, []string) {
+					return []string{"java", "-Xmx1g", "-jar", o.kstreamsJar, o.brokers, o.input, out, id, g, ms, strconv.Itoa(runtime.NumCPU())}, nil
+				},
+			})
+		}
+	}
+	return cs
+}

@@ -1,0 +1,138 @@
+// Command runner runs the benchmark contenders one after another over the
+// same pre-produced input topic, each into its own output topic, and
+// appends one JSON line per contender to -out.
+//
+// For each contender it measures, with an independent read_committed reader
+// of the contender's output topic:
+//   - throughput: records drained / (last output visible - first output
+//     written), where "first output written" is the first time the output
+//     topic's end offsets (read_uncommitted high watermark, polled every
+//     10ms) are above zero: about the time of the first read;
+//   - CPU seconds per million records: utime+stime from /proc/PID/stat at the
+//     moment the last drained output became visible (startup included);
+//   - peak RSS: VmHWM from /proc/PID/status at the same moment;
+//   - end-to-end latency p50/p99: after the drain, a probe of -probe records
+//     at -probe-rate is appended to the input with ts = now; latency is the
+//     time the reader sees each probe's output minus the probe's ts. (The
+//     drained records were produced long before the run, so their ts says
+//     nothing about the contender.) Contenders that stop at the end of the
+//     input (Kafka's TransactionalMessageCopier) get no latency.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.brokers, "brokers", os.Getenv("KAFKA_BOOTSTRAP"), "seed brokers")
+	flag.StringVar(&o.input, "input", "bench-in", "input topic (already filled by workload)")
+	flag.StringVar(&o.run, "run", time.Now().UTC().Format("20060102T150405"), "run id, names output topics and jobs")
+	flag.StringVar(&o.contenders, "contenders", "all", "comma-separated contender names, or all")
+	flag.StringVar(&o.out, "out", "bench/results/raw.jsonl", "file to append one JSON result per contender to")
+	flag.IntVar(&o.probe, "probe", 10000, "latency probe records appended after each drain")
+	flag.IntVar(&o.probeRate, "probe-rate", 2000, "latency probe records per second")
+	flag.IntVar(&o.keys, "keys", 100_000, "distinct keys of the probe records")
+	flag.IntVar(&o.partitions, "partitions", 8, "partitions of each output topic")
+	flag.StringVar(&o.pipeline, "pipeline", "bin/pipeline", "pipeline binary")
+	flag.StringVar(&o.plaincopy, "plaincopy", "bin/bench-plaincopy", "plain copy binary")
+	flag.StringVar(&o.kstreamsJar, "kstreams-jar", "bench/peers/kstreams/target/kstreams-bench.jar", "Kafka Streams peer jar")
+	flag.StringVar(&o.kafkaLibs, "kafka-libs", os.ExpandEnv("$HOME/.cache/eoflow-pipeline/kafka-4.1.1/libs"), "Kafka jars (kafka-tools)")
+	flag.StringVar(&o.jobs, "jobs", "bench/jobs", "directory of the pipeline job files")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "give up on a contender after this long without new output")
+	flag.BoolVar(&o.keep, "keep", false, "keep each contender's topics (deleted after measuring by default)")
+	flag.BoolVar(&o.list, "list", false, "print the contender names and exit")
+	flag.Parse()
+	cs := contenders(o)
+	if o.list {
+		for _, c := range cs {
+			fmt.Println(c.Name)
+		}
+		return
+	}
+	if o.brokers == "" {
+		log.Fatal("runner: -brokers or KAFKA_BOOTSTRAP required")
+	}
+	// Named contenders run in the order named; "all" in the listed order.
+	if o.contenders != "all" {
+		byName := map[string]contender{}
+		for _, c := range cs {
+			byName[c.Name] = c
+		}
+		var sel []contender
+		for _, n := range strings.Split(o.contenders, ",") {
+			c, ok := byName[strings.TrimSpace(n)]
+			if !ok {
+				log.Fatalf("runner: unknown contender %q (see -list)", n)
+			}
+			sel = append(sel, c)
+		}
+		cs = sel
+	}
+	f, err := os.OpenFile(o.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, c := range cs {
+		log.Printf("runner: %s ...", c.Name)
+		r, err := measure(context.Background(), o, adm, c)
+		if err != nil {
+			log.Printf("runner: %s: %v", c.Name, err)
+			r.Error = err.Error()
+		}
+		log.Printf("runner: %s: %.0f records/s, p50 %.0fms p99 %.0fms, %.1f CPU s/M, peak RSS %.0f MiB",
+			c.Name, r.RecordsPerSec, r.LatencyP50ms, r.LatencyP99ms, r.CPUSecPerMillion, r.PeakRSSMiB)
+		if !o.keep {
+			cleanup(context.Background(), adm, "bench-"+o.run+"-"+c.Name)
+		}
+		b, _ := json.Marshal(r)
+		b = append(b, '\n')
+		if _, err := f.Write(b); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+type options struct {
+	brokers, input, run, contenders, out        string
+	pipeline, plaincopy, kstreamsJar, kafkaLibs string
+	jobs                                        string
+	probe, probeRate, keys, partitions          int
+	idle                                        time.Duration
+	list, keep                                  bool
+}
+
+// tsOf returns the "ts" field of a flat JSON value, or -1.
+func tsOf(v []byte) int64 {
+	i := bytes.Index(v, []byte(`"ts":`))
+	if i < 0 {
+		return -1
+	}
+	var ts int64
+	j := i + 5
+	for j < len(v) && v[j] == ' ' {
+		j++
+	}
+	for ; j < len(v) && v[j] >= '0' && v[j] <= '9'; j++ {
+		ts = ts*10 + int64(v[j]-'0')
+	}
+	return ts
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// result is one contender's line in the raw results.
+type result struct {
+	Name             string  `json:"name"`
+	Kind             string  `json:"kind"`
+	Job              string  `json:"job"`
+	Guarantee        string  `json:"guarantee"`
+	Interval         string  `json:"interval"`
+	Records          int64   `json:"records"`
+	Seconds          float64 `json:"seconds"`
+	RecordsPerSec    float64 `json:"records_per_sec"`
+	LatencyP50ms     float64 `json:"latency_p50_ms"`
+	LatencyP99ms     float64 `json:"latency_p99_ms"`
+	LatencySamples   int     `json:"latency_samples"`
+	CPUSeconds       float64 `json:"cpu_seconds"`
+	CPUSecPerMillion float64 `json:"cpu_sec_per_million"`
+	PeakRSSMiB       float64 `json:"peak_rss_mib"`
+	Error            string  `json:"error,omitempty"`
+}
+
+func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (result, error) {
+	r := result{Name: c.Name, Kind: c.Kind, Job: c.Job, Guarantee: c.Guar, Interval: c.Interval}
+	id := "bench-" + o.run + "-" + c.Name
+	out := id + "-out"
+	ends, err := adm.ListEndOffsets(ctx, o.input)
+	if err != nil {
+		return r, fmt.Errorf("input end offsets: %w", err)
+	}
+	var total int64
+	ends.Each(func(l kadm.ListedOffset) { total += l.Offset })
+	if total == 0 {
+		return r, errors.New("input topic is empty: run the workload first")
+	}
+	if _, err := adm.CreateTopic(ctx, int32(o.partitions), -1, nil, out); err != nil {
+		return r, fmt.Errorf("create %s: %w", out, err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rd, err := newReader(o.brokers, out)
+	if err != nil {
+		return r, err
+	}
+	defer rd.close()
+	go rd.run(ctx)
+
+	// First write: the output's high watermark leaves zero.
+	var firstWrite atomic.Int64
+	go func() {
+		for ctx.Err() == nil {
+			if e, err := adm.ListEndOffsets(ctx, out); err == nil {
+				var s int64
+				e.Each(func(l kadm.ListedOffset) { s += l.Offset })
+				if s > 0 {
+					firstWrite.Store(time.Now().UnixNano())
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	argv, env := c.Cmd(out, id)
+	logf, err := os.CreateTemp("", "bench-"+c.Name+"-*.log")
+	if err != nil {
+		return r, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return r, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	pid := cmd.Process.Pid
+	smp := &sampler{pid: pid}
+	go smp.run(ctx)
+	defer func() { stop(cmd, exited) }()
+
+	// Drain.
+	if err := rd.waitFor(ctx, total, o.idle, exited); err != nil {
+		return r, fmt.Errorf("drain %d records (log %s): %w", total, logf.Name(), err)
+	}
+	smp.sample()
+	last := time.Unix(0, rd.lastAt.Load())
+	fw := firstWrite.Load()
+	if fw == 0 {
+		fw = last.UnixNano()
+	}
+	r.Records = total
+	r.Seconds = last.Sub(time.Unix(0, fw)).Seconds()
+	if r.Seconds > 0 {
+		r.RecordsPerSec = float64(total) / r.Seconds
+	}
+	cpu, hwm := smp.get()
+	r.CPUSeconds = cpu
+	r.CPUSecPerMillion = cpu / (float64(total) / 1e6)
+	r.PeakRSSMiB = float64(hwm) / 1024
+
+	// Latency probe.
+	if c.Daemon && o.probe > 0 {
+		probeStart := time.Now().UnixMilli()
+		rd.probeFrom.Store(probeStart)
+		if err := produceProbe(ctx, o, o.probe); err != nil {
+			return r, fmt.Errorf("probe: %w", err)
+		}
+		if err := rd.waitFor(ctx, total+int64(o.probe), 30*time.Second, exited); err != nil {
+			return r, fmt.Errorf("probe outputs (log %s): %w", logf.Name(), err)
+		}
+		lat := rd.latencies()
+		r.LatencySamples = len(lat)
+		r.LatencyP50ms, r.LatencyP99ms = pct(lat, 0.50), pct(lat, 0.99)
+	}
+	os.Remove(logf.Name())
+	return r, nil
+}
+
+// cleanup deletes every topic of one contender (its output, the pipeline's
+// checkpoint, state and dead-letter topics, Kafka Streams' changelogs), so
+// a full run does not fill the disk.
+func cleanup(ctx context.Context, adm *kadm.Client, prefix string) {
+	ts, err := adm.ListTopics(ctx)
+	if err != nil {
+		return
+	}
+	var del []string
+	for _, t := range ts.Names() {
+		if strings.HasPrefix(t, prefix) {
+			del = append(del, t)
+		}
+	}
+	if len(del) > 0 {
+		_, _ = adm.DeleteTopics(ctx, del...)
+	}
+}
+
+func stop(cmd *exec.Cmd, exited chan error) {
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+func pct(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	i := int(p * float64(len(v)-1))
+	return v[i]
+}
+
+// produceProbe appends n records with ts = now at o.probeRate per second.
+func produceProbe(ctx context.Context, o options, n int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...),
+		kgo.DefaultProduceTopic(o.input), kgo.ProducerLinger(0))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	tick := time.Second / 100 // send in 100 slices a second
+	per := max(1, o.probeRate/100)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var perr atomic.Value
+	for sent := 0; sent < n; {
+		for i := 0; i < per && sent < n; i++ {
+			k := "k" + strconv.Itoa(rng.IntN(o.keys))
+			v := fmt.Appendf(nil, `{"key":"%s","amount":%d,"ts":%d,"pad":"probe"}`, k, rng.IntN(1000)+1, time.Now().UnixMilli())
+			wg.Add(1)
+			cl.Produce(ctx, &kgo.Record{Key: []byte(k), Value: v}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					perr.Store(err)
+				}
+				wg.Done()
+			})
+			sent++
+		}
+		next := start.Add(time.Duration(sent/per) * tick)
+		time.Sleep(time.Until(next))
+	}
+	wg.Wait()
+	if e, ok := perr.Load().(error); ok {
+		return e
+	}
+	return nil
+}
+
+// reader is the independent read_committed reader of one output topic.
+type reader struct {
+	cl        *kgo.Client
+	count     atomic.Int64
+	lastAt    atomic.Int64 // unix ns of the last record seen
+	probeFrom atomic.Int64 // unix ms; records with ts >= this are probes
+	mu        sync.Mutex
+	lat       []float64 // ms
+}
+
+func newReader(brokers, topic string) (*reader, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(50*time.Millisecond),
+	)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{cl: cl}
+	r.probeFrom.Store(1 << 62)
+	return r, nil
+}
+
+func (r *reader) close() { r.cl.Close() }
+
+func (r *reader) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		fs := r.cl.PollFetches(ctx)
+		now := time.Now()
+		from := r.probeFrom.Load()
+		var n int64
+		fs.EachRecord(func(rec *kgo.Record) {
+			n++
+			if ts := tsOf(rec.Value); ts >= from {
+				r.mu.Lock()
+				r.lat = append(r.lat, float64(now.UnixMilli()-ts))
+				r.mu.Unlock()
+			}
+		})
+		if n > 0 {
+			r.lastAt.Store(now.UnixNano())
+			r.count.Add(n)
+		}
+	}
+}
+
+func (r *reader) latencies() []float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lat)
+}
+
+// waitFor waits until the reader has seen n records; it gives up after idle
+// without progress. A contender that exits is given the idle time to let its
+// last transaction show.
+func (r *reader) waitFor(ctx context.Context, n int64, idle time.Duration, exited chan error) error {
+	seen, since := r.count.Load(), time.Now()
+	for {
+		c := r.count.Load()
+		if c >= n {
+			return nil
+		}
+		if c != seen {
+			seen, since = c, time.Now()
+		}
+		if time.Since(since) > idle {
+			return fmt.Errorf("stalled at %d of %d outputs for %s", c, n, idle)
+		}
+		select {
+		case err := <-exited:
+			exited <- err // keep it for stop()
+			if time.Since(since) > 5*time.Second {
+				return fmt.Errorf("contender exited (%v) at %d of %d outputs", err, c, n)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// sampler keeps the last /proc readings of a process, so they survive its exit.
+type sampler struct {
+	pid int
+	mu  sync.Mutex
+	cpu float64 // seconds
+	hwm int64   // KiB
+}
+
+func (s *sampler) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		s.sample()
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *sampler) sample() {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid))
+	if err != nil {
+		return
+	}
+	// Fields after the ")" of comm: state is field 3; utime 14, stime 15.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
+	if err != nil {
+		return
+	}
+	var hwm int64
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			hwm, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cpu = (ut + st) / clkTck
+	if hwm > s.hwm {
+		s.hwm = hwm
+	}
+}
+
+// clkTck is USER_HZ, 100 on every Linux the bench runs on.
+const clkTck = 100
+
+func (s *sampler) get() (float64, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cpu, s.hwm
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/internal/kafkatest"
+)
+
+func TestMain(m *testing.M) { kafkatest.Main(m) }
+
+const defaultTestIdle = 60 * time.Second
+
+func TestTsOf(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{`{"key":"k1","amount":3,"ts":1700000000123,"pad":"x"}`, 1700000000123},
+		{`{"key":"k1","sum":9,"count":2,"ts": 42}`, 42},
+		{`{"key":"k1"}`, -1},
+	} {
+		if got := tsOf([]byte(c.in)); got != c.want {
+			t.Errorf("tsOf(%s) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// TestMeasurePlainCopy runs the runner's measurement of the plain copy on
+// a tiny input against a real broker: every input is counted once, every
+// probe gets a latency, and the process was sampled. No timing is asserted.
+func TestMeasurePlainCopy(t *testing.T) {
+	k := kafkatest.Broker(t)
+	brokers := strings.Join(k.Bootstrap(), ",")
+	bin := filepath.Join(t.TempDir(), "plaincopy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../plaincopy").CombinedOutput(); err != nil {
+		t.Fatalf("build plaincopy: %v\n%s", err, out)
+	}
+	in := kafkatest.Topic(t, "bench-in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), in, 4, nil)
+	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(in))
+	const n = 500
+	for i := 0; i < n; i++ {
+		v := []byte(`{"key":"k1","amount":1,"ts":1,"pad":"x"}`)
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := options{brokers: brokers, input: in, run: "test", plaincopy: bin, probe: 50, probeRate: 500, keys: 10, partitions: 4, idle: defaultTestIdle}
+	var c contender
+	for _, x := range contenders(o) {
+		if x.Name == "plain-copy" {
+			c = x
+		}
+	}
+	r, err := measure(context.Background(), o, kadm.NewClient(cl), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != n {
+		t.Errorf("records = %d, want %d", r.Records, n)
+	}
+	if r.LatencySamples != o.probe {
+		t.Errorf("latency samples = %d, want %d", r.LatencySamples, o.probe)
+	}
+	if r.PeakRSSMiB <= 0 {
+		t.Errorf("peak RSS = %v, want > 0", r.PeakRSSMiB)
+	}
+}

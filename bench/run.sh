@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark (issue 7), end to end: starts a local Kafka
+# 4.1.1 broker (unless KAFKA_BOOTSTRAP is set), builds every contender,
+# pre-produces the workload, runs the contenders one after another and
+# writes bench/results/<date>.md and .png. See bench/README.md.
+#
+#   make bench                       # the full run: 5,000,000 records
+#   BENCH_N=200000 make bench        # a quick run (results file marked quick)
+#
+# Settings (environment): BENCH_N (5000000), BENCH_KEYS (100000),
+# BENCH_PARTITIONS (8), BENCH_PROBE (10000 latency probe records per
+# contender), BENCH_PROBE_RATE (2000/s), BENCH_CONTENDERS (all, or a comma
+# list from `bin/bench-runner -list`), BENCH_BROKER_HEAP (1g),
+# BENCH_OUT (bench/results/<date>[-quick]).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+n=${BENCH_N:-5000000}
+keys=${BENCH_KEYS:-100000}
+parts=${BENCH_PARTITIONS:-8}
+probe=${BENCH_PROBE:-10000}
+rate=${BENCH_PROBE_RATE:-2000}
+contenders=${BENCH_CONTENDERS:-all}
+day=$(date -u +%Y-%m-%d)
+quick=
+if [ "$n" -lt 5000000 ]; then quick=1; fi
+out=${BENCH_OUT:-bench/results/$day${quick:+-quick}}
+run=$(date -u +%Y%m%dT%H%M%S)
+
+echo "== building"
+go build -o bin/pipeline ./cmd/pipeline
+go build -o bin/bench-workload ./bench/cmd/workload
+go build -o bin/bench-plaincopy ./bench/cmd/plaincopy
+go build -o bin/bench-runner ./bench/cmd/runner
+go build -o bin/bench-report ./bench/cmd/report
+jar=bench/peers/kstreams/target/kstreams-bench.jar
+if [ ! -f "$jar" ] || [ -n "$(find bench/peers/kstreams/pom.xml bench/peers/kstreams/src -newer "$jar" -type f)" ]; then
+  (cd bench/peers/kstreams && mvn -q -B package -DskipTests)
+fi
+
+if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+  kdir=$(mktemp -d /tmp/eoflow-bench-kafka.XXXXXX)
+  echo "== starting Kafka in $kdir"
+  KAFKATEST_HEAP=${BENCH_BROKER_HEAP:-1g} go run ./cmd/kafka-local up -dir "$kdir" -port 0
+  trap 'go run ./cmd/kafka-local down -dir "$kdir" >/dev/null 2>&1 || true' EXIT
+  KAFKA_BOOTSTRAP=$(cat "$kdir/bootstrap")
+fi
+export KAFKA_BOOTSTRAP
+kafka_libs=${KAFKATEST_CACHE:-$HOME/.cache/eoflow-pipeline}/kafka-4.1.1/libs
+
+echo "== workload: $n records, $keys keys, $parts partitions"
+input="bench-$run-in"
+bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$input" -n "$n" -keys "$keys" -partitions "$parts"
+
+echo "== contenders"
+mkdir -p "$(dirname "$out")"
+raw="$out.jsonl"
+: >"$raw"
+bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run" -out "$raw" \
+  -contenders "$contenders" -probe "$probe" -probe-rate "$rate" -keys "$keys" -partitions "$parts" \
+  -kafka-libs "$kafka_libs"
+
+echo "== report"
+note=
+if [ -n "$quick" ]; then
+  note="**Quick run** (BENCH_N=$n): proves the harness end to end; the numbers are dominated by start-up and are not the 5,000,000-record benchmark."
+fi
+settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records."
+chart=
+if python3 -c 'import matplotlib' 2>/dev/null || pip install --quiet matplotlib >/dev/null 2>&1 || python3 -m pip install --quiet --user matplotlib >/dev/null 2>&1; then
+  chart=$(basename "$out").png
+fi
+bin/bench-report -raw "$raw" -md "$out.md" -csv "$out.csv" -chart "$chart" \
+  -title "Benchmark $day${quick:+ (quick run, N=$n)}" -note "$note" -settings "$settings"
+if [ -n "$chart" ]; then
+  python3 bench/chart.py "$out.csv" "$out.png" "eoflow pipeline vs peers, N=$n, $(nproc) CPUs"
+else
+  echo "matplotlib unavailable: no chart" >&2
+fi
+echo "== wrote $out.md"
