@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/eoflow/pipeline/runtime"
@@ -36,6 +37,12 @@ func Handler(job Job, metrics http.Handler) http.Handler {
 		_, _ = w.Write([]byte(string(st.State) + "\n"))
 	})
 	mux.Handle("GET /metrics", metrics)
+	// Profiles, for finding where CPU goes (`go tool pprof
+	// http://ADDR/debug/pprof/profile?seconds=10`). Read-only, and the
+	// listener is loopback unless configured otherwise.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /api/v1/job", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, job.Status())
 	})

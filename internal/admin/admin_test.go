@@ -63,6 +63,9 @@ func TestEndpoints(t *testing.T) {
 	if json.Unmarshal([]byte(body), &cps) != nil || len(cps.Checkpoints) != 1 || cps.Checkpoints[0].ID != 7 {
 		t.Errorf("/api/v1/checkpoints = %s", body)
 	}
+	if code, body := get(t, h, "GET", "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("/debug/pprof/goroutine = %d %.80q", code, body)
+	}
 	if code, _ := get(t, h, "POST", "/api/v1/job"); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /api/v1/job = %d, want 405: the API is read-only", code)
 	}

@@ -8,4 +8,5 @@
 //	GET /metrics             Prometheus text format
 //	GET /api/v1/job          status, topology, guarantee, partitions, checkpoint
 //	GET /api/v1/checkpoints  recently completed checkpoints, newest first
+//	GET /debug/pprof/...     Go profiles (CPU, heap, goroutines, trace)
 package admin
