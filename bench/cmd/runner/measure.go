@@ -17,26 +17,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/bench/benchresult"
 )
 
 // result is one contender's line in the raw results.
-type result struct {
-	Name             string  `json:"name"`
-	Kind             string  `json:"kind"`
-	Job              string  `json:"job"`
-	Guarantee        string  `json:"guarantee"`
-	Interval         string  `json:"interval"`
-	Records          int64   `json:"records"`
-	Seconds          float64 `json:"seconds"`
-	RecordsPerSec    float64 `json:"records_per_sec"`
-	LatencyP50ms     float64 `json:"latency_p50_ms"`
-	LatencyP99ms     float64 `json:"latency_p99_ms"`
-	LatencySamples   int     `json:"latency_samples"`
-	CPUSeconds       float64 `json:"cpu_seconds"`
-	CPUSecPerMillion float64 `json:"cpu_sec_per_million"`
-	PeakRSSMiB       float64 `json:"peak_rss_mib"`
-	Error            string  `json:"error,omitempty"`
-}
+type result = benchresult.Result
 
 func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (result, error) {
 	r := result{Name: c.Name, Kind: c.Kind, Job: c.Job, Guarantee: c.Guar, Interval: c.Interval}
