@@ -14,27 +14,6 @@ import (
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }
 
-func readCommitted(ctx context.Context, t *testing.T, brokers []string, topic, last string) []string {
-	t.Helper()
-	cl := kafkatest.Client(t, brokers, kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	var seen []string
-	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v, seen %v", topic, ctx.Err(), seen)
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			seen = append(seen, string(r.Value))
-			done = done || string(r.Value) == last
-		})
-		if done {
-			return seen
-		}
-	}
-}
-
 func TestTxnCommitAndAbort(t *testing.T) {
 	k := kafkatest.Broker(t)
 	topic := kafkatest.Topic(t, "out")
@@ -65,7 +44,7 @@ func TestTxnCommitAndAbort(t *testing.T) {
 	epoch(txn.Commit, "a", "b")
 	epoch(txn.Abort, "never")
 	epoch(txn.Commit, "c")
-	if got := fmt.Sprint(readCommitted(ctx, t, k.Bootstrap(), topic, "c")); got != "[a b c]" {
+	if got := fmt.Sprint(kafkatest.ReadUntil(ctx, t, k.Bootstrap(), topic, kgo.ReadCommitted(), "c")); got != "[a b c]" {
 		t.Fatalf("read_committed saw %s, want [a b c]", got)
 	}
 }
@@ -117,7 +96,7 @@ func TestFenceAbortsPredecessorAtOnce(t *testing.T) {
 	}
 	readCtx, readCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer readCancel()
-	if got := fmt.Sprint(readCommitted(readCtx, t, k.Bootstrap(), topic, "successor")); got != "[successor]" {
+	if got := fmt.Sprint(kafkatest.ReadUntil(readCtx, t, k.Bootstrap(), topic, kgo.ReadCommitted(), "successor")); got != "[successor]" {
 		t.Fatalf("read_committed saw %s, want only the successor's record", got)
 	}
 

@@ -33,11 +33,11 @@ func TestTransactionsAreReal(t *testing.T) {
 	// everything before it.
 	transact(ctx, t, producer, kgo.TryCommit, "end")
 
-	committed := readUntil(ctx, t, k.Bootstrap(), topic, kgo.ReadCommitted(), "end")
+	committed := ReadUntil(ctx, t, k.Bootstrap(), topic, kgo.ReadCommitted(), "end")
 	if want := []string{"committed-1", "committed-2", "end"}; fmt.Sprint(committed) != fmt.Sprint(want) {
 		t.Errorf("read_committed saw %v, want %v", committed, want)
 	}
-	uncommitted := readUntil(ctx, t, k.Bootstrap(), topic, kgo.ReadUncommitted(), "end")
+	uncommitted := ReadUntil(ctx, t, k.Bootstrap(), topic, kgo.ReadUncommitted(), "end")
 	if want := []string{"committed-1", "committed-2", "aborted-1", "aborted-2", "end"}; fmt.Sprint(uncommitted) != fmt.Sprint(want) {
 		t.Errorf("read_uncommitted saw %v, want %v", uncommitted, want)
 	}
@@ -55,31 +55,6 @@ func transact(ctx context.Context, t *testing.T, cl *kgo.Client, end kgo.Transac
 	}
 	if err := cl.EndTransaction(ctx, end); err != nil {
 		t.Fatalf("end transaction (commit=%v): %v", end, err)
-	}
-}
-
-func readUntil(ctx context.Context, t *testing.T, brokers []string, topic string, iso kgo.IsolationLevel, last string) []string {
-	t.Helper()
-	cl := Client(t, brokers,
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(iso),
-	)
-	var seen []string
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("reading %s: %v (seen so far %v)", topic, err, seen)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			seen = append(seen, string(r.Value))
-			done = done || string(r.Value) == last
-		})
-		if done {
-			return seen
-		}
 	}
 }
 
@@ -128,7 +103,7 @@ func TestClusterSurvivesBrokerRestart(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	got := readUntil(ctx, t, c.Bootstrap(), topic, kgo.ReadCommitted(), "while-one-is-down")
+	got := ReadUntil(ctx, t, c.Bootstrap(), topic, kgo.ReadCommitted(), "while-one-is-down")
 	if len(got) != 1 {
 		t.Errorf("read %v, want the one committed record", got)
 	}

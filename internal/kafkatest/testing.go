@@ -172,6 +172,34 @@ func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// ReadUntil reads topic from the start with the given isolation level until
+// a record whose value is last, and returns every value seen, in order. A
+// fetch error or the end of ctx fails the test.
+func ReadUntil(ctx context.Context, t testing.TB, brokers []string, topic string, iso kgo.IsolationLevel, last string) []string {
+	t.Helper()
+	cl := Client(t, brokers,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(iso),
+	)
+	var seen []string
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s: %v (seen so far %v)", topic, err, seen)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			seen = append(seen, string(r.Value))
+			done = done || string(r.Value) == last
+		})
+		if done {
+			return seen
+		}
+	}
+}
+
 var unsafeTopicChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // Topic returns a topic name unique to this test and run, so tests sharing
