@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 
@@ -91,5 +92,22 @@ func TestAlignerRefusesMixedBarriers(t *testing.T) {
 	}
 	if _, err := a.arrive(0, &barrier{id: 1}); err == nil {
 		t.Fatal("a second barrier 1 from the same input must be an error")
+	}
+}
+
+// partitionWorker must spread partitions exactly as hash/fnv's FNV-1a did,
+// so a job keeps its partition-to-worker mapping.
+func TestPartitionWorkerIsFNV1a(t *testing.T) {
+	for _, topic := range []string{"", "in", "orders-eu", "a.b_c-1"} {
+		for _, workers := range []int{1, 2, 3, 7} {
+			for p := int32(0); p < 16; p++ {
+				h := fnv.New32a()
+				h.Write([]byte(topic))
+				want := int((h.Sum32() + uint32(p)) % uint32(workers))
+				if got := partitionWorker(topic, p, workers); got != want {
+					t.Fatalf("partitionWorker(%q, %d, %d) = %d, want %d", topic, p, workers, got, want)
+				}
+			}
+		}
 	}
 }

@@ -178,10 +178,6 @@ func (g *graph) start(ctx context.Context, eg *errgroup.Group) {
 	}
 }
 
-func (g *graph) close() {
-	for _, r := range g.readers {
-		r.Close()
-	}
-}
+func (g *graph) close() { closeReaders(g.readers) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -154,23 +153,17 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: r.p.format[rec.Topic],
 	}
-	if r.chain.Keyed() {
-		worker = -1 // decided below, once the key is known
-	} else {
-		h := fnv.New32a()
-		h.Write([]byte(rec.Topic))
-		worker = int((h.Sum32() + uint32(rec.Partition)) % uint32(r.workers))
-	}
 	keep, rerr := r.chain.Process(op)
-	if worker < 0 {
-		if rerr == nil && keep {
-			kg := state.KeyGroupOf([]byte(op.GroupKey), r.groups)
-			worker = state.WorkerOf(kg, r.workers, r.groups)
-		} else {
-			// A dead letter of a keyed job has no key: any worker will do,
-			// as long as the same input always goes to the same one.
-			worker = int(uint32(rec.Partition) % uint32(r.workers))
-		}
+	switch {
+	case !r.chain.Keyed():
+		worker = partitionWorker(rec.Topic, rec.Partition, r.workers)
+	case rerr == nil && keep:
+		kg := state.KeyGroupOf([]byte(op.GroupKey), r.groups)
+		worker = state.WorkerOf(kg, r.workers, r.groups)
+	default:
+		// A dead letter of a keyed job has no key: any worker will do,
+		// as long as the same input always goes to the same one.
+		worker = int(uint32(rec.Partition) % uint32(r.workers))
 	}
 	if rerr != nil {
 		return r.p.deadLetters(rec, rerr), worker
@@ -179,6 +172,19 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		return nil, worker
 	}
 	return []message{{kind: msgRecord, rec: rec, op: op}}, worker
+}
+
+// partitionWorker spreads the partitions of a job without key_by over the
+// workers, so each partition's records stay in order: 32-bit FNV-1a of the
+// topic plus the partition, computed inline because route runs per record
+// (hash/fnv would allocate a hasher each time).
+func partitionWorker(topic string, partition int32, workers int) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(topic); i++ {
+		h ^= uint32(topic[i])
+		h *= 16777619
+	}
+	return int((h + uint32(partition)) % uint32(workers))
 }
 
 // outputs encodes op's value for every sink. key is the default record
