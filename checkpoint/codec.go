@@ -8,9 +8,15 @@ import (
 	"math"
 )
 
-// RecordVersion is the format EncodeRecord writes. A decoder must keep
-// reading every version ever written (testdata/record-v1.golden pins v1).
-const RecordVersion = 1
+// RecordVersion is the newest format EncodeRecord writes. A decoder must
+// keep reading every version ever written (testdata/record-v1.golden pins
+// v1, record-v2.golden v2).
+const RecordVersion = 2
+
+// recordV1 is the format of a record without Savepoint: EncodeRecord still
+// writes it for such records, so one record keeps exactly one encoding and
+// a job never restored from a savepoint stays readable by older builds.
+const recordV1 = 1
 
 // Format v1 is binary rather than JSON with a version field. Mainly because
 // it is canonical: one record has exactly one encoding, so the golden file
@@ -33,6 +39,10 @@ const RecordVersion = 1
 //	  uvarint t, then t topics, each:
 //	    string topic; uvarint n (>= 1); n × (uvarint partition, varint offset)
 //	  uvarint s, then s × (string operator, uvarint keys, uvarint bytes)
+//
+// Format v2 (a record with Savepoint) is the v1 payload followed by
+//
+//	  string  savepoint (not empty)
 //
 // where string = uvarint length + bytes. Offsets are grouped by topic so a
 // topic's name is written once, not once per partition. Varints must be
@@ -64,7 +74,11 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 		return dst, fmt.Errorf("encode checkpoint %d: %w: %w", r.ID, ErrInvalidRecord, err)
 	}
 	start := len(dst)
-	dst = append(dst, RecordVersion, 0, 0, 0, 0)
+	version := byte(recordV1)
+	if r.Savepoint != "" {
+		version = RecordVersion
+	}
+	dst = append(dst, version, 0, 0, 0, 0)
 	dst = binary.AppendUvarint(dst, uint64(r.ID))
 	dst = appendString(dst, r.Job)
 	dst = appendString(dst, r.ConfigFingerprint)
@@ -95,6 +109,9 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, s.Keys)
 		dst = binary.AppendUvarint(dst, s.Bytes)
 	}
+	if version >= 2 {
+		dst = appendString(dst, r.Savepoint)
+	}
 	binary.BigEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+headerLen:], castagnoli))
 	return dst, nil
 }
@@ -106,8 +123,9 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty value", ErrCorruptRecord)
 	}
-	if v := b[0]; v != RecordVersion {
-		return nil, fmt.Errorf("%w %d: this build reads version %d; the record was written by a newer pipeline, or is not a checkpoint record", ErrUnknownVersion, v, RecordVersion)
+	version := b[0]
+	if version < recordV1 || version > RecordVersion {
+		return nil, fmt.Errorf("%w %d: this build reads versions %d to %d; the record was written by a newer pipeline, or is not a checkpoint record", ErrUnknownVersion, version, recordV1, RecordVersion)
 	}
 	if len(b) < headerLen {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptRecord, len(b), headerLen)
@@ -116,11 +134,12 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if want, got := binary.BigEndian.Uint32(b[1:]), crc32.Checksum(payload, castagnoli); want != got {
 		return nil, fmt.Errorf("%w: CRC-32C is %08x, the record says %08x", ErrCorruptRecord, got, want)
 	}
-	return decodePayloadV1(payload)
+	return decodePayload(payload, version)
 }
 
-func decodePayloadV1(b []byte) (*Record, error) {
-	d := decoder{b: b}
+// decodePayload parses a v1 or v2 payload (v2 is v1 plus the savepoint).
+func decodePayload(b []byte, version byte) (*Record, error) {
+	d := decoder{b: b, version: version}
 	r := &Record{}
 	r.ID = ID(d.uvarint("id", -1))
 	r.Job = d.string("job", -1)
@@ -159,6 +178,13 @@ func decodePayloadV1(b []byte) (*Record, error) {
 			}
 		}
 	}
+	if version >= 2 {
+		r.Savepoint = d.string("savepoint", -1)
+		if d.err == nil && r.Savepoint == "" {
+			// v1 is the one encoding of a record without a savepoint.
+			d.fail("savepoint", -1, "empty in a v2 record")
+		}
+	}
 	if d.err == nil && d.off != len(b) {
 		d.fail("end", -1, fmt.Sprintf("%d trailing bytes", len(b)-d.off))
 	}
@@ -171,12 +197,13 @@ func decodePayloadV1(b []byte) (*Record, error) {
 	return r, nil
 }
 
-// decoder reads the v1 payload; the first error sticks and every later
+// decoder reads a payload; the first error sticks and every later
 // read returns zero, so the parse code reads straight through.
 type decoder struct {
-	b   []byte
-	off int
-	err error
+	b       []byte
+	off     int
+	err     error
+	version byte
 }
 
 func (d *decoder) fail(field string, index int, msg string) {
@@ -186,7 +213,7 @@ func (d *decoder) fail(field string, index int, msg string) {
 	if index >= 0 {
 		field = fmt.Sprintf("%s[%d]", field, index)
 	}
-	d.err = fmt.Errorf("%w: v1 payload byte %d: %s: %s", ErrCorruptRecord, headerLen+d.off, field, msg)
+	d.err = fmt.Errorf("%w: v%d payload byte %d: %s: %s", ErrCorruptRecord, d.version, headerLen+d.off, field, msg)
 }
 
 func (d *decoder) uvarint(field string, index int) uint64 {
@@ -281,5 +308,6 @@ func encodedSizeHint(r *Record) int {
 	for _, s := range r.State {
 		n += 22 + len(s.Operator)
 	}
+	n += 2 + len(r.Savepoint)
 	return n
 }

@@ -37,6 +37,13 @@ type Record struct {
 	// State summarises each operator's state, sorted by operator, for
 	// metrics and the checkpoints CLI.
 	State []StateSummary
+	// Savepoint is the id (savepoint.Reader.ID) of the savepoint the job's
+	// state was last imported from, carried by every later checkpoint; empty
+	// if it never was. A start with --from-savepoint compares it to tell
+	// "import this savepoint" from "already imported, continue": without
+	// it, restarting with the same command line would rewind the job to
+	// the savepoint and repeat every output since.
+	Savepoint string
 }
 
 // SourceOffset is the next offset to read from one partition.

@@ -70,7 +70,8 @@ func decodeJSON(b []byte) (*Record, error) {
 	if j.Version != 1 {
 		return nil, fmt.Errorf("version %d", j.Version)
 	}
-	r := &Record{j.ID, j.Job, j.ConfigFingerprint, j.KeyGroups, j.OperatorIDs, j.Offsets, j.CreatedUnixMilli, j.Guarantee, j.State}
+	r := &Record{ID: j.ID, Job: j.Job, ConfigFingerprint: j.ConfigFingerprint, KeyGroups: j.KeyGroups, OperatorIDs: j.OperatorIDs,
+		Offsets: j.Offsets, CreatedUnixMilli: j.CreatedUnixMilli, Guarantee: j.Guarantee, State: j.State}
 	return r, r.Validate()
 }
 

@@ -18,9 +18,20 @@ import (
 	"time"
 )
 
-var writeGolden = flag.Bool("write-golden", false, "write testdata/record-v1.golden if it does not exist (never overwrites: a format change is a new version and a new file)")
+var writeGolden = flag.Bool("write-golden", false, "write testdata/record-v*.golden files that do not exist (never overwrites: a format change is a new version and a new file)")
 
-const goldenV1 = "testdata/record-v1.golden"
+const (
+	goldenV1 = "testdata/record-v1.golden"
+	goldenV2 = "testdata/record-v2.golden"
+)
+
+// goldenRecordV2 is the record pinned in testdata/record-v2.golden: the
+// v1 record, restored from a savepoint. Never change it.
+func goldenRecordV2() *Record {
+	r := goldenRecord()
+	r.Savepoint = "sha256:5d41402abc4b2a76b9719d911017c592"
+	return r
+}
 
 // goldenRecord is the record pinned in testdata/record-v1.golden. Never
 // change it: the file proves today's bytes stay readable.
@@ -70,7 +81,11 @@ func readHexFile(t *testing.T, path string) []byte {
 func writeHexFile(t *testing.T, path string, b []byte) {
 	t.Helper()
 	var out strings.Builder
-	out.WriteString("# checkpoint record, format v1: goldenRecord() in record_test.go. Never edit.\n")
+	fn := "goldenRecord()"
+	if b[0] == 2 {
+		fn = "goldenRecordV2()"
+	}
+	fmt.Fprintf(&out, "# checkpoint record, format v%d: %s in record_test.go. Never edit.\n", b[0], fn)
 	for len(b) > 0 {
 		n := min(32, len(b))
 		out.WriteString(hex.EncodeToString(b[:n]) + "\n")
@@ -84,39 +99,59 @@ func writeHexFile(t *testing.T, path string, b []byte) {
 	}
 }
 
-func TestRecordGoldenV1(t *testing.T) {
-	if _, err := os.Stat(goldenV1); errors.Is(err, os.ErrNotExist) && *writeGolden {
-		b, err := EncodeRecord(goldenRecord())
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeHexFile(t, goldenV1, b)
-	}
-	golden := readHexFile(t, goldenV1)
-
-	got, err := DecodeRecord(golden)
-	if err != nil {
-		t.Fatalf("today's build cannot read format v1: %v", err)
-	}
-	if want := goldenRecord(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("decoded golden v1\n got: %+v\nwant: %+v", got, want)
-	}
-	enc, err := EncodeRecord(goldenRecord())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(enc, golden) {
-		t.Fatalf("EncodeRecord no longer writes the v1 bytes: bump RecordVersion and add a golden file for the new version\n got: %x\nwant: %x", enc, golden)
-	}
-	if got.Created() != time.Date(2025, 6, 1, 12, 0, 0, 123e6, time.UTC) {
-		t.Errorf("Created() = %v", got.Created())
+// Every format version stays readable, and a record is still written in
+// the version its fields call for: v1 without a savepoint, v2 with one.
+func TestRecordGolden(t *testing.T) {
+	for _, tt := range []struct {
+		version byte
+		path    string
+		record  func() *Record
+	}{
+		{1, goldenV1, goldenRecord},
+		{2, goldenV2, goldenRecordV2},
+	} {
+		t.Run(fmt.Sprintf("v%d", tt.version), func(t *testing.T) {
+			if _, err := os.Stat(tt.path); errors.Is(err, os.ErrNotExist) && *writeGolden {
+				b, err := EncodeRecord(tt.record())
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeHexFile(t, tt.path, b)
+			}
+			golden := readHexFile(t, tt.path)
+			if golden[0] != tt.version {
+				t.Fatalf("%s starts with version %d", tt.path, golden[0])
+			}
+			got, err := DecodeRecord(golden)
+			if err != nil {
+				t.Fatalf("today's build cannot read format v%d: %v", tt.version, err)
+			}
+			if want := tt.record(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded golden v%d\n got: %+v\nwant: %+v", tt.version, got, want)
+			}
+			enc, err := EncodeRecord(tt.record())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(enc, golden) {
+				t.Fatalf("EncodeRecord no longer writes the v%d bytes: bump RecordVersion and add a golden file for the new version\n got: %x\nwant: %x", tt.version, enc, golden)
+			}
+			if got.Created() != time.Date(2025, 6, 1, 12, 0, 0, 123e6, time.UTC) {
+				t.Errorf("Created() = %v", got.Created())
+			}
+		})
 	}
 }
 
 // seal wraps a v1 payload in a valid header, so a test (or the fuzzer)
 // reaches the payload parser past the CRC.
 func seal(payload []byte) []byte {
-	b := []byte{RecordVersion, 0, 0, 0, 0}
+	return sealVersion(recordV1, payload)
+}
+
+// sealVersion wraps a payload of the given version in a valid header.
+func sealVersion(version byte, payload []byte) []byte {
+	b := []byte{version, 0, 0, 0, 0}
 	binary.BigEndian.PutUint32(b[1:], crc32.Checksum(payload, castagnoli))
 	return append(b, payload...)
 }
@@ -155,8 +190,10 @@ func TestDecodeRecordRejects(t *testing.T) {
 		msg  string
 	}{
 		{"empty", nil, ErrCorruptRecord, "empty value"},
-		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads version 1"},
-		{"a newer version", append([]byte{2}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 2"},
+		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 2"},
+		{"a newer version", append([]byte{3}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 3"},
+		{"v2 without its savepoint", sealVersion(2, payload(append(append([]any{}, head...), 0, 0, 0)...)), ErrCorruptRecord, "v2 payload byte 31: savepoint: truncated"},
+		{"v2 with an empty savepoint", sealVersion(2, payload(append(append([]any{}, head...), 0, 0, 0, "")...)), ErrCorruptRecord, "savepoint: empty in a v2 record"},
 		{"header cut short", []byte{1, 0, 0}, ErrCorruptRecord, "shorter than the 5-byte header"},
 		{"crc mismatch", func() []byte { b := p(0, 0, 0); b[len(b)-1] ^= 1; return b }(), ErrCorruptRecord, "CRC-32C"},
 		{"truncated payload", seal(payload(42, "job")), ErrCorruptRecord, "config_fingerprint: truncated"},
@@ -285,6 +322,9 @@ func randomRecord(rng *rand.Rand) *Record {
 			r.Offsets = append(r.Offsets, o)
 		}
 	}
+	if rng.IntN(2) == 0 {
+		r.Savepoint = fmt.Sprintf("sha256:%x", rng.Uint64())
+	}
 	r.Normalize()
 	return r
 }
@@ -323,6 +363,11 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add(good)
 	f.Add(good[headerLen:]) // a payload: reaches the parser through seal
+	v2, err := EncodeRecord(goldenRecordV2())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v2)
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0, 0, 0, 0})
