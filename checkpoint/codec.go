@@ -42,7 +42,7 @@ const recordV1 = 1
 //
 // Format v2 (a record with Savepoint) is the v1 payload followed by
 //
-//	  string  savepoint (not empty)
+//	string  savepoint (not empty)
 //
 // where string = uvarint length + bytes. Offsets are grouped by topic so a
 // topic's name is written once, not once per partition. Varints must be
