@@ -106,3 +106,12 @@ func (m *Metrics) SetState(operator string, keys, bytes int64) {
 	m.stateKeys.WithLabelValues(operator).Set(float64(keys))
 	m.stateBytes.WithLabelValues(operator).Set(float64(bytes))
 }
+
+// SavepointCompleted counts a savepoint written, and how long it took.
+func (m *Metrics) SavepointCompleted(took time.Duration) {
+	m.savepoints.WithLabelValues("completed").Inc()
+	m.savepointDuration.Set(took.Seconds())
+}
+
+// SavepointFailed counts a savepoint that could not be written.
+func (m *Metrics) SavepointFailed() { m.savepoints.WithLabelValues("failed").Inc() }

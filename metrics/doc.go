@@ -54,6 +54,8 @@
 //	pipeline_state_keys{operator}, pipeline_state_bytes{operator}
 //	                                                       SetState
 //	pipeline_state_restore_duration_seconds                Restored
+//	pipeline_savepoints_total{result}                      SavepointCompleted, SavepointFailed
+//	pipeline_savepoint_duration_seconds                    SavepointCompleted
 //	pipeline_kafka_*{client}                               KafkaHooks (franz-go plugin/kprom)
 //	go_*, process_*                                        the Go and process collectors
 package metrics

@@ -45,6 +45,9 @@ type Metrics struct {
 	stateKeys, stateBytes *prometheus.GaugeVec
 	restoreDuration       prometheus.Gauge
 
+	savepoints        *prometheus.CounterVec
+	savepointDuration prometheus.Gauge
+
 	kafka *kafkaClients
 }
 
@@ -130,6 +133,11 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.stateKeys = f.gaugeVec("state_keys", "Keys held in keyed state, per operator.", "operator")
 	m.stateBytes = f.gaugeVec("state_bytes", "Bytes of keys and values held in keyed state, per operator.", "operator")
 	m.restoreDuration = f.gauge("state_restore_duration_seconds", "How long the last restore (reading the checkpoint and rebuilding state) took.")
+
+	m.savepoints = f.counterVec("savepoints_total", "Savepoints this process was asked to take, by result (completed, failed).", "result")
+	m.savepoints.WithLabelValues("completed")
+	m.savepoints.WithLabelValues("failed")
+	m.savepointDuration = f.gauge("savepoint_duration_seconds", "How long the last completed savepoint took, from its request to its directory being complete.")
 
 	m.SetInfo("unknown", "unknown")
 	return m

@@ -38,6 +38,8 @@ var wantFamilies = []string{
 	"pipeline_records_in_total",
 	"pipeline_records_out_total",
 	"pipeline_restarts_total",
+	"pipeline_savepoint_duration_seconds",
+	"pipeline_savepoints_total",
 	"pipeline_state_bytes",
 	"pipeline_state_keys",
 	"pipeline_state_restore_duration_seconds",
@@ -104,7 +106,7 @@ func TestFamilies(t *testing.T) {
 func TestLabels(t *testing.T) {
 	allowed := map[string]bool{"pipeline": true, "topic": true, "partition": true, "operator": true,
 		"reason": true, "code": true, "guarantee": true, "version": true, "le": true,
-		"client": true, "node_id": true} // the last two: kprom
+		"result": true, "client": true, "node_id": true} // the last two: kprom
 	label := regexp.MustCompile(`([a-z_]+)="`)
 	for line := range strings.Lines(scrapeExercised(t)) {
 		if !strings.HasPrefix(line, "pipeline_") {

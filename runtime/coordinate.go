@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -12,6 +13,21 @@ import (
 // errStopped ends an attempt after its final checkpoint committed: a
 // graceful stop, not a failure.
 var errStopped = errors.New("stopped after a final checkpoint")
+
+// stoppedError is errStopped with the outcome of the final checkpoint's
+// savepoint (StopWithSavepoint): nil if none was asked for or it was
+// written.
+type stoppedError struct{ savepoint error }
+
+func (e *stoppedError) Error() string {
+	if e.savepoint == nil {
+		return errStopped.Error()
+	}
+	return errStopped.Error() + ", but " + e.savepoint.Error()
+}
+
+func (e *stoppedError) Is(target error) bool { return target == errStopped }
+func (e *stoppedError) Unwrap() error        { return e.savepoint }
 
 // taskReport is a task's answer to barrier N: an ack, or a decline with the
 // reason.
@@ -27,6 +43,8 @@ type commitResult struct {
 	id  checkpoint.ID
 	err error
 	at  time.Time
+	// offsets are the checkpoint's source offsets (for its savepoint).
+	offsets []checkpoint.SourceOffset
 	// alignment is how long the sink held inputs back for barrier N,
 	// commit the transaction's commit round trip.
 	alignment, commit time.Duration
@@ -57,6 +75,17 @@ type coordinatorLoop struct {
 	// once it committed.
 	stop    <-chan struct{}
 	finalID checkpoint.ID
+	// stopSavepoint, read once stop is closed, is where the final
+	// checkpoint goes as a savepoint ("" for none).
+	stopSavepoint func() string
+	// finalDone: the final checkpoint completed; the attempt ends once no
+	// savepoint is pending.
+	finalDone bool
+	// savepointReqs are Job.Savepoint's requests; exportReports the
+	// workers' answers; sp the savepoints being taken.
+	savepointReqs <-chan *savepointRequest
+	exportReports chan exportReport
+	sp            *savepoints
 	// triggered remembers when each checkpoint started, for its duration;
 	// results what its commit reported, until the coordinator completes it.
 	triggered map[checkpoint.ID]time.Time
@@ -68,6 +97,7 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 	defer ticker.Stop()
 	l.triggered = map[checkpoint.ID]time.Time{}
 	l.outcomes = map[checkpoint.ID]commitResult{}
+	defer l.sp.abandon(errors.New("the job stopped or failed before the savepoint was complete; take it again once the job runs"))
 	stop := l.stop
 	for {
 		select {
@@ -81,6 +111,19 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 			}
 			l.finalID = id
 			l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
+			if dir := l.stopSavepoint(); dir != "" {
+				if err := l.sp.start(id, dir, nil, l.now()); err != nil {
+					l.log.Error("the final checkpoint will not be a savepoint", "err", err)
+					l.sp.finalErr = err
+				}
+			}
+		case req := <-l.savepointReqs:
+			l.requestSavepoint(req)
+		case r := <-l.exportReports:
+			l.sp.exported(r)
+			if l.finalDone && len(l.sp.pending) == 0 {
+				return l.stopped()
+			}
 		case <-ticker.C:
 			l.coord.Tick(l.now())
 		case r := <-l.reports:
@@ -115,13 +158,14 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 func (l *coordinatorLoop) act() error {
 	for l.coord.HasReady() {
 		rd := l.coord.Ready()
-		if rd.Fail != nil {
-			for _, a := range rd.Aborted {
-				l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String(), "err", a.Err)
-				if l.onAborted != nil {
-					l.onAborted(a.Reason)
-				}
+		for _, a := range rd.Aborted {
+			l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String(), "err", a.Err)
+			if l.onAborted != nil {
+				l.onAborted(a.Reason)
 			}
+			l.sp.aborted(a.ID, fmt.Errorf("checkpoint %d aborted (%s): %w", a.ID, a.Reason, a.Err))
+		}
+		if rd.Fail != nil {
 			l.coord.Advance()
 			return rd.Fail
 		}
@@ -140,12 +184,37 @@ func (l *coordinatorLoop) act() error {
 			}
 			delete(l.triggered, id)
 			delete(l.outcomes, id)
+			l.sp.completed(id, res.offsets)
 			if id == l.finalID {
 				l.log.Info("final checkpoint committed", "checkpoint", id)
-				return errStopped
+				l.finalDone = true
 			}
 		}
 		l.coord.Advance()
 	}
+	if l.finalDone && len(l.sp.pending) == 0 {
+		return l.stopped()
+	}
 	return nil
+}
+
+// stopped ends the attempt after the final checkpoint (and every
+// savepoint pending) is done.
+func (l *coordinatorLoop) stopped() error { return &stoppedError{savepoint: l.sp.finalErr} }
+
+// requestSavepoint starts a savepoint at a checkpoint triggered now.
+func (l *coordinatorLoop) requestSavepoint(req *savepointRequest) {
+	fail := func(err error) { req.done <- savepointOutcome{err: err} }
+	if l.finalID != 0 {
+		fail(fmt.Errorf("%w: the job is stopping", ErrSavepoint))
+		return
+	}
+	id, err := l.coord.TriggerNow(l.now())
+	if err != nil {
+		fail(fmt.Errorf("%w: %w", ErrSavepoint, err))
+		return
+	}
+	if err := l.sp.start(id, req.dir, req, l.now()); err != nil {
+		fail(err)
+	}
 }

@@ -92,6 +92,8 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 	workerIns := make([]chan batch, len(ops))
 	workerOuts := make([]chan<- batch, len(ops))
 	var tasks []checkpoint.TaskID
+	exports := &exportRegistry{}
+	exportReports := make(chan exportReport, 2*len(ops))
 
 	for w, op := range ops {
 		workerIns[w] = make(chan batch, workerQueue)
@@ -99,6 +101,7 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 		wt := &workerTask{
 			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
+			exports: exports, exportReports: exportReports,
 		}
 		g.workers = append(g.workers, wt)
 		tasks = append(tasks, wt.id)
@@ -139,6 +142,9 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 	}
 	g.loop = &coordinatorLoop{
 		coord: coord, reports: reports, results: results, commits: commits, stop: j.stopping,
+		stopSavepoint: func() string { return j.stopSavepoint },
+		savepointReqs: j.savepoints, exportReports: exportReports,
+		sp: &savepoints{job: j, registry: exports, workers: len(ops)},
 		trigger: func(id checkpoint.ID) {
 			for _, s := range g.sources {
 				s.trigger(id)

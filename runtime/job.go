@@ -17,6 +17,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kclient"
@@ -45,9 +46,19 @@ type Job struct {
 	faults                     *fault.Injector
 	metrics                    *metrics.Metrics
 	status                     *status
-	// stopping is closed by Stop: finish with a final checkpoint.
-	stopping chan struct{}
-	stopOnce sync.Once
+	// stopping is closed by Stop: finish with a final checkpoint, exported
+	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
+	stopping      chan struct{}
+	stopOnce      sync.Once
+	stopSavepoint string
+	// savepoints takes Savepoint's requests to the running attempt.
+	savepoints chan *savepointRequest
+	// from is the savepoint to start from (nil: the job's own checkpoints).
+	from *savepointRestore
+	// savepointID is the savepoint the job's state was last imported from,
+	// which every checkpoint record carries on. Set by each attempt before
+	// its tasks start.
+	savepointID string
 }
 
 // Stop asks the job to stop gracefully: it takes a final checkpoint, so
@@ -85,7 +96,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	j := &Job{
 		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
 		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second,
-		stopping: make(chan struct{}),
+		stopping: make(chan struct{}), savepoints: make(chan *savepointRequest),
 	}
 	for _, o := range opts {
 		o(j)
@@ -120,7 +131,15 @@ func (j *Job) Run(ctx context.Context) error {
 	backoff := j.restartBackoff
 	for attempt := 1; ; attempt++ {
 		progressed, err := j.attempt(ctx)
-		if ctx.Err() != nil || errors.Is(err, errStopped) {
+		if errors.Is(err, errStopped) {
+			j.status.set(StateStopped, nil)
+			// The final checkpoint committed; its savepoint may not have.
+			if errors.Is(err, ErrSavepoint) {
+				return errors.Unwrap(err)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
 			j.status.set(StateStopped, nil)
 			return nil
 		}
@@ -130,7 +149,7 @@ func (j *Job) Run(ctx context.Context) error {
 			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
 			return err
 		}
-		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) {
+		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, savepoint.ErrIncompatible) {
 			j.status.set(StateFailed, err)
 			return err
 		}
@@ -146,6 +165,9 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-j.stopping:
 			// Nothing is running: the last completed checkpoint stands.
 			j.status.set(StateStopped, nil)
+			if j.stopSavepoint != "" {
+				return fmt.Errorf("%w: stopped while restarting, after: %w", ErrSavepoint, err)
+			}
 			return nil
 		case <-time.After(backoff):
 		}
@@ -168,6 +190,14 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	adm := kadm.NewClient(admClient)
 	if err := checkTransactionTimeout(ctx, adm, cfg); err != nil {
 		return false, err
+	}
+	// A savepoint that does not fit is refused before anything changes on
+	// the cluster: no topic created, no instance fenced.
+	var fromPlan *savepoint.RestorePlan
+	if j.from != nil {
+		if fromPlan, err = j.checkSavepoint(ctx, adm); err != nil {
+			return false, err
+		}
 	}
 	if err := kstore.Ensure(ctx, adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return false, err
@@ -203,18 +233,33 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		return false, fmt.Errorf("recovering: %w", err)
 	}
 	latest := commit.log.latest
-	if latest != nil {
-		if err := checkpoint.Compatible(latest, cfg.Fingerprint(), cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {
-			return false, fmt.Errorf("%w: %w", ErrIncompatible, err)
+	var (
+		ops      []keyedOperator
+		restored int
+		offsets  map[source.TopicPartition]int64
+	)
+	if j.from != nil && (latest == nil || latest.Savepoint != j.from.r.ID()) {
+		ops, restored, offsets, latest, err = j.importSavepoint(ctx, adm, commit, txn, fromPlan, latest)
+		if err != nil {
+			return false, err
 		}
-	}
-	offsets, err := j.startOffsets(ctx, adm, latest)
-	if err != nil {
-		return false, err
-	}
-	ops, restored, err := j.restoreOperators(ctx)
-	if err != nil {
-		return false, err
+	} else {
+		if j.from != nil {
+			j.log.Info("the savepoint was imported before; continuing from the job's own checkpoints",
+				"savepoint", j.from.r.Dir(), "id", j.from.r.ID(), "checkpoint", latest.ID)
+		}
+		if latest != nil {
+			if err := checkpoint.Compatible(latest, cfg.Fingerprint(), cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {
+				return false, fmt.Errorf("%w: %w", ErrIncompatible, err)
+			}
+			j.savepointID = latest.Savepoint
+		}
+		if offsets, err = j.startOffsets(ctx, adm, latest); err != nil {
+			return false, err
+		}
+		if ops, restored, err = j.restoreOperators(ctx); err != nil {
+			return false, err
+		}
 	}
 	var lastID checkpoint.ID
 	var lastAt time.Time
@@ -223,6 +268,7 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	}
 	j.metrics.Restored(uint64(lastID), j.now().Sub(restoreStart))
 	j.status.restored(lastID, lastAt, offsets)
+	j.status.restoredFrom(j.savepointID)
 	j.log.Info("restored", "checkpoint", lastID, "state_keys", restored, "partitions", len(offsets),
 		"workers", j.workers, "took", j.now().Sub(restoreStart).Round(time.Millisecond))
 

@@ -221,6 +221,7 @@ func (j *Job) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st 
 		CreatedUnixMilli:  j.now().UnixMilli(),
 		Guarantee:         string(j.cfg.Guarantee),
 		State:             st,
+		Savepoint:         j.savepointID,
 	}
 	rec.Normalize()
 	return rec

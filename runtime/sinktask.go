@@ -152,7 +152,7 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 		err = s.driver.Commit(ctx, twophase.Epoch(id))
 	}
 	at := s.now()
-	res := commitResult{id: id, err: err, at: at, alignment: alignment, commit: at.Sub(commitStart),
+	res := commitResult{id: id, err: err, at: at, offsets: b.offsets, alignment: alignment, commit: at.Sub(commitStart),
 		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
 	if err == nil {
 		// The epoch's outputs are visible now: count them, and how long

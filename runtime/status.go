@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/source"
 )
@@ -32,6 +33,32 @@ type Status struct {
 	Topology   Topology        `json:"topology"`
 	Partitions []PartitionInfo `json:"partitions"`
 	Checkpoint CheckpointState `json:"checkpoint"`
+	// RestoredFrom is the savepoint the job's state was last imported
+	// from (its id), if any.
+	RestoredFrom string `json:"restored_from_savepoint,omitempty"`
+	// LastSavepoint is the newest savepoint this process wrote.
+	LastSavepoint *SavepointInfo `json:"last_savepoint,omitempty"`
+}
+
+// SavepointInfo is a savepoint written, as POST /api/v1/savepoints
+// returns it.
+type SavepointInfo struct {
+	Dir          string    `json:"dir"`
+	ID           string    `json:"id"`
+	CheckpointID uint64    `json:"checkpoint_id"`
+	Created      time.Time `json:"created"`
+	Keys         uint64    `json:"keys"`
+	Bytes        uint64    `json:"bytes"`
+}
+
+// NewSavepointInfo summarises what a savepoint holds.
+func NewSavepointInfo(s savepoint.Summary) SavepointInfo {
+	info := SavepointInfo{Dir: s.Dir, ID: s.ID, CheckpointID: uint64(s.CheckpointID), Created: s.Created}
+	for _, op := range s.Operators {
+		info.Keys += op.Keys
+		info.Bytes += op.Bytes
+	}
+	return info
 }
 
 // Topology is the task graph the configuration builds.
@@ -147,6 +174,19 @@ func (st *status) restored(id checkpoint.ID, at time.Time, offsets map[source.To
 		}
 		return int(a.Partition - b.Partition)
 	})
+}
+
+func (st *status) savepoint(s savepoint.Summary) {
+	info := NewSavepointInfo(s)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.LastSavepoint = &info
+}
+
+func (st *status) restoredFrom(savepointID string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.RestoredFrom = savepointID
 }
 
 func (st *status) completed(c CheckpointInfo) {

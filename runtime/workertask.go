@@ -31,6 +31,10 @@ type workerTask struct {
 	nInputs int
 	sink    chan<- batch
 	reports chan<- taskReport
+	// exports says which barriers are savepoints, and exportReports takes
+	// the worker's export results.
+	exports       *exportRegistry
+	exportReports chan<- exportReport
 
 	align aligner
 	out   []message
@@ -96,6 +100,16 @@ func (w *workerTask) onBarrier(ctx context.Context, from int, b *barrier) error 
 	case w.reports <- taskReport{task: w.id, id: done.id}:
 	case <-ctx.Done():
 		return nil
+	}
+	if ex := w.exports.get(done.id); ex != nil {
+		// A savepoint: export the whole state before any record after the
+		// barrier changes it. The checkpoint does not wait for this.
+		rep := exportReport{id: done.id, worker: w.index, err: ex.exportState(w.op)}
+		select {
+		case w.exportReports <- rep:
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	for _, hb := range w.align.release() {
 		if err := w.handle(ctx, hb); err != nil {

@@ -74,6 +74,10 @@ type job struct {
 	exited  chan error
 	mu      sync.Mutex
 	started int
+	// config is the job's file (default: the parity-sum example), args
+	// more flags of `pipeline run`.
+	config string
+	args   []string
 }
 
 func newJob(t *testing.T, guarantee string) *job {
@@ -116,7 +120,11 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // start runs the pipeline with extra environment (e.g. armed faults).
 func (j *job) start(extra ...string) {
 	j.t.Helper()
-	cmd := exec.Command(j.bin, "run", "-c", "../../examples/parity-sum/config.yaml")
+	config := j.config
+	if config == "" {
+		config = "../../examples/parity-sum/config.yaml"
+	}
+	cmd := exec.Command(j.bin, append([]string{"run", "-c", config}, j.args...)...)
 	cmd.Env = os.Environ()
 	for k, v := range j.env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -2,27 +2,54 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/runtime"
 )
 
-// Job is what the API reads; *runtime.Job implements it.
+// Job is what the API reads and asks; *runtime.Job implements it.
 type Job interface {
 	Status() runtime.Status
 	Ready() bool
 	Checkpoints() []runtime.CheckpointInfo
+	Savepoint(ctx context.Context, dir string) (savepoint.Summary, error)
 }
 
 var _ Job = (*runtime.Job)(nil)
 
-// Handler serves the endpoints for job, with metrics at /metrics.
-func Handler(job Job, metrics http.Handler) http.Handler {
+// maxRequestBody bounds what a POST may send: a path fits easily.
+const maxRequestBody = 64 << 10
+
+// SavepointRequest is the body of POST /api/v1/savepoints.
+type SavepointRequest struct {
+	// Dir is where the savepoint goes, on the job's machine; relative to
+	// the job's working directory unless absolute. It must not exist, or
+	// be empty.
+	Dir string `json:"dir"`
+}
+
+// SavepointResponse is the answer to POST /api/v1/savepoints.
+type SavepointResponse struct {
+	Savepoint runtime.SavepointInfo `json:"savepoint"`
+}
+
+// ErrorResponse is the body of every error answer of the API.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// Handler serves the endpoints for job, with metrics at /metrics. token
+// is the bearer token of the endpoints that change something (taking a
+// savepoint); empty turns them off.
+func Handler(job Job, metrics http.Handler, token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -53,7 +80,59 @@ func Handler(job Job, metrics http.Handler) http.Handler {
 		}
 		writeJSON(w, map[string]any{"checkpoints": cps})
 	})
+	mux.HandleFunc("POST /api/v1/savepoints", func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(w, r, token) {
+			return
+		}
+		var req SavepointRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, `the body must be JSON like {"dir": "/savepoints/sp-1"}: `+err.Error())
+			return
+		}
+		if req.Dir == "" {
+			writeError(w, http.StatusBadRequest, `"dir" is required: where to write the savepoint, on the job's machine`)
+			return
+		}
+		// The request's context only bounds the wait: a client that gives
+		// up does not leave half a savepoint behind (the job finishes or
+		// removes it).
+		sum, err := job.Savepoint(r.Context(), req.Dir)
+		switch {
+		case errors.Is(err, savepoint.ErrExists):
+			writeError(w, http.StatusConflict, err.Error())
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err.Error())
+		default:
+			writeJSON(w, SavepointResponse{Savepoint: runtime.NewSavepointInfo(sum)})
+		}
+	})
 	return mux
+}
+
+// authorized checks the request's bearer token, answering it if wrong.
+// The comparison takes the same time for every wrong token of a length.
+func authorized(w http.ResponseWriter, r *http.Request, token string) bool {
+	if token == "" {
+		writeError(w, http.StatusForbidden, "this endpoint is off: set admin.token in the job's configuration to enable it (requests then send it as a bearer token)")
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="pipeline"`)
+		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (admin.token of the job's configuration)")
+		return false
+	}
+	return true
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(ErrorResponse{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/runtime"
 )
 
@@ -17,6 +19,14 @@ type fakeJob struct {
 	st    runtime.Status
 	ready bool
 	cps   []runtime.CheckpointInfo
+	// savepoint answers Savepoint; asked records the dirs asked for.
+	savepoint func(dir string) (savepoint.Summary, error)
+	asked     []string
+}
+
+func (f *fakeJob) Savepoint(_ context.Context, dir string) (savepoint.Summary, error) {
+	f.asked = append(f.asked, dir)
+	return f.savepoint(dir)
 }
 
 func (f *fakeJob) Status() runtime.Status                { return f.st }
@@ -33,7 +43,7 @@ func get(t *testing.T, h http.Handler, method, path string) (int, string) {
 func TestEndpoints(t *testing.T) {
 	job := &fakeJob{st: runtime.Status{Job: "j", Guarantee: "exactly_once", State: runtime.StateStarting}}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m 1\n") })
-	h := Handler(job, metrics)
+	h := Handler(job, metrics, "")
 
 	if code, body := get(t, h, "GET", "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
@@ -67,15 +77,91 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/debug/pprof/goroutine = %d %.80q", code, body)
 	}
 	if code, _ := get(t, h, "POST", "/api/v1/job"); code != http.StatusMethodNotAllowed {
-		t.Errorf("POST /api/v1/job = %d, want 405: the API is read-only", code)
+		t.Errorf("POST /api/v1/job = %d, want 405: job status is read-only", code)
 	}
 	if code, _ := get(t, h, "GET", "/nope"); code != 404 {
 		t.Errorf("unknown path = %d", code)
 	}
 }
 
+func post(t *testing.T, h http.Handler, path, token, body string) (int, http.Header, string) {
+	t.Helper()
+	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code, rec.Header(), rec.Body.String()
+}
+
+func TestSavepointEndpoint(t *testing.T) {
+	job := &fakeJob{savepoint: func(dir string) (savepoint.Summary, error) {
+		switch dir {
+		case "/taken":
+			return savepoint.Summary{}, fmt.Errorf("%w: %w: /taken holds \"x\"", runtime.ErrSavepoint, savepoint.ErrExists)
+		case "/fails":
+			return savepoint.Summary{}, fmt.Errorf("%w: disk full", runtime.ErrSavepoint)
+		}
+		return savepoint.Summary{Dir: dir, ID: "sha256:ab", CheckpointID: 9,
+			Operators: []savepoint.OperatorSummary{{ID: "sums", Keys: 3, Bytes: 40}, {ID: "more", Keys: 2, Bytes: 2}}}, nil
+	}}
+	h := Handler(job, http.NotFoundHandler(), "s3cret")
+	const path = "/api/v1/savepoints"
+
+	code, _, body := post(t, h, path, "s3cret", `{"dir": "/sp/1"}`)
+	var ok SavepointResponse
+	if code != 200 || json.Unmarshal([]byte(body), &ok) != nil {
+		t.Fatalf("POST = %d %s", code, body)
+	}
+	if want := (runtime.SavepointInfo{Dir: "/sp/1", ID: "sha256:ab", CheckpointID: 9, Keys: 5, Bytes: 42}); ok.Savepoint != want {
+		t.Errorf("savepoint = %+v, want %+v", ok.Savepoint, want)
+	}
+
+	tests := []struct {
+		name, token, body string
+		code              int
+		msg               string
+	}{
+		{"no token", "", `{"dir": "/sp/2"}`, 401, "missing or wrong bearer token"},
+		{"wrong token", "s3cre", `{"dir": "/sp/2"}`, 401, "missing or wrong bearer token"},
+		{"not JSON", "s3cret", `dir=/sp/2`, 400, "the body must be JSON"},
+		{"unknown field", "s3cret", `{"dir": "/sp/2", "force": true}`, 400, "unknown field"},
+		{"no dir", "s3cret", `{}`, 400, `"dir" is required`},
+		{"too large", "s3cret", `{"dir": "` + strings.Repeat("a", maxRequestBody) + `"}`, 400, "too large"},
+		{"taken", "s3cret", `{"dir": "/taken"}`, 409, "/taken holds"},
+		{"fails", "s3cret", `{"dir": "/fails"}`, 500, "savepoint not taken: disk full"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job.asked = nil
+			code, hdr, body := post(t, h, path, tt.token, tt.body)
+			var e ErrorResponse
+			if code != tt.code || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, tt.msg) {
+				t.Fatalf("POST = %d %s, want %d with %q", code, body, tt.code, tt.msg)
+			}
+			if code == 401 && hdr.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			if code < 409 && len(job.asked) > 0 {
+				t.Errorf("the job was asked for %v on a refused request", job.asked)
+			}
+		})
+	}
+
+	// Without a token configured, the endpoint is off, whatever is sent.
+	off := Handler(job, http.NotFoundHandler(), "")
+	job.asked = nil
+	if code, _, body := post(t, off, path, "", `{"dir": "/sp/3"}`); code != 403 || !strings.Contains(body, "set admin.token") || len(job.asked) > 0 {
+		t.Errorf("POST without admin.token = %d %s (asked %v)", code, body, job.asked)
+	}
+	if code, _ := get(t, h, "GET", path); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET %s = %d, want 405", path, code)
+	}
+}
+
 func TestServerListensAndStops(t *testing.T) {
-	srv, err := Listen("127.0.0.1:0", Handler(&fakeJob{}, http.NotFoundHandler()))
+	srv, err := Listen("127.0.0.1:0", Handler(&fakeJob{}, http.NotFoundHandler(), ""))
 	if err != nil {
 		t.Fatal(err)
 	}

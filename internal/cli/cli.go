@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/runtime"
 )
 
@@ -20,12 +22,16 @@ const (
 const usage = `pipeline: stateful Kafka-to-Kafka stream processing with exactly-once results
 
 Usage:
-  pipeline run -c FILE        run the job until SIGINT or SIGTERM
-  pipeline validate -c FILE   check a job file; print every problem, or a summary
-  pipeline datagen [flags]    write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
-  pipeline demo               everything in one process (in-process broker, generator, job)
+  pipeline run -c FILE              run the job until SIGINT or SIGTERM (a final checkpoint, exit 0)
+      [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+      [--stop-with-savepoint DIR]
+  pipeline validate -c FILE         check a job file; print every problem, or a summary and
+      [--from-savepoint PATH ...]   the operator ids (and whether the savepoint fits)
+  pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
+  pipeline demo                     everything in one process (in-process broker, generator, job)
+  pipeline savepoint create DIR     ask the running job for a savepoint into DIR
   pipeline savepoint inspect PATH   what a savepoint holds
-  pipeline version            print the version
+  pipeline version                  print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
 `
@@ -63,11 +69,17 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pipeline validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("c", "config.yaml", "the job's YAML file")
+	var restore restoreFlags
+	restore.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pipeline validate: unexpected argument %q (the file goes after -c)\n", fs.Arg(0))
+		return exitUsage
+	}
+	if err := restore.check(); err != nil {
+		fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
 		return exitUsage
 	}
 	cfg, ok := loadConfig(*file, stdout, stderr)
@@ -82,7 +94,49 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "%s: ok: %s\n", *file, cfg.Summary())
+	printOperators(stdout, cfg)
+	if restore.path == "" {
+		return exitOK
+	}
+	// What starting from the savepoint would do; partition counts are
+	// checked against the cluster by `run`.
+	sp, plan, err := restore.plan(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "savepoint %s fits (job %q, checkpoint %d):\n", sp.Dir(), sp.Manifest().Job, sp.Manifest().CheckpointID)
+	if len(plan.Restore) > 0 {
+		fmt.Fprintf(stdout, "  restores the state of %s\n", strings.Join(plan.Restore, ", "))
+	}
+	for _, m := range plan.Topics {
+		if m.From == m.To {
+			fmt.Fprintf(stdout, "  resumes topic %s (%d partitions)\n", m.From, m.Partitions)
+		} else {
+			fmt.Fprintf(stdout, "  resumes topic %s as %s (%d partitions)\n", m.From, m.To, m.Partitions)
+		}
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(stdout, "  note: %s\n", n)
+	}
 	return exitOK
+}
+
+// printOperators lists the operators with their stable ids: state maps to
+// operators by id when a job starts from a savepoint, so a user sees what
+// a derived id is before relying on it (or writes it into the file).
+func printOperators(w io.Writer, cfg *config.Config) {
+	fmt.Fprintln(w, "operators (savepoint state maps to them by id):")
+	for _, s := range cfg.Sources {
+		fmt.Fprintf(w, "  %-16s source (offsets are its state): %s\n", s.ID, strings.Join(s.Topics, ", "))
+	}
+	for _, s := range cfg.Steps {
+		what := string(s.Kind())
+		if s.Kind() == config.StepAggregate {
+			what += " (keyed state)"
+		}
+		fmt.Fprintf(w, "  %-16s %s\n", s.ID, what)
+	}
 }
 
 // version is the module version when built from a tagged module, otherwise

@@ -2,6 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +30,7 @@ func writeFile(t *testing.T, content string) string {
 func TestValidateGoodFiles(t *testing.T) {
 	for _, file := range []string{"../../config.yaml", "../../examples/parity-sum/config.yaml"} {
 		code, out, errOut := runCLI("validate", "-c", file)
-		if code != 0 || !strings.Contains(out, ": ok: job \"parity-sum\"") || strings.Count(out, "\n") != 1 {
+		if code != 0 || !strings.Contains(out, ": ok: job \"parity-sum\"") || !strings.Contains(out, "\n  sums             aggregate (keyed state)\n") {
 			t.Errorf("validate %s: exit %d, stdout %q, stderr %q", file, code, out, errOut)
 		}
 	}
@@ -116,6 +120,135 @@ func TestSavepointInspect(t *testing.T) {
 		t.Fatalf("inspect an empty directory: exit %d, %q", code, errOut)
 	}
 	if code, _, _ := runCLI("savepoint", "create"); code != 2 {
+		t.Fatalf("savepoint create without a directory: exit %d, want 2", code)
+	}
+	if code, _, _ := runCLI("savepoint", "delete", "x"); code != 2 {
 		t.Fatalf("an unknown savepoint command: exit %d, want 2", code)
+	}
+}
+
+// goldenJob is a configuration the golden savepoint (testdata/v1 of
+// checkpoint/savepoint) fits: 8 key groups, topics numbers and more, the
+// parity sums. topic is what it reads instead of numbers.
+func goldenJob(t *testing.T, topic string, keyGroups int) string {
+	return writeFile(t, fmt.Sprintf(`name: parity-sum
+kafka:
+  brokers: [127.0.0.1:9092]
+checkpoint:
+  key_groups: %d
+sources:
+  - id: numbers
+    topics: [%s, more]
+steps:
+  - key_by: 'n %% 2 == 0 ? "even" : "odd"'
+  - id: sums
+    aggregate:
+      values:
+        count: count()
+        sum: sum(n)
+sinks:
+  - topic: out
+`, keyGroups, topic))
+}
+
+const goldenSavepoint = "../../checkpoint/savepoint/testdata/v1"
+
+func TestValidateFromSavepoint(t *testing.T) {
+	code, out, errOut := runCLI("validate", "-c", goldenJob(t, "numbers", 8), "--from-savepoint", goldenSavepoint)
+	if code != 0 || !strings.Contains(out, "fits (job \"parity-sum\", checkpoint 42)") ||
+		!strings.Contains(out, "restores the state of sums") || !strings.Contains(out, "resumes topic numbers (3 partitions)") {
+		t.Fatalf("validate with the golden savepoint: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("validate", "-c", goldenJob(t, "numbers-v2", 8), "--from-savepoint", goldenSavepoint, "--remap-topic", "numbers=numbers-v2")
+	if code != 0 || !strings.Contains(out, "resumes topic numbers as numbers-v2") {
+		t.Fatalf("validate with a remapped topic: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = runCLI("validate", "-c", goldenJob(t, "numbers-v2", 128), "--from-savepoint", goldenSavepoint)
+	if code != 1 || !strings.Contains(errOut, "key groups") || !strings.Contains(errOut, `"numbers"`) || !strings.Contains(errOut, "--remap-topic") {
+		t.Fatalf("validate with other key groups and an unmapped topic: exit %d\n%s", code, errOut)
+	}
+}
+
+func TestRestoreFlags(t *testing.T) {
+	job := goldenJob(t, "numbers", 8)
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--allow-dropped-state"}, 2, "need --from-savepoint"},
+		{[]string{"--remap-topic", "a=b"}, 2, "need --from-savepoint"},
+		{[]string{"--from-savepoint", goldenSavepoint, "--remap-topic", "a"}, 2, "want OLD=NEW"},
+		{[]string{"--from-savepoint", goldenSavepoint, "--remap-topic", "a=b", "--remap-topic", "a=c"}, 2, "remapped twice"},
+		{[]string{"--from-savepoint", "/nonexistent/savepoint"}, 1, "/nonexistent/savepoint"},
+	}
+	for _, cmd := range []string{"validate", "run"} {
+		for _, tt := range tests {
+			code, _, errOut := runCLI(append([]string{cmd, "-c", job}, tt.args...)...)
+			if code != tt.code || !strings.Contains(errOut, tt.msg) {
+				t.Errorf("%s %v: exit %d, %q; want %d with %q", cmd, tt.args, code, errOut, tt.code, tt.msg)
+			}
+		}
+	}
+}
+
+// --stop-with-savepoint checks its directory before the job starts, not
+// when it stops hours later.
+func TestRunChecksTheStopSavepointFirst(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("run", "-c", goldenJob(t, "numbers", 8), "--stop-with-savepoint", dir)
+	if code != 1 || !strings.Contains(errOut, "never overwritten") {
+		t.Fatalf("run --stop-with-savepoint into a taken directory: exit %d, %q", code, errOut)
+	}
+}
+
+func TestSavepointCreate(t *testing.T) {
+	var gotAuth, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth = r.Header.Get("Authorization")
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		if strings.Contains(gotBody, "taken") {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error": "savepoint exists: /sp/taken holds \"x\""}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"savepoint": {"dir": "/sp/1", "id": "abc", "checkpoint_id": 12, "keys": 2, "bytes": 40}}`)
+	}))
+	defer srv.Close()
+
+	t.Setenv(tokenEnv, "")
+	code, out, errOut := runCLI("savepoint", "create", "-admin", srv.URL, "-token", "t0k", "/sp/1")
+	if code != 0 || !strings.Contains(out, "savepoint written: /sp/1") || !strings.Contains(out, "checkpoint: 12") {
+		t.Fatalf("create: exit %d\n%s%s", code, out, errOut)
+	}
+	if gotAuth != "Bearer t0k" || gotBody != `{"dir":"/sp/1"}` {
+		t.Fatalf("request: %q %q", gotAuth, gotBody)
+	}
+	// The token from the environment; flags after the directory.
+	t.Setenv(tokenEnv, "from-env")
+	if code, _, errOut := runCLI("savepoint", "create", "/sp/taken", "-admin", srv.URL); code != 1 || !strings.Contains(errOut, "/sp/taken holds") || !strings.Contains(errOut, "HTTP 409") {
+		t.Fatalf("create into a taken directory: exit %d, %q", code, errOut)
+	}
+	if gotAuth != "Bearer from-env" {
+		t.Fatalf("token from $%s: %q", tokenEnv, gotAuth)
+	}
+	// No token anywhere.
+	t.Setenv(tokenEnv, "")
+	if code, _, errOut := runCLI("savepoint", "create", "-c", goldenJob(t, "numbers", 8), "-admin", srv.URL, "/sp/2"); code != 1 || !strings.Contains(errOut, "no token") {
+		t.Fatalf("create without a token: exit %d, %q", code, errOut)
+	}
+	// The address from the job's file.
+	if got := adminURL("0.0.0.0:8080"); got != "http://127.0.0.1:8080" {
+		t.Errorf("adminURL(0.0.0.0:8080) = %s", got)
+	}
+	if got := adminURL("[::]:9"); got != "http://127.0.0.1:9" {
+		t.Errorf("adminURL([::]:9) = %s", got)
+	}
+	if got := adminURL("10.1.2.3:8080"); got != "http://10.1.2.3:8080" {
+		t.Errorf("adminURL(10.1.2.3:8080) = %s", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/admin"
 	"github.com/eoflow/pipeline/internal/fault"
@@ -28,12 +29,43 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pipeline run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("c", "config.yaml", "the job's YAML file")
+	var restore restoreFlags
+	restore.register(fs)
+	stopWithSavepoint := fs.String("stop-with-savepoint", "", "on SIGINT/SIGTERM, write the final checkpoint as a savepoint into `DIR` (which must not exist yet)")
 	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pipeline run: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if err := restore.check(); err != nil {
+		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitUsage
 	}
 	cfg, ok := loadConfig(*file, stdout, stderr)
 	if !ok {
 		return exitFail
+	}
+	if *stopWithSavepoint != "" {
+		if cfg.Guarantee == config.AtMostOnce {
+			fmt.Fprintln(stderr, "pipeline run: --stop-with-savepoint: an at_most_once job takes no checkpoints, so it has no savepoints")
+			return exitUsage
+		}
+		// Now, not after hours of running.
+		if err := savepoint.CheckTarget(*stopWithSavepoint); err != nil {
+			fmt.Fprintf(stderr, "pipeline run: --stop-with-savepoint: %v\n", err)
+			return exitFail
+		}
+	}
+	var jobOpts []runtime.Option
+	if restore.path != "" {
+		opt, err := restore.option(cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "pipeline run: %v\n", err)
+			return exitFail
+		}
+		jobOpts = append(jobOpts, opt)
 	}
 	log := newLogger(cfg.Logging, stderr)
 	faults, err := fault.FromEnv() // only tests set it
@@ -43,7 +75,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	m := metrics.New(nil, cfg.Name)
 	m.SetInfo(string(cfg.Guarantee), version())
-	job, err := runtime.New(cfg, log, runtime.WithFaults(faults), runtime.WithMetrics(m))
+	job, err := runtime.New(cfg, log, append(jobOpts, runtime.WithFaults(faults), runtime.WithMetrics(m))...)
 	if err != nil {
 		if printProblems(*file, err, stdout, stderr) {
 			return exitFail
@@ -68,8 +100,13 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 			return
 		}
-		log.Info("stopping after a final checkpoint (signal again to stop at once)")
-		job.Stop()
+		if *stopWithSavepoint != "" {
+			log.Info("stopping after a final checkpoint, written as a savepoint (signal again to stop at once)", "savepoint", *stopWithSavepoint)
+			job.StopWithSavepoint(*stopWithSavepoint)
+		} else {
+			log.Info("stopping after a final checkpoint (signal again to stop at once)")
+			job.Stop()
+		}
 		select {
 		case <-signals:
 			log.Info("stopping at once; the epoch in flight is aborted")
@@ -81,7 +118,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	defer stopServer()
 	if cfg.Admin.Listen != "" {
-		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler()))
+		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin.Token))
 		if err != nil {
 			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n", cfg.Admin.Listen, err)
 			return exitFail

@@ -1,20 +1,59 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/admin"
+	"github.com/eoflow/pipeline/runtime"
 )
 
-// savepointCmd is `pipeline savepoint inspect PATH`: what a savepoint
-// holds, after verifying its manifest's checksum.
+const savepointUsage = `usage:
+  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR
+      ask the running job (its admin API) for a savepoint into DIR, a path on
+      the job's machine; prints it once complete
+  pipeline savepoint inspect PATH
+      what a savepoint holds, after verifying its manifest's checksum
+`
+
+// savepointCmd is `pipeline savepoint create|inspect`.
 func savepointCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 || args[0] != "inspect" {
-		fmt.Fprintln(stderr, "usage: pipeline savepoint inspect PATH")
+	if len(args) == 0 {
+		fmt.Fprint(stderr, savepointUsage)
 		return exitUsage
 	}
-	s, err := savepoint.Inspect(args[1])
+	switch args[0] {
+	case "create":
+		return createSavepoint(args[1:], stdout, stderr)
+	case "inspect":
+		return inspectSavepoint(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, savepointUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "pipeline savepoint: unknown command %q\n%s", args[0], savepointUsage)
+	return exitUsage
+}
+
+func inspectSavepoint(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprint(stderr, savepointUsage)
+		return exitUsage
+	}
+	s, err := savepoint.Inspect(args[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "pipeline savepoint inspect: %v\n", err)
 		return exitFail
@@ -24,4 +63,203 @@ func savepointCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// tokenEnv overrides admin.token for `savepoint create`, so the token need
+// not be on the command line (where ps shows it).
+const tokenEnv = "PIPELINE_ADMIN_TOKEN"
+
+func createSavepoint(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pipeline savepoint create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "config.yaml", "the job's YAML file: where its admin API listens (admin.listen) and its token (admin.token)")
+	addr := fs.String("admin", "", "the job's admin API, e.g. `http://127.0.0.1:8080` (default: from the job's file)")
+	token := fs.String("token", "", "the admin API's bearer token (default: $"+tokenEnv+", else admin.token of the job's file)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "how long to wait for the savepoint to complete")
+	dirs, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(dirs) != 1 {
+		fmt.Fprint(stderr, savepointUsage)
+		return exitUsage
+	}
+	if *token == "" {
+		*token = os.Getenv(tokenEnv)
+	}
+	if *addr == "" || *token == "" {
+		cfg, ok := loadConfig(*file, stdout, stderr)
+		if !ok {
+			return exitFail
+		}
+		if *token == "" {
+			*token = cfg.Admin.Token
+		}
+		if *addr == "" {
+			if cfg.Admin.Listen == "" {
+				fmt.Fprintf(stderr, "pipeline savepoint create: %s turns the admin API off (admin.listen): pass -admin URL\n", *file)
+				return exitFail
+			}
+			*addr = adminURL(cfg.Admin.Listen)
+		}
+	}
+	if *token == "" {
+		fmt.Fprintf(stderr, "pipeline savepoint create: no token: the job's file has no admin.token, and neither -token nor $%s is set\n", tokenEnv)
+		return exitFail
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	info, err := requestSavepoint(ctx, *addr, *token, dirs[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "pipeline savepoint create: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "savepoint written: %s\n  id:         %s\n  checkpoint: %d\n  state:      %d keys, %d bytes\n",
+		info.Dir, info.ID, info.CheckpointID, info.Keys, info.Bytes)
+	return exitOK
+}
+
+// parseInterspersed parses flags before and after the positional
+// arguments, so `create DIR -c FILE` works as well as `create -c FILE DIR`.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// adminURL is the URL of an admin API listening on listen: a wildcard host
+// is reached on loopback.
+func adminURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// requestSavepoint is POST /api/v1/savepoints.
+func requestSavepoint(ctx context.Context, base, token, dir string) (runtime.SavepointInfo, error) {
+	body, err := json.Marshal(admin.SavepointRequest{Dir: dir})
+	if err != nil {
+		return runtime.SavepointInfo{}, err
+	}
+	url := strings.TrimSuffix(base, "/") + "/api/v1/savepoints"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return runtime.SavepointInfo{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return runtime.SavepointInfo{}, fmt.Errorf("asking the job at %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return runtime.SavepointInfo{}, fmt.Errorf("reading the answer of %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e admin.ErrorResponse
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			return runtime.SavepointInfo{}, fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
+		}
+		return runtime.SavepointInfo{}, fmt.Errorf("%s answered %s: %.200s", url, resp.Status, raw)
+	}
+	var ok admin.SavepointResponse
+	if err := json.Unmarshal(raw, &ok); err != nil {
+		return runtime.SavepointInfo{}, fmt.Errorf("the answer of %s: %w", url, err)
+	}
+	return ok.Savepoint, nil
+}
+
+// restoreFlags are the flags of `run` (and `validate`) that start a job
+// from a savepoint.
+type restoreFlags struct {
+	path         string
+	allowDropped bool
+	remap        remapFlag
+}
+
+func (r *restoreFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.path, "from-savepoint", "", "start from the savepoint at `PATH` instead of the job's own checkpoints")
+	fs.BoolVar(&r.allowDropped, strings.TrimPrefix(savepoint.FlagAllowDroppedState, "--"), false,
+		"with --from-savepoint: drop the savepoint's state that the configuration no longer takes (an aggregate removed, a topic no longer read)")
+	fs.Var(&r.remap, strings.TrimPrefix(savepoint.FlagRemapTopic, "--"),
+		"with --from-savepoint: the savepoint's topic `OLD=NEW` resumes as NEW; repeat for more topics")
+}
+
+func (r *restoreFlags) check() error {
+	if r.path == "" && (r.allowDropped || len(r.remap) > 0) {
+		return fmt.Errorf("%s and %s need --from-savepoint", savepoint.FlagAllowDroppedState, savepoint.FlagRemapTopic)
+	}
+	return nil
+}
+
+func (r *restoreFlags) options() savepoint.RestoreOptions {
+	return savepoint.RestoreOptions{AllowDroppedState: r.allowDropped, RemapTopics: r.remap}
+}
+
+// plan opens the savepoint and checks it against cfg without a broker
+// (partition counts are checked when the job starts).
+func (r *restoreFlags) plan(cfg *config.Config) (*savepoint.Reader, *savepoint.RestorePlan, error) {
+	sp, err := savepoint.Open(r.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := savepoint.CheckRestore(sp.Manifest(), savepoint.DescribeConfig(cfg), r.options())
+	if err != nil {
+		return nil, nil, err
+	}
+	return sp, plan, nil
+}
+
+// option is the runtime option that starts the job from the savepoint.
+func (r *restoreFlags) option(cfg *config.Config) (runtime.Option, error) {
+	sp, _, err := r.plan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.WithSavepointRestore(sp, r.options()), nil
+}
+
+// remapFlag collects --remap-topic OLD=NEW.
+type remapFlag map[string]string
+
+func (m *remapFlag) String() string {
+	if m == nil || *m == nil {
+		return ""
+	}
+	pairs := make([]string, 0, len(*m))
+	for k, v := range *m {
+		pairs = append(pairs, k+"="+v)
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (m *remapFlag) Set(v string) error {
+	old, new, ok := strings.Cut(v, "=")
+	if !ok || old == "" || new == "" {
+		return errors.New("want OLD=NEW, e.g. orders=orders-v2")
+	}
+	if *m == nil {
+		*m = remapFlag{}
+	}
+	if prev, dup := (*m)[old]; dup && prev != new {
+		return fmt.Errorf("topic %s is remapped twice (to %s and %s)", old, prev, new)
+	}
+	(*m)[old] = new
+	return nil
 }

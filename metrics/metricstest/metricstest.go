@@ -36,6 +36,8 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.CheckpointCompleted(metrics.Checkpoint{ID: 7, Duration: 40 * time.Millisecond, Alignment: 2 * time.Millisecond, Bytes: 4096})
 	m.CheckpointFailed("timeout")
 	m.Restored(6, 300*time.Millisecond)
+	m.SavepointCompleted(2 * time.Second)
+	m.SavepointFailed()
 	m.SetTransactionTimeout(time.Minute)
 	m.TransactionBegan()
 	m.TransactionCommitted(8 * time.Millisecond)

@@ -1,0 +1,464 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/twophase"
+)
+
+// This file is the runtime side of savepoints (checkpoint/savepoint has
+// the format and the rules): taking one at a checkpoint's barrier, and
+// starting a job from one.
+
+// ErrSavepoint wraps every failure to take a savepoint. The job itself
+// goes on: a savepoint is exported beside its checkpoint, never instead of
+// it.
+var ErrSavepoint = errors.New("savepoint not taken")
+
+// Savepoint takes a savepoint into dir (made absolute against the working
+// directory): it triggers a checkpoint at once, every worker exports its
+// key groups' state at that checkpoint's barrier, and the savepoint is
+// complete once the checkpoint committed and every export is on disk. It
+// returns what the savepoint holds.
+//
+// It waits while the job is restarting. When ctx ends first it stops
+// waiting, but a savepoint already started is still finished (or removed,
+// if it fails) by the job.
+func (j *Job) Savepoint(ctx context.Context, dir string) (savepoint.Summary, error) {
+	if j.cfg.Guarantee == config.AtMostOnce {
+		return savepoint.Summary{}, fmt.Errorf("%w: an at_most_once job takes no checkpoints, so it has no savepoints", ErrSavepoint)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
+	}
+	if err := savepoint.CheckTarget(abs); err != nil {
+		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
+	}
+	req := &savepointRequest{dir: abs, done: make(chan savepointOutcome, 1)}
+	select {
+	case j.savepoints <- req:
+	case <-j.stopping:
+		return savepoint.Summary{}, fmt.Errorf("%w: the job is stopping", ErrSavepoint)
+	case <-ctx.Done():
+		return savepoint.Summary{}, fmt.Errorf("%w: the job did not take the request (is it restarting? see /api/v1/job): %w", ErrSavepoint, ctx.Err())
+	}
+	select {
+	case out := <-req.done:
+		return out.summary, out.err
+	case <-ctx.Done():
+		return savepoint.Summary{}, fmt.Errorf("stopped waiting for savepoint %s: %w; the job finishes it, or removes it if it fails", abs, ctx.Err())
+	}
+}
+
+// StopWithSavepoint stops the job like Stop, and exports its final
+// checkpoint as a savepoint into dir: the upgrade path (stop, change the
+// job, start it with --from-savepoint). Run returns an error wrapping
+// ErrSavepoint if the savepoint could not be written; the final checkpoint
+// stands either way. Only the first of Stop and StopWithSavepoint counts.
+func (j *Job) StopWithSavepoint(dir string) {
+	j.stopOnce.Do(func() {
+		j.stopSavepoint = dir
+		close(j.stopping)
+	})
+}
+
+// savepointRequest is one call of Job.Savepoint, handed to the running
+// attempt's coordinator loop.
+type savepointRequest struct {
+	dir  string
+	done chan savepointOutcome // buffered: the loop never waits for the caller
+}
+
+type savepointOutcome struct {
+	summary savepoint.Summary
+	err     error
+}
+
+// exportRegistry tells workers, at the barrier of checkpoint N, where to
+// export their state for the savepoint that N holds. The coordinator loop
+// registers a savepoint before it triggers N, so no worker can pass N's
+// barrier without seeing it.
+type exportRegistry struct {
+	mu sync.Mutex
+	m  map[checkpoint.ID]*export
+}
+
+// export is one savepoint's writers, one per aggregate.
+type export struct {
+	ops map[string]*savepoint.OperatorWriter
+}
+
+func (r *exportRegistry) put(id checkpoint.ID, e *export) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[checkpoint.ID]*export{}
+	}
+	r.m[id] = e
+}
+
+func (r *exportRegistry) get(id checkpoint.ID) *export {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[id]
+}
+
+func (r *exportRegistry) remove(id checkpoint.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, id)
+}
+
+// exportReport is a worker's answer to an export: done, or why not.
+type exportReport struct {
+	id     checkpoint.ID
+	worker int
+	err    error
+}
+
+// exportState writes the worker's whole state into the savepoint. It runs
+// at the barrier, after the snapshot went to the sink and before any record
+// after the barrier: the state is exactly that of the checkpoint.
+func (e *export) exportState(op keyedOperator) error {
+	a, ok := op.(*aggregateOp)
+	if !ok {
+		return nil // no state: the savepoint holds only offsets
+	}
+	ow := e.ops[a.agg.ID()]
+	if ow == nil {
+		return fmt.Errorf("no savepoint writer for operator %q", a.agg.ID())
+	}
+	return ow.WriteAll(a.store.Range(), a.store.All())
+}
+
+// pendingSavepoint is a savepoint the coordinator loop waits to finish:
+// its checkpoint must complete and every worker must have exported.
+type pendingSavepoint struct {
+	id      checkpoint.ID
+	req     *savepointRequest // nil for the one of StopWithSavepoint
+	w       *savepoint.Writer
+	started time.Time
+	waiting int   // workers yet to report
+	err     error // the first export failure
+	// offsets of the checkpoint, once it completed.
+	completed bool
+	offsets   []checkpoint.SourceOffset
+}
+
+// savepoints is the coordinator loop's part in taking savepoints.
+type savepoints struct {
+	job      *Job
+	registry *exportRegistry
+	workers  int
+	pending  map[checkpoint.ID]*pendingSavepoint
+	// finalErr is the outcome of the final checkpoint's savepoint
+	// (StopWithSavepoint), once written or failed.
+	finalErr error
+}
+
+// start creates the savepoint of checkpoint id in dir and registers its
+// writers for the workers. The checkpoint must not have been triggered yet.
+func (s *savepoints) start(id checkpoint.ID, dir string, req *savepointRequest, now time.Time) error {
+	if p := s.pending[id]; p != nil {
+		return fmt.Errorf("%w: checkpoint %d already holds the savepoint %s", ErrSavepoint, id, p.w.Dir())
+	}
+	j := s.job
+	d := savepoint.DescribeConfig(j.cfg)
+	lastLog := now
+	w, err := savepoint.Create(dir, d.Meta(id, now), savepoint.Options{
+		ProgressEntries: 250_000,
+		Progress: func(p savepoint.Progress) {
+			// Called from the workers under the writer's lock: log, at
+			// most once a second.
+			if t := time.Now(); t.Sub(lastLog) >= time.Second {
+				lastLog = t
+				j.log.Info("savepoint progress", "dir", dir, "checkpoint", id, "keys", p.Entries, "bytes", p.Bytes, "files", p.Files)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSavepoint, err)
+	}
+	ex := &export{ops: map[string]*savepoint.OperatorWriter{}}
+	for _, agg := range d.Aggregates() {
+		ow, err := w.Aggregate(agg.ID, *agg.Aggregate)
+		if err != nil {
+			_ = w.Abort()
+			return fmt.Errorf("%w: %w", ErrSavepoint, err)
+		}
+		ex.ops[agg.ID] = ow
+	}
+	if s.pending == nil {
+		s.pending = map[checkpoint.ID]*pendingSavepoint{}
+	}
+	s.pending[id] = &pendingSavepoint{id: id, req: req, w: w, started: now, waiting: s.workers}
+	s.registry.put(id, ex)
+	j.log.Info("taking a savepoint", "dir", dir, "checkpoint", id)
+	return nil
+}
+
+// completed is told that checkpoint id committed, with its offsets.
+func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset) {
+	if p := s.pending[id]; p != nil {
+		p.completed, p.offsets = true, offsets
+		s.maybeFinish(p)
+	}
+}
+
+// exported is told a worker's export result.
+func (s *savepoints) exported(r exportReport) {
+	p := s.pending[r.id]
+	if p == nil {
+		return
+	}
+	p.waiting--
+	if r.err != nil && p.err == nil {
+		p.err = fmt.Errorf("worker %d: %w", r.worker, r.err)
+	}
+	s.maybeFinish(p)
+}
+
+// aborted fails the savepoint of a checkpoint that will not complete.
+func (s *savepoints) aborted(id checkpoint.ID, why error) {
+	if p := s.pending[id]; p != nil {
+		s.finish(p, why)
+	}
+}
+
+// abandon fails every savepoint still pending: the attempt is ending.
+func (s *savepoints) abandon(why error) {
+	for _, p := range s.pending {
+		s.finish(p, why)
+	}
+}
+
+func (s *savepoints) maybeFinish(p *pendingSavepoint) {
+	if p.waiting > 0 || (!p.completed && p.err == nil) {
+		return
+	}
+	s.finish(p, p.err)
+}
+
+// finish commits the savepoint (or, after failed, removes it) and answers
+// whoever asked for it.
+func (s *savepoints) finish(p *pendingSavepoint, failed error) {
+	delete(s.pending, p.id)
+	s.registry.remove(p.id)
+	j := s.job
+	var sum savepoint.Summary
+	err := failed
+	if err == nil {
+		sum, err = s.commit(p)
+	}
+	if err != nil {
+		_ = p.w.Abort()
+		err = fmt.Errorf("%w: %s (checkpoint %d): %w", ErrSavepoint, p.w.Dir(), p.id, err)
+		j.log.Error("savepoint failed", "dir", p.w.Dir(), "checkpoint", p.id, "err", err)
+		j.metrics.SavepointFailed()
+	} else {
+		keys := uint64(0)
+		for _, op := range sum.Operators {
+			keys += op.Keys
+		}
+		took := j.now().Sub(p.started)
+		j.log.Info("savepoint written", "dir", sum.Dir, "id", sum.ID, "checkpoint", p.id, "keys", keys,
+			"took", took.Round(time.Millisecond))
+		j.metrics.SavepointCompleted(took)
+		j.status.savepoint(sum)
+	}
+	if p.req != nil {
+		p.req.done <- savepointOutcome{summary: sum, err: err}
+	} else {
+		s.finalErr = err
+	}
+}
+
+func (s *savepoints) commit(p *pendingSavepoint) (savepoint.Summary, error) {
+	d := savepoint.DescribeConfig(s.job.cfg)
+	bySource, err := d.SourceOffsets(p.offsets)
+	if err != nil {
+		return savepoint.Summary{}, err
+	}
+	for _, id := range slices.Sorted(maps.Keys(bySource)) {
+		if err := p.w.Source(id, bySource[id]); err != nil {
+			return savepoint.Summary{}, err
+		}
+	}
+	if _, err := p.w.Commit(); err != nil {
+		return savepoint.Summary{}, err
+	}
+	return savepoint.Inspect(p.w.Dir())
+}
+
+// ---- starting from a savepoint ----
+
+// WithSavepointRestore starts the job from the savepoint r (run
+// --from-savepoint) instead of its own last checkpoint, unless the job's
+// checkpoints show that it already imported r: then the savepoint is
+// ignored, so restarting with the same command line continues rather than
+// rewinds. opts.Partitions is filled in from the cluster.
+func WithSavepointRestore(r *savepoint.Reader, opts savepoint.RestoreOptions) Option {
+	return func(j *Job) { j.from = &savepointRestore{r: r, opts: opts} }
+}
+
+type savepointRestore struct {
+	r    *savepoint.Reader
+	opts savepoint.RestoreOptions
+}
+
+// checkSavepoint decides whether the job can start from its savepoint on
+// this cluster, before anything is changed there.
+func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.RestorePlan, error) {
+	var topics []string
+	for _, src := range j.cfg.Sources {
+		topics = append(topics, src.Topics...)
+	}
+	details, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing source topics: %w", err)
+	}
+	opts := j.from.opts
+	opts.Partitions = map[string]int{}
+	for _, t := range topics {
+		if td, ok := details[t]; ok && td.Err == nil {
+			opts.Partitions[t] = len(td.Partitions)
+		}
+	}
+	plan, err := savepoint.CheckRestore(j.from.r.Manifest(), savepoint.DescribeConfig(j.cfg), opts)
+	if err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// importSavepoint restores every worker's state from the savepoint and
+// makes it the job's newest checkpoint in one transaction: every restored
+// key into the state topic, a tombstone for every key the state topic held
+// that the savepoint does not, and a checkpoint record with the
+// savepoint's offsets and id. Until that transaction commits nothing of
+// the job changed, so a crash meanwhile imports again on the next start.
+func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *committer, txn *sink.Txn,
+	plan *savepoint.RestorePlan, latest *checkpoint.Record) ([]keyedOperator, int, map[source.TopicPartition]int64, *checkpoint.Record, error) {
+	r := j.from.r
+	for _, note := range plan.Notes {
+		j.log.Info("restoring from a savepoint", "savepoint", r.Dir(), "note", note)
+	}
+	fail := func(err error) ([]keyedOperator, int, map[source.TopicPartition]int64, *checkpoint.Record, error) {
+		return nil, 0, nil, nil, err
+	}
+	offsets, err := j.startOffsets(ctx, adm, &checkpoint.Record{Offsets: plan.Offsets})
+	if err != nil {
+		return fail(err)
+	}
+	ops := make([]keyedOperator, j.workers)
+	keys := 0
+	for w := range ops {
+		op, err := j.emptyOperator(w)
+		if err != nil {
+			return fail(err)
+		}
+		ops[w] = op
+		a, ok := op.(*aggregateOp)
+		if !ok || !slices.Contains(plan.Restore, a.agg.ID()) {
+			continue
+		}
+		rs, err := state.NewRestorer(j.cfg.Checkpoint.KeyGroups, a.store.Range())
+		if err != nil {
+			return fail(err)
+		}
+		if err := rs.Register(a.store); err != nil {
+			return fail(err)
+		}
+		if _, err := r.Restore(rs, a.store.Range(), []string{a.agg.ID()}); err != nil {
+			return fail(err)
+		}
+		keys += a.store.Len()
+	}
+	if err := j.faults.Hit(fault.DuringRestore); err != nil {
+		return fail(err)
+	}
+
+	// What the state topic holds now: whatever the savepoint does not have
+	// must be deleted, or a later restore would bring it back.
+	stale := map[string]struct{}{}
+	err = kstore.ReadState(ctx, j.conn, j.cfg.Name, func(key, value []byte) error {
+		if value == nil {
+			delete(stale, string(key))
+		} else {
+			stale[string(key)] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(fmt.Errorf("reading the state topic: %w", err))
+	}
+	if err := txn.Begin(); err != nil {
+		return fail(err)
+	}
+	j.metrics.TransactionBegan()
+	var summary []checkpoint.StateSummary
+	for _, op := range ops {
+		a, ok := op.(*aggregateOp)
+		if !ok {
+			continue
+		}
+		id := a.agg.ID()
+		for e := range a.store.All() {
+			rec := e.Record(id)
+			delete(stale, string(rec.Key))
+			txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value))
+		}
+		summary = append(summary, checkpoint.StateSummary{Operator: id, Keys: uint64(a.store.Len()), Bytes: uint64(max(0, a.store.ApproxBytes()))})
+	}
+	for key := range stale {
+		txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, []byte(key), nil))
+	}
+	id := checkpoint.ID(1)
+	if latest != nil {
+		id = latest.ID + 1
+	}
+	j.savepointID = r.ID()
+	rec := j.newRecord(id, offsetList(offsets), mergeState(summary))
+	commit.log.stage(rec)
+	if err := commit.driver.Prepare(ctx, twophase.Epoch(id)); err != nil {
+		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
+	}
+	if err := commit.driver.Commit(ctx, twophase.Epoch(id)); err != nil {
+		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
+	}
+	j.metrics.TransactionCommitted(0)
+	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
+		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
+	return ops, keys, offsets, rec, nil
+}
+
+// offsetList is offsets as a checkpoint's sorted list.
+func offsetList(offsets map[source.TopicPartition]int64) []checkpoint.SourceOffset {
+	out := make([]checkpoint.SourceOffset, 0, len(offsets))
+	for tp, off := range offsets {
+		out = append(out, checkpoint.SourceOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+	}
+	slices.SortFunc(out, func(a, b checkpoint.SourceOffset) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
+}

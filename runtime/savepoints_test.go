@@ -1,0 +1,381 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/datagen"
+	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/kread"
+	"github.com/eoflow/pipeline/internal/paritycheck"
+)
+
+// awaitRead waits until the job has read n records of its input.
+func (e *testEnv) awaitRead(j *Job, n int64, logs *syncBuffer) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !j.Ready() || readIn(e.t, j, e.env["INPUT_TOPIC"]) < n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the job did not read %d inputs:\n%s", n, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newJob builds a job whose logs go to the returned buffer (shown when
+// the test fails).
+func newJob(t *testing.T, cfg *config.Config, opts ...Option) (*Job, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	j, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.restartBackoff = 50 * time.Millisecond
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs of job %s:\n%s", cfg.Name, logs.String())
+		}
+	})
+	return j, logs
+}
+
+func runBackground(j *Job) chan error {
+	done := make(chan error, 1)
+	go func() { done <- j.Run(context.Background()) }()
+	return done
+}
+
+func awaitDone(t *testing.T, done chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+func openSavepoint(t *testing.T, dir string) *savepoint.Reader {
+	t.Helper()
+	r, err := savepoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The upgrade path, under load: parity-sum stops with a savepoint while
+// input keeps arriving; the job is changed (a filter that drops nothing,
+// three workers instead of one) and started from the savepoint; the
+// outputs continue exactly where they stopped. A restart with the same
+// command line then continues instead of rewinding to the savepoint.
+func TestStopWithSavepointThenUpgrade(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	cfg := paritySum(t, e.env)
+	cfg.Workers = 1
+	job, logs := newJob(t, cfg)
+	done := runBackground(job)
+
+	// Input flows the whole time the job stops.
+	const total = 20000
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	defer stopFeed()
+	var feed sync.WaitGroup
+	feed.Add(1)
+	go func() {
+		defer feed.Done()
+		_, _ = datagen.Numbers(feedCtx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: total, Rate: 10000})
+	}()
+	e.awaitRead(job, 3000, logs)
+	dir := filepath.Join(t.TempDir(), "upgrade")
+	job.StopWithSavepoint(dir)
+	if err := awaitDone(t, done); err != nil {
+		t.Fatalf("Run after StopWithSavepoint: %v", err)
+	}
+	sp := openSavepoint(t, dir)
+	m := sp.Manifest()
+	final, err := kstore.Latest(context.Background(), e.conn, cfg.Name)
+	if err != nil || final == nil {
+		t.Fatalf("latest checkpoint: %v %v", final, err)
+	}
+	if m.CheckpointID != final.ID || !sameOffsets(m.Offsets(), final.Offsets) {
+		t.Fatalf("the savepoint holds checkpoint %d at %v; the final checkpoint is %d at %v", m.CheckpointID, m.Offsets(), final.ID, final.Offsets)
+	}
+	if op := m.Operator("sums"); op == nil || op.Keys != 2 {
+		t.Fatalf("the savepoint's aggregate: %+v", op)
+	}
+	if err := sp.Verify(nil); err != nil {
+		t.Fatal(err)
+	}
+	feed.Wait() // all input written while the job was down
+
+	// The upgrade: a filter that drops nothing, and three workers.
+	upgraded := withFilter(t, e.env, "n > 0")
+	upgraded.Workers = 3
+	job, logs = newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
+	done = runBackground(job)
+	r := &running{done: done, logs: logs}
+	rep := e.awaitFinal(total, r)
+	if !rep.Exact() {
+		t.Fatalf("after the upgrade: %v", rep)
+	}
+	if st := job.Status(); st.RestoredFrom != sp.ID() {
+		t.Errorf("status restored_from_savepoint = %q, want %q", st.RestoredFrom, sp.ID())
+	}
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "imported savepoint") {
+		t.Fatal("the upgraded job did not import the savepoint")
+	}
+
+	// Same command line again, after more input: no rewind.
+	e.numbers(total+1, 1000)
+	job, logs = newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
+	done = runBackground(job)
+	rep = e.awaitFinal(total+1000, &running{done: done, logs: logs})
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() || !strings.Contains(logs.String(), "the savepoint was imported before") {
+		t.Fatalf("restart with the same savepoint: %v", rep)
+	}
+}
+
+func sameOffsets(a, b []checkpoint.SourceOffset) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// withFilter is parity-sum with a filter step before key_by.
+func withFilter(t *testing.T, env map[string]string, filter string) *config.Config {
+	t.Helper()
+	data, err := os.ReadFile("../examples/parity-sum/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(data), "steps:\n", "steps:\n  - id: positive\n    filter: '"+filter+"'\n", 1)
+	if changed == string(data) {
+		t.Fatal("parity-sum's config has no steps: line")
+	}
+	return parseConfig(t, []byte(changed), env)
+}
+
+// A savepoint taken while the job runs, restored into a new job that
+// reads and writes other topics (--remap-topic): the new job's outputs
+// start right after the savepoint's, counts and sums continuing.
+func TestSavepointMovesToOtherTopics(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	cfg := paritySum(t, e.env)
+	job, logs := newJob(t, cfg)
+	done := runBackground(job)
+	e.numbers(1, 2000)
+	e.awaitFinal(2000, &running{done: done, logs: logs})
+
+	dir := filepath.Join(t.TempDir(), "move")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sum, err := job.Savepoint(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Dir != dir || sum.CheckpointID == 0 || len(sum.Operators) != 1 || sum.Operators[0].Keys != 2 {
+		t.Fatalf("savepoint summary: %+v", sum)
+	}
+	if st := job.Status(); st.LastSavepoint == nil || st.LastSavepoint.Dir != dir {
+		t.Fatalf("status after the savepoint: %+v", st.LastSavepoint)
+	}
+	// The job goes on, and a second savepoint into the same place is
+	// refused without harm.
+	if _, err := job.Savepoint(ctx, dir); !errors.Is(err, savepoint.ErrExists) {
+		t.Fatalf("a second savepoint into %s: %v", dir, err)
+	}
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+
+	// The new topics: a copy of the input, partition by partition (so the
+	// savepoint's offsets mean the same records), then 2000 more numbers.
+	moved := kafkatest.Topic(t, "moved")
+	newIn, newOut := moved+"-in", moved+"-out"
+	kafkatest.CreateTopic(t, e.brokers, newIn, 4, nil)
+	copyTopic(t, e.conn, e.env["INPUT_TOPIC"], newIn)
+	if _, err := datagen.Numbers(ctx, e.conn, datagen.Options{Topic: newIn, From: 2001, Count: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	env["JOB_NAME"], env["INPUT_TOPIC"], env["OUTPUT_TOPIC"] = moved, newIn, newOut
+	sp := openSavepoint(t, dir)
+	job, logs = newJob(t, paritySum(t, env), WithSavepointRestore(sp, savepoint.RestoreOptions{
+		RemapTopics: map[string]string{e.env["INPUT_TOPIC"]: newIn},
+	}))
+	done = runBackground(job)
+	defer func() {
+		job.Stop()
+		if err := awaitDone(t, done); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// The new output continues the old one: counts 1001.. per parity.
+	want := paritycheck.Expected(4000)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		outs, err := paritycheck.Read(ctx, e.conn, newOut)
+		if err == nil && len(outs["odd"]) > 0 && outs["odd"][len(outs["odd"])-1] == want["odd"] &&
+			len(outs["even"]) > 0 && outs["even"][len(outs["even"])-1] == want["even"] {
+			for key, o := range outs {
+				for i := range o {
+					if o[i].Count != int64(1001+i) {
+						t.Fatalf("%s output %d has count %d, want %d: not a continuation", key, i, o[i].Count, 1001+i)
+					}
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the moved job's output did not reach the totals of 1..4000: %v (%v)", outs, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// copyTopic copies every record of from into the same partition of to.
+func copyTopic(t *testing.T, conn []kgo.Opt, from, to string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(append(conn, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	err = kread.All(ctx, conn, from, func(r *kgo.Record) error {
+		recs = append(recs, &kgo.Record{Topic: to, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A savepoint that does not fit the configuration is refused with its
+// message, and the job starts nothing: no topic of the new job is created,
+// no instance fenced.
+func TestIncompatibleSavepointStartsNothing(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	job, logs := newJob(t, paritySum(t, e.env))
+	done := runBackground(job)
+	e.numbers(1, 500)
+	e.awaitFinal(500, &running{done: done, logs: logs})
+	dir := filepath.Join(t.TempDir(), "sp")
+	job.StopWithSavepoint(dir)
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+	sp := openSavepoint(t, dir)
+
+	tests := []struct {
+		name   string
+		edit   func(string) string
+		opts   savepoint.RestoreOptions
+		wanted []string
+	}{
+		{
+			name: "key_by changed",
+			edit: func(s string) string {
+				return strings.Replace(s, `n % 2 == 0 ? "even" : "odd"`, `n % 3 == 0 ? "even" : "odd"`, 1)
+			},
+			wanted: []string{`operator "sums": key_by was`, `n % 2 == 0`},
+		},
+		{
+			name:   "aggregate renamed",
+			edit:   func(s string) string { return strings.Replace(s, "id: sums", "id: totals", 1) },
+			wanted: []string{`"sums"`, savepoint.FlagAllowDroppedState},
+		},
+		{
+			name:   "value changed",
+			edit:   func(s string) string { return strings.Replace(s, "sum: sum(n)", "sum: max(n)", 1) },
+			wanted: []string{`value "sum" was sum(n)`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := os.ReadFile("../examples/parity-sum/config.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{}
+			for k, v := range e.env {
+				env[k] = v
+			}
+			env["JOB_NAME"] = kafkatest.Topic(t, "refused")
+			cfg := parseConfig(t, []byte(tt.edit(string(data))), env)
+			j, _ := newJob(t, cfg, WithSavepointRestore(sp, tt.opts))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = j.Run(ctx)
+			if !errors.Is(err, savepoint.ErrIncompatible) {
+				t.Fatalf("Run = %v, want a savepoint refusal", err)
+			}
+			for _, w := range tt.wanted {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the refusal does not say %q:\n%v", w, err)
+				}
+			}
+			adm := kadm.NewClient(kafkatest.Client(t, e.brokers))
+			topics, err := adm.ListTopics(ctx, checkpoint.TopicName(cfg.Name), kstore.StateTopic(cfg.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, td := range topics {
+				if td.Err == nil {
+					t.Errorf("a refused start created topic %s", name)
+				}
+			}
+		})
+	}
+}
+
+// An at_most_once job has no checkpoints, so no savepoints; asking says so.
+func TestSavepointOfAtMostOnceIsRefused(t *testing.T) {
+	e := newTestEnv(t, "at_most_once")
+	job, _ := newJob(t, paritySum(t, e.env))
+	_, err := job.Savepoint(context.Background(), t.TempDir())
+	if !errors.Is(err, ErrSavepoint) || !strings.Contains(err.Error(), "at_most_once") {
+		t.Fatalf("Savepoint of an at_most_once job: %v", err)
+	}
+}
