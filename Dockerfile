@@ -16,7 +16,7 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # health check calls (/healthz); it also carries the CA roots that
 # kafka.tls uses.
 FROM alpine:3.22
-RUN adduser -D -H -u 10001 pipeline
+RUN adduser -D -H -u 10001 pipeline && install -d -o 10001 -g 10001 -m 0700 /savepoints
 COPY --from=build /out/pipeline /usr/local/bin/pipeline
 # The default job; mount another file over it, or set its ${VARS}.
 COPY config.yaml /etc/pipeline/config.yaml

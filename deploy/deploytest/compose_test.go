@@ -153,8 +153,26 @@ func TestComposePipeline(t *testing.T) {
 		t.Errorf("pipeline: health check %+v, want a GET of /healthz on 8080", hc)
 	}
 
+	// Savepoints: a named volume the job writes, with the image's
+	// directory there (so the volume starts owned by the job's user), and a
+	// token, so `pipeline savepoint create` works out of the box.
+	var savepoints *types.ServiceVolumeConfig
+	for i, v := range pipe.Volumes {
+		if v.Target == "/savepoints" {
+			savepoints = &pipe.Volumes[i]
+		}
+	}
+	if savepoints == nil || savepoints.Type != types.VolumeTypeVolume || savepoints.ReadOnly {
+		t.Errorf("pipeline: /savepoints is %+v, want a writable named volume", savepoints)
+	} else if _, ok := p.Volumes[savepoints.Source]; !ok {
+		t.Errorf("pipeline: volume %q is not declared", savepoints.Source)
+	}
+	if !strings.Contains(strings.Join(stages[len(stages)-1].all("RUN"), "\n"), "/savepoints") {
+		t.Error("the image does not create /savepoints for the job's user")
+	}
+
 	// config.yaml, with the service's environment, reads what it should.
-	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
+	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "ADMIN_TOKEN", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
 		t.Setenv(k, env(pipe, k))
 	}
 	cfg, err := config.Load(filepath.Join(root(t), "config.yaml"))
@@ -166,6 +184,9 @@ func TestComposePipeline(t *testing.T) {
 	}
 	if cfg.Admin.Listen != "0.0.0.0:8080" {
 		t.Errorf("config admin.listen %q, want 0.0.0.0:8080", cfg.Admin.Listen)
+	}
+	if cfg.Admin.Token == "" {
+		t.Error("config admin.token is empty: savepoints over the API would be off")
 	}
 	if len(cfg.Sources) != 1 || !slices.Equal(cfg.Sources[0].Topics, []string{"numbers"}) || len(cfg.Sinks) != 1 || cfg.Sinks[0].Topic != "parity-sums" {
 		t.Errorf("config reads %+v and writes %+v, want numbers -> parity-sums", cfg.Sources, cfg.Sinks)
