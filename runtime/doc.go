@@ -32,4 +32,15 @@
 // (the next attempt's fencing aborts it), and the next attempt restores from
 // the newest committed checkpoint. Being fenced by another instance, or a
 // checkpoint that does not fit the configuration, ends the job instead.
+//
+// Savepoints (savepoints.go; the format is checkpoint/savepoint) ride on a
+// checkpoint: Job.Savepoint and Job.StopWithSavepoint register an export
+// for checkpoint N before it is triggered; each worker, at barrier N, sends
+// its snapshot on as always and then, before any later record, writes its
+// whole state into the savepoint. The coordinator loop commits the
+// savepoint once N completed and every worker exported; an export that
+// fails fails the savepoint, never the checkpoint. A job started with
+// WithSavepointRestore checks the savepoint against its configuration
+// before it changes anything on the cluster, then imports it in one
+// transaction as its newest checkpoint.
 package runtime

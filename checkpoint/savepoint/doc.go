@@ -115,9 +115,11 @@
 //     empty stores registered with a state.Restorer. Sources start at
 //     plan.Offsets; plan.NewTopics at their start position.
 //  3. The job's own state topic must then hold exactly the savepoint's
-//     state before the first checkpoint after it can commit: restored
-//     keys are clean and would otherwise never reach the changelog. And a
-//     restart with the same command line must not rewind the job to the
-//     savepoint again once that checkpoint committed, which is why
-//     Reader.ID exists: record it with the checkpoint.
+//     state before anything else commits: restored keys are clean and
+//     would otherwise never reach the changelog. runtime imports it in one
+//     transaction before the job's tasks start (every key, a tombstone for
+//     each key the topic held that the savepoint lacks, and a checkpoint
+//     record with plan's offsets). That record, and every later one,
+//     carries Reader.ID (checkpoint.Record.Savepoint): a restart with the
+//     same command line sees it and continues instead of rewinding.
 package savepoint
