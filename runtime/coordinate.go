@@ -125,7 +125,12 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 				return l.stopped()
 			}
 		case <-ticker.C:
-			l.coord.Tick(l.now())
+			// A worker exporting a savepoint answers no barrier until it is
+			// done: the next checkpoint waits rather than times out (which
+			// would fail the job over a large export).
+			if !l.sp.exporting() {
+				l.coord.Tick(l.now())
+			}
 		case r := <-l.reports:
 			var err error
 			if r.err != nil {

@@ -216,6 +216,19 @@ func (s *savepoints) start(id checkpoint.ID, dir string, req *savepointRequest, 
 	return nil
 }
 
+// exporting reports whether a worker is still writing the savepoint of a
+// completed checkpoint. Only then: every worker acked that checkpoint, so
+// each is exporting or done, and the wait ends. (Before it completes, a
+// worker may not even have its barrier: pausing then could wait forever.)
+func (s *savepoints) exporting() bool {
+	for _, p := range s.pending {
+		if p.completed && p.waiting > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // completed is told that checkpoint id committed, with its offsets.
 func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset) {
 	if p := s.pending[id]; p != nil {

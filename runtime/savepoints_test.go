@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,5 +378,59 @@ func TestSavepointOfAtMostOnceIsRefused(t *testing.T) {
 	_, err := job.Savepoint(context.Background(), t.TempDir())
 	if !errors.Is(err, ErrSavepoint) || !strings.Contains(err.Error(), "at_most_once") {
 		t.Fatalf("Savepoint of an at_most_once job: %v", err)
+	}
+}
+
+// While a worker exports the savepoint of a completed checkpoint it
+// answers no barrier; the coordinator loop must not time the next
+// checkpoint out meanwhile (that would fail the job over a large export),
+// and must once the export is done.
+func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "ADMIN_LISTEN": "off"}
+	job, _ := newJob(t, paritySum(t, env))
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+		Interval: time.Hour, Timeout: time.Second, Tasks: []checkpoint.TaskID{"worker-0"},
+	}, now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.TriggerNow(now()); err != nil { // in flight, never acked
+		t.Fatal(err)
+	}
+	w, err := savepoint.Create(filepath.Join(t.TempDir(), "sp"), savepoint.DescribeConfig(job.cfg).Meta(7, now()), savepoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &savepoints{job: job, registry: &exportRegistry{}, workers: 1, pending: map[checkpoint.ID]*pendingSavepoint{
+		7: {id: 7, w: w, started: now(), waiting: 1, completed: true},
+	}}
+	reports := make(chan exportReport, 1)
+	loop := &coordinatorLoop{
+		coord: coord, reports: make(chan taskReport), results: make(chan commitResult), commits: make(chan checkpoint.ID, 1),
+		trigger: func(checkpoint.ID) {}, tick: time.Millisecond, now: now, log: job.log,
+		stop: make(chan struct{}), stopSavepoint: func() string { return "" },
+		exportReports: reports, sp: sp,
+	}
+	done := make(chan error, 1)
+	go func() { done <- loop.run(context.Background()) }()
+
+	clock.Add(int64(time.Minute)) // far past the timeout
+	select {
+	case err := <-done:
+		t.Fatalf("the loop failed while a savepoint export ran: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	reports <- exportReport{id: 7, worker: 0, err: errors.New("disk full")}
+	select {
+	case err := <-done:
+		var fe *checkpoint.FailError
+		if !errors.As(err, &fe) || fe.Reason != checkpoint.ReasonTimeout {
+			t.Fatalf("after the export: %v, want the checkpoint's timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the timeout never fired after the export ended")
 	}
 }
