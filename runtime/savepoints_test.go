@@ -30,6 +30,9 @@ func (e *testEnv) awaitRead(j *Job, n int64, logs *syncBuffer) {
 	e.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !j.Ready() || readIn(e.t, j, e.env["INPUT_TOPIC"]) < n {
+		if st := j.Status(); st.State == StateFailed || st.State == StateFenced {
+			e.t.Fatalf("the job stopped: %s: %s", st.State, st.Error)
+		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("the job did not read %d inputs:\n%s", n, logs.String())
 		}
@@ -432,5 +435,65 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the timeout never fired after the export ended")
+	}
+}
+
+// Restoring into a job whose state topic already holds state deletes what
+// the savepoint does not have: here the aggregate is renamed, its old
+// state dropped (--allow-dropped-state), so the old keys must go, or the
+// next plain restart would find state of an operator that no longer
+// exists.
+func TestRestoreDeletesStateTheSavepointLacks(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	job, logs := newJob(t, paritySum(t, e.env))
+	done := runBackground(job)
+	e.numbers(1, 1000)
+	e.awaitFinal(1000, &running{done: done, logs: logs})
+	dir := filepath.Join(t.TempDir(), "sp")
+	job.StopWithSavepoint(dir)
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+
+	data, err := os.ReadFile("../examples/parity-sum/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := parseConfig(t, []byte(strings.Replace(string(data), "id: sums", "id: totals", 1)), e.env)
+	job, logs = newJob(t, renamed, WithSavepointRestore(openSavepoint(t, dir), savepoint.RestoreOptions{AllowDroppedState: true}))
+	done = runBackground(job)
+	e.awaitRead(job, 0, logs) // running, from the savepoint's offsets: nothing left to read
+	e.numbers(1001, 10)
+	e.awaitRead(job, 10, logs) // records_in counts this process's reads
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "deleted_keys=2") {
+		t.Fatalf("the import did not delete the 2 keys of the dropped aggregate")
+	}
+
+	// A plain restart restores "totals" only, and goes on counting from it.
+	job, logs = newJob(t, renamed)
+	done = runBackground(job)
+	e.awaitRead(job, 0, logs)
+	e.numbers(1011, 10)
+	e.awaitRead(job, 10, logs)
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatalf("a plain restart after the import: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	outs, err := paritycheck.Read(ctx, e.conn, e.env["OUTPUT_TOPIC"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "totals" started empty at 1001: 20 numbers since, 10 odd, 10 even.
+	for _, key := range []string{"odd", "even"} {
+		o := outs[key]
+		if last := o[len(o)-1]; last.Count != 10 {
+			t.Errorf("%s: the last output counts %d, want 10 (the renamed aggregate started empty)", key, last.Count)
+		}
 	}
 }

@@ -33,9 +33,11 @@ type Restorer struct {
 	groups int
 	rng    Range
 	stores map[string]Restorable
-	// unclaimed counts in-range records per operator without a store;
-	// pointers so that counting does not convert the id to a string.
-	unclaimed map[string]*int
+	// unclaimed holds, per operator without a store, the keys whose latest
+	// record so far is a value: a key deleted since is not state any more
+	// (an import deletes what a savepoint lacks, and compaction removes
+	// the records only later).
+	unclaimed map[string]map[string]struct{}
 	stats     RestoreStats
 }
 
@@ -60,7 +62,7 @@ func NewRestorer(groups int, r Range) (*Restorer, error) {
 		groups:    groups,
 		rng:       r,
 		stores:    make(map[string]Restorable),
-		unclaimed: make(map[string]*int),
+		unclaimed: make(map[string]map[string]struct{}),
 	}, nil
 }
 
@@ -105,10 +107,15 @@ func (r *Restorer) Add(rec ChangelogRecord) error {
 	s, ok := r.stores[string(op)]
 	if !ok {
 		r.stats.Unclaimed++
-		if n := r.unclaimed[string(op)]; n != nil {
-			*n++
+		live := r.unclaimed[string(op)]
+		if live == nil {
+			live = map[string]struct{}{}
+			r.unclaimed[string(op)] = live
+		}
+		if rec.Value == nil {
+			delete(live, string(key))
 		} else {
-			r.unclaimed[string(op)] = new(1)
+			live[string(key)] = struct{}{}
 		}
 		return nil
 	}
@@ -129,14 +136,18 @@ func (r *Restorer) Add(rec ChangelogRecord) error {
 // Stats reports what Add has done so far.
 func (r *Restorer) Stats() RestoreStats { return r.stats }
 
-// Unclaimed lists, sorted, the operators that have records (values or
-// tombstones) in this worker's key groups but no registered store: state
-// of an operator that was removed or renamed. Refuse to start (or ask the
-// user to confirm dropping it, like Flink's --allowNonRestoredState).
+// Unclaimed lists, sorted, the operators that hold state (a key whose
+// latest record is a value) in this worker's key groups but have no
+// registered store: state of an operator that was removed or renamed.
+// Refuse to start (or ask the user to confirm dropping it, like Flink's
+// --allowNonRestoredState). An operator whose keys were all deleted is not
+// listed.
 func (r *Restorer) Unclaimed() []string {
 	ops := make([]string, 0, len(r.unclaimed))
-	for op := range r.unclaimed {
-		ops = append(ops, op)
+	for op, live := range r.unclaimed {
+		if len(live) > 0 {
+			ops = append(ops, op)
+		}
 	}
 	slices.Sort(ops)
 	return ops
