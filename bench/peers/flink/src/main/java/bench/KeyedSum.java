@@ -1,6 +1,12 @@
 package bench;
 
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Properties;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -14,6 +20,7 @@ import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
@@ -64,6 +71,13 @@ public final class KeyedSum {
     }
 
     Configuration conf = new Configuration();
+    // Flink unpacks its RPC system (a 21 MB jar) and other files into
+    // io.tmp.dirs and leaves them when the job is stopped by a signal, as
+    // the runner stops it: keep them in one directory of this run and
+    // remove it on exit.
+    Path tmp = Files.createTempDirectory("flink-bench-");
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> deleteTree(tmp)));
+    conf.set(CoreOptions.TMP_DIRS, tmp.toString());
     // Any free port for the MiniCluster's REST endpoint, never a fixed 8081.
     conf.set(RestOptions.BIND_PORT, "0");
     StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(threads, conf);
@@ -139,6 +153,45 @@ public final class KeyedSum {
     @Override
     public ProducerRecord<byte[], byte[]> serialize(Tuple2<String, String> kv, KafkaSinkContext ctx, Long timestamp) {
       return new ProducerRecord<>(topic, kv.f0.getBytes(StandardCharsets.UTF_8), kv.f1.getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
+  /**
+   * Removes dir and everything in it, ignoring what vanishes or cannot be
+   * removed on the way: Flink's own shutdown hooks delete and write in it at
+   * the same time, so it tries a few times.
+   */
+  static void deleteTree(Path dir) {
+    for (int i = 0; i < 10 && Files.exists(dir); i++) {
+      try {
+        Files.walkFileTree(dir, new SimpleFileVisitor<>() {
+          @Override
+          public FileVisitResult visitFile(Path f, BasicFileAttributes a) {
+            f.toFile().delete();
+            return FileVisitResult.CONTINUE;
+          }
+
+          @Override
+          public FileVisitResult visitFileFailed(Path f, IOException e) {
+            return FileVisitResult.CONTINUE;
+          }
+
+          @Override
+          public FileVisitResult postVisitDirectory(Path d, IOException e) {
+            d.toFile().delete();
+            return FileVisitResult.CONTINUE;
+          }
+        });
+      } catch (IOException | RuntimeException e) {
+        // try again
+      }
+      if (Files.exists(dir)) {
+        try {
+          Thread.sleep(100);
+        } catch (InterruptedException e) {
+          return;
+        }
+      }
     }
   }
 
