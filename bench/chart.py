@@ -27,6 +27,8 @@ def main():
             colors.append("#d62728")
         elif n.startswith("kstreams"):
             colors.append("#ff7f0e")
+        elif n.startswith("flink"):
+            colors.append("#2ca02c")
         else:
             colors.append("#1f77b4")
     fig, (a, b) = plt.subplots(1, 2, figsize=(14, 0.45 * len(names) + 1.5), sharey=True)

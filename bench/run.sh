@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark (issue 7), end to end: starts a local Kafka
-# 4.1.1 broker (unless KAFKA_BOOTSTRAP is set), builds every contender,
+# 4.1.1 broker (unless KAFKA_BOOTSTRAP is set), builds every contender
+# (the Flink peer only when one of its contenders is selected),
 # pre-produces the workload, runs the contenders one after another and
 # writes bench/results/<date>.md and .png. See bench/README.md.
 #
@@ -37,6 +38,20 @@ jar=bench/peers/kstreams/target/kstreams-bench.jar
 if [ ! -f "$jar" ] || [ -n "$(find bench/peers/kstreams/pom.xml bench/peers/kstreams/src -newer "$jar" -type f)" ]; then
   (cd bench/peers/kstreams && mvn -q -B package -DskipTests)
 fi
+# The Flink peer is big (Flink's runtime, about 90 MB of jars) and optional:
+# built only when a Flink contender is selected (or all are). If it does not
+# build, the other contenders still run and the Flink rows say failed.
+case ",$contenders," in
+*,all,* | *,flink-*) want_flink=1 ;;
+*) want_flink= ;;
+esac
+fjar=bench/peers/flink/target/flink-bench.jar
+if [ -n "$want_flink" ] && { [ ! -f "$fjar" ] || [ -n "$(find bench/peers/flink/pom.xml bench/peers/flink/src -newer "$fjar" -type f)" ]; }; then
+  if ! (cd bench/peers/flink && mvn -q -B package -DskipTests); then
+    echo "bench: the Flink peer did not build; its contenders will fail, the others run" >&2
+    rm -f "$fjar"
+  fi
+fi
 
 if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
   kdir=$(mktemp -d /tmp/eoflow-bench-kafka.XXXXXX)
@@ -58,14 +73,14 @@ raw="$out.jsonl"
 : >"$raw"
 bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run" -out "$raw" \
   -contenders "$contenders" -probe "$probe" -probe-rate "$rate" -keys "$keys" -partitions "$parts" \
-  -kafka-libs "$kafka_libs"
+  -kafka-libs "$kafka_libs" -flink-jar "$fjar"
 
 echo "== report"
 note=
 if [ -n "$quick" ]; then
   note="**Quick run** (BENCH_N=$n): proves the harness end to end; the numbers are dominated by start-up and are not the 5,000,000-record benchmark."
 fi
-settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records."
+settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. Flink: a local MiniCluster job, parallelism = nproc, heap state, checkpoint interval = the interval, KafkaSink EXACTLY_ONCE (transactions committed on checkpoint completion) or AT_LEAST_ONCE. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records."
 chart=
 if python3 -c 'import matplotlib' 2>/dev/null || pip install --quiet matplotlib >/dev/null 2>&1 || python3 -m pip install --quiet --user matplotlib >/dev/null 2>&1; then
   chart=$(basename "$out").png

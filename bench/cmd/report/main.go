@@ -42,7 +42,7 @@ func main() {
 	if *note != "" {
 		fmt.Fprintf(&b, "%s\n\n", *note)
 	}
-	machine(&b, *pipelineBin)
+	machine(&b, *pipelineBin, rs)
 	fmt.Fprintf(&b, "\n## Settings\n\n%s\n", *settings)
 	table(&b, rs)
 	targets(&b, rs)
@@ -87,7 +87,7 @@ func load(path string) ([]result, error) {
 	return rs, sc.Err()
 }
 
-func machine(b *strings.Builder, pipelineBin string) {
+func machine(b *strings.Builder, pipelineBin string, rs []result) {
 	model := "unknown"
 	if ci, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(ci), "\n") {
@@ -124,6 +124,10 @@ func machine(b *strings.Builder, pipelineBin string) {
 	fmt.Fprintf(b, "| CPU model | %s |\n", model)
 	fmt.Fprintf(b, "| memory | %s |\n", mem)
 	fmt.Fprintf(b, "| Kafka broker, kafka-tools, Kafka Streams | 4.1.1 (single KRaft node on the same machine) |\n")
+	if find(rs, func(r result) bool { return r.Kind == "flink" }) != nil {
+		// bench/peers/flink/pom.xml; the connector brings its own Kafka client
+		fmt.Fprintf(b, "| Apache Flink (peer) | 2.2.1, local MiniCluster; flink-connector-kafka 5.0.0-2.2 with kafka-clients 4.2.0 |\n")
+	}
 	fmt.Fprintf(b, "| Java | %s |\n", java)
 	fmt.Fprintf(b, "| Go (runner, plain copy) | %s |\n", runtime.Version())
 	fmt.Fprintf(b, "| pipeline | %s |\n", pv)

@@ -13,7 +13,7 @@ import (
 // then can the latency probe be measured).
 type contender struct {
 	Name     string
-	Kind     string // limit, txn-copier, pipeline, kstreams
+	Kind     string // limit, txn-copier, pipeline, kstreams, flink
 	Job      string // passthrough or keyed-sum
 	Guar     string
 	Interval string
@@ -90,6 +90,24 @@ func contenders(o options) []contender {
 				},
 			})
 		}
+	}
+	// Apache Flink: a local MiniCluster job in one JVM (bench/peers/flink),
+	// parallelism = nproc, checkpoints at the interval; under exactly_once
+	// its transactional sink commits when a checkpoint completes.
+	for _, v := range []struct{ g, iv string }{
+		{"exactly_once", "1s"}, {"exactly_once", "100ms"}, {"at_least_once", "1s"},
+	} {
+		g, iv := v.g, v.iv
+		ms := strings.TrimSuffix(iv, "ms")
+		if iv == "1s" {
+			ms = "1000"
+		}
+		cs = append(cs, contender{
+			Name: "flink-keyed-sum-" + g + "-" + iv, Kind: "flink", Job: "keyed-sum", Guar: g, Interval: iv, Daemon: true,
+			Cmd: func(out, id string) ([]string, []string) {
+				return []string{"java", "-Xmx1g", "-jar", o.flinkJar, o.brokers, o.input, out, id, g, ms, strconv.Itoa(runtime.NumCPU())}, nil
+			},
+		})
 	}
 	return cs
 }

@@ -48,6 +48,7 @@ func main() {
 	flag.StringVar(&o.pipeline, "pipeline", "bin/pipeline", "pipeline binary")
 	flag.StringVar(&o.plaincopy, "plaincopy", "bin/bench-plaincopy", "plain copy binary")
 	flag.StringVar(&o.kstreamsJar, "kstreams-jar", "bench/peers/kstreams/target/kstreams-bench.jar", "Kafka Streams peer jar")
+	flag.StringVar(&o.flinkJar, "flink-jar", "bench/peers/flink/target/flink-bench.jar", "Apache Flink peer jar")
 	flag.StringVar(&o.kafkaLibs, "kafka-libs", os.ExpandEnv("$HOME/.cache/eoflow-pipeline/kafka-4.1.1/libs"), "Kafka jars (kafka-tools)")
 	flag.StringVar(&o.jobs, "jobs", "bench/jobs", "directory of the pipeline job files")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "give up on a contender after this long without new output")
@@ -114,7 +115,7 @@ func main() {
 type options struct {
 	brokers, input, run, contenders, out        string
 	pipeline, plaincopy, kstreamsJar, kafkaLibs string
-	jobs                                        string
+	flinkJar, jobs                              string
 	probe, probeRate, keys, partitions          int
 	idle                                        time.Duration
 	list, keep                                  bool

@@ -74,3 +74,42 @@ func TestMeasurePlainCopy(t *testing.T) {
 		t.Errorf("peak RSS = %v, want > 0", r.PeakRSSMiB)
 	}
 }
+
+// TestFlinkContenders checks that the Flink contenders launch the peer jar
+// with the argument convention its main expects (the Kafka Streams peer's:
+// brokers input output id guarantee intervalMs threads), with a guarantee
+// it accepts and the interval in milliseconds.
+func TestFlinkContenders(t *testing.T) {
+	o := options{brokers: "b:9092", input: "in", flinkJar: "flink.jar"}
+	want := map[string][2]string{
+		"flink-keyed-sum-exactly_once-1s":    {"exactly_once", "1000"},
+		"flink-keyed-sum-exactly_once-100ms": {"exactly_once", "100"},
+		"flink-keyed-sum-at_least_once-1s":   {"at_least_once", "1000"},
+	}
+	seen := 0
+	for _, c := range contenders(o) {
+		if c.Kind != "flink" {
+			continue
+		}
+		seen++
+		w, ok := want[c.Name]
+		if !ok {
+			t.Errorf("unexpected Flink contender %s", c.Name)
+			continue
+		}
+		if !c.Daemon || c.Job != "keyed-sum" {
+			t.Errorf("%s: daemon %v job %s, want a keyed-sum daemon", c.Name, c.Daemon, c.Job)
+		}
+		argv, _ := c.Cmd("out", "id")
+		if len(argv) != 11 || argv[0] != "java" || argv[3] != "flink.jar" {
+			t.Fatalf("%s: argv %q", c.Name, argv)
+		}
+		got := argv[4:]
+		if got[0] != "b:9092" || got[1] != "in" || got[2] != "out" || got[3] != "id" || got[4] != w[0] || got[5] != w[1] {
+			t.Errorf("%s: args %q, want brokers in out id %s %s threads", c.Name, got, w[0], w[1])
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d Flink contenders, want %d", seen, len(want))
+	}
+}
