@@ -53,7 +53,9 @@ func TestMeasurePlainCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := options{brokers: brokers, input: in, run: "test", plaincopy: bin, probe: 50, probeRate: 500, keys: 10, partitions: 4, idle: defaultTestIdle}
+	// A run id of its own: the output topic is named after it, and a reused
+	// broker (KAFKA_BOOTSTRAP) still has the last run's.
+	o := options{brokers: brokers, input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin, probe: 50, probeRate: 500, keys: 10, partitions: 4, idle: defaultTestIdle}
 	var c contender
 	for _, x := range contenders(o) {
 		if x.Name == "plain-copy" {
