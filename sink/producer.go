@@ -22,10 +22,19 @@ var ErrFenced = errors.New("fenced: another instance of this job took over its t
 // next flush often sees only that code, and an instance that took it for a
 // timeout would restart, fence its successor, and the two would take turns
 // forever. Stopping is the safe reading; the stop message names both causes.
+//
+// INVALID_TXN_STATE counts for the same reason: the coordinator answers it
+// to a commit (or a produce) of a transaction it is already aborting, and
+// on Kafka 4 that is what an instance fenced between its Prepare and its
+// commit sees (TestSecondInstanceFencesTheFirst caught the old instance
+// restarting on it and fencing its successor). Our own sequence never
+// provokes it: without an open transaction the client ends none and asks
+// the broker nothing.
 func IsFenced(err error) bool {
 	return errors.Is(err, ErrFenced) ||
 		errors.Is(err, kerr.ProducerFenced) ||
 		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidTxnState) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
 }
 

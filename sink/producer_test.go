@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/kafkatest"
@@ -104,5 +105,33 @@ func TestFenceAbortsPredecessorAtOnce(t *testing.T) {
 	err = old.Commit(ctx)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("the fenced producer's commit returned %v, want ErrFenced", err)
+	}
+}
+
+// The broker answers a fenced producer with one of several codes,
+// depending on where its request met the fence; each one stops the job.
+func TestIsFenced(t *testing.T) {
+	for _, err := range []error{
+		ErrFenced,
+		kerr.ProducerFenced,
+		kerr.InvalidProducerEpoch,
+		kerr.InvalidTxnState,
+		kerr.TransactionalIDAuthorizationFailed,
+		fmt.Errorf("committing transaction: %w", kerr.InvalidTxnState),
+	} {
+		if !IsFenced(err) {
+			t.Errorf("IsFenced(%v) = false", err)
+		}
+	}
+	for _, err := range []error{
+		nil,
+		errors.New("producing in transaction: i/o timeout"),
+		kerr.CoordinatorNotAvailable,
+		kerr.ConcurrentTransactions,
+		fmt.Errorf("flush: %w", kerr.NotLeaderForPartition),
+	} {
+		if IsFenced(err) {
+			t.Errorf("IsFenced(%v) = true: a retryable failure would stop the job", err)
+		}
 	}
 }
