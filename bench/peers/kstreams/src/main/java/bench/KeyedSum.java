@@ -66,11 +66,25 @@ public final class KeyedSum {
     CountDownLatch done = new CountDownLatch(1);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       streams.close();
+      // The runner stops every contender with SIGTERM: leave no state
+      // directory behind in /tmp, run after run.
+      streams.cleanUp();
+      deleteTree(new java.io.File(p.getProperty(StreamsConfig.STATE_DIR_CONFIG)));
       done.countDown();
     }));
     streams.cleanUp();
     streams.start();
     done.await();
+  }
+
+  static void deleteTree(java.io.File f) {
+    java.io.File[] children = f.listFiles();
+    if (children != null) {
+      for (java.io.File c : children) {
+        deleteTree(c);
+      }
+    }
+    f.delete();
   }
 
   /** The integer after name in a flat JSON object (no escapes, no spaces). */
