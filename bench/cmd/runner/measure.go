@@ -119,9 +119,24 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 		r.LatencySamples = len(lat)
 		r.LatencyP50ms, r.LatencyP99ms = pct(lat, 0.50), pct(lat, 0.99)
 	}
+	// One output per input, not at least one: a contender that repeats
+	// outputs has not done the job it is timed on. A repeat can only come
+	// with a later commit, so give it a commit interval or two to show.
+	want := total
+	if c.Daemon && o.probe > 0 {
+		want += int64(o.probe)
+	}
+	time.Sleep(duplicateGrace)
+	if got := rd.count.Load(); got != want {
+		return r, fmt.Errorf("%d outputs for %d inputs: %d repeated (log %s)", got, want, got-want, logf.Name())
+	}
 	os.Remove(logf.Name())
 	return r, nil
 }
+
+// duplicateGrace is how long the reader keeps reading after the last
+// expected output, to catch repeats committed after it.
+const duplicateGrace = 2500 * time.Millisecond
 
 // cleanup deletes every topic of one contender (its output, the pipeline's
 // checkpoint, state and dead-letter topics, Kafka Streams' changelogs), so
