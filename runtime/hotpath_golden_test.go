@@ -111,6 +111,7 @@ var hotPathInputs = []string{
 	`{"k":"a","x":9223372036854775807}`,
 	`{"k":"a","x":1}`,
 	`{"k":"b","x":1e400}`,
+	`{"k":"","x":4,"name":""}`,
 	`{"k":"é","x":7,"name":"` + strings.Repeat("long ", 20) + `"}`,
 	`{"key":"k1","amount":10,"ts":1764688091000,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`,
 	`{"key":"k2","amount":999,"ts":1764688091001,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`,
@@ -120,7 +121,7 @@ var hotPathInputs = []string{
 	`{"amount":3,"ts":1764688091005}`,
 }
 
-var hotPathRawInputs = []string{"plain text", "{\"k\":\"a\",\"x\":1}", "\xff\x00bin"}
+var hotPathRawInputs = []string{"plain text", "{\"k\":\"a\",\"x\":1}", "", "\xff\x00bin"}
 
 // TestHotPathOutputsUnchanged runs every input through route and process
 // (and a snapshot after every third input) and compares a transcript of
