@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strconv"
 	"unicode/utf16"
@@ -39,19 +40,35 @@ const (
 
 	// Short string values (a country, a status, an event type) repeat
 	// across records. Boxing a string into an interface allocates twice
-	// (bytes and header); the cache keeps the boxed value. It is cleared
-	// when full, so values that stop recurring make room again.
-	maxCachedValues   = 4096
+	// (bytes and header); the cache keeps the boxed value. It is
+	// direct-mapped: each value has one slot, chosen by a hash of its
+	// bytes, and a new value simply takes the slot over. So values that
+	// stop recurring make room again, and a field with more distinct
+	// values than slots (a key per user) costs a hash and an overwrite per
+	// miss, where a map would be filled and cleared over and over.
+	maxCachedValues   = 4096 // slots, a power of two
 	maxCachedValueLen = 16
+	// cacheAfter is how many short strings a decoder boxes before it
+	// allocates the cache (64 KB), so that one-shot decoders (a state
+	// restore, Expr.Eval) never do.
+	cacheAfter = 64
 )
 
 // decoder holds what survives from one record to the next. Not safe for
 // concurrent use: every Chain and Aggregator owns one.
 type decoder struct {
 	keys    map[string]string // interned object keys
-	values  map[string]any    // boxed short string values
+	values  []cachedValue     // boxed short string values, maxCachedValues slots
+	boxed   int               // short strings boxed before values existed
+	seed    maphash.Seed      // of the slot hash
 	scratch []byte            // unescaped strings
 	hint    int               // field count of the last top-level object
+}
+
+// cachedValue is one slot of decoder.values: v holds s.
+type cachedValue struct {
+	s string
+	v any
 }
 
 // scanner is one parse of one input.
@@ -335,17 +352,20 @@ func (d *decoder) boxString(b []byte) any {
 	if len(b) > maxCachedValueLen {
 		return string(b)
 	}
-	if v, ok := d.values[string(b)]; ok {
-		return v
-	}
 	if d.values == nil {
-		d.values = make(map[string]any)
-	} else if len(d.values) >= maxCachedValues {
-		clear(d.values)
+		if d.boxed++; d.boxed <= cacheAfter {
+			return string(b)
+		}
+		d.values = make([]cachedValue, maxCachedValues)
+		d.seed = maphash.MakeSeed()
 	}
-	v := any(string(b))
-	d.values[string(b)] = v
-	return v
+	slot := &d.values[maphash.Bytes(d.seed, b)&(maxCachedValues-1)]
+	if slot.v != nil && slot.s == string(b) { // compared without allocating
+		return slot.v
+	}
+	s := string(b)
+	slot.s, slot.v = s, s
+	return slot.v
 }
 
 // str parses a string body after the opening quote. The result aliases the

@@ -178,6 +178,42 @@ func TestInternKeys(t *testing.T) {
 	}
 }
 
+// TestStringValueCache decodes more distinct short values than the cache
+// has slots, each several times and interleaved with a recurring one, and
+// checks that every value is its own text (a slot taken over must never
+// answer for another value) and that a recurring value is boxed once.
+func TestStringValueCache(t *testing.T) {
+	var d decoder
+	for round := range 3 {
+		for i := range 3 * maxCachedValues {
+			want := "k" + strconv.Itoa(i)
+			m, err := d.decodeObject([]byte(`{"k":"` + want + `","c":"DE","e":""}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m["k"] != want || m["c"] != "DE" || m["e"] != "" {
+				t.Fatalf("round %d: decoded %v, want k=%s c=DE e=\"\"", round, m, want)
+			}
+		}
+	}
+	if d.values == nil {
+		t.Fatal("cache never allocated")
+	}
+	data := []byte(`{"c":"DE"}`)
+	d.decodeObject(data)
+	// One map (header and group); the boxed "DE" comes from the cache.
+	if n := testing.AllocsPerRun(100, func() { d.decodeObject(data) }); n > 2 {
+		t.Errorf("decoding a cached value: %v allocations, want at most 2 (the map)", n)
+	}
+	var fresh decoder
+	for range cacheAfter {
+		fresh.decodeValue([]byte(`"x"`))
+	}
+	if fresh.values != nil {
+		t.Errorf("a decoder that boxed %d strings allocated the cache", cacheAfter)
+	}
+}
+
 func TestAppendJSON(t *testing.T) {
 	tests := []struct {
 		in   any
