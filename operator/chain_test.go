@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -276,6 +277,41 @@ func TestExprFields(t *testing.T) {
 		if got := strings.Join(e.Fields(), " "); got != tt.want || e.meta != tt.meta {
 			t.Errorf("%s: fields %q meta %b, want %q %b", tt.src, got, e.meta, tt.want, tt.meta)
 		}
+	}
+}
+
+// TestExprFieldFastPath: an expression that is one top-level field is read
+// from the record without the VM, with the result the VM gives, for every
+// kind of value; anything more is left to the VM.
+func TestExprFieldFastPath(t *testing.T) {
+	for src, fast := range map[string]bool{
+		"amount": true, "null": true, "amount + 0": false, "$env": false, "_key": false,
+		"x ?? amount": false, "amount.v": false, "(amount)": true, "let a = 1; a": false,
+	} {
+		e, err := CompileExpr("x", src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if (e.field != "") != fast {
+			t.Errorf("%s: fast path %v, want %v", src, e.field != "", fast)
+		}
+	}
+	e, err := CompileExpr("x", "amount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := *e
+	slow.field = ""
+	for _, v := range []string{`1`, `-9223372036854775808`, `2.5`, `"s"`, `null`, `true`, `[1,{"a":[]}]`, `{"b":{}}`} {
+		r := jsonRecord(`{"amount":` + v + `}`)
+		got, gerr := e.Eval(r)
+		want, werr := slow.Eval(r)
+		if gerr != nil || werr != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("amount = %s: fast path %#v (%v), VM %#v (%v)", v, got, gerr, want, werr)
+		}
+	}
+	if _, rerr := e.Eval(jsonRecord(`{}`)); rerr == nil || rerr.Code != CodeMissingField {
+		t.Errorf("missing field: %+v", rerr)
 	}
 }
 

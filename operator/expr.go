@@ -34,6 +34,11 @@ type Expr struct {
 	prog   *vm.Program
 	fields []string // required top-level fields, sorted
 	meta   metaMask // meta variables read
+	// field is set when the expression is nothing but one top-level
+	// field (key_by: user, sum(amount)): run then reads it from the
+	// record directly, which is what the program would do, without the
+	// VM.
+	field string
 }
 
 // exprKind says what a step expects from an expression at compile time.
@@ -98,7 +103,11 @@ func compileExpr(path, src string, kind exprKind) (e *Expr, ce *CompileError) {
 		return nil, cerr(err)
 	}
 	slices.Sort(fv.fields)
-	return &Expr{path: path, src: src, prog: prog, fields: slices.Compact(fv.fields), meta: fv.meta}, nil
+	e = &Expr{path: path, src: src, prog: prog, fields: slices.Compact(fv.fields), meta: fv.meta}
+	if id, ok := tree.Node.(*ast.IdentifierNode); ok && len(e.fields) == 1 && e.fields[0] == id.Value {
+		e.field = id.Value
+	}
+	return e, nil
 }
 
 // Path is the config path the expression came from.
@@ -145,6 +154,9 @@ func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
 		if _, ok := r.fields[f]; !ok {
 			return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + f}
 		}
+	}
+	if e.field != "" {
+		return r.fields[e.field], nil // present: checked above
 	}
 	if e.meta != 0 {
 		r.setMeta(e.meta)
