@@ -102,15 +102,24 @@ func (a *Aggregator) Add(st *AggregateState, r *Record) (changed bool, err *Reco
 	}
 	a.vals = vals
 	defer clear(a.vals) // do not pin record values until the next record
-	for i, acc := range st.accs {
-		if err := acc.Check(vals[i]); err != nil {
+	// All or nothing, and the error is that of the first value that
+	// fails. The first accumulator needs no Check of its own: its Add
+	// fails exactly when its Check would, changing nothing, so it goes
+	// first once the others are known to pass (and is checked only to
+	// tell which error comes first when another one fails).
+	for i := 1; i < len(st.accs); i++ {
+		if err := st.accs[i].Check(vals[i]); err != nil {
+			if err0 := st.accs[0].Check(vals[0]); err0 != nil {
+				return false, err0.withStep(a.valuePath(0))
+			}
 			return false, err.withStep(a.valuePath(i))
 		}
 	}
 	for i, acc := range st.accs {
 		ch, err := acc.Add(vals[i])
 		if err != nil {
-			// Unreachable: every Add fails exactly when its Check does.
+			// Only the first can fail here, before anything changed:
+			// every Add fails exactly when its Check does.
 			return changed, err.withStep(a.valuePath(i))
 		}
 		changed = changed || ch

@@ -135,6 +135,57 @@ func TestAggregateAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestAggregateFirstValueFails: the first value is added without a Check
+// of its own; when it fails, or another fails, nothing changes, and the
+// error is always that of the first failing value in configured order.
+func TestAggregateFirstValueFails(t *testing.T) {
+	c := mustCompile(t, keyByStep(`"all"`), aggStep(config.EmitEveryRecord,
+		val("sum", config.AggSum, "n"),
+		val("max", config.AggMax, "m"),
+		val("count", config.AggCount, ""),
+	))
+	agg := c.Aggregator()
+	st := agg.NewState()
+	add := func(v string) *RecordError {
+		t.Helper()
+		r := jsonRecord(v)
+		if _, err := c.Process(r); err != nil {
+			t.Fatal(err)
+		}
+		_, err := agg.Add(st, r)
+		return err
+	}
+	if err := add(`{"n":1,"m":1}`); err != nil {
+		t.Fatal(err)
+	}
+	before := string(st.Output("all"))
+	for _, tt := range []struct {
+		in, path string
+		code     Code
+	}{
+		{`{"n":"x","m":"y"}`, "steps[1].aggregate.values.sum", CodeType},
+		{`{"n":"x","m":2}`, "steps[1].aggregate.values.sum", CodeType},
+		{`{"n":2,"m":"y"}`, "steps[1].aggregate.values.max", CodeType},
+		{`{"n":9223372036854775807,"m":2}`, "steps[1].aggregate.values.sum", CodeOverflow},
+		{`{"n":9223372036854775807,"m":"y"}`, "steps[1].aggregate.values.sum", CodeOverflow},
+		{`{"m":2}`, "steps[1].aggregate.values.sum", CodeMissingField},
+	} {
+		err := add(tt.in)
+		if err == nil || err.Step != tt.path || err.Code != tt.code {
+			t.Fatalf("%s: error %+v, want %s at %s", tt.in, err, tt.code, tt.path)
+		}
+		if got := string(st.Output("all")); got != before {
+			t.Fatalf("%s: state changed by a failed record: %s, was %s", tt.in, got, before)
+		}
+	}
+	if err := add(`{"n":2,"m":5}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(st.Output("all")); got != `{"key":"all","sum":3,"max":5,"count":2}` {
+		t.Fatal(got)
+	}
+}
+
 func TestAggregateDecodeError(t *testing.T) {
 	c := mustCompile(t, keyByStep(`"k"`), aggStep("", val("c", config.AggCount, "")))
 	// A record that skipped Process still gets decoded by Add.
