@@ -23,9 +23,6 @@ type Store[V any] struct {
 	live  int   // keys with a value
 	dirty int   // entries in all dirty lists
 	bytes int64 // see ApproxBytes
-
-	// scratch is Snapshot's value-encoding buffer, kept between snapshots.
-	scratch []byte
 }
 
 // group is one key group. Its map is created on the first key, because a
