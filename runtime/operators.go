@@ -21,6 +21,9 @@ type passThrough struct {
 }
 
 func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []message) {
+	// Nothing reads the input after this: its decoded map goes back to
+	// the chain for a later input.
+	defer o.p.chain.Recycle(m.op)
 	outs, rerr := o.p.outputs(&o.buf, m.rec, m.op, m.rec.Key, nil)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
@@ -44,6 +47,9 @@ type aggregateOp struct {
 }
 
 func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []message) {
+	// Nothing reads the input after this (the state keeps copies of what
+	// it needs): its decoded map goes back to the chain for a later input.
+	defer o.p.chain.Recycle(m.op)
 	key := []byte(m.op.GroupKey)
 	st, ok := o.store.Get(key)
 	if !ok {

@@ -153,7 +153,18 @@ type router struct {
 const recordChunk = 256
 
 func (p *plan) newRouter(workers int) *router {
-	return &router{p: p, chain: p.chain.Clone(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
+	chain := p.chain.Clone()
+	if p.agg == nil {
+		// Without an aggregate the sinks' key expressions read the input
+		// (or what a map step made of it): decode what they read with the
+		// rest, once.
+		for _, s := range p.sinks {
+			if s.key != nil {
+				chain.AlsoRead(s.key)
+			}
+		}
+	}
+	return &router{p: p, chain: chain, workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
 }
 
 // route runs the stateless steps on rec and picks the worker: by key group
@@ -185,10 +196,11 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		// as long as the same input always goes to the same one.
 		worker = int(uint32(rec.Partition) % uint32(r.workers))
 	}
-	if rerr != nil {
-		return r.p.deadLetters(rec, rerr), worker
-	}
-	if !keep {
+	if rerr != nil || !keep {
+		r.chain.Recycle(op) // not sent on: done with here
+		if rerr != nil {
+			return r.p.deadLetters(rec, rerr), worker
+		}
 		return nil, worker
 	}
 	r.one[0] = message{kind: msgRecord, rec: rec, op: op}
