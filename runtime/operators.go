@@ -51,7 +51,8 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 	// it needs): its decoded map goes back to the chain for a later input.
 	defer o.p.chain.Recycle(m.op)
 	key := []byte(m.op.GroupKey)
-	st, ok := o.store.Get(key)
+	slot := o.store.Slot(key) // one lookup for Get and Put
+	st, ok := slot.Get()
 	if !ok {
 		st = o.agg.NewState()
 	}
@@ -60,7 +61,7 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
 	if changed || !ok {
-		o.store.Put(key, st)
+		slot.Put(key, st)
 	}
 	if o.agg.Emit() == config.EmitOnCheckpoint {
 		if o.changedAt == nil {

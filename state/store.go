@@ -108,7 +108,40 @@ func (s *Store[V]) Get(key []byte) (V, bool) {
 // routed the record to the wrong worker.
 func (s *Store[V]) Put(key []byte, v V) {
 	g := s.groupOf(key)
-	e := g.entries[string(key)]
+	s.put(g, g.entries[string(key)], key, v)
+}
+
+// Slot is one key's place in a store, looked up once for a Get and a Put
+// of that key (the read-modify-write of a keyed operator). Use it at once:
+// any other call on the store in between may invalidate it.
+type Slot[V any] struct {
+	s *Store[V]
+	g *group[V]
+	e *entry[V] // nil: the key has no entry
+}
+
+// Slot finds key's place; it panics like Put if key's group is not in the
+// store's range.
+func (s *Store[V]) Slot(key []byte) Slot[V] {
+	g := s.groupOf(key)
+	return Slot[V]{s: s, g: g, e: g.entries[string(key)]}
+}
+
+// Get is Store.Get of the slot's key.
+func (sl Slot[V]) Get() (V, bool) {
+	if sl.e != nil && !sl.e.deleted {
+		return sl.e.value, true
+	}
+	var zero V
+	return zero, false
+}
+
+// Put is Store.Put of key, which must be the key the slot was found for.
+// (The slot does not keep it: it would make the caller's key escape.)
+func (sl Slot[V]) Put(key []byte, v V) { sl.s.put(sl.g, sl.e, key, v) }
+
+// put sets key's value in g, whose entry for key is e (nil if none).
+func (s *Store[V]) put(g *group[V], e *entry[V], key []byte, v V) {
 	if e == nil {
 		if g.entries == nil {
 			g.entries = make(map[string]*entry[V])
