@@ -3,8 +3,11 @@ package operator
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -36,6 +39,48 @@ type Aggregator struct {
 type layout struct {
 	names []string
 	funcs []config.AggregateFunc
+	// block is the type of one state's memory, allocated at once (see
+	// newState): the AggregateState, the array behind its accumulator
+	// slice, and the accumulators.
+	block reflect.Type
+}
+
+// newLayout builds the layout of the named values.
+func newLayout(names []string, funcs []config.AggregateFunc) *layout {
+	fields := []reflect.StructField{
+		{Name: "State", Type: reflect.TypeFor[AggregateState]()},
+		{Name: "Accs", Type: reflect.ArrayOf(len(funcs), reflect.TypeFor[Accumulator]())},
+	}
+	for i, fn := range funcs {
+		acc, _ := NewAccumulator(fn) // validated by the caller
+		fields = append(fields, reflect.StructField{Name: "A" + strconv.Itoa(i), Type: reflect.TypeOf(acc).Elem()})
+	}
+	return &layout{names: names, funcs: funcs, block: reflect.StructOf(fields)}
+}
+
+// newState allocates an empty state and its accumulators as one block.
+// Every record adds to the state of its key, and the keys are many: in one
+// block the state is a few adjacent cache lines instead of a header, an
+// array and one object per value scattered over the heap, each a cache
+// miss.
+func (l *layout) newState() *AggregateState {
+	v := reflect.New(l.block).Elem()
+	s := v.Field(0).Addr().Interface().(*AggregateState)
+	s.layout = l
+	// The array field is an [N]Accumulator: the slice is that array (a
+	// slice through reflect's Interface would allocate its header).
+	s.accs = unsafe.Slice((*Accumulator)(v.Field(1).Addr().UnsafePointer()), len(l.funcs))
+	for i, fn := range l.funcs {
+		acc := v.Field(2 + i).Addr().Interface().(Accumulator)
+		switch a := acc.(type) {
+		case *MinMaxAcc:
+			a.max = fn == config.AggMax
+		case *FirstLastAcc:
+			a.last = fn == config.AggLast
+		}
+		s.accs[i] = acc
+	}
+	return s
 }
 
 // Clone returns an Aggregator sharing the compiled expressions, with its
@@ -59,18 +104,12 @@ func (a *Aggregator) Emit() config.EmitMode { return a.emit }
 func (a *Aggregator) Names() []string { return slices.Clone(a.layout.names) }
 
 // NewState returns the empty state of a group key not seen before.
-func (a *Aggregator) NewState() *AggregateState {
-	s := &AggregateState{layout: a.layout, accs: make([]Accumulator, len(a.layout.funcs))}
-	for i, fn := range a.layout.funcs {
-		s.accs[i], _ = NewAccumulator(fn) // validated at compile time
-	}
-	return s
-}
+func (a *Aggregator) NewState() *AggregateState { return a.layout.newState() }
 
 // DecodeState is NewState followed by UnmarshalBinary.
 func (a *Aggregator) DecodeState(b []byte) (*AggregateState, error) {
-	s := &AggregateState{layout: a.layout} // UnmarshalBinary makes the accumulators
-	if err := s.UnmarshalBinary(b); err != nil {
+	s := a.layout.newState()
+	if err := s.unmarshal(b, s); err != nil { // s is dropped on error
 		return nil, err
 	}
 	return s, nil
@@ -217,6 +256,17 @@ func (s *AggregateState) MarshalBinary() ([]byte, error) { return s.AppendBinary
 // (a changed configuration cannot take over this state). On error s is
 // unchanged. Corrupt input is an error, never a panic.
 func (s *AggregateState) UnmarshalBinary(b []byte) error {
+	t := s.layout.newState()
+	if err := s.unmarshal(b, t); err != nil {
+		return err
+	}
+	s.accs = t.accs
+	return nil
+}
+
+// unmarshal decodes b, an encoding for s's layout, into the accumulators
+// of into, a new state of that layout; on error into is left half decoded.
+func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	r := &stateReader{b: b}
 	if v := r.byte(); r.err == nil && v != stateVersion {
 		return fmt.Errorf("decode aggregate state: unknown encoding version %d", v)
@@ -228,8 +278,7 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 	if n != uint64(len(s.layout.names)) {
 		return s.mismatch(b)
 	}
-	accs := make([]Accumulator, len(s.layout.funcs))
-	for i, fn := range s.layout.funcs {
+	for i := range s.layout.funcs {
 		name := r.bytes()
 		enc := r.bytes()
 		if r.err != nil {
@@ -238,17 +287,11 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 		if string(name) != s.layout.names[i] { // compared without allocating
 			return s.mismatch(b)
 		}
-		acc, _ := NewAccumulator(fn)
-		if err := acc.UnmarshalBinary(enc); err != nil {
+		if err := into.accs[i].UnmarshalBinary(enc); err != nil {
 			return fmt.Errorf("value %s: %w", name, err)
 		}
-		accs[i] = acc
 	}
-	if err := r.close("aggregate"); err != nil {
-		return err
-	}
-	s.accs = accs
-	return nil
+	return r.close("aggregate")
 }
 
 // mismatch explains why an encoding belongs to another configuration,

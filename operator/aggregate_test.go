@@ -334,3 +334,39 @@ func TestStateMismatchAndCorruption(t *testing.T) {
 		}
 	}
 }
+
+// TestStateIsOneBlock: a state and its accumulators are one allocation,
+// new or decoded, and work as separately allocated ones did.
+func TestStateIsOneBlock(t *testing.T) {
+	c := mustCompile(t, keyByStep(`"all"`), aggStep(config.EmitEveryRecord,
+		val("c", config.AggCount, ""), val("s", config.AggSum, "n"), val("mn", config.AggMin, "n"),
+		val("mx", config.AggMax, "n"), val("a", config.AggAvg, "n"), val("f", config.AggFirst, "n"), val("l", config.AggLast, "n")))
+	agg := c.Aggregator()
+	if n := testing.AllocsPerRun(100, func() { agg.NewState() }); n != 1 {
+		t.Errorf("NewState: %v allocations, want 1", n)
+	}
+	st := agg.NewState()
+	for _, v := range []string{`{"n":3}`, `{"n":1}`, `{"n":2}`} {
+		r := jsonRecord(v)
+		c.Process(r)
+		if _, err := agg.Add(st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = `{"key":"all","c":3,"s":6,"mn":1,"mx":3,"a":2,"f":3,"l":2}`
+	if got := string(st.Output("all")); got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	enc, _ := st.MarshalBinary()
+	back, err := agg.DecodeState(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(back.Output("all")); got != want {
+		t.Fatalf("decoded: %s, want %s", got, want)
+	}
+	// The decoded accumulators are the block's, not separate objects.
+	if n := testing.AllocsPerRun(100, func() { agg.DecodeState(enc) }); n > 1 {
+		t.Errorf("DecodeState: %v allocations, want 1", n)
+	}
+}

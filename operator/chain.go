@@ -183,7 +183,8 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 	if len(a.Values) == 0 {
 		fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
-	lay := &layout{}
+	var names []string
+	var funcs []config.AggregateFunc
 	var args []*Expr
 	seen := map[string]bool{}
 	for _, v := range a.Values {
@@ -220,8 +221,8 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 				continue
 			}
 		}
-		lay.names = append(lay.names, v.Name)
-		lay.funcs = append(lay.funcs, v.Func)
+		names = append(names, v.Name)
+		funcs = append(funcs, v.Func)
 		args = append(args, e)
 	}
 	if len(errs) > 0 {
@@ -231,7 +232,7 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 	if id == "" {
 		id = fmt.Sprintf("aggregate-%d", i)
 	}
-	return &Aggregator{layout: lay, path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
+	return &Aggregator{layout: newLayout(names, funcs), path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
 }
 
 // inputFields is need: the fields read by the expressions that see the
