@@ -45,7 +45,7 @@ type entry[V any] struct {
 	// entry's own cache lines, and a new key is one allocation, not two.
 	key    string
 	inline [inlineKey]byte
-	value V
+	value  V
 	// size is the encoded length of value at the last Snapshot or
 	// restore; it is what ApproxBytes counts for the value.
 	size int
