@@ -43,6 +43,10 @@ type layout struct {
 	// newState): the AggregateState, the array behind its accumulator
 	// slice, and the accumulators.
 	block reflect.Type
+	// header starts every state encoding (version, number of values);
+	// prefixes[i] is value i's name as encoded (length, bytes).
+	header   []byte
+	prefixes [][]byte
 }
 
 // newLayout builds the layout of the named values.
@@ -55,7 +59,12 @@ func newLayout(names []string, funcs []config.AggregateFunc) *layout {
 		acc, _ := NewAccumulator(fn) // validated by the caller
 		fields = append(fields, reflect.StructField{Name: "A" + strconv.Itoa(i), Type: reflect.TypeOf(acc).Elem()})
 	}
-	return &layout{names: names, funcs: funcs, block: reflect.StructOf(fields)}
+	l := &layout{names: names, funcs: funcs, block: reflect.StructOf(fields)}
+	l.header = binary.AppendUvarint([]byte{stateVersion}, uint64(len(names)))
+	for _, name := range names {
+		l.prefixes = append(l.prefixes, append(binary.AppendUvarint(nil, uint64(len(name))), name...))
+	}
+	return l
 }
 
 // newState allocates an empty state and its accumulators as one block.
@@ -219,12 +228,9 @@ const stateVersion = 1
 // Names are stored so that a restore into a changed configuration (values
 // renamed, reordered, added) is refused instead of mixing up sums.
 func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, stateVersion)
-	b = binary.AppendUvarint(b, uint64(len(s.accs)))
+	b = append(b, s.layout.header...)
 	for i, acc := range s.accs {
-		name := s.layout.names[i]
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
+		b = append(b, s.layout.prefixes[i]...)
 		// Accumulator encodings are short: one byte of length, encoded in
 		// place after the fact (shifting if ever longer).
 		lenAt := len(b)

@@ -135,28 +135,30 @@ func (d *decoder) decodeFields(data []byte, need *fieldSet) (map[string]any, err
 // another by adding fields (Chain.AlsoRead) remembers it as its parent, so
 // that what the parent covers, it covers too.
 type fieldSet struct {
-	names  map[string]struct{}
+	names  map[string]string // each name to itself: the key to build with
 	parent *fieldSet
 }
 
 func newFieldSet(parent *fieldSet, names ...[]string) *fieldSet {
-	f := &fieldSet{names: map[string]struct{}{}, parent: parent}
+	f := &fieldSet{names: map[string]string{}, parent: parent}
 	if parent != nil {
 		for n := range parent.names {
-			f.names[n] = struct{}{}
+			f.names[n] = n
 		}
 	}
 	for _, ns := range names {
 		for _, n := range ns {
-			f.names[n] = struct{}{}
+			f.names[n] = n
 		}
 	}
 	return f
 }
 
-func (f *fieldSet) has(name []byte) bool {
-	_, ok := f.names[string(name)] // no allocation for the lookup
-	return ok
+// lookup returns the member name to build for name, and whether it is in
+// the set: one lookup both tells and interns.
+func (f *fieldSet) lookup(name []byte) (string, bool) {
+	k, ok := f.names[string(name)] // no allocation for the lookup
+	return k, ok
 }
 
 // covers reports whether every field e reads is in f.
@@ -321,10 +323,12 @@ func (s *scanner) object(hint int, m map[string]any, need *fieldSet) (map[string
 		if err != nil {
 			return nil, err
 		}
-		build := need == nil || need.has(kb)
+		build := true
 		var key string
-		if build {
+		if need == nil {
 			key = s.d.intern(kb)
+		} else {
+			key, build = need.lookup(kb)
 		}
 		s.skipSpace()
 		if s.pos >= len(s.data) {
