@@ -43,6 +43,10 @@ type layout struct {
 	// newState): the AggregateState, the array behind its accumulator
 	// slice, and the accumulators.
 	block reflect.Type
+	// accsOffset and offsets[i] are where the accumulator array and value
+	// i's accumulator are in a block.
+	accsOffset uintptr
+	offsets    []uintptr
 	// header starts every state encoding (version, number of values);
 	// prefixes[i] is value i's name as encoded (length, bytes).
 	header   []byte
@@ -60,6 +64,10 @@ func newLayout(names []string, funcs []config.AggregateFunc) *layout {
 		fields = append(fields, reflect.StructField{Name: "A" + strconv.Itoa(i), Type: reflect.TypeOf(acc).Elem()})
 	}
 	l := &layout{names: names, funcs: funcs, block: reflect.StructOf(fields)}
+	for i := range funcs {
+		l.offsets = append(l.offsets, l.block.Field(2+i).Offset)
+	}
+	l.accsOffset = l.block.Field(1).Offset
 	l.header = binary.AppendUvarint([]byte{stateVersion}, uint64(len(names)))
 	for _, name := range names {
 		l.prefixes = append(l.prefixes, append(binary.AppendUvarint(nil, uint64(len(name))), name...))
@@ -71,23 +79,31 @@ func newLayout(names []string, funcs []config.AggregateFunc) *layout {
 // Every record adds to the state of its key, and the keys are many: in one
 // block the state is a few adjacent cache lines instead of a header, an
 // array and one object per value scattered over the heap, each a cache
-// miss.
+// miss. (A restore makes a million of them: the fields are found by their
+// offsets, not through reflect.)
 func (l *layout) newState() *AggregateState {
-	v := reflect.New(l.block).Elem()
-	s := v.Field(0).Addr().Interface().(*AggregateState)
+	block := reflect.New(l.block).UnsafePointer() // zeroed, typed for the GC
+	s := (*AggregateState)(block)
 	s.layout = l
-	// The array field is an [N]Accumulator: the slice is that array (a
-	// slice through reflect's Interface would allocate its header).
-	s.accs = unsafe.Slice((*Accumulator)(v.Field(1).Addr().UnsafePointer()), len(l.funcs))
+	s.accs = unsafe.Slice((*Accumulator)(unsafe.Add(block, l.accsOffset)), len(l.funcs))
 	for i, fn := range l.funcs {
-		acc := v.Field(2 + i).Addr().Interface().(Accumulator)
-		switch a := acc.(type) {
-		case *MinMaxAcc:
+		p := unsafe.Add(block, l.offsets[i])
+		switch fn {
+		case config.AggCount:
+			s.accs[i] = (*CountAcc)(p)
+		case config.AggSum:
+			s.accs[i] = (*SumAcc)(p)
+		case config.AggMin, config.AggMax:
+			a := (*MinMaxAcc)(p)
 			a.max = fn == config.AggMax
-		case *FirstLastAcc:
+			s.accs[i] = a
+		case config.AggAvg:
+			s.accs[i] = (*AvgAcc)(p)
+		case config.AggFirst, config.AggLast:
+			a := (*FirstLastAcc)(p)
 			a.last = fn == config.AggLast
+			s.accs[i] = a
 		}
-		s.accs[i] = acc
 	}
 	return s
 }
