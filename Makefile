@@ -2,7 +2,7 @@
 GO        ?= go
 KAFKA_DIR ?= .kafka-local
 
-.PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench
+.PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench bench-recovery
 
 build: ## the pipeline binary, in bin/
 	$(GO) build -o bin/pipeline ./cmd/pipeline
@@ -40,3 +40,6 @@ kafka-status:
 
 bench: ## the side-by-side benchmark (bench/README.md); BENCH_N=200000 for a quick run
 	./bench/run.sh
+
+bench-recovery: ## SIGKILL to the first new committed output, 100k and 1M keys of state (bench/README.md)
+	./bench/recovery.sh

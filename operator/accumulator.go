@@ -609,9 +609,15 @@ func (a *FirstLastAcc) AppendBinary(b []byte) ([]byte, error) {
 	if !a.has {
 		return append(b, 0), nil
 	}
-	// Encode behind a placeholder length to avoid a temporary buffer: the
-	// uvarint length is re-encoded once the size is known.
 	b = append(b, 1)
+	// A short value (a number, a timestamp, a short string) is encoded on
+	// the stack, then appended behind its length; a longer one behind a
+	// placeholder length, re-encoded and shifted once the size is known.
+	var small [32]byte
+	if enc := appendTyped(small[:0], a.v); len(enc) <= len(small) {
+		b = binary.AppendUvarint(b, uint64(len(enc)))
+		return append(b, enc...), nil
+	}
 	start := len(b)
 	b = appendTyped(b, a.v)
 	n := len(b) - start

@@ -3,8 +3,11 @@ package operator
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -36,6 +39,73 @@ type Aggregator struct {
 type layout struct {
 	names []string
 	funcs []config.AggregateFunc
+	// block is the type of one state's memory, allocated at once (see
+	// newState): the AggregateState, the array behind its accumulator
+	// slice, and the accumulators.
+	block reflect.Type
+	// accsOffset and offsets[i] are where the accumulator array and value
+	// i's accumulator are in a block.
+	accsOffset uintptr
+	offsets    []uintptr
+	// header starts every state encoding (version, number of values);
+	// prefixes[i] is value i's name as encoded (length, bytes).
+	header   []byte
+	prefixes [][]byte
+}
+
+// newLayout builds the layout of the named values.
+func newLayout(names []string, funcs []config.AggregateFunc) *layout {
+	fields := []reflect.StructField{
+		{Name: "State", Type: reflect.TypeFor[AggregateState]()},
+		{Name: "Accs", Type: reflect.ArrayOf(len(funcs), reflect.TypeFor[Accumulator]())},
+	}
+	for i, fn := range funcs {
+		acc, _ := NewAccumulator(fn) // validated by the caller
+		fields = append(fields, reflect.StructField{Name: "A" + strconv.Itoa(i), Type: reflect.TypeOf(acc).Elem()})
+	}
+	l := &layout{names: names, funcs: funcs, block: reflect.StructOf(fields)}
+	for i := range funcs {
+		l.offsets = append(l.offsets, l.block.Field(2+i).Offset)
+	}
+	l.accsOffset = l.block.Field(1).Offset
+	l.header = binary.AppendUvarint([]byte{stateVersion}, uint64(len(names)))
+	for _, name := range names {
+		l.prefixes = append(l.prefixes, append(binary.AppendUvarint(nil, uint64(len(name))), name...))
+	}
+	return l
+}
+
+// newState allocates an empty state and its accumulators as one block.
+// Every record adds to the state of its key, and the keys are many: in one
+// block the state is a few adjacent cache lines instead of a header, an
+// array and one object per value scattered over the heap, each a cache
+// miss. (A restore makes a million of them: the fields are found by their
+// offsets, not through reflect.)
+func (l *layout) newState() *AggregateState {
+	block := reflect.New(l.block).UnsafePointer() // zeroed, typed for the GC
+	s := (*AggregateState)(block)
+	s.layout = l
+	s.accs = unsafe.Slice((*Accumulator)(unsafe.Add(block, l.accsOffset)), len(l.funcs))
+	for i, fn := range l.funcs {
+		p := unsafe.Add(block, l.offsets[i])
+		switch fn {
+		case config.AggCount:
+			s.accs[i] = (*CountAcc)(p)
+		case config.AggSum:
+			s.accs[i] = (*SumAcc)(p)
+		case config.AggMin, config.AggMax:
+			a := (*MinMaxAcc)(p)
+			a.max = fn == config.AggMax
+			s.accs[i] = a
+		case config.AggAvg:
+			s.accs[i] = (*AvgAcc)(p)
+		case config.AggFirst, config.AggLast:
+			a := (*FirstLastAcc)(p)
+			a.last = fn == config.AggLast
+			s.accs[i] = a
+		}
+	}
+	return s
 }
 
 // Clone returns an Aggregator sharing the compiled expressions, with its
@@ -59,18 +129,12 @@ func (a *Aggregator) Emit() config.EmitMode { return a.emit }
 func (a *Aggregator) Names() []string { return slices.Clone(a.layout.names) }
 
 // NewState returns the empty state of a group key not seen before.
-func (a *Aggregator) NewState() *AggregateState {
-	s := &AggregateState{layout: a.layout, accs: make([]Accumulator, len(a.layout.funcs))}
-	for i, fn := range a.layout.funcs {
-		s.accs[i], _ = NewAccumulator(fn) // validated at compile time
-	}
-	return s
-}
+func (a *Aggregator) NewState() *AggregateState { return a.layout.newState() }
 
 // DecodeState is NewState followed by UnmarshalBinary.
 func (a *Aggregator) DecodeState(b []byte) (*AggregateState, error) {
-	s := &AggregateState{layout: a.layout} // UnmarshalBinary makes the accumulators
-	if err := s.UnmarshalBinary(b); err != nil {
+	s := a.layout.newState()
+	if err := s.unmarshal(b, s); err != nil { // s is dropped on error
 		return nil, err
 	}
 	return s, nil
@@ -102,15 +166,24 @@ func (a *Aggregator) Add(st *AggregateState, r *Record) (changed bool, err *Reco
 	}
 	a.vals = vals
 	defer clear(a.vals) // do not pin record values until the next record
-	for i, acc := range st.accs {
-		if err := acc.Check(vals[i]); err != nil {
+	// All or nothing, and the error is that of the first value that
+	// fails. The first accumulator needs no Check of its own: its Add
+	// fails exactly when its Check would, changing nothing, so it goes
+	// first once the others are known to pass (and is checked only to
+	// tell which error comes first when another one fails).
+	for i := 1; i < len(st.accs); i++ {
+		if err := st.accs[i].Check(vals[i]); err != nil {
+			if err0 := st.accs[0].Check(vals[0]); err0 != nil {
+				return false, err0.withStep(a.valuePath(0))
+			}
 			return false, err.withStep(a.valuePath(i))
 		}
 	}
 	for i, acc := range st.accs {
 		ch, err := acc.Add(vals[i])
 		if err != nil {
-			// Unreachable: every Add fails exactly when its Check does.
+			// Only the first can fail here, before anything changed:
+			// every Add fails exactly when its Check does.
 			return changed, err.withStep(a.valuePath(i))
 		}
 		changed = changed || ch
@@ -171,12 +244,9 @@ const stateVersion = 1
 // Names are stored so that a restore into a changed configuration (values
 // renamed, reordered, added) is refused instead of mixing up sums.
 func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, stateVersion)
-	b = binary.AppendUvarint(b, uint64(len(s.accs)))
+	b = append(b, s.layout.header...)
 	for i, acc := range s.accs {
-		name := s.layout.names[i]
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
+		b = append(b, s.layout.prefixes[i]...)
 		// Accumulator encodings are short: one byte of length, encoded in
 		// place after the fact (shifting if ever longer).
 		lenAt := len(b)
@@ -208,6 +278,17 @@ func (s *AggregateState) MarshalBinary() ([]byte, error) { return s.AppendBinary
 // (a changed configuration cannot take over this state). On error s is
 // unchanged. Corrupt input is an error, never a panic.
 func (s *AggregateState) UnmarshalBinary(b []byte) error {
+	t := s.layout.newState()
+	if err := s.unmarshal(b, t); err != nil {
+		return err
+	}
+	s.accs = t.accs
+	return nil
+}
+
+// unmarshal decodes b, an encoding for s's layout, into the accumulators
+// of into, a new state of that layout; on error into is left half decoded.
+func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	r := &stateReader{b: b}
 	if v := r.byte(); r.err == nil && v != stateVersion {
 		return fmt.Errorf("decode aggregate state: unknown encoding version %d", v)
@@ -219,8 +300,7 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 	if n != uint64(len(s.layout.names)) {
 		return s.mismatch(b)
 	}
-	accs := make([]Accumulator, len(s.layout.funcs))
-	for i, fn := range s.layout.funcs {
+	for i := range s.layout.funcs {
 		name := r.bytes()
 		enc := r.bytes()
 		if r.err != nil {
@@ -229,17 +309,11 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 		if string(name) != s.layout.names[i] { // compared without allocating
 			return s.mismatch(b)
 		}
-		acc, _ := NewAccumulator(fn)
-		if err := acc.UnmarshalBinary(enc); err != nil {
+		if err := into.accs[i].UnmarshalBinary(enc); err != nil {
 			return fmt.Errorf("value %s: %w", name, err)
 		}
-		accs[i] = acc
 	}
-	if err := r.close("aggregate"); err != nil {
-		return err
-	}
-	s.accs = accs
-	return nil
+	return r.close("aggregate")
 }
 
 // mismatch explains why an encoding belongs to another configuration,

@@ -135,6 +135,57 @@ func TestAggregateAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestAggregateFirstValueFails: the first value is added without a Check
+// of its own; when it fails, or another fails, nothing changes, and the
+// error is always that of the first failing value in configured order.
+func TestAggregateFirstValueFails(t *testing.T) {
+	c := mustCompile(t, keyByStep(`"all"`), aggStep(config.EmitEveryRecord,
+		val("sum", config.AggSum, "n"),
+		val("max", config.AggMax, "m"),
+		val("count", config.AggCount, ""),
+	))
+	agg := c.Aggregator()
+	st := agg.NewState()
+	add := func(v string) *RecordError {
+		t.Helper()
+		r := jsonRecord(v)
+		if _, err := c.Process(r); err != nil {
+			t.Fatal(err)
+		}
+		_, err := agg.Add(st, r)
+		return err
+	}
+	if err := add(`{"n":1,"m":1}`); err != nil {
+		t.Fatal(err)
+	}
+	before := string(st.Output("all"))
+	for _, tt := range []struct {
+		in, path string
+		code     Code
+	}{
+		{`{"n":"x","m":"y"}`, "steps[1].aggregate.values.sum", CodeType},
+		{`{"n":"x","m":2}`, "steps[1].aggregate.values.sum", CodeType},
+		{`{"n":2,"m":"y"}`, "steps[1].aggregate.values.max", CodeType},
+		{`{"n":9223372036854775807,"m":2}`, "steps[1].aggregate.values.sum", CodeOverflow},
+		{`{"n":9223372036854775807,"m":"y"}`, "steps[1].aggregate.values.sum", CodeOverflow},
+		{`{"m":2}`, "steps[1].aggregate.values.sum", CodeMissingField},
+	} {
+		err := add(tt.in)
+		if err == nil || err.Step != tt.path || err.Code != tt.code {
+			t.Fatalf("%s: error %+v, want %s at %s", tt.in, err, tt.code, tt.path)
+		}
+		if got := string(st.Output("all")); got != before {
+			t.Fatalf("%s: state changed by a failed record: %s, was %s", tt.in, got, before)
+		}
+	}
+	if err := add(`{"n":2,"m":5}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(st.Output("all")); got != `{"key":"all","sum":3,"max":5,"count":2}` {
+		t.Fatal(got)
+	}
+}
+
 func TestAggregateDecodeError(t *testing.T) {
 	c := mustCompile(t, keyByStep(`"k"`), aggStep("", val("c", config.AggCount, "")))
 	// A record that skipped Process still gets decoded by Add.
@@ -281,5 +332,41 @@ func TestStateMismatchAndCorruption(t *testing.T) {
 			c[i] = x
 			orig.NewState().UnmarshalBinary(c)
 		}
+	}
+}
+
+// TestStateIsOneBlock: a state and its accumulators are one allocation,
+// new or decoded, and work as separately allocated ones did.
+func TestStateIsOneBlock(t *testing.T) {
+	c := mustCompile(t, keyByStep(`"all"`), aggStep(config.EmitEveryRecord,
+		val("c", config.AggCount, ""), val("s", config.AggSum, "n"), val("mn", config.AggMin, "n"),
+		val("mx", config.AggMax, "n"), val("a", config.AggAvg, "n"), val("f", config.AggFirst, "n"), val("l", config.AggLast, "n")))
+	agg := c.Aggregator()
+	if n := testing.AllocsPerRun(100, func() { agg.NewState() }); n != 1 {
+		t.Errorf("NewState: %v allocations, want 1", n)
+	}
+	st := agg.NewState()
+	for _, v := range []string{`{"n":3}`, `{"n":1}`, `{"n":2}`} {
+		r := jsonRecord(v)
+		c.Process(r)
+		if _, err := agg.Add(st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = `{"key":"all","c":3,"s":6,"mn":1,"mx":3,"a":2,"f":3,"l":2}`
+	if got := string(st.Output("all")); got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	enc, _ := st.MarshalBinary()
+	back, err := agg.DecodeState(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(back.Output("all")); got != want {
+		t.Fatalf("decoded: %s, want %s", got, want)
+	}
+	// The decoded accumulators are the block's, not separate objects.
+	if n := testing.AllocsPerRun(100, func() { agg.DecodeState(enc) }); n > 1 {
+		t.Errorf("DecodeState: %v allocations, want 1", n)
 	}
 }

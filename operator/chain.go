@@ -28,6 +28,19 @@ type Chain struct {
 
 	vm  vm.VM
 	dec decoder
+	// maps are the recycled maps (Recycle), shared with the clones; dec
+	// draws from them.
+	maps *fieldMaps
+	// need are the top-level fields of an input value that the chain's
+	// expressions read (those of the steps up to the first map step, and
+	// of the aggregate if there is no map step): Process builds only
+	// these, the rest of the value is validated and skipped. nil when an
+	// expression may read any field ($env): then all are built. Another
+	// expression on the record (a sink key) gets the whole value decoded
+	// if it reads more (Expr.run).
+	need *fieldSet
+	// mapped says a map step replaces the input value.
+	mapped bool
 }
 
 type step struct {
@@ -43,7 +56,8 @@ type step struct {
 // Compile builds a Chain from the job's steps. It reports every problem it
 // finds, each a *CompileError, joined with errors.Join.
 func Compile(steps []config.Step) (*Chain, error) {
-	c := &Chain{}
+	c := &Chain{maps: &fieldMaps{}}
+	c.dec.maps = c.maps
 	var errs []error
 	fail := func(i int, kind config.StepKind, path, format string, args ...any) {
 		errs = append(errs, &CompileError{Path: path, Step: i, Kind: kind, Message: fmt.Sprintf(format, args...)})
@@ -127,6 +141,7 @@ func Compile(steps []config.Step) (*Chain, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	c.need = c.inputFields()
 	c.firstPath = "steps"
 	if len(steps) > 0 {
 		c.firstPath = fmt.Sprintf("steps[0].%s", steps[0].Kind())
@@ -168,7 +183,8 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 	if len(a.Values) == 0 {
 		fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
-	lay := &layout{}
+	var names []string
+	var funcs []config.AggregateFunc
 	var args []*Expr
 	seen := map[string]bool{}
 	for _, v := range a.Values {
@@ -205,8 +221,8 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 				continue
 			}
 		}
-		lay.names = append(lay.names, v.Name)
-		lay.funcs = append(lay.funcs, v.Func)
+		names = append(names, v.Name)
+		funcs = append(funcs, v.Func)
 		args = append(args, e)
 	}
 	if len(errs) > 0 {
@@ -216,17 +232,85 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 	if id == "" {
 		id = fmt.Sprintf("aggregate-%d", i)
 	}
-	return &Aggregator{layout: lay, path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
+	return &Aggregator{layout: newLayout(names, funcs), path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
+}
+
+// inputFields is need: the fields read by the expressions that see the
+// input value. Each of them is marked as covered by it.
+func (c *Chain) inputFields() *fieldSet {
+	var exprs []*Expr
+	for _, st := range c.steps {
+		if st.expr != nil {
+			exprs = append(exprs, st.expr)
+		}
+		exprs = append(exprs, st.fields...)
+		if st.kind == config.StepMap {
+			c.mapped = true
+			break
+		}
+	}
+	if !c.mapped && c.agg != nil {
+		for _, e := range c.agg.args {
+			if e != nil {
+				exprs = append(exprs, e)
+			}
+		}
+	}
+	var names [][]string
+	for _, e := range exprs {
+		if e.env {
+			return nil
+		}
+		names = append(names, e.reads)
+	}
+	need := newFieldSet(nil, names...)
+	for _, e := range exprs {
+		e.within = need
+	}
+	return need
+}
+
+// AlsoRead adds the fields that exprs read of the input value to those
+// Process decodes, for expressions the runtime evaluates on records after
+// the chain (a sink key of a job without an aggregate), so that these need
+// not decode the value a second time.
+func (c *Chain) AlsoRead(exprs ...*Expr) {
+	if c.need == nil || c.mapped {
+		return // everything is decoded, or they read the mapped value
+	}
+	var names [][]string
+	for _, e := range exprs {
+		if e.env {
+			c.need = nil
+			return
+		}
+		names = append(names, e.reads)
+	}
+	c.need = newFieldSet(c.need, names...)
 }
 
 // Clone returns a Chain sharing the compiled programs, for another
 // goroutine.
 func (c *Chain) Clone() *Chain {
-	n := &Chain{steps: c.steps, keyed: c.keyed, firstPath: c.firstPath}
+	n := &Chain{steps: c.steps, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped}
+	n.dec.maps = c.maps
 	if c.agg != nil {
 		n.agg = c.agg.Clone()
 	}
 	return n
+}
+
+// Recycle gives the map holding r's decoded (or mapped) value back to the
+// chain and its clones, which decode later records into it, and leaves r as
+// if never decoded. Call it once nothing reads r any more (its outputs are
+// encoded, its values added): the map is cleared and handed on. Values read
+// from the record stay valid (they are never changed, only no longer
+// referenced by the map); a map that Fields returned does not. Safe for
+// concurrent use with the clones' Process, so the goroutine that finishes
+// with a record may recycle it while another decodes.
+func (c *Chain) Recycle(r *Record) {
+	c.maps.put(r.fields)
+	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial = nil, nil, false, false, 0, nil
 }
 
 // Keyed reports whether the chain has a key_by step, so records carry a
@@ -243,7 +327,7 @@ func (c *Chain) Aggregator() *Aggregator { return c.agg }
 // non-nil error means the record failed and goes to the dead-letter topic;
 // it never panics on any input.
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
-	if err := r.decode(&c.dec, c.firstPath); err != nil {
+	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
 		return false, err
 	}
 	for i := range c.steps {
@@ -276,7 +360,8 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 				}
 				m[s.names[j]] = nv
 			}
-			r.fields, r.order, r.changed, r.metaSet = m, s.names, true, 0
+			c.maps.put(r.fields) // the input's map: nothing reads it any more
+			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)
 			if err != nil {

@@ -3,6 +3,8 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -279,6 +281,41 @@ func TestExprFields(t *testing.T) {
 	}
 }
 
+// TestExprFieldFastPath: an expression that is one top-level field is read
+// from the record without the VM, with the result the VM gives, for every
+// kind of value; anything more is left to the VM.
+func TestExprFieldFastPath(t *testing.T) {
+	for src, fast := range map[string]bool{
+		"amount": true, "null": true, "amount + 0": false, "$env": false, "_key": false,
+		"x ?? amount": false, "amount.v": false, "(amount)": true, "let a = 1; a": false,
+	} {
+		e, err := CompileExpr("x", src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if (e.field != "") != fast {
+			t.Errorf("%s: fast path %v, want %v", src, e.field != "", fast)
+		}
+	}
+	e, err := CompileExpr("x", "amount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := *e
+	slow.field = ""
+	for _, v := range []string{`1`, `-9223372036854775808`, `2.5`, `"s"`, `null`, `true`, `[1,{"a":[]}]`, `{"b":{}}`} {
+		r := jsonRecord(`{"amount":` + v + `}`)
+		got, gerr := e.Eval(r)
+		want, werr := slow.Eval(r)
+		if gerr != nil || werr != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("amount = %s: fast path %#v (%v), VM %#v (%v)", v, got, gerr, want, werr)
+		}
+	}
+	if _, rerr := e.Eval(jsonRecord(`{}`)); rerr == nil || rerr.Code != CodeMissingField {
+		t.Errorf("missing field: %+v", rerr)
+	}
+}
+
 func TestExprEval(t *testing.T) {
 	e, err := CompileExpr("sinks[0].key", `"k-" + id`)
 	if err != nil {
@@ -324,6 +361,60 @@ func TestCloneIsIndependent(t *testing.T) {
 	}
 	if got := string(st.Output(r.GroupKey)); got != `{"key":"5","s":5}` {
 		t.Fatal(got)
+	}
+}
+
+// TestRecycle: a recycled record's map may be decoded into again by a
+// clone, while what was read from the record before stays as it was; a record is
+// recycled by one goroutine while another decodes (run it under -race).
+func TestRecycle(t *testing.T) {
+	c := mustCompile(t, mapStep("u", "user", "n", "n"), keyByStep("u"))
+	d := c.Clone()
+	a := jsonRecord(`{"user":"ann","n":[1,2]}`)
+	if _, err := d.Process(a); err != nil {
+		t.Fatal(err)
+	}
+	am, _ := a.Fields()
+	n := am["n"]
+	c.Recycle(a)
+	if a.decoded || a.fields != nil || a.changed {
+		t.Fatal("a recycled record must be as if never decoded")
+	}
+	b := jsonRecord(`{"user":"bob","n":3,"x":1}`)
+	if _, err := d.Process(b); err != nil {
+		t.Fatal(err)
+	}
+	// (Whether b got a's map is up to sync.Pool, which under -race drops
+	// some on purpose; BenchmarkKeyedSumHotPath counts the allocations.)
+	bm, _ := b.Fields()
+	if b.GroupKey != "bob" || bm["n"] != 3 || !reflect.DeepEqual(n, []any{1, 2}) || a.GroupKey != "ann" {
+		t.Errorf("b %s %v, a's n %v, a %s", b.GroupKey, bm, n, a.GroupKey)
+	}
+	// A decode error gives the map back too.
+	if _, err := d.Process(jsonRecord(`{"user":`)); err == nil {
+		t.Fatal("want a decode error")
+	}
+
+	recs := make(chan *Record, 16)
+	go func() {
+		defer close(recs)
+		for i := range 2000 {
+			r := jsonRecord(`{"user":"u` + strconv.Itoa(i%7) + `","n":` + strconv.Itoa(i) + `}`)
+			if _, err := d.Process(r); err != nil {
+				t.Error(err)
+				return
+			}
+			recs <- r
+		}
+	}()
+	i := 0
+	for r := range recs {
+		m, _ := r.Fields()
+		if r.GroupKey != "u"+strconv.Itoa(i%7) || m["n"] != i {
+			t.Fatalf("record %d: key %s, fields %v", i, r.GroupKey, m)
+		}
+		c.Recycle(r)
+		i++
 	}
 }
 
@@ -422,5 +513,70 @@ func TestExprEvalKey(t *testing.T) {
 	_, rerr := e.EvalKey(jsonRecord(`{"k":[1]}`))
 	if rerr == nil || rerr.Step != "sinks[0].key" || rerr.Code != CodeType {
 		t.Fatalf("%+v", rerr)
+	}
+}
+
+// TestPartialDecoding: Process builds only the fields the chain reads;
+// whatever reads more of the record (Fields, another expression, one
+// reading $env) gets the whole value, and fields added with AlsoRead are
+// built with the rest.
+func TestPartialDecoding(t *testing.T) {
+	c := mustCompile(t, filterStep(`(opt ?? 0) >= 0`), keyByStep("k"), aggStep(config.EmitEveryRecord, val("s", config.AggSum, "n")))
+	d := c.Clone()
+	r := jsonRecord(`{"k":"a","n":2,"pad":"xxx","obj":{"z":[1]}}`)
+	if keep, err := d.Process(r); !keep || err != nil {
+		t.Fatal(keep, err)
+	}
+	if r.partial == nil || len(r.fields) != 2 {
+		t.Fatalf("partial %v, fields %v: want k and n only", r.partial, r.fields)
+	}
+	st := d.Aggregator().NewState()
+	if _, err := d.Aggregator().Add(st, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(st.Output(r.GroupKey)); got != `{"key":"a","s":2}` {
+		t.Fatal(got)
+	}
+	e, err := CompileExpr("sinks[0].key", `_key + pad + string(obj.z[0]) + k`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.Eval(r); err != nil || v != "k1xxx1a" {
+		t.Fatalf("an expression reading more: %v, %v", v, err)
+	}
+	if r.partial != nil || len(r.fields) != 4+1 { // and _key
+		t.Fatalf("after decoding whole: partial %v, fields %v", r.partial, r.fields)
+	}
+
+	r = jsonRecord(`{"k":"a","n":2,"pad":"xxx"}`)
+	d.Process(r)
+	if m, err := r.Fields(); err != nil || len(m) != 3 {
+		t.Fatalf("Fields: %v, %v", m, err)
+	}
+
+	key, err := CompileExpr("sinks[0].key", `pad`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.AlsoRead(key)
+	r = jsonRecord(`{"k":"a","n":2,"pad":"xxx","other":1}`)
+	d.Process(r)
+	if v, err := key.EvalKey(r); err != nil || v != "xxx" || r.partial == nil || len(r.fields) != 3 {
+		t.Fatalf("AlsoRead: %v, %v, fields %v", v, err, r.fields)
+	}
+	if _, ok := c.need.names["pad"]; ok {
+		t.Fatal("AlsoRead of a clone changed the original")
+	}
+
+	for _, steps := range [][]config.Step{
+		{filterStep(`$env.n > 0`), keyByStep("k")},
+		{mapStep("k", "k"), keyByStep("k")},
+	} {
+		c := mustCompile(t, steps...)
+		r := jsonRecord(`{"k":"a","n":2,"pad":"xxx"}`)
+		c.Process(r)
+		if r.partial != nil {
+			t.Errorf("%v: decoded in part", steps)
+		}
 	}
 }

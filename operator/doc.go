@@ -45,10 +45,20 @@
 // the record lacks is CodeMissingField; x ?? default and x?.y make x
 // optional.
 //
+// # Decoding
+//
+// Process decodes a JSON value once per record, building only the
+// top-level fields the chain's expressions read (all of them when one reads
+// $env); the rest is validated and skipped, so a bad value fails the same
+// way whatever is read of it. An expression that reads more of the record
+// later (a sink key) gets the whole value decoded first. The decoded map
+// comes from the records the runtime gave back with Chain.Recycle, once
+// nothing read them any more.
+//
 // # Concurrency
 //
 // Expr and compiled programs are immutable and shared. A Chain and an
 // Aggregator each reuse a VM and decode buffers, so each goroutine uses its
 // own Clone. A Record and an AggregateState belong to one goroutine at a
-// time.
+// time. Chain.Recycle is safe from any goroutine.
 package operator

@@ -34,6 +34,19 @@ type Expr struct {
 	prog   *vm.Program
 	fields []string // required top-level fields, sorted
 	meta   metaMask // meta variables read
+	// reads are the top-level fields read, optional ones too, sorted; env
+	// says any field may be read. They decide which fields of a record
+	// must be decoded for the expression (see Chain's need).
+	reads []string
+	env   bool
+	// within is the set of fields the chain that owns the expression
+	// decodes, which covers reads; nil for an expression of no chain.
+	within *fieldSet
+	// field is set when the expression is nothing but one top-level
+	// field (key_by: user, sum(amount)): run then reads it from the
+	// record directly, which is what the program would do, without the
+	// VM.
+	field string
 }
 
 // exprKind says what a step expects from an expression at compile time.
@@ -98,7 +111,13 @@ func compileExpr(path, src string, kind exprKind) (e *Expr, ce *CompileError) {
 		return nil, cerr(err)
 	}
 	slices.Sort(fv.fields)
-	return &Expr{path: path, src: src, prog: prog, fields: slices.Compact(fv.fields), meta: fv.meta}, nil
+	slices.Sort(fv.reads)
+	e = &Expr{path: path, src: src, prog: prog, fields: slices.Compact(fv.fields), meta: fv.meta,
+		reads: slices.Compact(fv.reads), env: fv.env}
+	if id, ok := tree.Node.(*ast.IdentifierNode); ok && len(e.fields) == 1 && e.fields[0] == id.Value {
+		e.field = id.Value
+	}
+	return e, nil
 }
 
 // Path is the config path the expression came from.
@@ -141,10 +160,20 @@ func (e *Expr) EvalKey(r *Record) (string, *RecordError) {
 
 // run evaluates on a decoded record with the caller's VM.
 func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
+	if r.partial != nil && !r.partial.covers(e) {
+		// The chain decoded only the fields its own expressions read;
+		// this one (a sink key, say) reads others.
+		if err := r.decodeAll(e.path); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range e.fields {
 		if _, ok := r.fields[f]; !ok {
 			return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + f}
 		}
+	}
+	if e.field != "" {
+		return r.fields[e.field], nil // present: checked above
 	}
 	if e.meta != 0 {
 		r.setMeta(e.meta)
@@ -162,6 +191,11 @@ type freeVars struct {
 	src    string
 	fields []string
 	meta   metaMask
+	// reads are all top-level fields read, the optional ones too; env says
+	// the expression may read any field ($env, or a node this walk does
+	// not know).
+	reads []string
+	env   bool
 }
 
 // walk visits the tree. scope holds the let-bound names in effect;
@@ -172,13 +206,18 @@ func (fv *freeVars) walk(n ast.Node, scope []string, optional bool) *CompileErro
 	case nil:
 	case *ast.IdentifierNode:
 		name := n.Value
-		if name == "$env" || slices.Contains(scope, name) {
+		if name == "$env" {
+			fv.env = true
+			return nil
+		}
+		if slices.Contains(scope, name) {
 			return nil
 		}
 		if bit := metaBit(name); bit != 0 {
 			fv.meta |= bit
 			return nil
 		}
+		fv.reads = append(fv.reads, name)
 		if !optional {
 			fv.fields = append(fv.fields, name)
 		}
@@ -264,8 +303,14 @@ func (fv *freeVars) walk(n ast.Node, scope []string, optional bool) *CompileErro
 			return err
 		}
 		return fv.walk(n.Value, scope, false)
+	case *ast.NilNode, *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.StringNode,
+		*ast.BytesNode, *ast.ConstantNode, *ast.PointerNode:
+		// Literals and predicate pointers (#, #index) read nothing.
+	default:
+		// A node this walk does not know (a newer expr): it may read any
+		// field, so the record is decoded whole for it.
+		fv.env = true
 	}
-	// Literals, nil and predicate pointers (#, #index) read nothing.
 	return nil
 }
 

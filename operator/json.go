@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strconv"
 	"unicode/utf16"
@@ -39,19 +40,36 @@ const (
 
 	// Short string values (a country, a status, an event type) repeat
 	// across records. Boxing a string into an interface allocates twice
-	// (bytes and header); the cache keeps the boxed value. It is cleared
-	// when full, so values that stop recurring make room again.
-	maxCachedValues   = 4096
+	// (bytes and header); the cache keeps the boxed value. It is
+	// direct-mapped: each value has one slot, chosen by a hash of its
+	// bytes, and a new value simply takes the slot over. So values that
+	// stop recurring make room again, and a field with more distinct
+	// values than slots (a key per user) costs a hash and an overwrite per
+	// miss, where a map would be filled and cleared over and over.
+	maxCachedValues   = 4096 // slots, a power of two
 	maxCachedValueLen = 16
+	// cacheAfter is how many short strings a decoder boxes before it
+	// allocates the cache (64 KB), so that one-shot decoders (a state
+	// restore, Expr.Eval) never do.
+	cacheAfter = 64
 )
 
 // decoder holds what survives from one record to the next. Not safe for
 // concurrent use: every Chain and Aggregator owns one.
 type decoder struct {
 	keys    map[string]string // interned object keys
-	values  map[string]any    // boxed short string values
+	values  []cachedValue     // boxed short string values, maxCachedValues slots
+	boxed   int               // short strings boxed before values existed
+	seed    maphash.Seed      // of the slot hash
 	scratch []byte            // unescaped strings
 	hint    int               // field count of the last top-level object
+	maps    *fieldMaps        // where top-level maps come from, if set
+}
+
+// cachedValue is one slot of decoder.values: v holds s.
+type cachedValue struct {
+	s string
+	v any
 }
 
 // scanner is one parse of one input.
@@ -75,6 +93,14 @@ var errNotObject = errors.New("value is not a JSON object")
 
 // decodeObject parses data, which must hold exactly one JSON object.
 func (d *decoder) decodeObject(data []byte) (map[string]any, error) {
+	return d.decodeFields(data, nil)
+}
+
+// decodeFields is decodeObject building only the top-level fields in need
+// (every field when need is nil). The rest is still parsed, to the same
+// errors at the same offsets, but nothing of it is built: whether a value
+// decodes does not depend on what is read of it.
+func (d *decoder) decodeFields(data []byte, need *fieldSet) (map[string]any, error) {
 	s := scanner{d: d, data: data}
 	s.skipSpace()
 	if s.pos == len(data) {
@@ -92,15 +118,65 @@ func (d *decoder) decodeObject(data []byte) (map[string]any, error) {
 		return nil, &syntaxError{"invalid character " + quoteChar(data[s.pos]) + " looking for beginning of value", s.pos}
 	}
 	s.pos++
-	m, err := s.object(d.hint)
-	if err != nil {
-		return nil, err
+	reused := d.maps.get()
+	m, err := s.object(d.hint, reused, need)
+	if err == nil {
+		err = s.end()
 	}
-	if err := s.end(); err != nil {
+	if err != nil {
+		d.maps.put(reused)
 		return nil, err
 	}
 	d.hint = len(m)
 	return m, nil
+}
+
+// fieldSet is the set of top-level fields a chain reads. A set made from
+// another by adding fields (Chain.AlsoRead) remembers it as its parent, so
+// that what the parent covers, it covers too.
+type fieldSet struct {
+	names  map[string]string // each name to itself: the key to build with
+	parent *fieldSet
+}
+
+func newFieldSet(parent *fieldSet, names ...[]string) *fieldSet {
+	f := &fieldSet{names: map[string]string{}, parent: parent}
+	if parent != nil {
+		for n := range parent.names {
+			f.names[n] = n
+		}
+	}
+	for _, ns := range names {
+		for _, n := range ns {
+			f.names[n] = n
+		}
+	}
+	return f
+}
+
+// lookup returns the member name to build for name, and whether it is in
+// the set: one lookup both tells and interns.
+func (f *fieldSet) lookup(name []byte) (string, bool) {
+	k, ok := f.names[string(name)] // no allocation for the lookup
+	return k, ok
+}
+
+// covers reports whether every field e reads is in f.
+func (f *fieldSet) covers(e *Expr) bool {
+	for p := f; p != nil; p = p.parent {
+		if e.within == p {
+			return true // checked when the chain was compiled
+		}
+	}
+	if e.env {
+		return false
+	}
+	for _, n := range e.reads {
+		if _, ok := f.names[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeValue parses data, which must hold exactly one JSON value of any
@@ -183,7 +259,7 @@ func (s *scanner) value() (any, error) {
 	switch c := s.data[s.pos]; {
 	case c == '{':
 		s.pos++
-		return s.object(0)
+		return s.object(0, nil, nil)
 	case c == '[':
 		s.pos++
 		return s.array()
@@ -219,12 +295,15 @@ func (s *scanner) literal(word string) error {
 	return nil
 }
 
-// object parses the members after '{'.
-func (s *scanner) object(hint int) (map[string]any, error) {
+// object parses the members after '{' into m, a new map if nil, building
+// only the members in need (all when need is nil) and skipping the others.
+func (s *scanner) object(hint int, m map[string]any, need *fieldSet) (map[string]any, error) {
 	if s.depth++; s.depth > maxDepth {
 		return nil, &syntaxError{"exceeded max depth", s.pos}
 	}
-	m := make(map[string]any, hint)
+	if m == nil {
+		m = make(map[string]any, hint)
+	}
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
@@ -244,7 +323,13 @@ func (s *scanner) object(hint int) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		key := s.d.intern(kb)
+		build := true
+		var key string
+		if need == nil {
+			key = s.d.intern(kb)
+		} else {
+			key, build = need.lookup(kb)
+		}
 		s.skipSpace()
 		if s.pos >= len(s.data) {
 			return nil, s.errEOF()
@@ -253,11 +338,15 @@ func (s *scanner) object(hint int) (map[string]any, error) {
 			return nil, s.errChar("after object key")
 		}
 		s.pos++
-		v, err := s.value()
-		if err != nil {
+		if build {
+			v, err := s.value()
+			if err != nil {
+				return nil, err
+			}
+			m[key] = v
+		} else if err := s.skipValue(); err != nil {
 			return nil, err
 		}
-		m[key] = v
 		s.skipSpace()
 		if s.pos >= len(s.data) {
 			return nil, s.errEOF()
@@ -271,6 +360,94 @@ func (s *scanner) object(hint int) (map[string]any, error) {
 			return m, nil
 		default:
 			return nil, s.errChar("after object key:value pair")
+		}
+	}
+}
+
+// skipValue parses a value as value does, to the same errors, building
+// nothing.
+func (s *scanner) skipValue() error {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return s.errEOF()
+	}
+	switch c := s.data[s.pos]; {
+	case c == '{':
+		s.pos++
+		return s.skipContainer('}')
+	case c == '[':
+		s.pos++
+		return s.skipContainer(']')
+	case c == '"':
+		s.pos++
+		_, err := s.str()
+		return err
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, _, _, err := s.scanNumber()
+		return err
+	}
+	return s.errChar("looking for beginning of value")
+}
+
+// skipContainer skips the members after '{' (end '}') or the elements
+// after '[' (end ']'), exactly as object and array parse them.
+func (s *scanner) skipContainer(end byte) error {
+	if s.depth++; s.depth > maxDepth {
+		return &syntaxError{"exceeded max depth", s.pos}
+	}
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == end {
+		s.pos++
+		s.depth--
+		return nil
+	}
+	for {
+		if end == '}' {
+			s.skipSpace()
+			if s.pos >= len(s.data) {
+				return s.errEOF()
+			}
+			if s.data[s.pos] != '"' {
+				return s.errChar("looking for beginning of object key string")
+			}
+			s.pos++
+			if _, err := s.str(); err != nil {
+				return err
+			}
+			s.skipSpace()
+			if s.pos >= len(s.data) {
+				return s.errEOF()
+			}
+			if s.data[s.pos] != ':' {
+				return s.errChar("after object key")
+			}
+			s.pos++
+		}
+		if err := s.skipValue(); err != nil {
+			return err
+		}
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return s.errEOF()
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+		case end:
+			s.pos++
+			s.depth--
+			return nil
+		default:
+			if end == '}' {
+				return s.errChar("after object key:value pair")
+			}
+			return s.errChar("after array element")
 		}
 	}
 }
@@ -335,17 +512,20 @@ func (d *decoder) boxString(b []byte) any {
 	if len(b) > maxCachedValueLen {
 		return string(b)
 	}
-	if v, ok := d.values[string(b)]; ok {
-		return v
-	}
 	if d.values == nil {
-		d.values = make(map[string]any)
-	} else if len(d.values) >= maxCachedValues {
-		clear(d.values)
+		if d.boxed++; d.boxed <= cacheAfter {
+			return string(b)
+		}
+		d.values = make([]cachedValue, maxCachedValues)
+		d.seed = maphash.MakeSeed()
 	}
-	v := any(string(b))
-	d.values[string(b)] = v
-	return v
+	slot := &d.values[maphash.Bytes(d.seed, b)&(maxCachedValues-1)]
+	if slot.v != nil && slot.s == string(b) { // compared without allocating
+		return slot.v
+	}
+	s := string(b)
+	slot.s, slot.v = s, s
+	return slot.v
 }
 
 // str parses a string body after the opening quote. The result aliases the
@@ -465,6 +645,19 @@ func (s *scanner) hex4() (rune, bool) {
 // number parses a JSON number: an exact integer when the literal has no
 // fraction or exponent and fits int64, a float64 otherwise.
 func (s *scanner) number() (any, error) {
+	i, isInt, f, err := s.scanNumber()
+	if err != nil {
+		return nil, err
+	}
+	if isInt {
+		return boxInt(i), nil
+	}
+	return f, nil
+}
+
+// scanNumber reads a number: the int64 when it is an integer literal that
+// fits, else the float64 (an error beyond float64's range).
+func (s *scanner) scanNumber() (i int64, isInt bool, f float64, err error) {
 	start := s.pos
 	neg := false
 	if s.data[s.pos] == '-' {
@@ -472,7 +665,7 @@ func (s *scanner) number() (any, error) {
 		s.pos++
 	}
 	if s.pos >= len(s.data) {
-		return nil, s.errEOF()
+		return 0, false, 0, s.errEOF()
 	}
 	var mag uint64
 	exact := true // still an integer that fits uint64
@@ -490,40 +683,40 @@ func (s *scanner) number() (any, error) {
 			s.pos++
 		}
 	default:
-		return nil, s.errChar("in numeric literal")
+		return 0, false, 0, s.errChar("in numeric literal")
 	}
-	isInt := true
+	integer := true
 	if s.pos < len(s.data) && s.data[s.pos] == '.' {
-		isInt = false
+		integer = false
 		s.pos++
 		if !s.digits() {
-			return nil, s.errChar("after decimal point in numeric literal")
+			return 0, false, 0, s.errChar("after decimal point in numeric literal")
 		}
 	}
 	if s.pos < len(s.data) && (s.data[s.pos] == 'e' || s.data[s.pos] == 'E') {
-		isInt = false
+		integer = false
 		s.pos++
 		if s.pos < len(s.data) && (s.data[s.pos] == '+' || s.data[s.pos] == '-') {
 			s.pos++
 		}
 		if !s.digits() {
-			return nil, s.errChar("in exponent of numeric literal")
+			return 0, false, 0, s.errChar("in exponent of numeric literal")
 		}
 	}
-	if isInt && exact {
+	if integer && exact {
 		if neg && mag <= 1<<63 {
-			return boxInt(-int64(mag)), nil // -(1<<63) wraps to MinInt64, exactly right
+			return -int64(mag), true, 0, nil // -(1<<63) wraps to MinInt64, exactly right
 		}
 		if !neg && mag <= math.MaxInt64 {
-			return boxInt(int64(mag)), nil
+			return int64(mag), true, 0, nil
 		}
 	}
 	text := s.data[start:s.pos]
-	f, err := strconv.ParseFloat(string(text), 64)
-	if err != nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
-		return nil, &syntaxError{"number " + string(text) + " is out of range", start}
+	f, perr := strconv.ParseFloat(string(text), 64)
+	if perr != nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
+		return 0, false, 0, &syntaxError{"number " + string(text) + " is out of range", start}
 	}
-	return f, nil
+	return 0, false, f, nil
 }
 
 // digits consumes one or more decimal digits.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,6 +179,42 @@ func TestInternKeys(t *testing.T) {
 	}
 }
 
+// TestStringValueCache decodes more distinct short values than the cache
+// has slots, each several times and interleaved with a recurring one, and
+// checks that every value is its own text (a slot taken over must never
+// answer for another value) and that a recurring value is boxed once.
+func TestStringValueCache(t *testing.T) {
+	var d decoder
+	for round := range 3 {
+		for i := range 3 * maxCachedValues {
+			want := "k" + strconv.Itoa(i)
+			m, err := d.decodeObject([]byte(`{"k":"` + want + `","c":"DE","e":""}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m["k"] != want || m["c"] != "DE" || m["e"] != "" {
+				t.Fatalf("round %d: decoded %v, want k=%s c=DE e=\"\"", round, m, want)
+			}
+		}
+	}
+	if d.values == nil {
+		t.Fatal("cache never allocated")
+	}
+	data := []byte(`{"c":"DE"}`)
+	d.decodeObject(data)
+	// One map (header and group); the boxed "DE" comes from the cache.
+	if n := testing.AllocsPerRun(100, func() { d.decodeObject(data) }); n > 2 {
+		t.Errorf("decoding a cached value: %v allocations, want at most 2 (the map)", n)
+	}
+	var fresh decoder
+	for range cacheAfter {
+		fresh.decodeValue([]byte(`"x"`))
+	}
+	if fresh.values != nil {
+		t.Errorf("a decoder that boxed %d strings allocated the cache", cacheAfter)
+	}
+}
+
 func TestAppendJSON(t *testing.T) {
 	tests := []struct {
 		in   any
@@ -227,4 +264,81 @@ func TestAppendCompact(t *testing.T) {
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
+}
+
+// partialSeeds are objects whose skipped members must fail exactly as
+// decoded ones do: every kind of error inside a member the chain does not
+// read, at every depth.
+var partialSeeds = []string{
+	`{"k":"a","pad":"xxxx","n":1}`, ` { "k" : "a" , "skip" : {"x":[1,{"y":null}]} , "n" : 2 } `,
+	`{"k":"a","skip":1e400}`, `{"k":"a","skip":[1,2,]}`, `{"k":"a","skip":{"a":1,}}`, `{"k":"a","skip":{"a" 1}}`,
+	`{"k":"a","skip":"\x"}`, "{\"k\":\"a\",\"skip\":\"\x01\"}", `{"k":"a","skip":"\u12"}`, `{"k":"a","skip":tru}`,
+	`{"k":"a","skip":-}`, `{"k":"a","skip":01}`, `{"k":"a","skip":1.}`, `{"k":"a","skip":1e}`, `{"k":"a","skip":[`,
+	`{"k":"a","skip":{"`, `{"k":"a","skip":` + strings.Repeat("[", maxDepth+1), `{"k":"a","skip":{}}x`, `{"k":"a","skip"}`,
+	`{"k":"a","k":"b","skip":1,"skip":[]}`, `{"\u006b":"escaped key","n":9223372036854775808}`, `{"k":"a","skip":}`,
+	`{"k":"a","skip":[1 2]}`, `{"k":"a","skip":{1:2}}`, `{"k":"a",,}`, `{"k":"a","skip":"` + "\xff" + `"}`,
+}
+
+// checkPartialDecode fails t unless decoding only the fields in need gives
+// the same error, or the full decoding's values of exactly those fields.
+func checkPartialDecode(t *testing.T, data []byte, need []string) {
+	t.Helper()
+	var full, part decoder
+	want, werr := full.decodeObject(data)
+	got, gerr := part.decodeFields(data, newFieldSet(nil, need))
+	if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+		t.Fatalf("%q need %q: error %v, decoding everything: %v", data, need, gerr, werr)
+	}
+	if werr != nil {
+		return
+	}
+	for k, v := range got {
+		if !slices.Contains(need, k) {
+			t.Fatalf("%q need %q: built %q too", data, need, k)
+		}
+		if w, ok := want[k]; !ok || !reflect.DeepEqual(v, w) {
+			t.Fatalf("%q need %q: %s = %#v, decoding everything: %#v", data, need, k, v, w)
+		}
+	}
+	for _, k := range need {
+		if _, ok := want[k]; ok {
+			if _, ok := got[k]; !ok {
+				t.Fatalf("%q need %q: %s missing", data, need, k)
+			}
+		}
+	}
+}
+
+func TestDecodeFieldsMatchesFull(t *testing.T) {
+	for _, in := range append(append([]string{}, decodeSeeds...), partialSeeds...) {
+		for _, need := range [][]string{nil, {"k"}, {"n"}, {"k", "n"}, {"skip"}, {"k", "skip", "n", "a", "s"}} {
+			checkPartialDecode(t, []byte(in), need)
+		}
+	}
+}
+
+// FuzzDecodeFields holds the partial decoding to the full one: the same
+// errors, the same values for the fields built. mask picks which of the
+// value's fields (and of a few common names) are needed.
+func FuzzDecodeFields(f *testing.F) {
+	for _, s := range append(append([]string{}, decodeSeeds...), partialSeeds...) {
+		f.Add([]byte(s), uint8(1))
+		f.Add([]byte(s), uint8(0xaa))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, mask uint8) {
+		var d decoder
+		m, _ := d.decodeObject(data)
+		names := []string{"k", "n", "skip"}
+		for name := range m {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var need []string
+		for i, n := range names {
+			if mask&(1<<(i%8)) != 0 {
+				need = append(need, n)
+			}
+		}
+		checkPartialDecode(t, data, need)
+	})
 }

@@ -3,6 +3,7 @@ package operator
 import (
 	"maps"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/eoflow/pipeline/config"
@@ -41,8 +42,38 @@ type Record struct {
 	decoded bool
 	// changed: a map step replaced the value, so Value no longer is it.
 	changed bool
+	// partial: fields holds only these fields of the value (the ones the
+	// chain reads); nil when it holds them all. The value was validated
+	// whole all the same.
+	partial *fieldSet
 	// metaSet: the meta variables already written into fields.
 	metaSet metaMask
+}
+
+// fieldMaps keeps the maps of records that are done with, for the
+// decoding of later records (Chain.Recycle). Safe for concurrent use: the
+// goroutine that finishes with a record is rarely the one that decodes the
+// next.
+type fieldMaps struct{ pool sync.Pool }
+
+// maxRecycledFields: a map that held more fields is left to the garbage
+// collector rather than kept at that size for records of any size.
+const maxRecycledFields = 64
+
+func (p *fieldMaps) put(m map[string]any) {
+	if p == nil || m == nil || len(m) > maxRecycledFields {
+		return
+	}
+	clear(m)
+	p.pool.Put(m)
+}
+
+func (p *fieldMaps) get() map[string]any {
+	if p == nil {
+		return nil
+	}
+	m, _ := p.pool.Get().(map[string]any)
+	return m
 }
 
 // Reset clears r for reuse with another input, keeping nothing of it.
@@ -62,12 +93,38 @@ func (r *Record) Fields() (map[string]any, error) {
 	if err := r.decode(&d, ""); err != nil {
 		return nil, err
 	}
+	if err := r.decodeAll(""); err != nil {
+		return nil, err
+	}
 	return r.fields, nil
 }
 
 // decode builds the expression environment once per record. step names
 // what needed it, for the error.
 func (r *Record) decode(d *decoder, step string) *RecordError {
+	return r.decodeFields(d, step, nil)
+}
+
+// decodeAll decodes the whole value of a record the chain decoded only in
+// part (see Chain), for an expression that reads more. The meta variables
+// are written again as expressions ask for them.
+func (r *Record) decodeAll(step string) *RecordError {
+	if r.partial == nil {
+		return nil
+	}
+	var d decoder
+	m, err := d.decodeObject(r.Value)
+	if err != nil {
+		// Unreachable: the partial decoding parsed all of it.
+		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
+	}
+	r.fields, r.partial, r.metaSet = m, nil, 0
+	return nil
+}
+
+// decodeFields is decode building only the top-level fields in need (all
+// when nil): see Chain.
+func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordError {
 	if r.decoded {
 		return nil
 	}
@@ -78,11 +135,11 @@ func (r *Record) decode(d *decoder, step string) *RecordError {
 		r.decoded = true
 		return nil
 	}
-	m, err := d.decodeObject(r.Value)
+	m, err := d.decodeFields(r.Value, need)
 	if err != nil {
 		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
 	}
-	r.fields = m
+	r.fields, r.partial = m, need
 	r.decoded = true
 	return nil
 }

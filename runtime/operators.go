@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -14,12 +15,16 @@ import (
 
 // passThrough is the keyed operator of a job without an aggregate: each
 // input that passed the steps becomes one output per sink.
-type passThrough struct{ p *plan }
+type passThrough struct {
+	p   *plan
+	buf outBuf
+}
 
 func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []message) {
-	outs, rerr := o.p.outputs(m.rec, m.op, m.rec.Key, func(f config.Format) ([]byte, *operator.RecordError) {
-		return m.op.AppendValue(nil, f)
-	})
+	// Nothing reads the input after this: its decoded map goes back to
+	// the chain for a later input.
+	defer o.p.chain.Recycle(m.op)
+	outs, rerr := o.p.outputs(&o.buf, m.rec, m.op, m.rec.Key, nil)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
@@ -38,11 +43,16 @@ type aggregateOp struct {
 	// latest input timestamp per key changed in this epoch, for the
 	// timestamps of on_checkpoint outputs.
 	changedAt map[string]int64
+	buf       outBuf
 }
 
 func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []message) {
+	// Nothing reads the input after this (the state keeps copies of what
+	// it needs): its decoded map goes back to the chain for a later input.
+	defer o.p.chain.Recycle(m.op)
 	key := []byte(m.op.GroupKey)
-	st, ok := o.store.Get(key)
+	slot := o.store.Slot(key) // one lookup for Get and Put
+	st, ok := slot.Get()
 	if !ok {
 		st = o.agg.NewState()
 	}
@@ -51,7 +61,7 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
 	if changed || !ok {
-		o.store.Put(key, st)
+		slot.Put(key, st)
 	}
 	if o.agg.Emit() == config.EmitOnCheckpoint {
 		if o.changedAt == nil {
@@ -67,9 +77,11 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 	return outs, nil
 }
 
-// output is the result record of key for every sink.
+// output is the result record of key for every sink. The value is
+// encoded once, straight into the output buffer, and shared by the sinks.
 func (o *aggregateOp) output(in *kgo.Record, groupKey string, st *operator.AggregateState) ([]*kgo.Record, *operator.RecordError) {
-	value := st.Output(groupKey)
+	key := o.buf.cut(append(o.buf.start(), groupKey...))
+	value := o.buf.cut(st.AppendOutput(o.buf.start(), groupKey))
 	var view *operator.Record
 	for _, s := range o.p.sinks {
 		if s.key != nil {
@@ -78,9 +90,7 @@ func (o *aggregateOp) output(in *kgo.Record, groupKey string, st *operator.Aggre
 			break
 		}
 	}
-	return o.p.outputs(in, view, []byte(groupKey), func(config.Format) ([]byte, *operator.RecordError) {
-		return value, nil
-	})
+	return o.p.outputs(&o.buf, in, view, key, value)
 }
 
 func (o *aggregateOp) snapshot() (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
@@ -105,11 +115,78 @@ func (o *aggregateOp) snapshot() (outputs, changes []*kgo.Record, summary []chec
 		}
 		clear(o.changedAt)
 	}
-	for _, r := range delta.Records() {
-		changes = append(changes, &kgo.Record{Topic: kstore.StateTopic(o.p.cfg.Name), Key: r.Key, Value: r.Value})
+	if recs := delta.Records(); len(recs) > 0 {
+		topic := kstore.StateTopic(o.p.cfg.Name)
+		all := make([]kgo.Record, len(recs))
+		changes = make([]*kgo.Record, len(recs))
+		for i, r := range recs {
+			all[i] = kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
+			changes[i] = &all[i]
+		}
 	}
 	summary = []checkpoint.StateSummary{{
 		Operator: o.agg.ID(), Keys: uint64(o.store.Len()), Bytes: uint64(max(0, o.store.ApproxBytes())),
 	}}
 	return outputs, changes, summary
+}
+
+// outBuf hands out the memory of output records in chunks: the bytes of
+// their keys and values, the kgo.Records, and the slices of them that
+// process returns. One allocation serves hundreds of records instead of
+// four per record. A piece is cut from its chunk with its capacity limited
+// to its length (an append to it reallocates) and is never handed out
+// again: the producer owns a record until Kafka has it, so a chunk is
+// collected once all of its records are.
+type outBuf struct {
+	bytes []byte
+	recs  []kgo.Record
+	ptrs  []*kgo.Record
+}
+
+const (
+	outBytesChunk = 32 << 10
+	// outBytesMin is the room start guarantees before a new chunk: more
+	// than most encodings need, so few outgrow their chunk (one that does
+	// is simply reallocated by append).
+	outBytesMin    = 1 << 10
+	outRecordChunk = 128
+)
+
+// start returns where the next encoding goes: append to it, then cut.
+func (b *outBuf) start() []byte {
+	if cap(b.bytes)-len(b.bytes) < outBytesMin {
+		b.bytes = make([]byte, 0, outBytesChunk)
+	}
+	return b.bytes[len(b.bytes):]
+}
+
+// cut takes enc, appended to start(), as one piece. Never nil, even when
+// empty.
+func (b *outBuf) cut(enc []byte) []byte {
+	n := len(enc)
+	rest := b.bytes[len(b.bytes):]
+	if unsafe.SliceData(enc) == unsafe.SliceData(rest) && n <= cap(rest) {
+		b.bytes = b.bytes[:len(b.bytes)+n] // still in the chunk: taken
+	} // else append outgrew the chunk and gave enc an array of its own
+	return enc[:n:n]
+}
+
+// record returns a zeroed record.
+func (b *outBuf) record() *kgo.Record {
+	if len(b.recs) == 0 {
+		b.recs = make([]kgo.Record, outRecordChunk)
+	}
+	r := &b.recs[0]
+	b.recs = b.recs[1:]
+	return r
+}
+
+// records returns an empty slice with room for n records.
+func (b *outBuf) records(n int) []*kgo.Record {
+	if len(b.ptrs) < n {
+		b.ptrs = make([]*kgo.Record, max(n, outRecordChunk))
+	}
+	s := b.ptrs[:0:n]
+	b.ptrs = b.ptrs[n:]
+	return s
 }

@@ -138,17 +138,48 @@ type router struct {
 	chain   *operator.Chain
 	workers int
 	groups  int
+
+	// records is the unused rest of a chunk of operator.Records: each
+	// input takes one and hands it to a worker with its message, so one
+	// allocation serves recordChunk inputs. A slot is never reused; the
+	// chunk is collected once the workers are done with all of its records.
+	records []operator.Record
+	// one backs the message slice route returns for a kept record.
+	one [1]message
 }
 
+// recordChunk is how many operator.Records the router allocates at once
+// (about 50 KB): a poll hands on up to pollBatch records.
+const recordChunk = 256
+
 func (p *plan) newRouter(workers int) *router {
-	return &router{p: p, chain: p.chain.Clone(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
+	chain := p.chain.Clone()
+	if p.agg == nil {
+		// Without an aggregate the sinks' key expressions read the input
+		// (or what a map step made of it): decode what they read with the
+		// rest, once.
+		for _, s := range p.sinks {
+			if s.key != nil {
+				chain.AlsoRead(s.key)
+			}
+		}
+	}
+	return &router{p: p, chain: chain, workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
 }
 
 // route runs the stateless steps on rec and picks the worker: by key group
 // when the chain is keyed, else by partition, which keeps each partition's
-// order. It returns the messages to send (none when filtered out).
+// order. It returns the messages to send (none when filtered out). The
+// slice is valid until the next call: the caller copies the messages out
+// (the messages themselves, and the operator.Record they carry, are the
+// receiver's to keep).
 func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
-	op := &operator.Record{
+	if len(r.records) == 0 {
+		r.records = make([]operator.Record, recordChunk)
+	}
+	op := &r.records[0]
+	r.records = r.records[1:]
+	*op = operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: r.p.format[rec.Topic],
@@ -165,13 +196,15 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		// as long as the same input always goes to the same one.
 		worker = int(uint32(rec.Partition) % uint32(r.workers))
 	}
-	if rerr != nil {
-		return r.p.deadLetters(rec, rerr), worker
-	}
-	if !keep {
+	if rerr != nil || !keep {
+		r.chain.Recycle(op) // not sent on: done with here
+		if rerr != nil {
+			return r.p.deadLetters(rec, rerr), worker
+		}
 		return nil, worker
 	}
-	return []message{{kind: msgRecord, rec: rec, op: op}}, worker
+	r.one[0] = message{kind: msgRecord, rec: rec, op: op}
+	return r.one[:], worker
 }
 
 // partitionWorker spreads the partitions of a job without key_by over the
@@ -187,14 +220,23 @@ func partitionWorker(topic string, partition int32, workers int) int {
 	return int((h + uint32(partition)) % uint32(workers))
 }
 
-// outputs encodes op's value for every sink. key is the default record
-// key (the group key for an aggregate, the input key otherwise).
-func (p *plan) outputs(in *kgo.Record, op *operator.Record, key []byte, value func(config.Format) ([]byte, *operator.RecordError)) ([]*kgo.Record, *operator.RecordError) {
-	out := make([]*kgo.Record, 0, len(p.sinks))
+// outputs builds the output record of every sink from buf's memory. key
+// is the default record key (the group key for an aggregate, the input key
+// otherwise); value is the value for every sink (an aggregate's output,
+// already encoded), or nil to encode op's value in each sink's format.
+func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
+	out := buf.records(len(p.sinks))
 	for _, s := range p.sinks {
-		v, rerr := value(s.format)
-		if rerr != nil {
-			return nil, rerr
+		v := value
+		if v == nil {
+			b, rerr := op.AppendValue(buf.start(), s.format)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if len(b) > 0 {
+				v = buf.cut(b)
+			} // else nil, as append(nil, empty...) always gave: a raw
+			// sink writes an empty input value as a null one.
 		}
 		k := key
 		if s.key != nil {
@@ -202,9 +244,11 @@ func (p *plan) outputs(in *kgo.Record, op *operator.Record, key []byte, value fu
 			if rerr != nil {
 				return nil, rerr
 			}
-			k = []byte(ks)
+			k = buf.cut(append(buf.start(), ks...))
 		}
-		out = append(out, &kgo.Record{Topic: s.topic, Key: k, Value: v, Timestamp: in.Timestamp})
+		r := buf.record()
+		r.Topic, r.Key, r.Value, r.Timestamp = s.topic, k, v, in.Timestamp
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -52,6 +52,13 @@ func (f *firstError) set(err error) {
 	f.mu.Unlock()
 }
 
+// promise is a produce callback that keeps the first failure.
+func (f *firstError) promise(_ *kgo.Record, err error) {
+	if err != nil {
+		f.set(err)
+	}
+}
+
 func (f *firstError) peek() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -74,6 +81,9 @@ type Txn struct {
 	id     string
 	failed firstError
 	open   bool
+	// promise records a failed produce; made once, because a closure
+	// made per Produce is an allocation per record.
+	promise func(*kgo.Record, error)
 }
 
 // NewTxn creates a transactional producer with a transactional id that must
@@ -92,7 +102,9 @@ func NewTxn(conn []kgo.Opt, transactionalID string, timeout time.Duration, extra
 	if err != nil {
 		return nil, err
 	}
-	return &Txn{cl: cl, id: transactionalID}, nil
+	t := &Txn{cl: cl, id: transactionalID}
+	t.promise = t.failed.promise
+	return t, nil
 }
 
 // Fence initializes the producer id now. The transaction coordinator then
@@ -119,11 +131,7 @@ func (t *Txn) Begin() error {
 // Produce adds rec to the open transaction, asynchronously; a failure fails
 // the Commit.
 func (t *Txn) Produce(ctx context.Context, rec *kgo.Record) {
-	t.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		if err != nil {
-			t.failed.set(err)
-		}
-	})
+	t.cl.Produce(ctx, rec, t.promise)
 }
 
 // Flush waits until every record of the open transaction reached the
@@ -201,8 +209,9 @@ func (t *Txn) Close() { t.cl.Close() }
 // Plain is an idempotent, non-transactional producer, for outputs under
 // at_least_once (flushed before each checkpoint commits) and at_most_once.
 type Plain struct {
-	cl     *kgo.Client
-	failed firstError
+	cl      *kgo.Client
+	failed  firstError
+	promise func(*kgo.Record, error) // as Txn's
 }
 
 // NewPlain creates an idempotent producer.
@@ -212,16 +221,14 @@ func NewPlain(conn []kgo.Opt, extra ...kgo.Opt) (*Plain, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Plain{cl: cl}, nil
+	p := &Plain{cl: cl}
+	p.promise = p.failed.promise
+	return p, nil
 }
 
 // Produce sends rec asynchronously; a failure is returned by the next Flush.
 func (p *Plain) Produce(ctx context.Context, rec *kgo.Record) {
-	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		if err != nil {
-			p.failed.set(err)
-		}
-	})
+	p.cl.Produce(ctx, rec, p.promise)
 }
 
 // Flush waits until every record produced so far is acknowledged, and

@@ -174,7 +174,8 @@ func (s *Store[V]) restore(kg KeyGroup, key, value []byte) error {
 		if g.entries == nil {
 			g.entries = make(map[string]*entry[V])
 		}
-		e = &entry[V]{key: string(key), persisted: true}
+		e = newEntry[V](key)
+		e.persisted = true
 		g.entries[e.key] = e
 		s.live++
 		s.bytes += int64(len(e.key))

@@ -19,8 +19,8 @@ type Entry struct {
 
 // Delta is what changed in one store since its previous Snapshot: one
 // Entry per changed key, sorted by key group, then by key bytes. Its
-// slices share one buffer owned by the Delta; the store never touches it
-// again.
+// slices share a few buffers owned by the Delta; the store never touches
+// them again.
 type Delta struct {
 	Operator string
 	Entries  []Entry
@@ -44,36 +44,26 @@ func (s *Store[V]) Snapshot() Delta {
 	if s.dirty == 0 {
 		return d
 	}
-	// Pass 1: sort each dirty list and encode the live values into the
-	// store's scratch buffer, noting each length in entry.size. That gives
-	// the delta's exact size, so pass 2 fills one buffer that never moves
-	// and cuts the entries straight from it.
-	scratch := s.scratch[:0]
+	// Sort each dirty list, and size the buffer by what the keys and
+	// their last encodings took, so that it rarely grows.
 	n, size := 0, 0
 	for i := range s.byGroup {
 		g := &s.byGroup[i]
+		if len(g.dirty) == 0 {
+			continue
+		}
 		slices.SortFunc(g.dirty, func(a, b *entry[V]) int { return strings.Compare(a.key, b.key) })
 		for _, e := range g.dirty {
-			switch {
-			case !e.deleted:
-				v := len(scratch)
-				scratch = s.codec.Append(scratch, e.value)
-				s.bytes += int64(len(scratch) - v - e.size)
-				e.size = len(scratch) - v
-				size += e.size
-			case !e.persisted:
-				continue // deleted before it ever reached the changelog
-			}
 			n++
-			size += len(e.key)
+			size += len(e.key) + e.size
 		}
 	}
 
-	// Pass 2: copy keys and values out, write tombstones, clear the dirty
-	// lists (keeping their capacity, not their entries).
-	buf := make([]byte, 0, size)
+	// One pass: each key and its value are appended to buf and cut from
+	// it as they are written. When buf grows, the entries cut so far keep
+	// the old array, which nothing writes to again.
+	buf := make([]byte, 0, size+size/8+64)
 	d.Entries = make([]Entry, 0, n)
-	values := scratch
 	for i := range s.byGroup {
 		g := &s.byGroup[i]
 		if len(g.dirty) == 0 {
@@ -91,30 +81,24 @@ func (s *Store[V]) Snapshot() Delta {
 				continue
 			}
 			e.persisted = true
-			key := cut(&buf, e.key)
+			k := len(buf)
+			buf = append(buf, e.key...)
+			v := len(buf)
+			buf = s.codec.Append(buf, e.value)
+			s.bytes += int64(len(buf) - v - e.size)
+			e.size = len(buf) - v
 			// Never nil, even when empty: buf is not nil.
-			value := cut(&buf, values[:e.size])
-			values = values[e.size:]
-			d.Entries = append(d.Entries, Entry{Group: kg, Key: key, Value: value})
+			d.Entries = append(d.Entries, Entry{Group: kg, Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]})
 		}
-		g.dirty = g.dirty[:0]
+		g.dirty = g.dirty[:0] // keeping its capacity, not its entries
 	}
 	s.dirty = 0
-	if cap(scratch) <= maxScratch {
-		s.scratch = scratch
-	} else {
-		s.scratch = nil // do not hold on to one exceptional epoch's buffer
-	}
 	return d
 }
 
-// maxScratch is the largest encoding buffer a store keeps between
-// snapshots.
-const maxScratch = 1 << 20
-
-// cut appends b to *buf, which has room for it, and returns the copy with
-// its capacity limited, so that an append by the caller reallocates
-// instead of overwriting the next entry.
+// cut appends b to *buf and returns the copy with its capacity limited, so
+// that an append by the caller reallocates instead of overwriting the next
+// entry.
 func cut[T string | []byte](buf *[]byte, b T) []byte {
 	start := len(*buf)
 	*buf = append(*buf, b...)

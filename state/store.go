@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Store is the keyed state of one keyed operator on one worker: the key
@@ -23,9 +24,6 @@ type Store[V any] struct {
 	live  int   // keys with a value
 	dirty int   // entries in all dirty lists
 	bytes int64 // see ApproxBytes
-
-	// scratch is Snapshot's value-encoding buffer, kept between snapshots.
-	scratch []byte
 }
 
 // group is one key group. Its map is created on the first key, because a
@@ -42,8 +40,12 @@ type group[V any] struct {
 // until the next Snapshot has written (or skipped) its delete; so a
 // Delete followed by a Put of the same key in one epoch allocates nothing.
 type entry[V any] struct {
-	key   string
-	value V
+	// key is the map's key too. A short one is stored in inline, inside
+	// the entry, and key refers to it: a lookup then compares bytes on the
+	// entry's own cache lines, and a new key is one allocation, not two.
+	key    string
+	inline [inlineKey]byte
+	value  V
 	// size is the encoded length of value at the last Snapshot or
 	// restore; it is what ApproxBytes counts for the value.
 	size int
@@ -56,6 +58,23 @@ type entry[V any] struct {
 	// value for this key. A key that never reached the changelog needs
 	// no tombstone when it is deleted.
 	persisted bool
+}
+
+// inlineKey is the longest key kept inside its entry.
+const inlineKey = 16
+
+// newEntry returns an entry for key, holding a copy of it.
+func newEntry[V any](key []byte) *entry[V] {
+	e := &entry[V]{}
+	if len(key) > 0 && len(key) <= inlineKey {
+		n := copy(e.inline[:], key)
+		// inline is never written again: the string is immutable, and
+		// points into the entry, which it keeps alive.
+		e.key = unsafe.String(&e.inline[0], n)
+	} else {
+		e.key = string(key)
+	}
+	return e
 }
 
 // New returns an empty store for operator (its stable id from the job's
@@ -111,12 +130,46 @@ func (s *Store[V]) Get(key []byte) (V, bool) {
 // routed the record to the wrong worker.
 func (s *Store[V]) Put(key []byte, v V) {
 	g := s.groupOf(key)
-	e := g.entries[string(key)]
+	s.put(g, g.entries[string(key)], key, v)
+}
+
+// Slot is one key's place in a store, looked up once for a Get and a Put
+// of that key (the read-modify-write of a keyed operator). Use it at once:
+// any other call on the store in between may invalidate it.
+type Slot[V any] struct {
+	s *Store[V]
+	g *group[V]
+	e *entry[V] // nil: the key has no entry
+}
+
+// Slot finds key's place; it panics like Put if key's group is not in the
+// store's range.
+func (s *Store[V]) Slot(key []byte) Slot[V] {
+	g := s.groupOf(key)
+	return Slot[V]{s: s, g: g, e: g.entries[string(key)]}
+}
+
+// Get is Store.Get of the slot's key.
+func (sl Slot[V]) Get() (V, bool) {
+	if sl.e != nil && !sl.e.deleted {
+		return sl.e.value, true
+	}
+	var zero V
+	return zero, false
+}
+
+// Put is Store.Put of key, which must be the key the slot was found for.
+// (The slot does not keep it: it would make the caller's key escape.)
+func (sl Slot[V]) Put(key []byte, v V) { sl.s.put(sl.g, sl.e, key, v) }
+
+// put sets key's value in g, whose entry for key is e (nil if none).
+func (s *Store[V]) put(g *group[V], e *entry[V], key []byte, v V) {
 	if e == nil {
 		if g.entries == nil {
 			g.entries = make(map[string]*entry[V])
 		}
-		e = &entry[V]{key: string(key), deleted: true} // revived just below
+		e = newEntry[V](key)
+		e.deleted = true // revived just below
 		g.entries[e.key] = e
 	}
 	if e.deleted {

@@ -322,3 +322,38 @@ func TestPutExistingDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per 1000 Get+Put and a Snapshot", allocs)
 	}
 }
+
+// TestSlot: Get and Put through a Slot are Store.Get and Store.Put of its
+// key, for a new key, an existing one and a deleted one, with the same
+// snapshots and counters.
+func TestSlot(t *testing.T) {
+	s := newTestStore(t, "op", 4)
+	ref := newTestStore(t, "op", 4)
+	step := func(key, value string) {
+		t.Helper()
+		sl := s.Slot([]byte(key))
+		got, ok := sl.Get()
+		want, wok := ref.Get([]byte(key))
+		if ok != wok || !bytes.Equal(got, want) {
+			t.Fatalf("%s: Slot.Get %q %v, Get %q %v", key, got, ok, want, wok)
+		}
+		sl.Put([]byte(key), []byte(value))
+		ref.Put([]byte(key), []byte(value))
+	}
+	step("a", "1")
+	step("b", "1")
+	step("a", "2")
+	if got, want := render(s.Snapshot()), render(ref.Snapshot()); got != want {
+		t.Fatalf("delta %q, want %q", got, want)
+	}
+	s.Delete([]byte("a"))
+	ref.Delete([]byte("a"))
+	step("a", "3")
+	step("c", "")
+	if got, want := render(s.Snapshot()), render(ref.Snapshot()); got != want || s.Len() != ref.Len() || s.ApproxBytes() != ref.ApproxBytes() {
+		t.Fatalf("delta %q (len %d, %d bytes), want %q (%d, %d)", got, s.Len(), s.ApproxBytes(), want, ref.Len(), ref.ApproxBytes())
+	}
+	if got, ok := s.Slot([]byte("z")).Get(); ok || got != nil {
+		t.Fatal("Get of an absent key")
+	}
+}

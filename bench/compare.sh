@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Two pipeline builds side by side in one session: the working tree's and a
+# baseline commit's (built in a temporary git worktree), on one workload,
+# against one broker, in alternating rounds so that the machine's load
+# drifts over both alike. Writes <out>-new.jsonl, <out>-base.jsonl (runner
+# results, one line per contender and round) and <out>-load.txt (the load
+# average before each run).
+#
+#   BENCH_BASE=a1bd5ef BENCH_N=1000000 bench/compare.sh
+#
+# Settings (environment): BENCH_BASE (commit, required), BENCH_N (1000000),
+# BENCH_KEYS (100000), BENCH_PARTITIONS (8), BENCH_ROUNDS (2),
+# BENCH_CONTENDERS (plain-copy,pipeline-keyed-sum-exactly_once-1s,
+# pipeline-keyed-sum-exactly_once-100ms), BENCH_OUT
+# (bench/results/<date>-compare), KAFKA_BOOTSTRAP (a running broker; else one
+# is started as in run.sh). No Kafka Streams, so no Maven.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+base=${BENCH_BASE:?set BENCH_BASE to the baseline commit}
+n=${BENCH_N:-1000000}
+keys=${BENCH_KEYS:-100000}
+parts=${BENCH_PARTITIONS:-8}
+rounds=${BENCH_ROUNDS:-2}
+contenders=${BENCH_CONTENDERS:-plain-copy,pipeline-keyed-sum-exactly_once-1s,pipeline-keyed-sum-exactly_once-100ms}
+out=${BENCH_OUT:-bench/results/$(date -u +%Y-%m-%d)-compare}
+run=$(date -u +%Y%m%dT%H%M%S)
+
+echo "== building (working tree, and $base)"
+go build -o bin/pipeline ./cmd/pipeline
+go build -o bin/bench-workload ./bench/cmd/workload
+go build -o bin/bench-plaincopy ./bench/cmd/plaincopy
+go build -o bin/bench-runner ./bench/cmd/runner
+wt=$(mktemp -d /tmp/eoflow-bench-base.XXXXXX)
+git worktree add --detach "$wt" "$base" >/dev/null
+(cd "$wt" && go build -o "$OLDPWD/bin/pipeline-base" ./cmd/pipeline)
+git worktree remove --force "$wt"
+
+if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+  kdir=$(mktemp -d /tmp/eoflow-bench-kafka.XXXXXX)
+  KAFKATEST_HEAP=${BENCH_BROKER_HEAP:-1g} go run ./cmd/kafka-local up -dir "$kdir" -port 0
+  trap 'go run ./cmd/kafka-local down -dir "$kdir" >/dev/null 2>&1 || true' EXIT
+  KAFKA_BOOTSTRAP=$(cat "$kdir/bootstrap")
+fi
+export KAFKA_BOOTSTRAP
+
+input="bench-$run-in"
+bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$input" -n "$n" -keys "$keys" -partitions "$parts"
+mkdir -p "$(dirname "$out")"
+: >"$out-new.jsonl"
+: >"$out-base.jsonl"
+: >"$out-load.txt"
+for r in $(seq "$rounds"); do
+  for which in new base; do
+    bin=bin/pipeline
+    [ "$which" = base ] && bin=bin/pipeline-base
+    echo "round $r $which: $(cat /proc/loadavg)" | tee -a "$out-load.txt"
+    bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run-$r-$which" \
+      -out "$out-$which.jsonl" -contenders "$contenders" -keys "$keys" -partitions "$parts" \
+      -pipeline "$bin"
+  done
+done
+echo "== wrote $out-new.jsonl $out-base.jsonl $out-load.txt"

@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/state"
+)
+
+// The per-record path of the benchmark's keyed sum (bench/jobs/keyed-sum.yaml)
+// as a worker runs it, without Kafka: route (decode, key_by, key group) on
+// the source side, then process (state lookup, aggregate, output encoding)
+// on the worker side. BenchmarkKeyedSumHotPath measures it; the tests below
+// pin its output bytes so that a faster path cannot write different ones.
+
+// hotPathOperator builds the plan, a router and a single worker's operator
+// (all key groups) for the job file at path.
+func hotPathOperator(tb testing.TB, path string, env map[string]string) (*router, *aggregateOp) {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r, op := hotPathJob(tb, data, env)
+	return r, op.(*aggregateOp)
+}
+
+// hotPathJob is hotPathOperator for a job's text: the router spreads over
+// two workers, the one operator holds every key group.
+func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, keyedOperator) {
+	tb.Helper()
+	cfg, err := config.Parse("config.yaml", data, func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	})
+	if err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	p, err := compile(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if p.agg == nil {
+		return p.newRouter(2), &passThrough{p: p}
+	}
+	groups := cfg.Checkpoint.KeyGroups
+	agg := p.agg.Clone()
+	store, err := state.New[*operator.AggregateState](agg.ID(), groups, state.RangeFor(0, 1, groups), aggCodec{agg})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p.newRouter(2), &aggregateOp{p: p, agg: agg, store: store}
+}
+
+// benchInput is the bench workload's record (bench/cmd/workload.Value):
+// {"key":"k<n>","amount":<1..1000>,"ts":<unix ms>,"pad":"xx…"}, ~100 bytes,
+// the record key set to the key field.
+func benchInput(key string, amount int, ts int64) *kgo.Record {
+	b := make([]byte, 0, 116)
+	b = append(b, `{"key":"`...)
+	b = append(b, key...)
+	b = append(b, `","amount":`...)
+	b = strconv.AppendInt(b, int64(amount), 10)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	b = append(b, `,"pad":"`...)
+	for len(b) < 98 {
+		b = append(b, 'x')
+	}
+	b = append(b, `"}`...)
+	return &kgo.Record{Topic: "bench-in", Partition: 3, Key: []byte(key), Value: b, Timestamp: time.UnixMilli(ts)}
+}
+
+// BenchmarkKeyedSumHotPath is route + process per record of the keyed sum,
+// 100,000 keys, every key already in the state (the steady state of the
+// 5,000,000-record benchmark). It includes one snapshot per 100,000 records
+// (the changelog encoding of the dirty keys, as a checkpoint every ~250 ms
+// at the benchmark's rate would).
+func BenchmarkKeyedSumHotPath(b *testing.B) {
+	const keys = 100_000
+	r, op := hotPathOperator(b, "../bench/jobs/keyed-sum.yaml", nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := make([]*kgo.Record, 1<<16)
+	for i := range inputs {
+		inputs[i] = benchInput("k"+strconv.Itoa(rng.IntN(keys)), rng.IntN(1000)+1, 1764688091000+int64(i))
+	}
+	for k := range keys { // warm: every key has state
+		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
+		msgs, _ := r.route(in)
+		op.process(msgs[0])
+	}
+	op.snapshot()
+	b.SetBytes(int64(len(inputs[0].Value)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		in := inputs[i%len(inputs)]
+		i++
+		msgs, _ := r.route(in)
+		if len(msgs) != 1 {
+			b.Fatalf("route: %d messages", len(msgs))
+		}
+		outs, dls := op.process(msgs[0])
+		if len(outs) != 1 || len(dls) != 0 {
+			b.Fatalf("process: %d outputs, %d dead letters", len(outs), len(dls))
+		}
+		if i%100_000 == 0 {
+			op.snapshot()
+		}
+	}
+}
+
+// BenchmarkKeyedSumSnapshot is the barrier's work for the keyed sum with
+// 100,000 dirty keys (a 1s checkpoint at the benchmark's rate touches about
+// that many): the changelog encoding of every dirty state and its records.
+// ns/op is per key.
+func BenchmarkKeyedSumSnapshot(b *testing.B) {
+	const keys = 100_000
+	r, op := hotPathOperator(b, "../bench/jobs/keyed-sum.yaml", nil)
+	msgs := make([]message, keys)
+	for k := range keys {
+		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
+		m, _ := r.route(in)
+		msgs[k] = m[0]
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for _, m := range msgs {
+			op.process(m)
+		}
+		b.StartTimer()
+		_, changes, _ := op.snapshot()
+		if len(changes) != keys {
+			b.Fatalf("%d changes, want %d", len(changes), keys)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
+}
