@@ -135,7 +135,7 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 		Tasks:           tasks,
 		LastCompleted:   lastID,
 		LastCompletedAt: lastAt,
-	}, j.now())
+	}, scheduleStart(j.now(), cfg.Checkpoint.Interval))
 	if err != nil {
 		g.close()
 		return nil, err
@@ -165,6 +165,24 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 		onAborted: func(r checkpoint.AbortReason) { j.metrics.CheckpointFailed(r.String()) },
 	}
 	return g, nil
+}
+
+// firstCheckpointAfter is when an attempt's first checkpoint is due,
+// instead of a whole interval after it starts: under exactly_once nothing
+// a restarted job writes is visible before its first commit, and with 1 s
+// checkpoints that wait was most of the time from a SIGKILL to new output
+// (bench/results/2026-12-02-recovery.md). The epoch is small; later
+// checkpoints keep the configured interval.
+const firstCheckpointAfter = 100 * time.Millisecond
+
+// scheduleStart is the start of the coordinator's schedule (its first
+// checkpoint is due one interval later) that makes the first checkpoint
+// due firstCheckpointAfter from now.
+func scheduleStart(now time.Time, interval time.Duration) time.Time {
+	if interval <= firstCheckpointAfter {
+		return now
+	}
+	return now.Add(firstCheckpointAfter - interval)
 }
 
 // start runs every task of the graph in eg; the first to fail ends all.

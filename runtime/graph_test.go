@@ -1,0 +1,53 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/eoflow/pipeline/checkpoint"
+)
+
+// An attempt's first checkpoint is due firstCheckpointAfter after it
+// starts, the later ones one interval apart; an interval shorter than that
+// is kept as it is.
+func TestFirstCheckpointComesEarly(t *testing.T) {
+	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, interval := range []time.Duration{time.Second, 50 * time.Millisecond} {
+		first := min(interval, firstCheckpointAfter)
+		c, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+			Interval: interval, Tasks: []checkpoint.TaskID{"t"},
+		}, scheduleStart(start, interval))
+		if err != nil {
+			t.Fatal(err)
+		}
+		triggered := func(at time.Duration) []checkpoint.ID {
+			c.Tick(start.Add(at))
+			rd := c.Ready()
+			c.Advance()
+			return rd.Trigger
+		}
+		if got := triggered(first - time.Millisecond); len(got) != 0 {
+			t.Fatalf("interval %v: triggered %v before %v", interval, got, first)
+		}
+		if got := triggered(first); len(got) != 1 {
+			t.Fatalf("interval %v: nothing triggered at %v", interval, first)
+		}
+		if err := c.Ack("t", 1); err != nil {
+			t.Fatal(err)
+		}
+		if rd := c.Ready(); rd.Commit != 1 {
+			t.Fatalf("interval %v: checkpoint 1 acked but not handed out for commit: %+v", interval, rd)
+		}
+		c.Advance()
+		if err := c.Committed(1, start.Add(first)); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance()
+		if got := triggered(first + interval - time.Millisecond); len(got) != 0 {
+			t.Fatalf("interval %v: the second checkpoint came early: %v", interval, got)
+		}
+		if got := triggered(first + interval); len(got) != 1 {
+			t.Fatalf("interval %v: no second checkpoint one interval after the first", interval)
+		}
+	}
+}
