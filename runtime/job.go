@@ -257,7 +257,7 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		if offsets, err = j.startOffsets(ctx, adm, latest); err != nil {
 			return false, err
 		}
-		if ops, restored, err = j.restoreOperators(ctx); err != nil {
+		if ops, restored, err = j.restoreOperators(ctx, latest); err != nil {
 			return false, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
@@ -286,9 +287,10 @@ func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 }
 
 // restoreOperators builds one keyed operator per worker and fills their
-// state from the job's state topic, in one pass over it. It returns how
-// many keys it restored.
-func (j *Job) restoreOperators(ctx context.Context) ([]keyedOperator, int, error) {
+// state from the job's state topic, in one pass over it. latest (nil for a
+// new job) says how many keys to expect. It returns how many keys it
+// restored.
+func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record) ([]keyedOperator, int, error) {
 	ops := make([]keyedOperator, j.workers)
 	for w := range ops {
 		op, err := j.emptyOperator(w)
@@ -302,8 +304,17 @@ func (j *Job) restoreOperators(ctx context.Context) ([]keyedOperator, int, error
 	}
 	groups := j.cfg.Checkpoint.KeyGroups
 	restorers := make([]*state.Restorer, j.workers)
+	expected := 0
+	if latest != nil {
+		for _, st := range latest.State {
+			if st.Operator == j.plan.agg.ID() {
+				expected = int(min(st.Keys, 1<<30))
+			}
+		}
+	}
 	for w, op := range ops {
 		store := op.(*aggregateOp).store
+		store.Grow(expected)
 		r, err := state.NewRestorer(groups, store.Range())
 		if err != nil {
 			return nil, 0, err
@@ -316,21 +327,7 @@ func (j *Job) restoreOperators(ctx context.Context) ([]keyedOperator, int, error
 	if err := j.faults.Hit(fault.DuringRestore); err != nil {
 		return nil, 0, err
 	}
-	err := kstore.ReadState(ctx, j.conn, j.cfg.Name, func(key, value []byte) error {
-		if err := j.faults.Hit(fault.DuringRestore); err != nil {
-			return err
-		}
-		k, err := state.DecodeChangelogKey(key)
-		if err != nil {
-			return fmt.Errorf("state topic: %w", err)
-		}
-		if int(k.Group) >= groups {
-			return fmt.Errorf("%w: state record of key group %d, but the job has %d key groups", ErrIncompatible, k.Group, groups)
-		}
-		w := state.WorkerOf(k.Group, j.workers, groups)
-		return restorers[w].Add(state.ChangelogRecord{Key: key, Value: value})
-	})
-	if err != nil {
+	if err := j.readStateInto(ctx, restorers); err != nil {
 		return nil, 0, fmt.Errorf("restoring state: %w", err)
 	}
 	keys := 0
@@ -341,6 +338,76 @@ func (j *Job) restoreOperators(ctx context.Context) ([]keyedOperator, int, error
 		}
 	}
 	return ops, keys, nil
+}
+
+// restoreBatch is how many state records the reader hands a restoring
+// worker at once.
+const restoreBatch = 1024
+
+// readStateInto reads the job's state topic once and feeds every record to
+// the Restorer of the worker owning its key group, each Restorer on a
+// goroutine of its own: at a million keys, decoding and inserting the
+// states, not reading the topic, is what a restore spends its time on
+// (bench/results/2026-12-02-recovery.md).
+func (j *Job) readStateInto(ctx context.Context, restorers []*state.Restorer) error {
+	groups := j.cfg.Checkpoint.KeyGroups
+	g, gctx := errgroup.WithContext(ctx)
+	feeds := make([]chan []state.ChangelogRecord, len(restorers))
+	for w, r := range restorers {
+		feed := make(chan []state.ChangelogRecord, 4)
+		feeds[w] = feed
+		g.Go(func() error {
+			for batch := range feed {
+				for _, rec := range batch {
+					if err := r.Add(rec); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	pending := make([][]state.ChangelogRecord, len(restorers))
+	send := func(w int) error {
+		select {
+		case feeds[w] <- pending[w]:
+			pending[w] = make([]state.ChangelogRecord, 0, restoreBatch)
+			return nil
+		case <-gctx.Done():
+			return gctx.Err()
+		}
+	}
+	readErr := kstore.ReadState(gctx, j.conn, j.cfg.Name, func(key, value []byte) error {
+		if err := j.faults.Hit(fault.DuringRestore); err != nil {
+			return err
+		}
+		k, err := state.DecodeChangelogKey(key)
+		if err != nil {
+			return fmt.Errorf("state topic: %w", err)
+		}
+		if int(k.Group) >= groups {
+			return fmt.Errorf("%w: state record of key group %d, but the job has %d key groups", ErrIncompatible, k.Group, groups)
+		}
+		w := state.WorkerOf(k.Group, len(restorers), groups)
+		// The record's bytes stay valid: the client never reuses them.
+		pending[w] = append(pending[w], state.ChangelogRecord{Key: key, Value: value})
+		if len(pending[w]) == restoreBatch {
+			return send(w)
+		}
+		return nil
+	})
+	for w := range pending {
+		if readErr == nil && len(pending[w]) > 0 {
+			readErr = send(w)
+		}
+		close(feeds[w])
+	}
+	// A worker's error (a value its codec rejects) cancels the read, so
+	// it is the cause: report it first.
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return readErr
 }
 
 // aggCodec stores aggregate states in the changelog.

@@ -101,6 +101,20 @@ func New[V any](operator string, groups int, r Range, codec Codec[V]) (*Store[V]
 	}, nil
 }
 
+// Grow makes room for keys keys of the operator, counted over all key
+// groups (as a checkpoint's state summary counts them), so that a restore
+// that knows the count fills maps of about the right size instead of
+// rehashing each one as it grows. Only key groups without entries yet are
+// sized.
+func (s *Store[V]) Grow(keys int) {
+	per := keys/s.groups + 1
+	for i := range s.byGroup {
+		if s.byGroup[i].entries == nil {
+			s.byGroup[i].entries = make(map[string]*entry[V], per)
+		}
+	}
+}
+
 // Operator is the operator id the store was created for.
 func (s *Store[V]) Operator() string { return s.operator }
 

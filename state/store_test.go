@@ -357,3 +357,21 @@ func TestSlot(t *testing.T) {
 		t.Fatal("Get of an absent key")
 	}
 }
+
+// Grow only sizes maps: it keeps what is stored, and a grown store
+// behaves like any other.
+func TestGrowKeepsEntries(t *testing.T) {
+	s := newTestStore(t, "agg", 8)
+	s.Put([]byte("before"), []byte("1"))
+	s.Grow(1000)
+	for i := range 100 {
+		s.Put(fmt.Appendf(nil, "k%d", i), []byte("v"))
+	}
+	if v, ok := s.Get([]byte("before")); !ok || string(v) != "1" || s.Len() != 101 {
+		t.Fatalf("after Grow: before=%q %v, %d keys", v, ok, s.Len())
+	}
+	s.Grow(0) // nothing to do
+	if s.Len() != 101 {
+		t.Fatalf("Grow(0) changed the store: %d keys", s.Len())
+	}
+}
