@@ -421,13 +421,20 @@ func freePorts(n int) ([]int, error) {
 }
 
 // newClusterID makes a Kafka cluster id (16 random bytes, unpadded URL-safe
-// base64), saving a JVM start for `kafka-storage random-uuid`.
+// base64), saving a JVM start for `kafka-storage random-uuid`. Like Kafka's
+// own Uuid.randomUuid it never starts with '-': one in 64 did, and
+// kafka-storage read it as an option ("--cluster-id: expected one
+// argument"), failing a cluster start in CI.
 func newClusterID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
+	for {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand never fails on Linux
+		}
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 func writeFileAtomic(path string, data []byte) error {

@@ -33,10 +33,15 @@ func TestPomMatchesKafkaVersion(t *testing.T) {
 	}
 }
 
+// A cluster id is 22 URL-safe base64 characters and never starts with
+// '-', which kafka-storage would take for an option (1 in 64 random ids
+// did, before).
 func TestClusterIDShape(t *testing.T) {
-	id := newClusterID()
-	if !regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`).MatchString(id) {
-		t.Fatalf("cluster id %q is not 22 URL-safe base64 characters", id)
+	shape := regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{21}$`)
+	for range 10000 {
+		if id := newClusterID(); !shape.MatchString(id) {
+			t.Fatalf("cluster id %q: want 22 URL-safe base64 characters, not starting with '-'", id)
+		}
 	}
 }
 

@@ -75,7 +75,7 @@ func (n *node) writeConfig(props map[string]string) error {
 func (n *node) format(ctx context.Context, java, libs, clusterID string, extra ...string) error {
 	args := []string{"-Xmx256m", "-cp", filepath.Join(libs, "*"),
 		"kafka.tools.StorageTool", "format", "--ignore-formatted",
-		"-t", clusterID, "-c", n.propsFile()}
+		"--cluster-id=" + clusterID, "-c", n.propsFile()}
 	cmd := exec.CommandContext(ctx, java, append(args, extra...)...)
 	cmd.Env = n.javaEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
