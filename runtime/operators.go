@@ -124,10 +124,12 @@ func (o *aggregateOp) snapshot() (outputs, changes []*kgo.Record, summary []chec
 			changes[i] = &all[i]
 		}
 	}
-	summary = []checkpoint.StateSummary{{
-		Operator: o.agg.ID(), Keys: uint64(o.store.Len()), Bytes: uint64(max(0, o.store.ApproxBytes())),
-	}}
-	return outputs, changes, summary
+	return outputs, changes, []checkpoint.StateSummary{o.summary()}
+}
+
+// summary is the size of the operator's state, for checkpoint records.
+func (o *aggregateOp) summary() checkpoint.StateSummary {
+	return checkpoint.StateSummary{Operator: o.agg.ID(), Keys: uint64(o.store.Len()), Bytes: uint64(max(0, o.store.ApproxBytes()))}
 }
 
 // outBuf hands out the memory of output records in chunks: the bytes of

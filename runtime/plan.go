@@ -286,43 +286,56 @@ func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 	return &aggregateOp{p: j.plan, agg: agg, store: store}, nil
 }
 
+// restoringOperators builds one keyed operator per worker and, for a job
+// with an aggregate, a Restorer per worker for it to be filled through,
+// its maps sized for expected keys (over all workers).
+func (j *Job) restoringOperators(expected int) ([]keyedOperator, []*state.Restorer, error) {
+	ops := make([]keyedOperator, j.workers)
+	for w := range ops {
+		op, err := j.emptyOperator(w)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops[w] = op
+	}
+	if j.plan.agg == nil {
+		return ops, nil, nil
+	}
+	restorers := make([]*state.Restorer, j.workers)
+	for w, op := range ops {
+		store := op.(*aggregateOp).store
+		store.Grow(expected)
+		r, err := state.NewRestorer(j.cfg.Checkpoint.KeyGroups, store.Range())
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := r.Register(store); err != nil {
+			return nil, nil, err
+		}
+		restorers[w] = r
+	}
+	return ops, restorers, nil
+}
+
 // restoreOperators builds one keyed operator per worker and fills their
 // state from the job's state topic, in one pass over it. latest (nil for a
 // new job) says how many keys to expect. It returns how many keys it
 // restored.
 func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record) ([]keyedOperator, int, error) {
-	ops := make([]keyedOperator, j.workers)
-	for w := range ops {
-		op, err := j.emptyOperator(w)
-		if err != nil {
-			return nil, 0, err
-		}
-		ops[w] = op
-	}
-	if j.plan.agg == nil {
-		return ops, 0, nil
-	}
-	groups := j.cfg.Checkpoint.KeyGroups
-	restorers := make([]*state.Restorer, j.workers)
 	expected := 0
-	if latest != nil {
+	if latest != nil && j.plan.agg != nil {
 		for _, st := range latest.State {
 			if st.Operator == j.plan.agg.ID() {
 				expected = int(min(st.Keys, 1<<30))
 			}
 		}
 	}
-	for w, op := range ops {
-		store := op.(*aggregateOp).store
-		store.Grow(expected)
-		r, err := state.NewRestorer(groups, store.Range())
-		if err != nil {
-			return nil, 0, err
-		}
-		if err := r.Register(store); err != nil {
-			return nil, 0, err
-		}
-		restorers[w] = r
+	ops, restorers, err := j.restoringOperators(expected)
+	if err != nil {
+		return nil, 0, err
+	}
+	if restorers == nil {
+		return ops, 0, nil // no aggregate: no state
 	}
 	if err := j.faults.Hit(fault.DuringRestore); err != nil {
 		return nil, 0, err

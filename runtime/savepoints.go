@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
-	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/twophase"
 )
 
@@ -155,6 +153,7 @@ func (e *export) exportState(op keyedOperator) error {
 type pendingSavepoint struct {
 	id      checkpoint.ID
 	req     *savepointRequest // nil for the one of StopWithSavepoint
+	d       *savepoint.Descriptor
 	w       *savepoint.Writer
 	started time.Time
 	waiting int   // workers yet to report
@@ -210,7 +209,7 @@ func (s *savepoints) start(id checkpoint.ID, dir string, req *savepointRequest, 
 	if s.pending == nil {
 		s.pending = map[checkpoint.ID]*pendingSavepoint{}
 	}
-	s.pending[id] = &pendingSavepoint{id: id, req: req, w: w, started: now, waiting: s.workers}
+	s.pending[id] = &pendingSavepoint{id: id, req: req, d: d, w: w, started: now, waiting: s.workers}
 	s.registry.put(id, ex)
 	j.log.Info("taking a savepoint", "dir", dir, "checkpoint", id)
 	return nil
@@ -306,8 +305,7 @@ func (s *savepoints) finish(p *pendingSavepoint, failed error) {
 }
 
 func (s *savepoints) commit(p *pendingSavepoint) (savepoint.Summary, error) {
-	d := savepoint.DescribeConfig(s.job.cfg)
-	bySource, err := d.SourceOffsets(p.offsets)
+	bySource, err := p.d.SourceOffsets(p.offsets)
 	if err != nil {
 		return savepoint.Summary{}, err
 	}
@@ -382,29 +380,23 @@ func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *com
 	if err != nil {
 		return fail(err)
 	}
-	ops := make([]keyedOperator, j.workers)
+	expected := 0
+	for _, id := range plan.Restore {
+		if op := r.Manifest().Operator(id); op != nil {
+			expected += int(min(op.Keys, 1<<30))
+		}
+	}
+	ops, restorers, err := j.restoringOperators(expected)
+	if err != nil {
+		return fail(err)
+	}
 	keys := 0
-	for w := range ops {
-		op, err := j.emptyOperator(w)
-		if err != nil {
+	for w, rs := range restorers {
+		store := ops[w].(*aggregateOp).store
+		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
 			return fail(err)
 		}
-		ops[w] = op
-		a, ok := op.(*aggregateOp)
-		if !ok || !slices.Contains(plan.Restore, a.agg.ID()) {
-			continue
-		}
-		rs, err := state.NewRestorer(j.cfg.Checkpoint.KeyGroups, a.store.Range())
-		if err != nil {
-			return fail(err)
-		}
-		if err := rs.Register(a.store); err != nil {
-			return fail(err)
-		}
-		if _, err := r.Restore(rs, a.store.Range(), []string{a.agg.ID()}); err != nil {
-			return fail(err)
-		}
-		keys += a.store.Len()
+		keys += store.Len()
 	}
 	if err := j.faults.Hit(fault.DuringRestore); err != nil {
 		return fail(err)
@@ -440,7 +432,7 @@ func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *com
 			delete(stale, string(rec.Key))
 			txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value))
 		}
-		summary = append(summary, checkpoint.StateSummary{Operator: id, Keys: uint64(a.store.Len()), Bytes: uint64(max(0, a.store.ApproxBytes()))})
+		summary = append(summary, a.summary())
 	}
 	for key := range stale {
 		txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, []byte(key), nil))
@@ -464,14 +456,11 @@ func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *com
 	return ops, keys, offsets, rec, nil
 }
 
-// offsetList is offsets as a checkpoint's sorted list.
+// offsetList is offsets as a checkpoint's list (newRecord sorts it).
 func offsetList(offsets map[source.TopicPartition]int64) []checkpoint.SourceOffset {
 	out := make([]checkpoint.SourceOffset, 0, len(offsets))
 	for tp, off := range offsets {
 		out = append(out, checkpoint.SourceOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
-	slices.SortFunc(out, func(a, b checkpoint.SourceOffset) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
 	return out
 }

@@ -403,12 +403,13 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 	if _, err := coord.TriggerNow(now()); err != nil { // in flight, never acked
 		t.Fatal(err)
 	}
-	w, err := savepoint.Create(filepath.Join(t.TempDir(), "sp"), savepoint.DescribeConfig(job.cfg).Meta(7, now()), savepoint.Options{})
+	d := savepoint.DescribeConfig(job.cfg)
+	w, err := savepoint.Create(filepath.Join(t.TempDir(), "sp"), d.Meta(7, now()), savepoint.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sp := &savepoints{job: job, registry: &exportRegistry{}, workers: 1, pending: map[checkpoint.ID]*pendingSavepoint{
-		7: {id: 7, w: w, started: now(), waiting: 1, completed: true},
+		7: {id: 7, d: d, w: w, started: now(), waiting: 1, completed: true},
 	}}
 	reports := make(chan exportReport, 1)
 	loop := &coordinatorLoop{
