@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
 )
@@ -59,23 +60,11 @@ func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, key
 	return p.newRouter(2), &aggregateOp{p: p, agg: agg, store: store}
 }
 
-// benchInput is the bench workload's record (bench/cmd/workload.Value):
+// benchInput is the bench workload's record (datagen.Event):
 // {"key":"k<n>","amount":<1..1000>,"ts":<unix ms>,"pad":"xx…"}, ~100 bytes,
 // the record key set to the key field.
 func benchInput(key string, amount int, ts int64) *kgo.Record {
-	b := make([]byte, 0, 116)
-	b = append(b, `{"key":"`...)
-	b = append(b, key...)
-	b = append(b, `","amount":`...)
-	b = strconv.AppendInt(b, int64(amount), 10)
-	b = append(b, `,"ts":`...)
-	b = strconv.AppendInt(b, ts, 10)
-	b = append(b, `,"pad":"`...)
-	for len(b) < 98 {
-		b = append(b, 'x')
-	}
-	b = append(b, `"}`...)
-	return &kgo.Record{Topic: "bench-in", Partition: 3, Key: []byte(key), Value: b, Timestamp: time.UnixMilli(ts)}
+	return &kgo.Record{Topic: "bench-in", Partition: 3, Key: []byte(key), Value: datagen.Event(key, amount, ts, 100), Timestamp: time.UnixMilli(ts)}
 }
 
 // BenchmarkKeyedSumHotPath is route + process per record of the keyed sum,

@@ -46,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kread"
 )
 
@@ -238,7 +239,7 @@ func size(ctx context.Context, o options, run string, keys int, res *results) er
 	var perr atomic.Value
 	for i := range keys {
 		k := "k" + strconv.Itoa(i)
-		cl.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(k), Value: value(k, 1, time.Now().UnixMilli())}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(k), Value: datagen.Event(k, 1, time.Now().UnixMilli(), 100)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				perr.Store(err)
 			}
@@ -403,22 +404,6 @@ func profileRestart(ctx context.Context, o options, env []string, job string, ke
 	return nil
 }
 
-// value is the workload's record (bench/cmd/workload): about 100 bytes.
-func value(key string, amount int, ts int64) []byte {
-	b := make([]byte, 0, 116)
-	b = append(b, `{"key":"`...)
-	b = append(b, key...)
-	b = append(b, `","amount":`...)
-	b = strconv.AppendInt(b, int64(amount), 10)
-	b = append(b, `,"ts":`...)
-	b = strconv.AppendInt(b, ts, 10)
-	b = append(b, `,"pad":"`...)
-	for len(b) < 98 {
-		b = append(b, 'x')
-	}
-	return append(b, `"}`...)
-}
-
 // produceSteadily appends rate records per second with random keys of the
 // state until ctx ends.
 func produceSteadily(ctx context.Context, cl *kgo.Client, topic string, keys, rate int) {
@@ -434,7 +419,7 @@ func produceSteadily(ctx context.Context, cl *kgo.Client, topic string, keys, ra
 		}
 		for range per {
 			k := "k" + strconv.Itoa(rng.IntN(keys))
-			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(k), Value: value(k, rng.IntN(1000)+1, time.Now().UnixMilli())}, nil)
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(k), Value: datagen.Event(k, rng.IntN(1000)+1, time.Now().UnixMilli(), 100)}, nil)
 		}
 	}
 }

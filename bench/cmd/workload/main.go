@@ -19,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/internal/datagen"
 )
 
 func main() {
@@ -64,7 +66,7 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		k := "k" + strconv.Itoa(rng.IntN(keys))
-		v := Value(k, rng.IntN(1000)+1, time.Now().UnixMilli(), size)
+		v := datagen.Event(k, rng.IntN(1000)+1, time.Now().UnixMilli(), size)
 		wg.Add(1)
 		cl.Produce(ctx, &kgo.Record{Key: []byte(k), Value: v}, func(_ *kgo.Record, err error) {
 			defer wg.Done()
@@ -85,21 +87,4 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	fmt.Printf("produced %d records (%d keys, %d partitions) to %s in %s (%.0f records/s)\n",
 		n, keys, parts, topic, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
-}
-
-// Value is one input record: {"key":..,"amount":..,"ts":..,"pad":"xx.."}
-// padded to about size bytes.
-func Value(key string, amount int, ts int64, size int) []byte {
-	b := make([]byte, 0, size+16)
-	b = append(b, `{"key":"`...)
-	b = append(b, key...)
-	b = append(b, `","amount":`...)
-	b = strconv.AppendInt(b, int64(amount), 10)
-	b = append(b, `,"ts":`...)
-	b = strconv.AppendInt(b, ts, 10)
-	b = append(b, `,"pad":"`...)
-	for len(b) < size-2 {
-		b = append(b, 'x')
-	}
-	return append(b, `"}`...)
 }
