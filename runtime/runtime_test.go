@@ -34,11 +34,28 @@ func TestMain(m *testing.M) { kafkatest.Main(m) }
 // the file users run.
 func paritySum(t *testing.T, env map[string]string) *config.Config {
 	t.Helper()
+	return parseConfig(t, paritySumFile(t), env)
+}
+
+func paritySumFile(t *testing.T) []byte {
+	t.Helper()
 	data, err := os.ReadFile("../examples/parity-sum/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseConfig(t, data, env)
+	return data
+}
+
+// paritySumEdited is parity-sum with the first old in its file replaced by
+// new: a changed job.
+func paritySumEdited(t *testing.T, env map[string]string, old, new string) *config.Config {
+	t.Helper()
+	data := paritySumFile(t)
+	changed := strings.Replace(string(data), old, new, 1)
+	if changed == string(data) {
+		t.Fatalf("parity-sum's config has no %q", old)
+	}
+	return parseConfig(t, []byte(changed), env)
 }
 
 func parseConfig(t *testing.T, data []byte, env map[string]string) *config.Config {
@@ -409,23 +426,31 @@ func failEverywhere() *fault.Injector {
 	})
 }
 
-func startWith(t *testing.T, cfg *config.Config, opts ...Option) *running {
+// newJob builds a job whose logs go to the returned buffer (shown when
+// the test fails).
+func newJob(t *testing.T, cfg *config.Config, opts ...Option) (*Job, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
-	job, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
+	j, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	job.restartBackoff = 50 * time.Millisecond
+	j.restartBackoff = 50 * time.Millisecond
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs of job %s:\n%s", cfg.Name, logs.String())
+		}
+	})
+	return j, logs
+}
+
+func startWith(t *testing.T, cfg *config.Config, opts ...Option) *running {
+	t.Helper()
+	job, logs := newJob(t, cfg, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { r.done <- job.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if t.Failed() {
-			t.Logf("job logs:\n%s", logs.String())
-		}
-	})
+	t.Cleanup(cancel)
 	return r
 }
 

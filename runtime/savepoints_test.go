@@ -3,8 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
-	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
@@ -40,24 +38,6 @@ func (e *testEnv) awaitRead(j *Job, n int64, logs *syncBuffer) {
 	}
 }
 
-// newJob builds a job whose logs go to the returned buffer (shown when
-// the test fails).
-func newJob(t *testing.T, cfg *config.Config, opts ...Option) (*Job, *syncBuffer) {
-	t.Helper()
-	logs := &syncBuffer{}
-	j, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.restartBackoff = 50 * time.Millisecond
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs of job %s:\n%s", cfg.Name, logs.String())
-		}
-	})
-	return j, logs
-}
-
 func runBackground(j *Job) chan error {
 	done := make(chan error, 1)
 	go func() { done <- j.Run(context.Background()) }()
@@ -73,6 +53,22 @@ func awaitDone(t *testing.T, done chan error) error {
 		t.Fatal("Run did not return")
 		return nil
 	}
+}
+
+// stoppedWithSavepoint runs parity-sum over the numbers 1..n, stops it
+// with a savepoint, and opens the savepoint.
+func (e *testEnv) stoppedWithSavepoint(n int64) *savepoint.Reader {
+	e.t.Helper()
+	job, logs := newJob(e.t, paritySum(e.t, e.env))
+	done := runBackground(job)
+	e.numbers(1, n)
+	e.awaitFinal(n, &running{done: done, logs: logs})
+	dir := filepath.Join(e.t.TempDir(), "sp")
+	job.StopWithSavepoint(dir)
+	if err := awaitDone(e.t, done); err != nil {
+		e.t.Fatal(err)
+	}
+	return openSavepoint(e.t, dir)
 }
 
 func openSavepoint(t *testing.T, dir string) *savepoint.Reader {
@@ -130,7 +126,7 @@ func TestStopWithSavepointThenUpgrade(t *testing.T) {
 	feed.Wait() // all input written while the job was down
 
 	// The upgrade: a filter that drops nothing, and three workers.
-	upgraded := withFilter(t, e.env, "n > 0")
+	upgraded := paritySumEdited(t, e.env, "steps:\n", "steps:\n  - id: positive\n    filter: 'n > 0'\n")
 	upgraded.Workers = 3
 	job, logs = newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
 	done = runBackground(job)
@@ -176,20 +172,6 @@ func sameOffsets(a, b []checkpoint.SourceOffset) bool {
 	return true
 }
 
-// withFilter is parity-sum with a filter step before key_by.
-func withFilter(t *testing.T, env map[string]string, filter string) *config.Config {
-	t.Helper()
-	data, err := os.ReadFile("../examples/parity-sum/config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := strings.Replace(string(data), "steps:\n", "steps:\n  - id: positive\n    filter: '"+filter+"'\n", 1)
-	if changed == string(data) {
-		t.Fatal("parity-sum's config has no steps: line")
-	}
-	return parseConfig(t, []byte(changed), env)
-}
-
 // A savepoint taken while the job runs, restored into a new job that
 // reads and writes other topics (--remap-topic): the new job's outputs
 // start right after the savepoint's, counts and sums continuing.
@@ -233,10 +215,7 @@ func TestSavepointMovesToOtherTopics(t *testing.T) {
 	if _, err := datagen.Numbers(ctx, e.conn, datagen.Options{Topic: newIn, From: 2001, Count: 2000}); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{}
-	for k, v := range e.env {
-		env[k] = v
-	}
+	env := maps.Clone(e.env)
 	env["JOB_NAME"], env["INPUT_TOPIC"], env["OUTPUT_TOPIC"] = moved, newIn, newOut
 	sp := openSavepoint(t, dir)
 	job, logs = newJob(t, paritySum(t, env), WithSavepointRestore(sp, savepoint.RestoreOptions{
@@ -301,57 +280,39 @@ func copyTopic(t *testing.T, conn []kgo.Opt, from, to string) {
 // no instance fenced.
 func TestIncompatibleSavepointStartsNothing(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
-	job, logs := newJob(t, paritySum(t, e.env))
-	done := runBackground(job)
-	e.numbers(1, 500)
-	e.awaitFinal(500, &running{done: done, logs: logs})
-	dir := filepath.Join(t.TempDir(), "sp")
-	job.StopWithSavepoint(dir)
-	if err := awaitDone(t, done); err != nil {
-		t.Fatal(err)
-	}
-	sp := openSavepoint(t, dir)
+	sp := e.stoppedWithSavepoint(500)
 
 	tests := []struct {
-		name   string
-		edit   func(string) string
-		opts   savepoint.RestoreOptions
-		wanted []string
+		name     string
+		old, new string // the edit of the job's file
+		opts     savepoint.RestoreOptions
+		wanted   []string
 	}{
 		{
 			name: "key_by changed",
-			edit: func(s string) string {
-				return strings.Replace(s, `n % 2 == 0 ? "even" : "odd"`, `n % 3 == 0 ? "even" : "odd"`, 1)
-			},
+			old:  `n % 2 == 0 ? "even" : "odd"`, new: `n % 3 == 0 ? "even" : "odd"`,
 			wanted: []string{`operator "sums": key_by was`, `n % 2 == 0`},
 		},
 		{
-			name:   "aggregate renamed",
-			edit:   func(s string) string { return strings.Replace(s, "id: sums", "id: totals", 1) },
+			name: "aggregate renamed",
+			old:  "id: sums", new: "id: totals",
 			wanted: []string{`"sums"`, savepoint.FlagAllowDroppedState},
 		},
 		{
-			name:   "value changed",
-			edit:   func(s string) string { return strings.Replace(s, "sum: sum(n)", "sum: max(n)", 1) },
+			name: "value changed",
+			old:  "sum: sum(n)", new: "sum: max(n)",
 			wanted: []string{`value "sum" was sum(n)`},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data, err := os.ReadFile("../examples/parity-sum/config.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			env := map[string]string{}
-			for k, v := range e.env {
-				env[k] = v
-			}
+			env := maps.Clone(e.env)
 			env["JOB_NAME"] = kafkatest.Topic(t, "refused")
-			cfg := parseConfig(t, []byte(tt.edit(string(data))), env)
+			cfg := paritySumEdited(t, env, tt.old, tt.new)
 			j, _ := newJob(t, cfg, WithSavepointRestore(sp, tt.opts))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			err = j.Run(ctx)
+			err := j.Run(ctx)
 			if !errors.Is(err, savepoint.ErrIncompatible) {
 				t.Fatalf("Run = %v, want a savepoint refusal", err)
 			}
@@ -446,23 +407,11 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 // exists.
 func TestRestoreDeletesStateTheSavepointLacks(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
-	job, logs := newJob(t, paritySum(t, e.env))
-	done := runBackground(job)
-	e.numbers(1, 1000)
-	e.awaitFinal(1000, &running{done: done, logs: logs})
-	dir := filepath.Join(t.TempDir(), "sp")
-	job.StopWithSavepoint(dir)
-	if err := awaitDone(t, done); err != nil {
-		t.Fatal(err)
-	}
+	sp := e.stoppedWithSavepoint(1000)
 
-	data, err := os.ReadFile("../examples/parity-sum/config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	renamed := parseConfig(t, []byte(strings.Replace(string(data), "id: sums", "id: totals", 1)), e.env)
-	job, logs = newJob(t, renamed, WithSavepointRestore(openSavepoint(t, dir), savepoint.RestoreOptions{AllowDroppedState: true}))
-	done = runBackground(job)
+	renamed := paritySumEdited(t, e.env, "id: sums", "id: totals")
+	job, logs := newJob(t, renamed, WithSavepointRestore(sp, savepoint.RestoreOptions{AllowDroppedState: true}))
+	done := runBackground(job)
 	e.awaitRead(job, 0, logs) // running, from the savepoint's offsets: nothing left to read
 	e.numbers(1001, 10)
 	e.awaitRead(job, 10, logs) // records_in counts this process's reads
