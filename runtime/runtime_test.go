@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -626,14 +625,8 @@ func TestStopTakesAFinalCheckpoint(t *testing.T) {
 // metrics.
 func readIn(t *testing.T, j *Job, topic string) int64 {
 	text := metricstest.Scrape(t, j.metrics.Handler())
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "pipeline_records_in_total{") && strings.Contains(line, `topic="`+topic+`"`) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			return int64(v)
-		}
-	}
-	return 0
+	v, _ := metricstest.Value(text, fmt.Sprintf(`pipeline_records_in_total{pipeline=%q,topic=%q}`, j.cfg.Name, topic))
+	return int64(v)
 }
 
 // The worker count may change between runs: key groups are redistributed

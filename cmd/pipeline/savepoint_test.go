@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/metrics/metricstest"
 )
 
 // pipelineCmd runs a short pipeline command (not `run`) with the job's
@@ -199,13 +200,6 @@ func (j *job) readIn(base string) int64 {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return 0
 	}
-	prefix := `pipeline_records_in_total{pipeline="` + j.env["JOB_NAME"] + `",topic="` + j.env["INPUT_TOPIC"] + `"} `
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
-			if n, err := strconv.ParseFloat(v, 64); err == nil {
-				return int64(n)
-			}
-		}
-	}
-	return 0
+	v, _ := metricstest.Value(string(body), fmt.Sprintf(`pipeline_records_in_total{pipeline=%q,topic=%q}`, j.env["JOB_NAME"], j.env["INPUT_TOPIC"]))
+	return int64(v)
 }

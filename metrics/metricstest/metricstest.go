@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,21 @@ func Series(text string) map[string]bool {
 		}
 	}
 	return names
+}
+
+// Value returns the value of one sample in the exposition text, named as
+// it is written there, labels included, e.g.
+// `pipeline_records_in_total{pipeline="job",topic="in"}`.
+func Value(text, sample string) (float64, bool) {
+	for line := range strings.Lines(text) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), sample+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(rest, 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // Families returns every family in the exposition text (its TYPE lines)
