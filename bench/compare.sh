@@ -36,13 +36,9 @@ git worktree add --detach "$wt" "$base" >/dev/null
 (cd "$wt" && go build -o "$OLDPWD/bin/pipeline-base" ./cmd/pipeline)
 git worktree remove --force "$wt"
 
-if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-  kdir=$(mktemp -d /tmp/eoflow-bench-kafka.XXXXXX)
-  KAFKATEST_HEAP=${BENCH_BROKER_HEAP:-1g} go run ./cmd/kafka-local up -dir "$kdir" -port 0
-  trap 'go run ./cmd/kafka-local down -dir "$kdir" >/dev/null 2>&1 || true' EXIT
-  KAFKA_BOOTSTRAP=$(cat "$kdir/bootstrap")
-fi
-export KAFKA_BOOTSTRAP
+. bench/broker.sh
+trap stop_broker EXIT
+start_broker
 
 input="bench-$run-in"
 bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$input" -n "$n" -keys "$keys" -partitions "$parts"

@@ -18,12 +18,9 @@ out=${RECOVERY_OUT:-bench/results/$(date -u +%Y-%m-%d)-recovery}
 go build -o bin/pipeline ./cmd/pipeline
 go build -o bin/bench-recovery ./bench/cmd/recovery
 
-if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-  kdir=$(mktemp -d /tmp/eoflow-bench-kafka.XXXXXX)
-  KAFKATEST_HEAP=${BENCH_BROKER_HEAP:-1g} go run ./cmd/kafka-local up -dir "$kdir" -port 0
-  trap 'go run ./cmd/kafka-local down -dir "$kdir" >/dev/null 2>&1 || true' EXIT
-  KAFKA_BOOTSTRAP=$(cat "$kdir/bootstrap")
-fi
+. bench/broker.sh
+trap stop_broker EXIT
+start_broker
 
 mkdir -p "$(dirname "$out")"
 bin/bench-recovery -brokers "$KAFKA_BOOTSTRAP" -pipeline bin/pipeline \

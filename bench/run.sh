@@ -53,14 +53,9 @@ if [ -n "$want_flink" ] && { [ ! -f "$fjar" ] || [ -n "$(find bench/peers/flink/
   fi
 fi
 
-if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-  kdir=$(mktemp -d /tmp/eoflow-bench-kafka.XXXXXX)
-  echo "== starting Kafka in $kdir"
-  KAFKATEST_HEAP=${BENCH_BROKER_HEAP:-1g} go run ./cmd/kafka-local up -dir "$kdir" -port 0
-  trap 'go run ./cmd/kafka-local down -dir "$kdir" >/dev/null 2>&1 || true' EXIT
-  KAFKA_BOOTSTRAP=$(cat "$kdir/bootstrap")
-fi
-export KAFKA_BOOTSTRAP
+. bench/broker.sh
+trap stop_broker EXIT
+start_broker
 kafka_libs=${KAFKATEST_CACHE:-$HOME/.cache/eoflow-pipeline}/kafka-4.1.1/libs
 
 echo "== workload: $n records, $keys keys, $parts partitions"

@@ -16,18 +16,14 @@ N=${SP_N:-2000000}
 KEYS=${SP_KEYS:-1000000}
 OUT=${SP_OUT:-bench/results/$(date -u +%F)-savepoint-cost.md}
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${started_broker:-}" ] && bin/kafka-local down -dir "$work/kafka" >/dev/null 2>&1; rm -rf "$work"' EXIT
+. bench/broker.sh
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_broker; rm -rf "$work"' EXIT
 
 mkdir -p bin
 go build -o bin/pipeline ./cmd/pipeline
-go build -o bin/kafka-local ./cmd/kafka-local
 go build -o bin/bench-workload ./bench/cmd/workload
 
-if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
-  bin/kafka-local up -dir "$work/kafka" -port 0 >/dev/null
-  KAFKA_BOOTSTRAP=$(cat "$work/kafka/bootstrap")
-  started_broker=1
-fi
+start_broker
 export KAFKA_BROKERS=$KAFKA_BOOTSTRAP
 
 run_id=$(date +%s)
