@@ -311,15 +311,7 @@ func (s *scanner) object(hint int, m map[string]any, need *fieldSet) (map[string
 		return m, nil
 	}
 	for {
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return nil, s.errEOF()
-		}
-		if s.data[s.pos] != '"' {
-			return nil, s.errChar("looking for beginning of object key string")
-		}
-		s.pos++
-		kb, err := s.str()
+		kb, err := s.memberKey()
 		if err != nil {
 			return nil, err
 		}
@@ -330,14 +322,6 @@ func (s *scanner) object(hint int, m map[string]any, need *fieldSet) (map[string
 		} else {
 			key, build = need.lookup(kb)
 		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return nil, s.errEOF()
-		}
-		if s.data[s.pos] != ':' {
-			return nil, s.errChar("after object key")
-		}
-		s.pos++
 		if build {
 			v, err := s.value()
 			if err != nil {
@@ -347,21 +331,62 @@ func (s *scanner) object(hint int, m map[string]any, need *fieldSet) (map[string
 		} else if err := s.skipValue(); err != nil {
 			return nil, err
 		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return nil, s.errEOF()
+		done, err := s.afterMember('}')
+		if err != nil {
+			return nil, err
 		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			s.depth--
+		if done {
 			return m, nil
-		default:
-			return nil, s.errChar("after object key:value pair")
 		}
 	}
+}
+
+// memberKey reads an object member's key and the ':' after it.
+func (s *scanner) memberKey() ([]byte, error) {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return nil, s.errEOF()
+	}
+	if s.data[s.pos] != '"' {
+		return nil, s.errChar("looking for beginning of object key string")
+	}
+	s.pos++
+	kb, err := s.str()
+	if err != nil {
+		return nil, err
+	}
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return nil, s.errEOF()
+	}
+	if s.data[s.pos] != ':' {
+		return nil, s.errChar("after object key")
+	}
+	s.pos++
+	return kb, nil
+}
+
+// afterMember reads what follows a member of an object (end '}') or an
+// element of an array (end ']'): ',' before the next one, or the end,
+// which closes the container (done).
+func (s *scanner) afterMember(end byte) (done bool, err error) {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return false, s.errEOF()
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return false, nil
+	case end:
+		s.pos++
+		s.depth--
+		return true, nil
+	}
+	if end == '}' {
+		return false, s.errChar("after object key:value pair")
+	}
+	return false, s.errChar("after array element")
 }
 
 // skipValue parses a value as value does, to the same errors, building
@@ -409,45 +434,15 @@ func (s *scanner) skipContainer(end byte) error {
 	}
 	for {
 		if end == '}' {
-			s.skipSpace()
-			if s.pos >= len(s.data) {
-				return s.errEOF()
-			}
-			if s.data[s.pos] != '"' {
-				return s.errChar("looking for beginning of object key string")
-			}
-			s.pos++
-			if _, err := s.str(); err != nil {
+			if _, err := s.memberKey(); err != nil {
 				return err
 			}
-			s.skipSpace()
-			if s.pos >= len(s.data) {
-				return s.errEOF()
-			}
-			if s.data[s.pos] != ':' {
-				return s.errChar("after object key")
-			}
-			s.pos++
 		}
 		if err := s.skipValue(); err != nil {
 			return err
 		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return s.errEOF()
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case end:
-			s.pos++
-			s.depth--
-			return nil
-		default:
-			if end == '}' {
-				return s.errChar("after object key:value pair")
-			}
-			return s.errChar("after array element")
+		if done, err := s.afterMember(end); done || err != nil {
+			return err
 		}
 	}
 }
@@ -470,19 +465,12 @@ func (s *scanner) array() ([]any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return nil, s.errEOF()
+		done, err := s.afterMember(']')
+		if err != nil {
+			return nil, err
 		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			s.depth--
+		if done {
 			return a, nil
-		default:
-			return nil, s.errChar("after array element")
 		}
 	}
 }
