@@ -80,13 +80,19 @@ func TestParitySum(t *testing.T) {
 	}
 }
 
-func TestAggregateAllOrNothing(t *testing.T) {
-	c := mustCompile(t, keyByStep(`"all"`), aggStep(config.EmitOnCheckpoint,
-		val("count", config.AggCount, ""),
-		val("sum", config.AggSum, "n"),
-		val("max", config.AggMax, "m"),
-		val("last", config.AggLast, "n"),
-	))
+// failingAdd is a record an aggregate must refuse: the error's code and
+// the path of the value that fails.
+type failingAdd struct {
+	in, path string
+	code     Code
+}
+
+// addsAllOrNothing adds {"n":1,"m":1} to one key of an aggregate of values,
+// then each of failing, which must fail as given and leave the state as it
+// was, then last, which must succeed and output want. It returns the state.
+func addsAllOrNothing(t *testing.T, emit config.EmitMode, values []config.AggregateValue, failing []failingAdd, last, want string) *AggregateState {
+	t.Helper()
+	c := mustCompile(t, keyByStep(`"all"`), aggStep(emit, values...))
 	agg := c.Aggregator()
 	st := agg.NewState()
 	add := func(v string) *RecordError {
@@ -102,17 +108,7 @@ func TestAggregateAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := string(st.Output("all"))
-	for _, tt := range []struct {
-		in, path string
-		code     Code
-	}{
-		// count and sum would succeed; max fails: nothing may change.
-		{`{"n":2,"m":"x"}`, "steps[1].aggregate.values.max", CodeType},
-		{`{"n":2}`, "steps[1].aggregate.values.max", CodeMissingField},
-		{`{"n":9223372036854775807,"m":1}`, "steps[1].aggregate.values.sum", CodeOverflow},
-		{`{"n":"2","m":1}`, "steps[1].aggregate.values.sum", CodeType},
-		{`{"n":2,"m":[1]}`, "steps[1].aggregate.values.max", CodeType},
-	} {
+	for _, tt := range failing {
 		err := add(tt.in)
 		if err == nil || err.Step != tt.path || err.Code != tt.code {
 			t.Fatalf("%s: error %+v, want %s at %s", tt.in, err, tt.code, tt.path)
@@ -121,12 +117,29 @@ func TestAggregateAllOrNothing(t *testing.T) {
 			t.Fatalf("%s: state changed by a failed record: %s, was %s", tt.in, got, before)
 		}
 	}
-	if err := add(`{"n":2,"m":0}`); err != nil {
+	if err := add(last); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(st.Output("all")); got != `{"key":"all","count":2,"sum":3,"max":1,"last":2}` {
+	if got := string(st.Output("all")); got != want {
 		t.Fatal(got)
 	}
+	return st
+}
+
+func TestAggregateAllOrNothing(t *testing.T) {
+	st := addsAllOrNothing(t, config.EmitOnCheckpoint, []config.AggregateValue{
+		val("count", config.AggCount, ""),
+		val("sum", config.AggSum, "n"),
+		val("max", config.AggMax, "m"),
+		val("last", config.AggLast, "n"),
+	}, []failingAdd{
+		// count and sum would succeed; max fails: nothing may change.
+		{`{"n":2,"m":"x"}`, "steps[1].aggregate.values.max", CodeType},
+		{`{"n":2}`, "steps[1].aggregate.values.max", CodeMissingField},
+		{`{"n":9223372036854775807,"m":1}`, "steps[1].aggregate.values.sum", CodeOverflow},
+		{`{"n":"2","m":1}`, "steps[1].aggregate.values.sum", CodeType},
+		{`{"n":2,"m":[1]}`, "steps[1].aggregate.values.max", CodeType},
+	}, `{"n":2,"m":0}`, `{"key":"all","count":2,"sum":3,"max":1,"last":2}`)
 	if v, ok := st.Value("sum"); !ok || v != int64(3) {
 		t.Fatal(v, ok)
 	}
@@ -139,51 +152,18 @@ func TestAggregateAllOrNothing(t *testing.T) {
 // of its own; when it fails, or another fails, nothing changes, and the
 // error is always that of the first failing value in configured order.
 func TestAggregateFirstValueFails(t *testing.T) {
-	c := mustCompile(t, keyByStep(`"all"`), aggStep(config.EmitEveryRecord,
+	addsAllOrNothing(t, config.EmitEveryRecord, []config.AggregateValue{
 		val("sum", config.AggSum, "n"),
 		val("max", config.AggMax, "m"),
 		val("count", config.AggCount, ""),
-	))
-	agg := c.Aggregator()
-	st := agg.NewState()
-	add := func(v string) *RecordError {
-		t.Helper()
-		r := jsonRecord(v)
-		if _, err := c.Process(r); err != nil {
-			t.Fatal(err)
-		}
-		_, err := agg.Add(st, r)
-		return err
-	}
-	if err := add(`{"n":1,"m":1}`); err != nil {
-		t.Fatal(err)
-	}
-	before := string(st.Output("all"))
-	for _, tt := range []struct {
-		in, path string
-		code     Code
-	}{
+	}, []failingAdd{
 		{`{"n":"x","m":"y"}`, "steps[1].aggregate.values.sum", CodeType},
 		{`{"n":"x","m":2}`, "steps[1].aggregate.values.sum", CodeType},
 		{`{"n":2,"m":"y"}`, "steps[1].aggregate.values.max", CodeType},
 		{`{"n":9223372036854775807,"m":2}`, "steps[1].aggregate.values.sum", CodeOverflow},
 		{`{"n":9223372036854775807,"m":"y"}`, "steps[1].aggregate.values.sum", CodeOverflow},
 		{`{"m":2}`, "steps[1].aggregate.values.sum", CodeMissingField},
-	} {
-		err := add(tt.in)
-		if err == nil || err.Step != tt.path || err.Code != tt.code {
-			t.Fatalf("%s: error %+v, want %s at %s", tt.in, err, tt.code, tt.path)
-		}
-		if got := string(st.Output("all")); got != before {
-			t.Fatalf("%s: state changed by a failed record: %s, was %s", tt.in, got, before)
-		}
-	}
-	if err := add(`{"n":2,"m":5}`); err != nil {
-		t.Fatal(err)
-	}
-	if got := string(st.Output("all")); got != `{"key":"all","sum":3,"max":5,"count":2}` {
-		t.Fatal(got)
-	}
+	}, `{"n":2,"m":5}`, `{"key":"all","sum":3,"max":5,"count":2}`)
 }
 
 func TestAggregateDecodeError(t *testing.T) {
