@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
@@ -37,13 +36,7 @@ func hotPathOperator(tb testing.TB, path string, env map[string]string) (*router
 // two workers, the one operator holds every key group.
 func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, keyedOperator) {
 	tb.Helper()
-	cfg, err := config.Parse("config.yaml", data, func(k string) (string, bool) {
-		v, ok := env[k]
-		return v, ok
-	})
-	if err != nil {
-		tb.Fatalf("config: %v", err)
-	}
+	cfg := parseConfig(tb, data, env)
 	p, err := compile(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -57,7 +57,7 @@ func paritySumEdited(t *testing.T, env map[string]string, old, new string) *conf
 	return parseConfig(t, []byte(changed), env)
 }
 
-func parseConfig(t *testing.T, data []byte, env map[string]string) *config.Config {
+func parseConfig(t testing.TB, data []byte, env map[string]string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse("config.yaml", data, func(k string) (string, bool) {
 		v, ok := env[k]
