@@ -68,7 +68,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		jobOpts = append(jobOpts, opt)
 	}
 	log := newLogger(cfg.Logging, stderr)
-	faults, err := fault.FromEnv() // only tests set it
+	faults, err := fault.FromEnv() // only a faultpoints build (the crash tests) reads it
 	if err != nil {
 		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitUsage
