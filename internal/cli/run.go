@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,17 +22,21 @@ import (
 	"github.com/eoflow/pipeline/sink"
 )
 
+const runSynopsis = `  pipeline run [-c FILE] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+      [--stop-with-savepoint DIR]
+      run the job until SIGINT or SIGTERM: the first takes a final checkpoint
+      and exits 0, a second stops at once (the epoch in flight is aborted)`
+
 // runJob is `pipeline run -c FILE`: load, compile, run until SIGINT or
 // SIGTERM.
 func runJob(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pipeline run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("c", "config.yaml", "the job's YAML file")
+	fs := newFlags("pipeline run", runSynopsis)
+	file := fs.String("c", "config.yaml", "the job's YAML `FILE`")
 	var restore restoreFlags
 	restore.register(fs)
 	stopWithSavepoint := fs.String("stop-with-savepoint", "", "on SIGINT/SIGTERM, write the final checkpoint as a savepoint into `DIR` (which must not exist yet)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pipeline run: unexpected argument %q\n", fs.Arg(0))
