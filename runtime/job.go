@@ -106,6 +106,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	}
 	j.status = newStatus(cfg, workers)
 	j.plan.metrics = j.metrics
+	j.plan.deadLetterLog = newDeadLetterLog(j.log, func() time.Time { return j.now() })
 	j.metrics.SetCheckpointInterval(cfg.Checkpoint.Interval)
 	j.metrics.SetTransactionTimeout(cfg.Kafka.TransactionTimeout)
 	for _, src := range cfg.Sources {
