@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/admin"
@@ -22,7 +24,7 @@ import (
 	"github.com/eoflow/pipeline/sink"
 )
 
-const runSynopsis = `  pipeline run [-c FILE] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+const runSynopsis = `  pipeline run [-c FILE] [--progress] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
       [--stop-with-savepoint DIR]
       run the job until SIGINT or SIGTERM: the first takes a final checkpoint
       and exits 0, a second stops at once (the epoch in flight is aborted)`
@@ -34,6 +36,8 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("c", "config.yaml", "the job's YAML `FILE`")
 	var restore restoreFlags
 	restore.register(fs)
+	showProgress := fs.Bool("progress", isTerminal(stderr), "print a progress line to stderr every few seconds: records in and out with their rates, lag, the last checkpoint, dead letters (default: on when stderr is a terminal)")
+	progressInterval := fs.Duration("progress-every", progressEvery, "how often --progress prints")
 	stopWithSavepoint := fs.String("stop-with-savepoint", "", "on SIGINT/SIGTERM, write the final checkpoint as a savepoint into `DIR` (which must not exist yet)")
 	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
 		return code
@@ -76,7 +80,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitUsage
 	}
-	m := metrics.New(nil, cfg.Name)
+	// The registry is ours, so the progress line can read the job's
+	// numbers from it.
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, cfg.Name)
 	m.SetInfo(string(cfg.Guarantee), version())
 	job, err := runtime.New(cfg, log, append(jobOpts, runtime.WithFaults(faults), runtime.WithMetrics(m))...)
 	if err != nil {
@@ -134,6 +141,15 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 		log.Info("admin listening", "metrics", "http://"+srv.Addr()+"/metrics", "api", "http://"+srv.Addr()+"/api/v1/job")
+	}
+	if *showProgress && *progressInterval > 0 {
+		progressCtx, stopProgress := context.WithCancel(context.Background())
+		defer stopProgress()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reportProgress(progressCtx, *progressInterval, reg, job, stderr)
+		}()
 	}
 	log.Info("starting", "guarantee", cfg.Guarantee, "brokers", strings.Join(cfg.Kafka.Brokers, ","), "config", *file)
 	err = job.Run(ctx)
