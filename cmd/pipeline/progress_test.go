@@ -30,8 +30,9 @@ func TestRunPrintsProgress(t *testing.T) {
 	j.awaitFinal(2000, false)
 
 	// Everything read, written and checkpointed: 2000 numbers and the bad
-	// record in, one output per number, the bad record a dead letter.
-	done := regexp.MustCompile(`(?m)^progress: running  in 2001 \(\d+/s\)  out 2000 \(\d+/s\)  lag \d+  checkpoint [1-9]\d* \([^)]+ ago\)  dead letters 1$`)
+	// record in, one output per number, nothing left to read, the bad
+	// record a dead letter.
+	done := regexp.MustCompile(`(?m)^progress: running  in 2001 \(\d+/s\)  out 2000 \(\d+/s\)  lag 0  checkpoint [1-9]\d* \([^)]+ ago\)  dead letters 1$`)
 	deadline := time.Now().Add(time.Minute)
 	for !done.MatchString(j.output()) {
 		if time.Now().After(deadline) {
