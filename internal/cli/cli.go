@@ -23,14 +23,15 @@ const usage = `pipeline: stateful Kafka-to-Kafka stream processing with exactly-
 Usage:
   pipeline run -c FILE              run the job until SIGINT or SIGTERM (a final checkpoint, exit 0)
       [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
-      [--stop-with-savepoint DIR]
+      [--stop-with-savepoint DIR] [--progress]
   pipeline validate -c FILE         check a job file; print every problem, or a summary and
       [--from-savepoint PATH ...]   the operator ids (and whether the savepoint fits)
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo                     everything in one process (in-process broker, generator, job)
   pipeline savepoint create DIR     ask the running job for a savepoint into DIR
   pipeline savepoint inspect PATH   what a savepoint holds
-  pipeline topics create NAME       create a topic on the job's cluster (-c FILE), also list, describe
+  pipeline topics create NAME       create a topic on the cluster of the job's file (-c FILE)
+  pipeline topics list|describe     the cluster's topics; partitions, offsets and configs of some
   pipeline version                  print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
