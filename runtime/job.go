@@ -44,8 +44,11 @@ type Job struct {
 	// checkpoint.
 	restartBackoff, maxBackoff time.Duration
 	faults                     *fault.Injector
-	metrics                    *metrics.Metrics
-	status                     *status
+	// beforeCommit, if set, runs before each epoch's commit, on the
+	// committing goroutine (tests).
+	beforeCommit func(checkpoint.ID)
+	metrics      *metrics.Metrics
+	status       *status
 	// stopping is closed by Stop: finish with a final checkpoint, exported
 	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
 	stopping      chan struct{}
@@ -73,6 +76,9 @@ type Option func(*Job)
 
 // WithFaults injects failures at the injector's armed points (tests).
 func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i } }
+
+// withBeforeCommit runs fn before each epoch's commit (tests).
+func withBeforeCommit(fn func(checkpoint.ID)) Option { return func(j *Job) { j.beforeCommit = fn } }
 
 // WithMetrics reports the job's metrics to m (default: a private registry).
 func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = m } }
