@@ -13,6 +13,7 @@ const (
 	DefaultKeyGroups          = 128
 	DefaultReplicationFactor  = -1
 	DefaultAdminListen        = "127.0.0.1:8080"
+	DefaultSavepointDir       = "./savepoints"
 	// AdminOff is the admin.listen value that disables the listener;
 	// after loading, Admin.Listen is then empty.
 	AdminOff = "off"
@@ -76,6 +77,9 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if s.DeadLetterTopic == "" {
 			s.DeadLetterTopic = c.Name + "-dead-letter"
 		}
+	}
+	if c.Admin.SavepointDir == "" {
+		c.Admin.SavepointDir = DefaultSavepointDir
 	}
 	switch c.Admin.Listen {
 	case "":

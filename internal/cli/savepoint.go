@@ -23,8 +23,10 @@ import (
 
 const savepointUsage = `usage:
   pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR
-      ask the running job (its admin API) for a savepoint into DIR, a path on
-      the job's machine; prints it once complete
+      ask the running job (its admin API) for a savepoint into DIR below the
+      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily
+      exists), or an absolute path inside that directory on the job's
+      machine; prints where it went once complete
   pipeline savepoint inspect PATH
       what a savepoint holds, after verifying its manifest's checksum
 `
