@@ -91,6 +91,7 @@ func (s *sourceTask) run(ctx context.Context) error {
 			out[w] = append(out[w], msgs...)
 			s.reader.Advance(rec)
 		}
+		s.measureLag()
 		for w, msgs := range out {
 			if len(msgs) == 0 {
 				continue
@@ -132,8 +133,7 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 	return nil
 }
 
-// measure counts what a poll read, per topic, and updates the lag of the
-// partitions the reader knows it for.
+// measure counts what a poll read, per topic.
 func (s *sourceTask) measure(recs []*kgo.Record) {
 	if s.inputs == nil {
 		s.inputs = map[string]metrics.Flow{}
@@ -146,6 +146,13 @@ func (s *sourceTask) measure(recs []*kgo.Record) {
 		}
 		f.Add(1, len(r.Key)+len(r.Value))
 	}
+}
+
+// measureLag updates the lag of the partitions the reader knows it for.
+// It runs once a poll's records are routed and the reader is past them:
+// measured before, the lag counted them as unprocessed, and an idle job
+// showed its last poll's records as lag for good.
+func (s *sourceTask) measureLag() {
 	if lr, ok := s.reader.(interface{ Lags() []source.Lag }); ok {
 		for _, l := range lr.Lags() {
 			s.metrics.SetLag(l.Topic, l.Partition, l.Records)
