@@ -259,6 +259,12 @@ type Sink struct {
 	// DeadLetterTopic receives records that could not be decoded or
 	// evaluated, with the reason in headers. Default "<name>-dead-letter".
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// Partitions of Topic when the job creates it (an existing topic is
+	// left as it is). Default -1, the brokers' num.partitions.
+	Partitions int `yaml:"partitions"`
+	// ReplicationFactor of Topic and of DeadLetterTopic when the job
+	// creates them. Default -1, the brokers' default.replication.factor.
+	ReplicationFactor int `yaml:"replication_factor"`
 }
 
 // Admin is the HTTP listener for /metrics, health and the admin API.

@@ -391,6 +391,14 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "sink partitions and replication",
+			yaml: minimal + "    partitions: 0\n    replication_factor: -2\n",
+			want: []string{
+				"c.yaml:8:17: sinks[0].partitions: 0 is not a partition count: want at least 1, or -1 (the brokers' default)",
+				"c.yaml:9:25: sinks[0].replication_factor: -2 is not a replication factor: want at least 1, or -1 (the brokers' default)",
+			},
+		},
+		{
 			name: "too many key groups",
 			yaml: minimal + "checkpoint:\n  key_groups: 40000\n",
 			want: []string{"c.yaml:9:15: checkpoint.key_groups: 40000 is out of range: want 1 to 32768"},

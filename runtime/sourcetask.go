@@ -85,13 +85,12 @@ func (s *sourceTask) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("source %s: %w", s.id, err)
 		}
-		s.measure(recs)
 		for _, rec := range recs {
 			msgs, w := s.router.route(rec)
 			out[w] = append(out[w], msgs...)
 			s.reader.Advance(rec)
 		}
-		s.measureLag()
+		s.measure(recs) // after Advance: the lag is of what is left to read
 		for w, msgs := range out {
 			if len(msgs) == 0 {
 				continue
@@ -133,7 +132,8 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 	return nil
 }
 
-// measure counts what a poll read, per topic.
+// measure counts what a poll read, per topic, and updates the lag of the
+// partitions the reader knows it for.
 func (s *sourceTask) measure(recs []*kgo.Record) {
 	if s.inputs == nil {
 		s.inputs = map[string]metrics.Flow{}
@@ -146,13 +146,6 @@ func (s *sourceTask) measure(recs []*kgo.Record) {
 		}
 		f.Add(1, len(r.Key)+len(r.Value))
 	}
-}
-
-// measureLag updates the lag of the partitions the reader knows it for.
-// It runs once a poll's records are routed and the reader is past them:
-// measured before, the lag counted them as unprocessed, and an idle job
-// showed its last poll's records as lag for good.
-func (s *sourceTask) measureLag() {
 	if lr, ok := s.reader.(interface{ Lags() []source.Lag }); ok {
 		for _, l := range lr.Lags() {
 			s.metrics.SetLag(l.Topic, l.Partition, l.Records)

@@ -176,7 +176,7 @@ func TestComposePipeline(t *testing.T) {
 	}
 
 	// config.yaml, with the service's environment, reads what it should.
-	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "ADMIN_TOKEN", "SAVEPOINT_DIR", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
+	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "PIPELINE_ADMIN_TOKEN", "SAVEPOINT_DIR", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
 		t.Setenv(k, env(pipe, k))
 	}
 	cfg, err := config.Load(filepath.Join(root(t), "config.yaml"))
