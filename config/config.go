@@ -272,9 +272,15 @@ type Admin struct {
 	// Listen address, host:port. Default "127.0.0.1:8080". The value
 	// "off" disables the listener: after loading, Listen is then empty.
 	Listen string `yaml:"listen"`
-	// Token is the bearer token required by endpoints that change state.
-	// Default: none, and those endpoints are refused.
+	// Token is the bearer token required by endpoints that change state
+	// or cost (savepoints, profiles). Default: none, and those endpoints
+	// are refused.
 	Token string `yaml:"token"`
+	// SavepointDir is the directory that savepoints taken over the admin
+	// API go under: a request names a directory below it, and nothing
+	// outside it is written. Relative to the working directory. Default
+	// "./savepoints". (Flink: state.savepoints.dir.)
+	SavepointDir string `yaml:"savepoint_dir"`
 }
 
 // Logging configures log/slog output.

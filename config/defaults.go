@@ -14,6 +14,7 @@ const (
 	DefaultReplicationFactor  = -1
 	DefaultPartitions         = -1 // the brokers' num.partitions
 	DefaultAdminListen        = "127.0.0.1:8080"
+	DefaultSavepointDir       = "./savepoints"
 	// AdminOff is the admin.listen value that disables the listener;
 	// after loading, Admin.Listen is then empty.
 	AdminOff = "off"
@@ -83,6 +84,9 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if !set(fmt.Sprintf("sinks[%d].replication_factor", i)) {
 			s.ReplicationFactor = DefaultReplicationFactor
 		}
+	}
+	if c.Admin.SavepointDir == "" {
+		c.Admin.SavepointDir = DefaultSavepointDir
 	}
 	switch c.Admin.Listen {
 	case "":

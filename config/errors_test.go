@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown field far from all lists them",
 			yaml: minimal + "admin:\n  colour: blue\n",
-			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token"},
+			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token, savepoint_dir"},
 		},
 		{
 			name: "duplicate key",

@@ -90,6 +90,7 @@ func TestSavepointsThroughTheCommandLine(t *testing.T) {
 	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
 	j.env["PIPELINE_ADMIN_TOKEN"] = "test-token"
 	dir := t.TempDir()
+	j.env["SAVEPOINT_DIR"] = dir // where the API may write; --stop-with-savepoint is not bound by it
 	running, final := filepath.Join(dir, "while-running"), filepath.Join(dir, "final")
 	const total = 30000
 

@@ -107,7 +107,7 @@ func runDemo(ctx context.Context, listen string, rate float64, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	srv := srvPlaceholder.WithHandler(admin.Handler(job, m.Handler(), cfg.Admin.Token))
+	srv := srvPlaceholder.WithHandler(admin.Handler(job, m.Handler(), cfg.Admin))
 
 	fmt.Fprintf(out, "metrics:     http://%s/metrics\n", addr)
 	fmt.Fprintf(out, "job status:  http://%s/api/v1/job\n", addr)

@@ -128,7 +128,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	defer stopServer()
 	if cfg.Admin.Listen != "" {
-		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin.Token))
+		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin))
 		if err != nil {
 			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n", cfg.Admin.Listen, err)
 			return exitFail

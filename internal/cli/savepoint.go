@@ -23,8 +23,10 @@ import (
 
 const savepointUsage = `usage:
   pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR
-      ask the running job (its admin API) for a savepoint into DIR, a path on
-      the job's machine; prints it once complete
+      ask the running job (its admin API) for a savepoint into DIR below the
+      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily
+      exists), or an absolute path inside that directory on the job's
+      machine; prints where it went once complete
   pipeline savepoint inspect PATH
       what a savepoint holds, after verifying its manifest's checksum
 `
@@ -77,7 +79,7 @@ func inspectSavepoint(args []string, stdout, stderr io.Writer) int {
 const tokenEnv = "PIPELINE_ADMIN_TOKEN"
 
 func createSavepoint(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("pipeline savepoint create", "  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR\n      ask the running job (its admin API) for a savepoint into DIR, a path on\n      the job's machine; prints it once complete")
+	fs := newFlags("pipeline savepoint create", "  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR\n      ask the running job (its admin API) for a savepoint into DIR below the\n      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily\n      exists), or an absolute path inside that directory on the job's\n      machine; prints where it went once complete")
 	file := fs.String("c", "config.yaml", "the job's YAML file: where its admin API listens (admin.listen) and its token (admin.token)")
 	addr := fs.String("admin", "", "the job's admin API, e.g. `http://127.0.0.1:8080` (default: from the job's file)")
 	token := fs.String("token", "", "the admin API's bearer token (default: $"+tokenEnv+", else admin.token of the job's file)")
