@@ -289,6 +289,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "on_checkpoint under at_most_once would never emit",
+			yaml: minimal + "steps:\n  - key_by: user\n  - aggregate:\n      emit: on_checkpoint\n      values: {n: count()}\nguarantee: at_most_once\n",
+			want: []string{"c.yaml:11:13: steps[1].aggregate.emit: on_checkpoint emits when a checkpoint completes, and guarantee: at_most_once takes no checkpoints, so nothing would ever be written: use emit: every_record (or guarantee: at_least_once or exactly_once)"},
+		},
+		{
+			name: "on_checkpoint from the environment under at_most_once",
+			yaml: "guarantee: ${G}\n" + minimal + "steps:\n  - key_by: user\n  - aggregate: {emit: '${EMIT}', values: {n: count()}}\n",
+			env:  map[string]string{"G": "at_most_once", "EMIT": "on_checkpoint"},
+			want: []string{"c.yaml:11:23: steps[1].aggregate.emit: on_checkpoint emits when a checkpoint completes, and guarantee: at_most_once takes no checkpoints, so nothing would ever be written: use emit: every_record (or guarantee: at_least_once or exactly_once)"},
+		},
+		{
 			name: "duplicate operator ids across sources and steps",
 			yaml: minimal + "steps:\n  - id: source-0\n    filter: x > 1\n  - filter: y\n  - id: filter-1\n    filter: z\n",
 			want: []string{
