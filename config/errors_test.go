@@ -92,6 +92,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "a bad reference hides only what is on its line",
+			yaml: "name: ${JOB\nworkers: many\n" + strings.Replace(minimal[len("name: job\n"):], "topic: out", "topic: ${OUT:-out", 1) +
+				"steps:\n  - aggregate: {values: {n: count()}}\n",
+			want: []string{
+				"c.yaml:1:7: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				`c.yaml:2:10: workers: want a whole number, got the string "many"`,
+				"c.yaml:8:12: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				`c.yaml:10:5: steps[0].aggregate: needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`,
+			},
+		},
+		{
 			name: "nested reference in a default",
 			yaml: "name: ${JOB:-${OTHER}}\n",
 			want: []string{"c.yaml:1:7: bad variable reference ${JOB:-${OTHER}: a default cannot contain ${"},

@@ -43,27 +43,43 @@ func Parse(filename string, data []byte, lookupEnv func(string) (string, bool)) 
 	// the columns of line 1 the ones an editor shows.
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 
-	text, cols, errs := interpolate(data, lookupEnv)
-	if len(errs) > 0 {
-		// The text is not what the user meant; parsing it would only
-		// report consequences.
+	text, cols, errs, readable := interpolate(data, lookupEnv)
+	if !readable {
+		// Not UTF-8 YAML text: parsing it would only report consequences.
 		return nil, finish(filename, errs)
 	}
+	// A bad reference stays as written: everything on its line is a
+	// consequence of it, everything elsewhere is worth reporting with it.
+	refLines := map[int]bool{}
+	for _, e := range errs {
+		refLines[e.Line] = true
+	}
+	c, later := parseText(filename, text, cols)
+	for _, e := range later {
+		if !refLines[e.Line] {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, finish(filename, errs)
+	}
+	return c, nil
+}
+
+// parseText parses, decodes, defaults and validates interpolated text. It
+// returns the Config even when there are problems, for Parse to drop.
+func parseText(filename string, text []byte, cols colMap) (*Config, Errors) {
 	root, perr := parseYAML(text)
 	if perr != nil {
-		return nil, finish(filename, Errors{perr})
+		return nil, Errors{perr}
 	}
-
 	d := newDecoder(filename, cols)
 	c := &Config{}
 	d.document(root, c)
 	applyDefaults(c, func(path string) bool { return d.set[path] })
-	errs = append(d.errs, validate(c, d)...)
-	if len(errs) > 0 {
-		return nil, finish(filename, errs)
-	}
+	errs := append(d.errs, validate(c, d)...)
 	c.file, c.where = filename, d.at
-	return c, nil
+	return c, errs
 }
 
 // finish labels every problem with the file name and sorts them.
