@@ -262,9 +262,10 @@ func TestValidateFromSavepoint(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "resumes topic numbers as numbers-v2") {
 		t.Fatalf("validate with a remapped topic: exit %d\n%s%s", code, out, errOut)
 	}
-	code, _, errOut = runCLI("validate", "-c", goldenJob(t, "numbers-v2", 128), "--from-savepoint", goldenSavepoint)
-	if code != 1 || !strings.Contains(errOut, "key groups") || !strings.Contains(errOut, `"numbers"`) || !strings.Contains(errOut, "--remap-topic") {
-		t.Fatalf("validate with other key groups and an unmapped topic: exit %d\n%s", code, errOut)
+	// A refusal is printed alone: no "ok" for a job that cannot start.
+	code, out, errOut = runCLI("validate", "-c", goldenJob(t, "numbers-v2", 128), "--from-savepoint", goldenSavepoint)
+	if code != 1 || out != "" || !strings.Contains(errOut, "key groups") || !strings.Contains(errOut, `"numbers"`) || !strings.Contains(errOut, "--remap-topic") {
+		t.Fatalf("validate with other key groups and an unmapped topic: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
 
