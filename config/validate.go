@@ -271,6 +271,11 @@ func (v *validator) aggregate(path string, a *Aggregate) {
 		a = &Aggregate{Emit: EmitEveryRecord}
 	}
 	v.enum(path+".emit", "emit mode", string(a.Emit), string(EmitEveryRecord), string(EmitOnCheckpoint))
+	if a.Emit == EmitOnCheckpoint && v.c.Guarantee == AtMostOnce {
+		// The job would consume everything and write nothing, silently.
+		v.fail(path+".emit", "on_checkpoint emits when a checkpoint completes, and guarantee: %s takes no checkpoints, so nothing would ever be written: use emit: %s (or guarantee: %s or %s)",
+			AtMostOnce, EmitEveryRecord, AtLeastOnce, ExactlyOnce)
+	}
 	if len(a.Values) == 0 {
 		v.fail(path+".values", "at least one value is required, e.g. count: count()")
 	}

@@ -74,6 +74,23 @@ func compile(cfg *config.Config) (*plan, error) {
 	return p, nil
 }
 
+// CheckExpressions compiles the expressions of cfg and returns their
+// problems at their place in the file. Loading a job with
+// config.WithCheck(runtime.CheckExpressions) reports them with every other
+// problem of the file, since cfg may have others: compiling needs no more
+// than the steps and sinks as they were written.
+func CheckExpressions(cfg *config.Config) config.Errors {
+	_, err := compile(cfg)
+	if err == nil {
+		return nil
+	}
+	var problems config.Errors
+	if errors.As(err, &problems) {
+		return problems
+	}
+	return config.Errors{cfg.Errorf("", "%v", err)}
+}
+
 // compileProblems places each operator.CompileError in err at its field.
 func compileProblems(cfg *config.Config, err error) config.Errors {
 	var out config.Errors

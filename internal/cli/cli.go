@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/runtime"
 )
@@ -102,24 +103,32 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitFail
 	}
-	// Compiling the steps finds expression errors too, at their lines.
+	// What only building the job refuses is refused here too (expressions
+	// were compiled when loading).
 	if _, err := runtime.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		if !printProblems(*file, err, stdout, stderr) {
 			fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
 		}
 		return exitFail
 	}
+	// What starting from the savepoint would do; partition counts are
+	// checked against the cluster by `run`. A job that cannot start from
+	// it is not ok: its refusal is printed alone.
+	var (
+		sp   *savepoint.Reader
+		plan *savepoint.RestorePlan
+		err  error
+	)
+	if restore.path != "" {
+		if sp, plan, err = restore.plan(cfg); err != nil {
+			fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
+			return exitFail
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok: %s\n", *file, cfg.Summary())
 	printOperators(stdout, cfg)
-	if restore.path == "" {
+	if sp == nil {
 		return exitOK
-	}
-	// What starting from the savepoint would do; partition counts are
-	// checked against the cluster by `run`.
-	sp, plan, err := restore.plan(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
-		return exitFail
 	}
 	fmt.Fprintf(stdout, "savepoint %s fits (job %q, checkpoint %d):\n", sp.Dir(), sp.Manifest().Job, sp.Manifest().CheckpointID)
 	if len(plan.Restore) > 0 {

@@ -172,9 +172,10 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// loadConfig loads the file, printing every problem when it cannot.
+// loadConfig loads the file, printing every problem when it cannot: those
+// of its expressions too, with the others.
 func loadConfig(file string, stdout, stderr io.Writer) (*config.Config, bool) {
-	cfg, err := config.Load(file)
+	cfg, err := config.Load(file, config.WithCheck(runtime.CheckExpressions))
 	if err != nil {
 		if !printProblems(file, err, stdout, stderr) {
 			fmt.Fprintf(stderr, "pipeline: %v\n", err)
