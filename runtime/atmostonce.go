@@ -64,7 +64,8 @@ func (j *Job) attemptAtMostOnce(parent context.Context) error {
 	if err := j.ensureSinkTopics(ctx, adm); err != nil {
 		return err
 	}
-	plain, err := sink.NewPlain(j.conn)
+	j.limits = j.describeLimits(ctx, adm)
+	plain, err := sink.NewPlain(j.conn, j.limits.Opts()...)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,9 @@ type Job struct {
 	savepoints chan *savepointRequest
 	// from is the savepoint to start from (nil: the job's own checkpoints).
 	from *savepointRestore
+	// limits are how large a record each of the job's topics accepts, read
+	// by each attempt before its producers and tasks start.
+	limits sink.Limits
 	// savepointID is the savepoint the job's state was last imported from,
 	// which every checkpoint record carries on. Set by each attempt before
 	// its tasks start.
@@ -205,18 +208,19 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	if err := j.ensureSinkTopics(ctx, adm); err != nil {
 		return false, err
 	}
+	j.limits = j.describeLimits(ctx, adm)
 
 	// Recover first: fencing aborts a predecessor's open transaction, which
 	// would otherwise hold back the read_committed restore below until it
 	// timed out; then the decision log says which checkpoint is the last.
-	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, j.metrics.KafkaHooks("txn"))
+	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, append(j.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
 	if err != nil {
 		return false, err
 	}
 	defer txn.Close()
 	var plain *sink.Plain
 	if cfg.Guarantee != config.ExactlyOnce {
-		if plain, err = sink.NewPlain(j.conn, j.metrics.KafkaHooks("outputs")); err != nil {
+		if plain, err = sink.NewPlain(j.conn, append(j.limits.Opts(), j.metrics.KafkaHooks("outputs"))...); err != nil {
 			return false, err
 		}
 		defer plain.Close()
