@@ -3,11 +3,15 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/kafkatest"
@@ -90,5 +94,68 @@ func TestLargeBadRecordsAreDeadLettered(t *testing.T) {
 	text := metricstest.Scrape(t, m.Handler())
 	if v, _ := metricstest.Value(text, fmt.Sprintf(`pipeline_dead_letter_truncated_total{pipeline=%q}`, cfg.Name)); v != 1 {
 		t.Errorf("pipeline_dead_letter_truncated_total = %v, want 1", v)
+	}
+}
+
+// An output record larger than its topic accepts goes to the sink's
+// dead-letter topic (code too_large, the topic it was for in a header)
+// instead of failing every attempt at its epoch; the other outputs are
+// written.
+func TestOutputTooLargeForItsTopicIsDeadLettered(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	maxBytes := "2048"
+	kafkatest.CreateTopic(t, e.brokers, e.env["OUTPUT_TOPIC"], 1, map[string]*string{"max.message.bytes": &maxBytes})
+	e.numbers(1, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := kafkatest.Client(t, e.brokers, kgo.DefaultProduceTopic(e.env["INPUT_TOPIC"]))
+	// Random hex: compression cannot bring it under the limit.
+	pad := make([]byte, 2000)
+	_, _ = rand.Read(pad)
+	big := fmt.Sprintf(`{"n":6,"pad":%q}`, hex.EncodeToString(pad))
+	if err := p.ProduceSync(ctx, kgo.StringRecord(big)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf(`
+name: %s
+kafka: {brokers: %s}
+checkpoint: {interval: 100ms}
+admin: {listen: "off"}
+sources: [{topics: %s}]
+steps:
+  - filter: n > 0
+sinks: [{topic: %s}]
+`, e.env["JOB_NAME"], e.env["KAFKA_BROKERS"], e.env["INPUT_TOPIC"], e.env["OUTPUT_TOPIC"])
+	cfg := parseConfig(t, []byte(yaml), nil)
+	r := start(t, cfg)
+	var outs, dls []*kgo.Record
+	read := func(topic string, into *[]*kgo.Record) {
+		*into = (*into)[:0]
+		if err := kread.All(ctx, e.conn, topic, func(r *kgo.Record) error {
+			*into = append(*into, r)
+			return nil
+		}); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) { // the job creates it
+			t.Fatal(err)
+		}
+	}
+	for len(outs) < 5 || len(dls) < 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d outputs (want 5), %d dead letters (want 1)", len(outs), len(dls))
+		case <-time.After(200 * time.Millisecond):
+		}
+		read(e.env["OUTPUT_TOPIC"], &outs)
+		read(cfg.Sinks[0].DeadLetterTopic, &dls)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 5 || len(dls) != 1 {
+		t.Fatalf("%d outputs (want 5), %d dead letters (want 1)", len(outs), len(dls))
+	}
+	dl := dls[0]
+	if sink.Header(dl, sink.HeaderCode) != sink.CodeTooLarge || sink.Header(dl, sink.HeaderOutputTopic) != e.env["OUTPUT_TOPIC"] ||
+		!bytes.Contains(dl.Value, []byte(`"n":6`)) || len(dl.Value) < 4000 {
+		t.Errorf("dead letter of %d bytes, headers %v", len(dl.Value), dl.Headers)
 	}
 }
