@@ -146,11 +146,20 @@ func (j *Job) Run(ctx context.Context) error {
 			j.status.set(StateStopped, nil)
 			return nil
 		}
-		if errors.Is(err, sink.ErrFenced) || errors.Is(err, twophase.ErrFenced) {
+		switch sink.Classify(err) {
+		case sink.TakenOver:
 			j.metrics.Fenced()
 			j.status.set(StateFenced, err)
 			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
 			return err
+		case sink.Unauthorized:
+			err = sink.WithMissingACL(err)
+			j.status.set(StateFailed, err)
+			j.log.Error("not authorized; stopping (restarting cannot help)", "err", err)
+			return err
+		case sink.TimedOut:
+			j.log.Warn("the transaction timed out: it was open longer than kafka.transaction_timeout and the transaction coordinator aborted it; "+
+				"nothing of it became visible", "kafka.transaction_timeout", j.cfg.Kafka.TransactionTimeout)
 		}
 		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, savepoint.ErrIncompatible) {
 			j.status.set(StateFailed, err)
@@ -426,6 +435,8 @@ func restartReason(err error) string {
 	switch {
 	case errors.Is(err, fault.ErrInjected):
 		return "injected"
+	case sink.Classify(err) == sink.TimedOut:
+		return "transaction_timeout"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	}
