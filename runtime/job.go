@@ -71,6 +71,15 @@ type Job struct {
 // the next start). Safe to call more than once, from any goroutine.
 func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stopping) }) }
 
+// StopPlan says what Stop does under the job's guarantee, for the log line
+// of whoever calls it.
+func (j *Job) StopPlan() string {
+	if j.cfg.Guarantee == config.AtMostOnce {
+		return atMostOnceStopPlan
+	}
+	return "stopping after a final checkpoint"
+}
+
 // Option changes how a Job runs.
 type Option func(*Job)
 
