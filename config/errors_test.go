@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown field far from all lists them",
 			yaml: minimal + "admin:\n  colour: blue\n",
-			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token"},
+			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token, savepoint_dir"},
 		},
 		{
 			name: "duplicate key",
@@ -388,6 +388,14 @@ func TestParseErrors(t *testing.T) {
 				"c.yaml:10:12: checkpoint.timeout: must be more than 0",
 				"c.yaml:11:15: checkpoint.key_groups: 0 is out of range: want 1 to 32768",
 				"c.yaml:12:23: checkpoint.replication_factor: 0 is not a replication factor: want -1 (the brokers' default) or at least 1",
+			},
+		},
+		{
+			name: "sink partitions and replication",
+			yaml: minimal + "    partitions: 0\n    replication_factor: -2\n",
+			want: []string{
+				"c.yaml:8:17: sinks[0].partitions: 0 is not a partition count: want at least 1, or -1 (the brokers' default)",
+				"c.yaml:9:25: sinks[0].replication_factor: -2 is not a replication factor: want at least 1, or -1 (the brokers' default)",
 			},
 		},
 		{

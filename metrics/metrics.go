@@ -61,6 +61,15 @@ func checkpointFailReasons() []string {
 	return []string{"timeout", "declined", "commit_failed", "job_failed"}
 }
 
+// restartReasons are the reasons runtime counts restarts under: the
+// abort reason of the checkpoint that failed, "transaction_timeout" for a
+// transaction the coordinator aborted for its age, or "error" for any
+// other failure. (Fault-injection tests add "injected"; it has no series
+// until then.)
+func restartReasons() []string {
+	return append(checkpointFailReasons(), "transaction_timeout", "error")
+}
+
 func deadLetterCodes() []string {
 	return []string{"decode", "missing_field", "eval", "type", "overflow", "too_large"}
 }
@@ -133,6 +142,9 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	f.gaugeFunc("transaction_age_seconds", "Age of the open transaction, 0 when none is open.", m.transactionAge)
 
 	m.restarts = f.counterVec("restarts_total", "Restarts of the job from its last completed checkpoint, by reason.", "reason")
+	for _, r := range restartReasons() {
+		m.restarts.WithLabelValues(r)
+	}
 	m.stateKeys = f.gaugeVec("state_keys", "Keys held in keyed state, per operator.", "operator")
 	m.stateBytes = f.gaugeVec("state_bytes", "Bytes of keys and values held in keyed state, per operator.", "operator")
 	m.restoreDuration = f.gauge("state_restore_duration_seconds", "How long the last restore (reading the checkpoint and rebuilding state) took.")

@@ -44,8 +44,11 @@ type Job struct {
 	// checkpoint.
 	restartBackoff, maxBackoff time.Duration
 	faults                     *fault.Injector
-	metrics                    *metrics.Metrics
-	status                     *status
+	// beforeCommit, if set, runs before each epoch's commit, on the
+	// committing goroutine (tests).
+	beforeCommit func(checkpoint.ID)
+	metrics      *metrics.Metrics
+	status       *status
 	// stopping is closed by Stop: finish with a final checkpoint, exported
 	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
 	stopping      chan struct{}
@@ -86,6 +89,9 @@ type Option func(*Job)
 // WithFaults injects failures at the injector's armed points (tests).
 func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i } }
 
+// withBeforeCommit runs fn before each epoch's commit (tests).
+func withBeforeCommit(fn func(checkpoint.ID)) Option { return func(j *Job) { j.beforeCommit = fn } }
+
 // WithMetrics reports the job's metrics to m (default: a private registry).
 func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = m } }
 
@@ -118,6 +124,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	}
 	j.status = newStatus(cfg, workers)
 	j.plan.metrics = j.metrics
+	j.plan.deadLetterLog = newDeadLetterLog(j.log, func() time.Time { return j.now() })
 	j.metrics.SetCheckpointInterval(cfg.Checkpoint.Interval)
 	j.metrics.SetTransactionTimeout(cfg.Kafka.TransactionTimeout)
 	for _, src := range cfg.Sources {
@@ -368,42 +375,75 @@ func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkp
 
 // ensureSinkTopics creates missing output and dead-letter topics, so a
 // first run works without manual steps, and a poison record never fails
-// the job for want of its dead-letter topic.
+// the job for want of its dead-letter topic. They get the sinks'
+// partitions and replication_factor (-1: the brokers' defaults); a
+// dead-letter topic keeps the brokers' partition count. A replication
+// factor the cluster cannot give is refused with the field to change,
+// before anything is created.
 func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
-	var topics []string
-	for _, s := range j.cfg.Sinks {
-		topics = append(topics, s.Topic, s.DeadLetterTopic)
+	type want struct {
+		partitions, replication int
+		field                   string // the setting that asked for replication
+	}
+	wants := map[string]want{}
+	ask := func(topic string, partitions, replication int, field string) {
+		w, ok := wants[topic]
+		if !ok {
+			w = want{partitions: -1, replication: -1}
+		}
+		w.partitions = max(w.partitions, partitions)
+		if replication > w.replication {
+			w.replication, w.field = replication, field
+		}
+		wants[topic] = w
+	}
+	for i, s := range j.cfg.Sinks {
+		field := fmt.Sprintf("sinks[%d].replication_factor", i)
+		ask(s.Topic, s.Partitions, s.ReplicationFactor, field)
+		ask(s.DeadLetterTopic, -1, s.ReplicationFactor, field)
+	}
+	topics := make([]string, 0, len(wants))
+	for t := range wants {
+		topics = append(topics, t)
 	}
 	sort.Strings(topics)
-	topics = compactStrings(topics)
 	existing, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("listing sink topics: %w", err)
+	}
+	var brokers int
+	for _, t := range topics {
+		w := wants[t]
+		if existing.Has(t) || w.replication <= 0 {
+			continue
+		}
+		if brokers == 0 {
+			md, err := adm.BrokerMetadata(ctx)
+			if err != nil {
+				return fmt.Errorf("listing brokers: %w", err)
+			}
+			brokers = len(md.Brokers)
+		}
+		if w.replication > brokers {
+			return fmt.Errorf("%w: %s is %d but the cluster has %d broker(s), so topic %s cannot be created: lower it to at most %d, or create the topic yourself",
+				ErrUnfit, w.field, w.replication, brokers, t, brokers)
+		}
 	}
 	for _, t := range topics {
 		if existing.Has(t) {
 			continue
 		}
-		resp, err := adm.CreateTopic(ctx, -1, -1, nil, t)
+		w := wants[t]
+		resp, err := adm.CreateTopic(ctx, int32(w.partitions), int16(w.replication), nil, t)
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil {
 			return fmt.Errorf("creating sink topic %s: %w", t, err)
 		}
-		j.log.Info("created topic", "topic", t)
+		j.log.Info("created topic", "topic", t, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
 	}
 	return nil
-}
-
-func compactStrings(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 func closeReaders(rs []recordReader) {
@@ -437,6 +477,11 @@ func newCommitter(txn *sink.Txn, plain *sink.Plain, conn []kgo.Opt, job string) 
 // restartReason is a fixed word for the restarts metric (never error text,
 // which would explode the label's cardinality).
 func restartReason(err error) string {
+	// First: the sink and the checkpoint coordinator both report the
+	// failed epoch, and either may end the attempt.
+	if sink.Classify(err) == sink.TimedOut {
+		return "transaction_timeout"
+	}
 	var fe *checkpoint.FailError
 	if errors.As(err, &fe) {
 		return fe.Reason.String()
@@ -444,8 +489,6 @@ func restartReason(err error) string {
 	switch {
 	case errors.Is(err, fault.ErrInjected):
 		return "injected"
-	case sink.Classify(err) == sink.TimedOut:
-		return "transaction_timeout"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	}

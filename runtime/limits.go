@@ -46,16 +46,20 @@ func (s *sinkTask) fitRecord(m message) *kgo.Record {
 	}
 	if m.kind == msgRecord {
 		limit := s.limits.Batch(rec.Topic)
-		s.log.Warn("output record too large for its topic; sent to the dead-letter topic instead",
-			"topic", rec.Topic, "bytes", sink.BatchBytes(rec), "max_message_bytes", limit)
+		if ok, suppressed := s.deadLetterLog.allow(); ok {
+			s.log.Warn("dead letter: output record too large for its topic, sent to the dead-letter topic instead",
+				"code", sink.CodeTooLarge, "topic", rec.Topic, "bytes", sink.BatchBytes(rec), "max_message_bytes", limit, "suppressed", suppressed)
+		}
 		rec = sink.TooLarge(s.deadLetterTopic[rec.Topic], rec, limit)
 		s.metrics.DeadLettered(sink.CodeTooLarge)
 	}
 	size := sink.BatchBytes(rec)
 	if sink.FitDeadLetter(rec, s.limits.Batch(rec.Topic)) {
-		s.log.Warn("dead letter too large for its topic; sent truncated",
-			"topic", rec.Topic, "bytes", size, "max_message_bytes", s.limits.Batch(rec.Topic),
-			"source_topic", sink.Header(rec, sink.HeaderTopic), "source_offset", sink.Header(rec, sink.HeaderOffset))
+		if ok, suppressed := s.deadLetterLog.allow(); ok {
+			s.log.Warn("dead letter too large for its topic; sent truncated",
+				"topic", rec.Topic, "bytes", size, "max_message_bytes", s.limits.Batch(rec.Topic),
+				"source_topic", sink.Header(rec, sink.HeaderTopic), "source_offset", sink.Header(rec, sink.HeaderOffset), "suppressed", suppressed)
+		}
 		s.metrics.DeadLetterTruncated()
 	}
 	return rec

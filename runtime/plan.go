@@ -28,6 +28,9 @@ type plan struct {
 	format map[string]config.Format // source topic -> value format
 	// metrics counts dead letters (set by the Job; nil in plan-only uses).
 	metrics *metrics.Metrics
+	// deadLetterLog logs dead letters, rate-limited (set by the Job; nil
+	// in plan-only uses).
+	deadLetterLog *deadLetterLog
 }
 
 // sinkSpec is one configured sink, compiled.
@@ -125,6 +128,9 @@ func (p *plan) deadLetterTopics() []string {
 func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []message {
 	if p.metrics != nil {
 		p.metrics.DeadLettered(string(rerr.Code))
+	}
+	if p.deadLetterLog != nil {
+		p.deadLetterLog.record(src, rerr)
 	}
 	var msgs []message
 	for _, topic := range p.deadLetterTopics() {

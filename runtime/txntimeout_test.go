@@ -3,14 +3,18 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/metrics/metricstest"
 )
 
 // A job whose transaction outlived kafka.transaction_timeout (a long GC
@@ -38,7 +42,8 @@ func TestTransactionTimeoutRestartsFromCheckpoint(t *testing.T) {
 				paused <- awaitAbortedByCoordinator(ctx, adm, cfg.Name+"-txn")
 			})
 			e.numbers(1, 2000)
-			r := startWith(t, cfg, WithFaults(stall))
+			m := metrics.New(prometheus.NewRegistry(), cfg.Name)
+			r := startWith(t, cfg, WithFaults(stall), WithMetrics(m))
 			if err := <-paused; err != nil {
 				t.Fatal(err)
 			}
@@ -54,6 +59,10 @@ func TestTransactionTimeoutRestartsFromCheckpoint(t *testing.T) {
 			if !strings.Contains(logs, `msg="the transaction timed out`) || !strings.Contains(logs, "kafka.transaction_timeout=2s") ||
 				!strings.Contains(logs, "restarting from the last completed checkpoint") || strings.Contains(logs, "took over") {
 				t.Fatalf("the log does not say that the transaction timed out and the job restarted:\n%s", logs)
+			}
+			text := metricstest.Scrape(t, m.Handler())
+			if v, _ := metricstest.Value(text, fmt.Sprintf(`pipeline_restarts_total{pipeline=%q,reason="transaction_timeout"}`, cfg.Name)); v < 1 {
+				t.Errorf("pipeline_restarts_total{reason=\"transaction_timeout\"} = %v, want at least 1", v)
 			}
 		})
 	}

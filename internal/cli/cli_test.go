@@ -252,3 +252,31 @@ func TestSavepointCreate(t *testing.T) {
 		t.Errorf("adminURL(10.1.2.3:8080) = %s", got)
 	}
 }
+
+// -h on every command and subcommand prints its help to stdout and exits
+// 0, without doing anything else (no file read, no connection).
+func TestHelpOnEveryCommand(t *testing.T) {
+	commands := [][]string{
+		{}, {"run"}, {"validate"}, {"datagen"}, {"demo"}, {"version"},
+		{"savepoint"}, {"savepoint", "create"}, {"savepoint", "inspect"},
+		{"topics"}, {"topics", "create"}, {"topics", "list"}, {"topics", "describe"},
+	}
+	for _, cmd := range commands {
+		for _, h := range []string{"-h", "--help", "-help"} {
+			args := append(append([]string{}, cmd...), h)
+			code, out, errOut := runCLI(args...)
+			want := "pipeline " + strings.Join(cmd, " ")
+			if code != 0 || errOut != "" || !strings.Contains(strings.ToLower(out), "usage") || !strings.Contains(out, want) {
+				t.Errorf("pipeline %s: exit %d, stdout %q, stderr %q; want exit 0 and help naming %q on stdout",
+					strings.Join(args, " "), code, out, errOut, want)
+			}
+		}
+	}
+	// A bad flag is still a usage error, on stderr.
+	if code, out, errOut := runCLI("savepoint", "inspect", "-x"); code != 2 || out != "" || !strings.Contains(errOut, "-x") {
+		t.Errorf("savepoint inspect -x: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("version", "extra"); code != 2 || !strings.Contains(errOut, "extra") {
+		t.Errorf("version extra: exit %d, stderr %q", code, errOut)
+	}
+}

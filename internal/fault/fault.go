@@ -3,11 +3,9 @@ package fault
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Point names a place a failure can be injected.
@@ -33,7 +31,8 @@ const (
 // Points lists every point, for tests that visit each.
 var Points = []Point{AfterBarrier, WhileWritingState, BeforeCommit, AfterCommit, DuringRestore}
 
-// EnvVar arms points in a child process.
+// EnvVar arms points in a child process built with the faultpoints tag
+// (see FromEnv).
 const EnvVar = "PIPELINE_FAULTS"
 
 // ErrInjected is returned by Hit for points armed to fail in-process.
@@ -60,20 +59,6 @@ func New(armed map[Point]int) *Injector {
 // (until the broker did something, never a fixed time).
 func Pause(p Point, n int, wait func()) *Injector {
 	return &Injector{armed: map[Point]int{p: n}, pause: wait}
-}
-
-// FromEnv reads PIPELINE_FAULTS; points armed there kill the process. It
-// returns nil when the variable is unset.
-func FromEnv() (*Injector, error) {
-	spec := os.Getenv(EnvVar)
-	if spec == "" {
-		return nil, nil
-	}
-	armed, err := Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvVar, err)
-	}
-	return &Injector{armed: armed, kill: true}, nil
 }
 
 // Parse reads "point@n,point@n" (n defaults to 1).
@@ -143,9 +128,7 @@ func (i *Injector) Hit(p Point) error {
 		return nil
 	}
 	if i.kill {
-		fmt.Fprintf(os.Stderr, "fault: killing the process at %s\n", p)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way
+		killProcess(p)
 	}
 	return fmt.Errorf("%w at %s", ErrInjected, p)
 }
