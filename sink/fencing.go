@@ -68,9 +68,9 @@ var ErrUnauthorized = errors.New("not authorized")
 // that wraps its errors, means for the job.
 //
 // The brokers' codes alone cannot tell a transaction that timed out from a
-// takeover: a produce of either gets INVALID_PRODUCER_EPOCH, and Kafka 4's
-// coordinator answers a commit of a transaction it aborted (for either
-// reason) with INVALID_TXN_STATE. Txn asks the coordinator which it was
+// takeover: a produce gets INVALID_PRODUCER_EPOCH after either, and Kafka
+// 4's coordinator answers a commit with INVALID_TXN_STATE after a timeout
+// and also while it is aborting the transaction for a successor. Txn asks the coordinator which it was
 // when it meets one (see probe) and marks the error with ErrFenced or
 // ErrTransactionTimedOut. An epoch error that reached here unasked is read
 // as a takeover: stopping is the safe reading.
