@@ -155,10 +155,11 @@ func (l Limits) Batch(topic string) int32 {
 	return min(max(b, minBatchBytes), l.write()-requestOverhead, maxBatchBytes)
 }
 
-// write is the largest produce request the producers send.
+// write is the largest produce request the producers send, within the
+// bounds franz-go accepts (1 KiB to 1 GiB).
 func (l Limits) write() int32 {
 	if l.request > 0 {
-		return max(l.request, minBatchBytes+requestOverhead)
+		return min(max(l.request, minBatchBytes+requestOverhead), maxBatchBytes)
 	}
 	return defaultWriteBytes
 }

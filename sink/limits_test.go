@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -32,6 +33,16 @@ func TestLimitsBatch(t *testing.T) {
 	// A batch never outgrows the request that carries it.
 	if got := NewLimits(0, 2<<20, map[string]int32{"huge": 64 << 20}).Batch("huge"); got != 2<<20-requestOverhead {
 		t.Errorf("Batch beyond socket.request.max.bytes = %d", got)
+	}
+	// Whatever the brokers say, the producer options are ones franz-go
+	// accepts.
+	for _, l := range []Limits{{}, NewLimits(math.MaxInt32, math.MaxInt32, nil), NewLimits(1, 1, map[string]int32{"t": 1})} {
+		cl, err := kgo.NewClient(l.Opts()...)
+		if err != nil {
+			t.Errorf("%+v: %v", l, err)
+			continue
+		}
+		cl.Close()
 	}
 	rec := &kgo.Record{Topic: "small", Value: make([]byte, 4096)}
 	if l.Fits(rec) {
