@@ -33,6 +33,7 @@ var wantFamilies = []string{
 	"pipeline_checkpoints_failed_total",
 	"pipeline_consumer_lag_records",
 	"pipeline_dead_letter_records_total",
+	"pipeline_dead_letter_truncated_total",
 	"pipeline_end_to_end_latency_seconds",
 	"pipeline_info",
 	"pipeline_records_in_total",

@@ -58,6 +58,9 @@ type Job struct {
 	savepoints chan *savepointRequest
 	// from is the savepoint to start from (nil: the job's own checkpoints).
 	from *savepointRestore
+	// limits are how large a record each of the job's topics accepts, read
+	// by each attempt before its producers and tasks start.
+	limits sink.Limits
 	// savepointID is the savepoint the job's state was last imported from,
 	// which every checkpoint record carries on. Set by each attempt before
 	// its tasks start.
@@ -70,6 +73,15 @@ type Job struct {
 // stops at once instead (the epoch in flight is aborted, and replayed by
 // the next start). Safe to call more than once, from any goroutine.
 func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stopping) }) }
+
+// StopPlan says what Stop does under the job's guarantee, for the log line
+// of whoever calls it.
+func (j *Job) StopPlan() string {
+	if j.cfg.Guarantee == config.AtMostOnce {
+		return atMostOnceStopPlan
+	}
+	return "stopping after a final checkpoint"
+}
 
 // Option changes how a Job runs.
 type Option func(*Job)
@@ -150,11 +162,20 @@ func (j *Job) Run(ctx context.Context) error {
 			j.status.set(StateStopped, nil)
 			return nil
 		}
-		if errors.Is(err, sink.ErrFenced) || errors.Is(err, twophase.ErrFenced) {
+		switch sink.Classify(err) {
+		case sink.TakenOver:
 			j.metrics.Fenced()
 			j.status.set(StateFenced, err)
 			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
 			return err
+		case sink.Unauthorized:
+			err = sink.WithMissingACL(err)
+			j.status.set(StateFailed, err)
+			j.log.Error("not authorized; stopping (restarting cannot help)", "err", err)
+			return err
+		case sink.TimedOut:
+			j.log.Warn("the transaction timed out: it was open longer than kafka.transaction_timeout and the transaction coordinator aborted it; "+
+				"nothing of it became visible", "kafka.transaction_timeout", j.cfg.Kafka.TransactionTimeout)
 		}
 		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, savepoint.ErrIncompatible) {
 			j.status.set(StateFailed, err)
@@ -212,18 +233,19 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	if err := j.ensureSinkTopics(ctx, adm); err != nil {
 		return false, err
 	}
+	j.limits = j.describeLimits(ctx, adm)
 
 	// Recover first: fencing aborts a predecessor's open transaction, which
 	// would otherwise hold back the read_committed restore below until it
 	// timed out; then the decision log says which checkpoint is the last.
-	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, j.metrics.KafkaHooks("txn"))
+	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, append(j.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
 	if err != nil {
 		return false, err
 	}
 	defer txn.Close()
 	var plain *sink.Plain
 	if cfg.Guarantee != config.ExactlyOnce {
-		if plain, err = sink.NewPlain(j.conn, j.metrics.KafkaHooks("outputs")); err != nil {
+		if plain, err = sink.NewPlain(j.conn, append(j.limits.Opts(), j.metrics.KafkaHooks("outputs"))...); err != nil {
 			return false, err
 		}
 		defer plain.Close()
@@ -455,6 +477,11 @@ func newCommitter(txn *sink.Txn, plain *sink.Plain, conn []kgo.Opt, job string) 
 // restartReason is a fixed word for the restarts metric (never error text,
 // which would explode the label's cardinality).
 func restartReason(err error) string {
+	// First: the sink and the checkpoint coordinator both report the
+	// failed epoch, and either may end the attempt.
+	if sink.Classify(err) == sink.TimedOut {
+		return "transaction_timeout"
+	}
 	var fe *checkpoint.FailError
 	if errors.As(err, &fe) {
 		return fe.Reason.String()

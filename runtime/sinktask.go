@@ -49,6 +49,13 @@ type sinkTask struct {
 	epoch     epochStats
 	// committed is told the offsets of every committed checkpoint.
 	committed func([]checkpoint.SourceOffset)
+	// limits say how large a record each topic accepts (fitRecord), and
+	// deadLetterTopic is the dead-letter topic of each sink's topic.
+	limits          sink.Limits
+	deadLetterTopic map[string]string
+	// deadLetterLog rate-limits the warnings of fitRecord with the
+	// plan's dead letters.
+	deadLetterLog *deadLetterLog
 
 	align aligner
 	// inflight is the outcome of the epoch committing on its own
@@ -121,12 +128,13 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 	return s.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter:
+			rec := s.fitRecord(m)
 			if s.guarantee == config.ExactlyOnce {
-				s.txn.Produce(ctx, m.rec)
+				s.txn.Produce(ctx, rec)
 			} else {
-				s.plain.Produce(ctx, m.rec)
+				s.plain.Produce(ctx, rec)
 			}
-			s.epoch.output(m.rec)
+			s.epoch.output(rec)
 		case msgState:
 			s.txn.Produce(ctx, m.rec)
 			s.epoch.stateBytes += int64(len(m.rec.Key) + len(m.rec.Value))

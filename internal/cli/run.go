@@ -114,7 +114,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			log.Info("stopping after a final checkpoint, written as a savepoint (signal again to stop at once)", "savepoint", *stopWithSavepoint)
 			job.StopWithSavepoint(*stopWithSavepoint)
 		} else {
-			log.Info("stopping after a final checkpoint (signal again to stop at once)")
+			log.Info(job.StopPlan() + " (signal again to stop at once)")
 			job.Stop()
 		}
 		select {

@@ -43,12 +43,22 @@ type Injector struct {
 	mu    sync.Mutex
 	armed map[Point]int // hits left before the failure
 	kill  bool
+	// pause, if set, is what the armed hit does instead of failing.
+	pause func()
 }
 
 // New returns an Injector that makes Hit return ErrInjected on the n-th hit
 // of each armed point (n = the map value, from 1).
 func New(armed map[Point]int) *Injector {
 	return &Injector{armed: copyArmed(armed)}
+}
+
+// Pause returns an Injector that, on the n-th hit of p, calls wait and
+// then lets the job carry on: the task is stalled there, as a process
+// stopped (SIGSTOP) and continued would be, for as long as wait decides
+// (until the broker did something, never a fixed time).
+func Pause(p Point, n int, wait func()) *Injector {
+	return &Injector{armed: map[Point]int{p: n}, pause: wait}
 }
 
 // Parse reads "point@n,point@n" (n defaults to 1).
@@ -111,6 +121,10 @@ func (i *Injector) Hit(p Point) error {
 	}
 	i.mu.Unlock()
 	if !ok || left > 0 {
+		return nil
+	}
+	if i.pause != nil {
+		i.pause()
 		return nil
 	}
 	if i.kill {
