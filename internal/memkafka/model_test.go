@@ -91,9 +91,9 @@ func readAll(t *testing.T, c *Cluster, tp TP) []string {
 // plain records below the last stable offset, in offset order, nothing
 // aborted, nothing of an open transaction or after it.
 func TestModelAgainstAnOracle(t *testing.T) {
-	seeds := 2000
+	seeds := 1000
 	if testing.Short() {
-		seeds = 500
+		seeds = 300
 	}
 	for seed := range seeds {
 		runHistory(t, uint64(seed), 150)
