@@ -140,7 +140,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 }
 
 // Run runs the job until ctx ends (returning nil), it is fenced by another
-// instance, or its checkpoint does not fit the configuration. Any other
+// instance, or it cannot run: its checkpoint does not fit the
+// configuration (ErrIncompatible, savepoint.ErrIncompatible), its internal
+// topics are damaged (ErrDamaged), or the cluster cannot honour the
+// configuration (ErrUnfit). Any other
 // failure restarts it from the last completed checkpoint, after a pause
 // that grows while failures repeat.
 func (j *Job) Run(ctx context.Context) error {
@@ -177,7 +180,7 @@ func (j *Job) Run(ctx context.Context) error {
 			j.log.Warn("the transaction timed out: it was open longer than kafka.transaction_timeout and the transaction coordinator aborted it; "+
 				"nothing of it became visible", "kafka.transaction_timeout", j.cfg.Kafka.TransactionTimeout)
 		}
-		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, savepoint.ErrIncompatible) {
+		if permanent(err) {
 			j.status.set(StateFailed, err)
 			return err
 		}
@@ -226,6 +229,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		if fromPlan, err = j.checkSavepoint(ctx, adm); err != nil {
 			return false, err
 		}
+	} else if err := j.checkBeforeRestart(ctx, adm); err != nil {
+		// Likewise a restart from the job's own checkpoints.
+		return false, err
 	}
 	if err := kstore.Ensure(ctx, adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return false, err
@@ -278,8 +284,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 				"savepoint", j.from.r.Dir(), "id", j.from.r.ID(), "checkpoint", latest.ID)
 		}
 		if latest != nil {
-			if err := checkpoint.Compatible(latest, cfg.Fingerprint(), cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {
-				return false, fmt.Errorf("%w: %w", ErrIncompatible, err)
+			// Checked before fencing; this is the checkpoint read after.
+			if _, err := j.checkCheckpoint(latest, true); err != nil {
+				return false, err
 			}
 			j.savepointID = latest.Savepoint
 		}
@@ -287,6 +294,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 			return false, err
 		}
 		if ops, restored, err = j.restoreOperators(ctx, latest); err != nil {
+			return false, err
+		}
+		if err := j.checkRestored(latest, restored); err != nil {
 			return false, err
 		}
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
@@ -31,6 +33,10 @@ type plan struct {
 	// deadLetterLog logs dead letters, rate-limited (set by the Job; nil
 	// in plan-only uses).
 	deadLetterLog *deadLetterLog
+	// checkpointed describes the operators of operatorIDs, sorted by id,
+	// for every checkpoint record: what a restart checks the
+	// configuration against (savepoint.CheckRestart).
+	checkpointed []checkpoint.OperatorDesc
 }
 
 // sinkSpec is one configured sink, compiled.
@@ -70,6 +76,12 @@ func compile(cfg *config.Config) (*plan, error) {
 	}
 	if len(problems) > 0 {
 		return nil, problems
+	}
+	ids := p.operatorIDs()
+	for _, op := range savepoint.DescribeConfig(cfg).Checkpointed() {
+		if slices.Contains(ids, op.ID) {
+			p.checkpointed = append(p.checkpointed, op)
+		}
 	}
 	return p, nil
 }
@@ -290,6 +302,7 @@ func (j *Job) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st 
 		Guarantee:         string(j.cfg.Guarantee),
 		State:             st,
 		Savepoint:         j.savepointID,
+		Operators:         j.plan.checkpointed,
 	}
 	rec.Normalize()
 	return rec
@@ -439,9 +452,10 @@ func (j *Job) readStateInto(ctx context.Context, restorers []*state.Restorer) er
 		close(feeds[w])
 	}
 	// A worker's error (a value its codec rejects) cancels the read, so
-	// it is the cause: report it first.
+	// it is the cause: report it first. Committed state that does not
+	// decode stays so: restarting cannot help.
 	if err := g.Wait(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrIncompatible, err)
 	}
 	return readErr
 }

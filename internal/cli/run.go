@@ -166,6 +166,8 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			cancel()
 		}
 		log.Error("stopped", "err", err)
+		// Also as plain text: a refusal spans lines, each with its fix.
+		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitFail
 	}
 	log.Info("stopped")
