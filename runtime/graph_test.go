@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,5 +51,24 @@ func TestFirstCheckpointComesEarly(t *testing.T) {
 		if got := triggered(first + interval); len(got) != 1 {
 			t.Fatalf("interval %v: no second checkpoint one interval after the first", interval)
 		}
+	}
+}
+
+// What a stop announces depends on what runs: a final checkpoint, or,
+// between two attempts, nothing to finish.
+func TestStopPlanSaysWhatHappens(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "ADMIN_LISTEN": "off"}
+	j, _ := newJob(t, paritySum(t, env))
+	if got := j.StopPlan(); got != "stopping after a final checkpoint" {
+		t.Errorf("running: %q", got)
+	}
+	j.status.set(StateRestarting, errors.New("a broker went away"))
+	if got := j.StopPlan(); !strings.Contains(got, "no final checkpoint") {
+		t.Errorf("restarting: %q, want it to say there is no final checkpoint", got)
+	}
+	env["GUARANTEE"] = "at_most_once"
+	j, _ = newJob(t, paritySum(t, env))
+	if got := j.StopPlan(); !strings.Contains(got, "at_most_once keeps no checkpoints") {
+		t.Errorf("at_most_once: %q", got)
 	}
 }

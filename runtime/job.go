@@ -80,6 +80,10 @@ func (j *Job) StopPlan() string {
 	if j.cfg.Guarantee == config.AtMostOnce {
 		return atMostOnceStopPlan
 	}
+	if j.Status().State == StateRestarting {
+		// Nothing runs between attempts: there is no epoch to finish.
+		return "stopping while the job waits to restart: no final checkpoint; the last completed one stands"
+	}
 	return "stopping after a final checkpoint"
 }
 
