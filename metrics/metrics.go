@@ -63,11 +63,13 @@ func checkpointFailReasons() []string {
 
 // restartReasons are the reasons runtime counts restarts under: the
 // abort reason of the checkpoint that failed, "transaction_timeout" for a
-// transaction the coordinator aborted for its age, or "error" for any
+// transaction the coordinator aborted for its age, "partitions_added" for
+// an attempt ended at a checkpoint to read partitions added to a source
+// topic, or "error" for any
 // other failure. (Fault-injection tests add "injected"; it has no series
 // until then.)
 func restartReasons() []string {
-	return append(checkpointFailReasons(), "transaction_timeout", "error")
+	return append(checkpointFailReasons(), "transaction_timeout", "partitions_added", "error")
 }
 
 func deadLetterCodes() []string {

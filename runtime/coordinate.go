@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/source"
 )
 
 // errStopped ends an attempt after its final checkpoint committed: a
@@ -86,6 +87,13 @@ type coordinatorLoop struct {
 	savepointReqs <-chan *savepointRequest
 	exportReports chan exportReport
 	sp            *savepoints
+	// partitionsAdded says which partitions were added to the source
+	// topics (partitionWatch); the attempt then ends after the next
+	// checkpoint completes (errPartitionsAdded). added holds them from
+	// then on; restartDue is set once that checkpoint completed.
+	partitionsAdded <-chan []source.TopicPartition
+	added           []source.TopicPartition
+	restartDue      bool
 	// triggered remembers when each checkpoint started, for its duration;
 	// results what its commit reported, until the coordinator completes it.
 	triggered map[checkpoint.ID]time.Time
@@ -119,10 +127,18 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 			}
 		case req := <-l.savepointReqs:
 			l.requestSavepoint(req)
+		case added := <-l.partitionsAdded:
+			l.added = added
+			l.log.Info("partitions were added to a source topic; restarting after the next checkpoint to read them", "partitions", added)
+			if l.finalID == 0 {
+				if _, err := l.coord.TriggerNow(l.now()); err != nil {
+					l.log.Debug("a checkpoint is in flight already", "err", err)
+				}
+			}
 		case r := <-l.exportReports:
 			l.sp.exported(r)
-			if l.finalDone && len(l.sp.pending) == 0 {
-				return l.stopped()
+			if err := l.done(); err != nil {
+				return err
 			}
 		case <-ticker.C:
 			// A worker exporting a savepoint answers no barrier until it is
@@ -194,11 +210,27 @@ func (l *coordinatorLoop) act() error {
 				l.log.Info("final checkpoint committed", "checkpoint", id)
 				l.finalDone = true
 			}
+			if l.added != nil {
+				l.restartDue = true
+			}
 		}
 		l.coord.Advance()
 	}
-	if l.finalDone && len(l.sp.pending) == 0 {
+	return l.done()
+}
+
+// done ends the attempt once a checkpoint it waited for completed and no
+// savepoint is pending on it: the final one of a graceful stop, or the
+// first after partitions were added.
+func (l *coordinatorLoop) done() error {
+	if len(l.sp.pending) > 0 {
+		return nil
+	}
+	switch {
+	case l.finalDone:
 		return l.stopped()
+	case l.restartDue:
+		return partitionsAddedError(l.added)
 	}
 	return nil
 }

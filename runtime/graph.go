@@ -27,13 +27,16 @@ const (
 
 // graph is one attempt's task graph: every goroutine, channel and client.
 type graph struct {
-	job       *Job
-	sources   []*sourceTask
-	workers   []*workerTask
-	sink      *sinkTask
-	loop      *coordinatorLoop
-	readers   []recordReader
-	offsets   *groupOffsets // nil without checkpoints
+	job     *Job
+	sources []*sourceTask
+	workers []*workerTask
+	sink    *sinkTask
+	loop    *coordinatorLoop
+	readers []recordReader
+	offsets *groupOffsets // nil without checkpoints
+	// watch looks for partitions added to the source topics (nil without
+	// checkpoints: under at_most_once the consumer group assigns them).
+	watch     *partitionWatch
 	completed atomic.Int64
 }
 
@@ -194,6 +197,9 @@ func (g *graph) start(ctx context.Context, eg *errgroup.Group) {
 	}
 	if g.offsets != nil {
 		eg.Go(func() error { return g.offsets.run(ctx) })
+	}
+	if g.watch != nil {
+		eg.Go(func() error { return g.watch.run(ctx) })
 	}
 	eg.Go(func() error { return g.sink.run(ctx) })
 	for _, w := range g.workers {

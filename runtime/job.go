@@ -44,6 +44,9 @@ type Job struct {
 	// checkpoint.
 	restartBackoff, maxBackoff time.Duration
 	faults                     *fault.Injector
+	// discoverEvery is how often an attempt looks for partitions added
+	// to the source topics (partitionDiscoveryInterval; tests shorten it).
+	discoverEvery time.Duration
 	// beforeCommit, if set, runs before each epoch's commit, on the
 	// committing goroutine (tests).
 	beforeCommit func(checkpoint.ID)
@@ -117,7 +120,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	workers = min(workers, cfg.Checkpoint.KeyGroups)
 	j := &Job{
 		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
-		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second,
+		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second, discoverEvery: partitionDiscoveryInterval,
 		stopping: make(chan struct{}), savepoints: make(chan *savepointRequest),
 	}
 	for _, o := range opts {
@@ -168,6 +171,15 @@ func (j *Job) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			j.status.set(StateStopped, nil)
 			return nil
+		}
+		if errors.Is(err, errPartitionsAdded) {
+			// Not a failure: the attempt ended at a checkpoint to take the
+			// new partitions in. Go on at once.
+			j.status.set(StateRestarting, err)
+			j.metrics.Restarted("partitions_added")
+			j.log.Info("restarting to read the added partitions", "attempt", attempt, "err", err)
+			backoff = j.restartBackoff
+			continue
 		}
 		switch sink.Classify(err) {
 		case sink.TakenOver:
@@ -330,6 +342,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		return false, err
 	}
 	defer g.close()
+	added := make(chan []source.TopicPartition, 1)
+	g.watch = newPartitionWatch(j, adm, offsets, added)
+	g.loop.partitionsAdded = added
 	eg, gctx := errgroup.WithContext(ctx)
 	g.start(gctx, eg)
 	err = eg.Wait()
@@ -350,14 +365,15 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 }
 
 // startOffsets gives every source partition its offset: the checkpointed
-// one, or, for a partition the checkpoint does not know (a new job, or
-// partitions added since), the configured start position.
+// one; for a partition added to a topic the checkpoint already read, its
+// earliest offset (everything written to it since it appeared is new
+// input, as Flink's KafkaSource reads it); and for a topic the job has
+// not read before (a new job, or a topic added to the configuration), the
+// configured start position.
 func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkpoint.Record) (map[source.TopicPartition]int64, error) {
-	known := map[source.TopicPartition]int64{}
+	var checkpointed []checkpoint.SourceOffset
 	if latest != nil {
-		for _, o := range latest.Offsets {
-			known[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
-		}
+		checkpointed = latest.Offsets
 	}
 	offsets := map[source.TopicPartition]int64{}
 	for _, src := range j.cfg.Sources {
@@ -365,26 +381,66 @@ func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkp
 		if err != nil {
 			return nil, err
 		}
-		var fresh []source.TopicPartition
-		for _, tp := range tps {
-			if off, ok := known[tp]; ok {
+		plan := planStart(tps, checkpointed)
+		for tp, off := range plan.resume {
+			offsets[tp] = off
+		}
+		for _, group := range []struct {
+			tps   []source.TopicPartition
+			start config.StartPosition
+		}{{plan.added, config.StartPosition{Kind: config.StartEarliest}}, {plan.fresh, src.Start}} {
+			if len(group.tps) == 0 {
+				continue
+			}
+			resolved, err := source.ResolveStart(ctx, adm, group.tps, group.start)
+			if err != nil {
+				return nil, err
+			}
+			for tp, off := range resolved {
 				offsets[tp] = off
-			} else {
-				fresh = append(fresh, tp)
 			}
 		}
-		if len(fresh) == 0 {
-			continue
-		}
-		resolved, err := source.ResolveStart(ctx, adm, fresh, src.Start)
-		if err != nil {
-			return nil, err
-		}
-		for tp, off := range resolved {
-			offsets[tp] = off
+		if len(plan.added) > 0 {
+			j.log.Info("reading partitions added since the last checkpoint from their earliest offset", "source", src.ID, "partitions", plan.added)
 		}
 	}
 	return offsets, nil
+}
+
+// startPlan is where each partition of a source begins (planStart).
+type startPlan struct {
+	// resume are the partitions with a checkpointed offset.
+	resume map[source.TopicPartition]int64
+	// added are partitions of a topic the checkpoint read, without an
+	// offset of their own: they appeared after the job began reading the
+	// topic, so all they hold is new input (earliest).
+	added []source.TopicPartition
+	// fresh are the partitions of topics the checkpoint never read: they
+	// begin at the source's start position.
+	fresh []source.TopicPartition
+}
+
+// planStart sorts a source's partitions tps by what the checkpoint knows
+// of them.
+func planStart(tps []source.TopicPartition, checkpointed []checkpoint.SourceOffset) startPlan {
+	known := map[source.TopicPartition]int64{}
+	readTopics := map[string]bool{}
+	for _, o := range checkpointed {
+		known[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		readTopics[o.Topic] = true
+	}
+	plan := startPlan{resume: map[source.TopicPartition]int64{}}
+	for _, tp := range tps {
+		switch off, ok := known[tp]; {
+		case ok:
+			plan.resume[tp] = off
+		case readTopics[tp.Topic]:
+			plan.added = append(plan.added, tp)
+		default:
+			plan.fresh = append(plan.fresh, tp)
+		}
+	}
+	return plan
 }
 
 // ensureSinkTopics creates missing output and dead-letter topics, so a
