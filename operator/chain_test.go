@@ -365,7 +365,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	if _, err := d.Aggregator().Add(st, r); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(st.Output(r.GroupKey)); got != `{"key":"5","s":5}` {
+	if got := string(st.Output(r.GroupKey)); got != `{"key":5,"s":5}` {
 		t.Fatal(got)
 	}
 }

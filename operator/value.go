@@ -300,23 +300,90 @@ func typeName(v any) string {
 // no Step: the caller knows which expression it evaluated (Expr.EvalKey
 // fills it in).
 func KeyString(v any) (string, *RecordError) {
+	k, _, err := groupKey(v)
+	return k, err
+}
+
+// keyKind is the JSON type of a group key, which its text alone does not
+// tell: the key 3 and the key "3" are one group (the same text, the same
+// state and record key), but an aggregate's output says "key":3 for the
+// number and "key":"3" for the string. The zero value is a string, the
+// kind of every key before kinds were kept.
+type keyKind uint8
+
+const (
+	keyString keyKind = iota
+	keyNumber
+	keyBool
+)
+
+// groupKey is KeyString with the key's JSON type.
+func groupKey(v any) (string, keyKind, *RecordError) {
 	switch x := v.(type) {
 	case string:
-		return x, nil
+		return x, keyString, nil
 	case bool:
-		return strconv.FormatBool(x), nil
+		return strconv.FormatBool(x), keyBool, nil
 	case int:
-		return strconv.Itoa(x), nil
+		return strconv.Itoa(x), keyNumber, nil
 	case int64:
-		return strconv.FormatInt(x, 10), nil
+		return strconv.FormatInt(x, 10), keyNumber, nil
 	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano), nil
+		return x.UTC().Format(time.RFC3339Nano), keyString, nil
 	}
 	if n, ok := toNumber(v); ok {
 		if !n.isFloat {
-			return strconv.FormatInt(n.i, 10), nil
+			return strconv.FormatInt(n.i, 10), keyNumber, nil
 		}
-		return string(appendFloat(nil, n.f)), nil
+		return string(appendFloat(nil, n.f)), keyNumber, nil
 	}
-	return "", &RecordError{Code: CodeType, Reason: "key must be a string, number or bool, got " + typeName(v)}
+	return "", keyString, &RecordError{Code: CodeType, Reason: "key must be a string, number or bool, got " + typeName(v)}
+}
+
+// appendKey appends the JSON of a group key of kind k. A key that is not
+// what its kind says (a state restored from a damaged changelog) is written
+// as a string, so the output stays valid JSON.
+func appendKey(dst []byte, key string, k keyKind) []byte {
+	switch {
+	case k == keyNumber && isJSONNumber(key), k == keyBool && (key == "true" || key == "false"):
+		return append(dst, key...)
+	}
+	return appendString(dst, key)
+}
+
+// isJSONNumber reports whether s is a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isJSONNumber(s string) bool {
+	i := 0
+	digits := func() bool {
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case !digits():
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(s)
 }
