@@ -178,8 +178,8 @@ func uintValue(u uint64) any {
 	return float64(u)
 }
 
-// number is a numeric value an accumulator works on: an exact int64, or a
-// float64 once any float is involved.
+// number is a numeric value as an expression gives it: an exact int64, or
+// a float64 (which the numeric aggregates take as a decimal).
 type number struct {
 	isFloat bool
 	i       int64
@@ -224,29 +224,7 @@ func toNumber(v any) (number, bool) {
 	return number{}, false
 }
 
-func (n number) value() any {
-	if n.isFloat {
-		return n.f
-	}
-	return n.i
-}
-
-// cmpNumbers compares a and b exactly, also across int64 and float64 (no
-// rounding of either side): -1, 0 or +1.
-func cmpNumbers(a, b number) int {
-	switch {
-	case !a.isFloat && !b.isFloat:
-		return cmpOrdered(a.i, b.i)
-	case a.isFloat && b.isFloat:
-		return cmpOrdered(a.f, b.f)
-	case !a.isFloat:
-		return cmpIntFloat(a.i, b.f)
-	default:
-		return -cmpIntFloat(b.i, a.f)
-	}
-}
-
-func cmpOrdered[T int64 | float64](a, b T) int {
+func cmpOrdered(a, b int64) int {
 	switch {
 	case a < b:
 		return -1
@@ -254,22 +232,6 @@ func cmpOrdered[T int64 | float64](a, b T) int {
 		return 1
 	}
 	return 0
-}
-
-// cmpIntFloat compares an int64 with a finite float64 without converting
-// the int to float64, which would round above 2^53.
-func cmpIntFloat(i int64, f float64) int {
-	if f >= 0x1p63 {
-		return -1
-	}
-	if f < -0x1p63 {
-		return 1
-	}
-	t := math.Trunc(f) // in [-2^63, 2^63): exact as int64
-	if c := cmpOrdered(i, int64(t)); c != 0 {
-		return c
-	}
-	return cmpOrdered(0, f-t)
 }
 
 // typeName names a value's JSON kind for messages.
