@@ -304,7 +304,9 @@ func (a *SumAcc) Add(v any) (bool, *RecordError) {
 	}
 	d := promote(a.d, a.i).add(n.decimal())
 	if a.d == nil {
-		a.i, a.d = 0, &d
+		// Not &d: d would then live on the heap on every call.
+		a.i, a.d = 0, new(decimal)
+		*a.d = d
 		return true, nil
 	}
 	changed := d != *a.d
@@ -449,10 +451,11 @@ func (a *MinMaxAcc) Add(v any) (bool, *RecordError) {
 	switch {
 	case !n.isFloat:
 		a.d = nil
-	case a.d != nil:
-		a.i, *a.d = 0, d
 	default:
-		a.i, a.d = 0, &d
+		if a.d == nil {
+			a.d = new(decimal) // not &d: see SumAcc.Add
+		}
+		a.i, *a.d = 0, d
 	}
 	return true, nil
 }

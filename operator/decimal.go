@@ -194,6 +194,82 @@ func (d decimal) isZero() bool { return d.big == nil && d.small == 0 }
 // quo returns d / n rounded to 15 significant digits, halves away from
 // zero (n > 0).
 func (d decimal) quo(n uint64) decimal {
+	if q, ok := d.quoSmall(n); ok {
+		return q
+	}
+	return d.quoBig(n)
+}
+
+// quoSmall is quo in 64-bit arithmetic (avg outputs every record, and
+// big.Int allocates), for a small coefficient and a count below 2^59; ok
+// is false where it does not apply.
+func (d decimal) quoSmall(n uint64) (decimal, bool) {
+	switch {
+	case d.big != nil || n >= 1<<59:
+		return decimal{}, false
+	case d.small == 0:
+		return decimal{}, true
+	}
+	a := uint64(d.small)
+	neg := d.small < 0
+	if neg {
+		a = -a
+	}
+	const lo, hi = 1e14, 1e15 // q, the 15 digits, is in [lo, hi)
+	q, r := a/n, a%n
+	p := 0 // |d| / n ≈ q × 10^-(p + scale)
+	var roundUp bool
+	if q >= hi {
+		// Too many digits: drop t of them. The dropped part is
+		// (q mod 10^t + r/n) / 10^t, at least a half when
+		// 2 × ((q mod 10^t) × n + r) >= 10^t × n, in 128 bits.
+		t := 1
+		for q/pow10[t] >= hi {
+			t++
+		}
+		dropped := q % pow10[t]
+		q /= pow10[t]
+		p = -t
+		remHi, remLo := bits.Mul64(dropped, n)
+		var c uint64
+		remLo, c = bits.Add64(remLo, r, 0)
+		remHi += c
+		remHi, remLo = remHi<<1|remLo>>63, remLo<<1
+		denHi, denLo := bits.Mul64(pow10[t], n)
+		roundUp = remHi > denHi || (remHi == denHi && remLo >= denLo)
+	} else {
+		// More digits, by long division: r < n < 2^59, so 10r fits.
+		for q < lo {
+			r *= 10
+			q = q*10 + r/n
+			r %= n
+			p++
+		}
+		roundUp = 2*r >= n
+	}
+	if roundUp {
+		q++
+	}
+	c := int64(q)
+	if neg {
+		c = -c
+	}
+	scale := p + int(d.scale)
+	if scale < 0 {
+		var ok bool
+		if c, ok = scaleSmall(c, uint16(-scale)); !ok {
+			return decimal{}, false
+		}
+		scale = 0
+	}
+	if scale > math.MaxUint16 {
+		return decimal{}, false
+	}
+	return decimal{small: c, scale: uint16(scale)}, true
+}
+
+// quoBig is quo in math/big, for any decimal and count.
+func (d decimal) quoBig(n uint64) decimal {
 	if d.isZero() {
 		return decimal{}
 	}

@@ -311,3 +311,35 @@ func TestStateBlockSize(t *testing.T) {
 		t.Fatalf("state block of count and sum: %d bytes, want at most 96", got)
 	}
 }
+
+// TestQuoSmallMatchesBig holds the 64-bit average to the math/big one.
+func TestQuoSmallMatchesBig(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 200000 {
+		d := decimal{small: rng.Int64() >> rng.IntN(64), scale: uint16(rng.IntN(40))}
+		if i%2 == 0 {
+			d.small = -d.small
+		}
+		n := uint64(1) + rng.Uint64N(1<<uint(1+rng.IntN(58)))
+		got, ok := d.quoSmall(n)
+		if !ok {
+			continue
+		}
+		if want := d.quoBig(n); got.cmp(want) != 0 {
+			t.Fatalf("%+v / %d: %s, want %s", d, n, got.appendJSON(nil), want.appendJSON(nil))
+		}
+	}
+	for _, c := range []struct {
+		d decimal
+		n uint64
+	}{
+		{decimal{small: math.MaxInt64}, 1}, {decimal{small: math.MinInt64}, 1}, {decimal{small: math.MinInt64, scale: 3}, 7},
+		{decimal{small: 1}, 1<<59 - 1}, {decimal{small: 999999999999999}, 1}, {decimal{small: 9999999999999995}, 1},
+		{decimal{small: -9999999999999995, scale: 20}, 1}, {decimal{small: 1000000000000005}, 1}, {decimal{small: 5}, 3},
+	} {
+		got, ok := c.d.quoSmall(c.n)
+		if want := c.d.quoBig(c.n); ok && got.cmp(want) != 0 {
+			t.Fatalf("%+v / %d: %s, want %s", c.d, c.n, got.appendJSON(nil), want.appendJSON(nil))
+		}
+	}
+}
