@@ -23,8 +23,10 @@ COPY config.yaml /etc/pipeline/config.yaml
 # Numeric, so an orchestrator can verify runAsNonRoot.
 USER 10001:10001
 # In a container the admin listener must leave loopback to be reachable;
-# publishing the port is what decides who sees it, and endpoints that
-# change state still need admin.token.
+# publishing the port is what decides who sees it, and the endpoints that
+# act or cost (savepoints, /debug/pprof) need admin.token. Savepoints taken
+# over the API go to /savepoints (admin.savepoint_dir, ./savepoints from
+# the working directory /).
 ENV ADMIN_LISTEN=0.0.0.0:8080
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/pipeline"]

@@ -30,9 +30,10 @@ run_id=$(date +%s)
 export INPUT_TOPIC=sp-in-$run_id OUTPUT_TOPIC=sp-out-$run_id ADMIN_TOKEN=bench LOG_LEVEL=info
 bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$INPUT_TOPIC" -n "$N" -keys "$KEYS" >/dev/null
 
-# The bench job, with a token for the savepoint endpoint.
+# The bench job, with a token for the savepoint endpoint, and $work as the
+# directory the endpoint may write savepoints below.
 cfg=$work/keyed-sum.yaml
-sed 's/^  listen: \(.*\)$/  listen: \1\n  token: ${ADMIN_TOKEN}/' bench/jobs/keyed-sum.yaml >"$cfg"
+sed 's|^  listen: \(.*\)$|  listen: \1\n  token: ${ADMIN_TOKEN}\n  savepoint_dir: '"$work"'|' bench/jobs/keyed-sum.yaml >"$cfg"
 grep -q 'token:' "$cfg"
 
 ms() { date +%s%3N; }

@@ -10,13 +10,17 @@ import (
 
 // RecordVersion is the newest format EncodeRecord writes. A decoder must
 // keep reading every version ever written (testdata/record-v1.golden pins
-// v1, record-v2.golden v2).
-const RecordVersion = 2
+// v1, record-v2.golden v2, record-v3.golden v3).
+const RecordVersion = 3
 
 // recordV1 is the format of a record without Savepoint: EncodeRecord still
 // writes it for such records, so one record keeps exactly one encoding and
 // a job never restored from a savepoint stays readable by older builds.
 const recordV1 = 1
+
+// recordV2 is the format of a record with Savepoint but without Operators:
+// still written for such a record, for the same reason.
+const recordV2 = 2
 
 // Format v1 is binary rather than JSON with a version field. Mainly because
 // it is canonical: one record has exactly one encoding, so the golden file
@@ -43,6 +47,16 @@ const recordV1 = 1
 // Format v2 (a record with Savepoint) is the v1 payload followed by
 //
 //	string  savepoint (not empty)
+//
+// Format v3 (a record with Operators, as every build since writes) is v1
+// with a description after each operator id:
+//
+//	byte    kind: 1 source, 2 aggregate
+//	source:    uvarint n, then n × string topic
+//	aggregate: string key_by; uvarint n (>= 1), then n × (string name,
+//	           string func, string arg)
+//
+// and, after the state summaries, string savepoint (may be empty).
 //
 // where string = uvarint length + bytes. Offsets are grouped by topic so a
 // topic's name is written once, not once per partition. Varints must be
@@ -75,8 +89,11 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	}
 	start := len(dst)
 	version := byte(recordV1)
-	if r.Savepoint != "" {
+	switch {
+	case len(r.Operators) > 0:
 		version = RecordVersion
+	case r.Savepoint != "":
+		version = recordV2
 	}
 	dst = append(dst, version, 0, 0, 0, 0)
 	dst = binary.AppendUvarint(dst, uint64(r.ID))
@@ -86,8 +103,11 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	dst = binary.AppendVarint(dst, r.CreatedUnixMilli)
 	dst = appendString(dst, r.Guarantee)
 	dst = binary.AppendUvarint(dst, uint64(len(r.OperatorIDs)))
-	for _, op := range r.OperatorIDs {
+	for i, op := range r.OperatorIDs {
 		dst = appendString(dst, op)
+		if version >= 3 {
+			dst = appendOperator(dst, &r.Operators[i])
+		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(countTopics(r.Offsets)))
 	for i := 0; i < len(r.Offsets); {
@@ -137,7 +157,28 @@ func DecodeRecord(b []byte) (*Record, error) {
 	return decodePayload(payload, version)
 }
 
-// decodePayload parses a v1 or v2 payload (v2 is v1 plus the savepoint).
+// appendOperator appends the v3 description of one operator.
+func appendOperator(dst []byte, op *OperatorDesc) []byte {
+	dst = append(dst, byte(op.Kind))
+	if op.Kind == KindSource {
+		dst = binary.AppendUvarint(dst, uint64(len(op.Topics)))
+		for _, t := range op.Topics {
+			dst = appendString(dst, t)
+		}
+		return dst
+	}
+	dst = appendString(dst, op.KeyBy)
+	dst = binary.AppendUvarint(dst, uint64(len(op.Values)))
+	for _, v := range op.Values {
+		dst = appendString(dst, v.Name)
+		dst = appendString(dst, v.Func)
+		dst = appendString(dst, v.Arg)
+	}
+	return dst
+}
+
+// decodePayload parses a payload of any version (v2 is v1 plus the
+// savepoint; v3 adds the operators' descriptions).
 func decodePayload(b []byte, version byte) (*Record, error) {
 	d := decoder{b: b, version: version}
 	r := &Record{}
@@ -149,8 +190,14 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 	r.Guarantee = d.string("guarantee", -1)
 	if n := d.count("operator_ids", -1); n > 0 {
 		r.OperatorIDs = make([]string, n)
+		if version >= 3 {
+			r.Operators = make([]OperatorDesc, n)
+		}
 		for i := range n {
 			r.OperatorIDs[i] = d.string("operator_ids", i)
+			if version >= 3 {
+				r.Operators[i] = d.operator(r.OperatorIDs[i], i)
+			}
 		}
 	}
 	for t, topics := 0, d.count("offsets.topics", -1); t < topics && d.err == nil; t++ {
@@ -180,10 +227,14 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 	}
 	if version >= 2 {
 		r.Savepoint = d.string("savepoint", -1)
-		if d.err == nil && r.Savepoint == "" {
+		if d.err == nil && r.Savepoint == "" && version == recordV2 {
 			// v1 is the one encoding of a record without a savepoint.
 			d.fail("savepoint", -1, "empty in a v2 record")
 		}
+	}
+	if d.err == nil && version >= 3 && len(r.Operators) == 0 {
+		// v1 or v2 is the one encoding of a record without operators.
+		d.fail("operator_ids", -1, "none in a v3 record")
 	}
 	if d.err == nil && d.off != len(b) {
 		d.fail("end", -1, fmt.Sprintf("%d trailing bytes", len(b)-d.off))
@@ -214,6 +265,48 @@ func (d *decoder) fail(field string, index int, msg string) {
 		field = fmt.Sprintf("%s[%d]", field, index)
 	}
 	d.err = fmt.Errorf("%w: v%d payload byte %d: %s: %s", ErrCorruptRecord, d.version, headerLen+d.off, field, msg)
+}
+
+// operator reads the v3 description of operator id, the index-th.
+func (d *decoder) operator(id string, index int) OperatorDesc {
+	op := OperatorDesc{ID: id, Kind: OperatorKind(d.byte("operators.kind", index))}
+	switch op.Kind {
+	case KindSource:
+		if n := d.count("operators.topics", index); n > 0 {
+			op.Topics = make([]string, n)
+			for j := range n {
+				op.Topics[j] = d.string("operators.topic", index)
+			}
+		}
+	case KindAggregate:
+		op.KeyBy = d.string("operators.key_by", index)
+		if n := d.count("operators.values", index); n > 0 {
+			op.Values = make([]AggregateValue, n)
+			for j := range n {
+				op.Values[j] = AggregateValue{
+					Name: d.string("operators.value.name", index),
+					Func: d.string("operators.value.func", index),
+					Arg:  d.string("operators.value.arg", index),
+				}
+			}
+		}
+	default:
+		d.fail("operators.kind", index, fmt.Sprintf("unknown kind %d", op.Kind))
+	}
+	return op
+}
+
+func (d *decoder) byte(field string, index int) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail(field, index, "truncated")
+		return 0
+	}
+	b := d.b[d.off]
+	d.off++
+	return b
 }
 
 func (d *decoder) uvarint(field string, index int) uint64 {
@@ -309,5 +402,15 @@ func encodedSizeHint(r *Record) int {
 		n += 22 + len(s.Operator)
 	}
 	n += 2 + len(r.Savepoint)
+	for _, op := range r.Operators {
+		n += 3
+		for _, t := range op.Topics {
+			n += 2 + len(t)
+		}
+		n += 2 + len(op.KeyBy)
+		for _, v := range op.Values {
+			n += 6 + len(v.Name) + len(v.Func) + len(v.Arg)
+		}
+	}
 	return n
 }

@@ -44,6 +44,52 @@ type Record struct {
 	// it, restarting with the same command line would rewind the job to
 	// the savepoint and repeat every output since.
 	Savepoint string
+	// Operators describe the operators of OperatorIDs, in the same order:
+	// what each one's state means, so that a restart can refuse a
+	// configuration that would read the state as something else (the rules
+	// of savepoint.CheckRestore, shared by restarts). Empty in records of
+	// builds before format v3: a restart from one cannot check.
+	Operators []OperatorDesc
+}
+
+// OperatorDesc is what one stateful operator's state means.
+type OperatorDesc struct {
+	ID   string
+	Kind OperatorKind
+	// Topics (sources) are the topics it reads, sorted: which source held
+	// which offsets.
+	Topics []string
+	// KeyBy (aggregates) is the text of the key_by expression that made
+	// the group keys; Values are its values in configured order.
+	KeyBy  string
+	Values []AggregateValue
+}
+
+// OperatorKind is what a stateful operator is. The zero value is invalid.
+type OperatorKind byte
+
+const (
+	// KindSource: its state is the next offset of each partition it reads.
+	KindSource OperatorKind = 1 + iota
+	// KindAggregate: its state is one accumulator per value per group key.
+	KindAggregate
+)
+
+func (k OperatorKind) String() string {
+	switch k {
+	case KindSource:
+		return "source"
+	case KindAggregate:
+		return "aggregate"
+	}
+	return fmt.Sprintf("OperatorKind(%d)", byte(k))
+}
+
+// AggregateValue is one named value of an aggregate, e.g. sum: sum(n).
+type AggregateValue struct {
+	Name string
+	Func string
+	Arg  string // empty for count()
 }
 
 // SourceOffset is the next offset to read from one partition.
@@ -117,6 +163,7 @@ func (r *Record) Validate() error {
 			errs = append(errs, fmt.Errorf("offsets[%d] %s/%d: not after %s/%d (sorted by topic, partition; no duplicates)", i, o.Topic, o.Partition, p.Topic, p.Partition))
 		}
 	}
+	errs = append(errs, r.validateOperators()...)
 	for i, s := range r.State {
 		if s.Operator == "" {
 			errs = append(errs, fmt.Errorf("state[%d]: empty operator", i))
@@ -126,4 +173,48 @@ func (r *Record) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateOperators checks Operators against OperatorIDs: absent, or one
+// description per id, in order.
+func (r *Record) validateOperators() []error {
+	if len(r.Operators) == 0 {
+		return nil
+	}
+	if len(r.Operators) != len(r.OperatorIDs) {
+		return []error{fmt.Errorf("operators: %d descriptions for %d operator ids", len(r.Operators), len(r.OperatorIDs))}
+	}
+	var errs []error
+	for i, op := range r.Operators {
+		at := fmt.Sprintf("operators[%d] %q", i, op.ID)
+		if op.ID != r.OperatorIDs[i] {
+			errs = append(errs, fmt.Errorf("%s: operator_ids[%d] is %q (one description per id, in order)", at, i, r.OperatorIDs[i]))
+		}
+		switch op.Kind {
+		case KindSource:
+			if op.KeyBy != "" || len(op.Values) > 0 {
+				errs = append(errs, fmt.Errorf("%s: a source has topics only", at))
+			}
+			for j, t := range op.Topics {
+				if t == "" || (j > 0 && op.Topics[j-1] >= t) {
+					errs = append(errs, fmt.Errorf("%s: topics[%d] %q: empty, or not after %q (sorted, no duplicates)", at, j, t, op.Topics[max(j-1, 0)]))
+				}
+			}
+		case KindAggregate:
+			if len(op.Topics) > 0 {
+				errs = append(errs, fmt.Errorf("%s: an aggregate has no topics", at))
+			}
+			if len(op.Values) == 0 {
+				errs = append(errs, fmt.Errorf("%s: an aggregate has at least one value", at))
+			}
+			for j, v := range op.Values {
+				if v.Name == "" || v.Func == "" {
+					errs = append(errs, fmt.Errorf("%s: values[%d]: name and func are required", at, j))
+				}
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: unknown kind %d", at, op.Kind))
+		}
+	}
+	return errs
 }

@@ -23,7 +23,22 @@ var writeGolden = flag.Bool("write-golden", false, "write testdata/record-v*.gol
 const (
 	goldenV1 = "testdata/record-v1.golden"
 	goldenV2 = "testdata/record-v2.golden"
+	goldenV3 = "testdata/record-v3.golden"
 )
+
+// goldenRecordV3 is the record pinned in testdata/record-v3.golden: the
+// v1 record with its operators described (a source reading two topics,
+// an aggregate). Never change it.
+func goldenRecordV3() *Record {
+	r := goldenRecord()
+	r.Operators = []OperatorDesc{
+		{ID: "aggregate-2", Kind: KindAggregate, KeyBy: `n % 2 == 0 ? "even" : "odd"`, Values: []AggregateValue{
+			{Name: "count", Func: "count"}, {Name: "sum", Func: "sum", Arg: "n"},
+		}},
+		{ID: "source-0", Kind: KindSource, Topics: []string{"events", "more-events"}},
+	}
+	return r
+}
 
 // goldenRecordV2 is the record pinned in testdata/record-v2.golden: the
 // v1 record, restored from a savepoint. Never change it.
@@ -82,8 +97,11 @@ func writeHexFile(t *testing.T, path string, b []byte) {
 	t.Helper()
 	var out strings.Builder
 	fn := "goldenRecord()"
-	if b[0] == 2 {
+	switch b[0] {
+	case 2:
 		fn = "goldenRecordV2()"
+	case 3:
+		fn = "goldenRecordV3()"
 	}
 	fmt.Fprintf(&out, "# checkpoint record, format v%d: %s in record_test.go. Never edit.\n", b[0], fn)
 	for len(b) > 0 {
@@ -100,7 +118,8 @@ func writeHexFile(t *testing.T, path string, b []byte) {
 }
 
 // Every format version stays readable, and a record is still written in
-// the version its fields call for: v1 without a savepoint, v2 with one.
+// the version its fields call for: v1 without a savepoint, v2 with one, v3
+// with operator descriptions.
 func TestRecordGolden(t *testing.T) {
 	for _, tt := range []struct {
 		version byte
@@ -109,6 +128,7 @@ func TestRecordGolden(t *testing.T) {
 	}{
 		{1, goldenV1, goldenRecord},
 		{2, goldenV2, goldenRecordV2},
+		{3, goldenV3, goldenRecordV3},
 	} {
 		t.Run(fmt.Sprintf("v%d", tt.version), func(t *testing.T) {
 			if _, err := os.Stat(tt.path); errors.Is(err, os.ErrNotExist) && *writeGolden {
@@ -190,8 +210,12 @@ func TestDecodeRecordRejects(t *testing.T) {
 		msg  string
 	}{
 		{"empty", nil, ErrCorruptRecord, "empty value"},
-		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 2"},
-		{"a newer version", append([]byte{3}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 3"},
+		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 3"},
+		{"a newer version", append([]byte{4}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 4"},
+		{"v3 without operators", sealVersion(3, payload(append(append([]any{}, head...), 0, 0, 0, "")...)), ErrCorruptRecord, "operator_ids: none in a v3 record"},
+		{"v3 operator of unknown kind", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{9}, 0, 0, "")...)), ErrCorruptRecord, "operators.kind[0]: unknown kind 9"},
+		{"v3 aggregate without values", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 0, 0, 0, "")...)), ErrCorruptRecord, "an aggregate has at least one value"},
+		{"v3 source topics unsorted", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{1}, 2, "y", "x", 0, 0, "")...)), ErrCorruptRecord, `topics[1] "x"`},
 		{"v2 without its savepoint", sealVersion(2, payload(append(append([]any{}, head...), 0, 0, 0)...)), ErrCorruptRecord, "v2 payload byte 31: savepoint: truncated"},
 		{"v2 with an empty savepoint", sealVersion(2, payload(append(append([]any{}, head...), 0, 0, 0, "")...)), ErrCorruptRecord, "savepoint: empty in a v2 record"},
 		{"header cut short", []byte{1, 0, 0}, ErrCorruptRecord, "shorter than the 5-byte header"},
@@ -326,6 +350,22 @@ func randomRecord(rng *rand.Rand) *Record {
 		r.Savepoint = fmt.Sprintf("sha256:%x", rng.Uint64())
 	}
 	r.Normalize()
+	if rng.IntN(3) > 0 {
+		for _, id := range r.OperatorIDs {
+			op := OperatorDesc{ID: id, Kind: KindSource}
+			if rng.IntN(2) == 0 {
+				op.Kind, op.KeyBy = KindAggregate, str(30)
+				for range 1 + rng.IntN(4) {
+					op.Values = append(op.Values, AggregateValue{Name: str(8), Func: str(5), Arg: str(10)[1:]})
+				}
+			} else {
+				for i := range rng.IntN(3) {
+					op.Topics = append(op.Topics, fmt.Sprintf("topic-%d", i))
+				}
+			}
+			r.Operators = append(r.Operators, op)
+		}
+	}
 	return r
 }
 
@@ -368,6 +408,12 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(v2)
+	v3, err := EncodeRecord(goldenRecordV3())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v3)
+	f.Add(v3[headerLen:])
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0, 0, 0, 0})
@@ -382,8 +428,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As is: mostly stopped by the version byte or the CRC.
-		// Sealed: the payload parser sees the bytes.
-		for _, in := range [][]byte{data, seal(data)} {
+		// Sealed: the payload parser of each version sees the bytes.
+		for _, in := range [][]byte{data, seal(data), sealVersion(recordV2, data), sealVersion(RecordVersion, data)} {
 			r, err := DecodeRecord(in)
 			if err != nil {
 				if r != nil {

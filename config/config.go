@@ -259,6 +259,12 @@ type Sink struct {
 	// DeadLetterTopic receives records that could not be decoded or
 	// evaluated, with the reason in headers. Default "<name>-dead-letter".
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// Partitions of Topic when the job creates it (an existing topic is
+	// left as it is). Default -1, the brokers' num.partitions.
+	Partitions int `yaml:"partitions"`
+	// ReplicationFactor of Topic and of DeadLetterTopic when the job
+	// creates them. Default -1, the brokers' default.replication.factor.
+	ReplicationFactor int `yaml:"replication_factor"`
 }
 
 // Admin is the HTTP listener for /metrics, health and the admin API.
@@ -266,9 +272,15 @@ type Admin struct {
 	// Listen address, host:port. Default "127.0.0.1:8080". The value
 	// "off" disables the listener: after loading, Listen is then empty.
 	Listen string `yaml:"listen"`
-	// Token is the bearer token required by endpoints that change state.
-	// Default: none, and those endpoints are refused.
+	// Token is the bearer token required by endpoints that change state
+	// or cost (savepoints, profiles). Default: none, and those endpoints
+	// are refused.
 	Token string `yaml:"token"`
+	// SavepointDir is the directory that savepoints taken over the admin
+	// API go under: a request names a directory below it, and nothing
+	// outside it is written. Relative to the working directory. Default
+	// "./savepoints". (Flink: state.savepoints.dir.)
+	SavepointDir string `yaml:"savepoint_dir"`
 }
 
 // Logging configures log/slog output.

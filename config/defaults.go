@@ -12,7 +12,9 @@ const (
 	DefaultCheckpointTimeout  = 30 * time.Second
 	DefaultKeyGroups          = 128
 	DefaultReplicationFactor  = -1
+	DefaultPartitions         = -1 // the brokers' num.partitions
 	DefaultAdminListen        = "127.0.0.1:8080"
+	DefaultSavepointDir       = "./savepoints"
 	// AdminOff is the admin.listen value that disables the listener;
 	// after loading, Admin.Listen is then empty.
 	AdminOff = "off"
@@ -76,6 +78,15 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if s.DeadLetterTopic == "" {
 			s.DeadLetterTopic = c.Name + "-dead-letter"
 		}
+		if !set(fmt.Sprintf("sinks[%d].partitions", i)) {
+			s.Partitions = DefaultPartitions
+		}
+		if !set(fmt.Sprintf("sinks[%d].replication_factor", i)) {
+			s.ReplicationFactor = DefaultReplicationFactor
+		}
+	}
+	if c.Admin.SavepointDir == "" {
+		c.Admin.SavepointDir = DefaultSavepointDir
 	}
 	switch c.Admin.Listen {
 	case "":

@@ -15,5 +15,6 @@
 // A Config returned without error is complete: every default is filled in.
 // It remembers where each field was written (Config.Position), so that
 // problems found later, such as an expression that does not compile, are
-// reported the same way (Config.Errorf).
+// reported the same way (Config.Errorf). A check given to Load or Parse
+// (WithCheck) finds those with every other problem of the file.
 package config

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -92,6 +93,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "a bad reference hides only what is on its line",
+			yaml: "name: ${JOB\nworkers: many\n" + strings.Replace(minimal[len("name: job\n"):], "topic: out", "topic: ${OUT:-out", 1) +
+				"steps:\n  - aggregate: {values: {n: count()}}\n",
+			want: []string{
+				"c.yaml:1:7: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				`c.yaml:2:10: workers: want a whole number, got the string "many"`,
+				"c.yaml:8:12: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				`c.yaml:10:5: steps[0].aggregate: needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`,
+			},
+		},
+		{
 			name: "nested reference in a default",
 			yaml: "name: ${JOB:-${OTHER}}\n",
 			want: []string{"c.yaml:1:7: bad variable reference ${JOB:-${OTHER}: a default cannot contain ${"},
@@ -131,7 +143,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown field far from all lists them",
 			yaml: minimal + "admin:\n  colour: blue\n",
-			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token"},
+			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token, savepoint_dir"},
 		},
 		{
 			name: "duplicate key",
@@ -276,6 +288,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "on_checkpoint under at_most_once would never emit",
+			yaml: minimal + "steps:\n  - key_by: user\n  - aggregate:\n      emit: on_checkpoint\n      values: {n: count()}\nguarantee: at_most_once\n",
+			want: []string{"c.yaml:11:13: steps[1].aggregate.emit: on_checkpoint emits when a checkpoint completes, and guarantee: at_most_once takes no checkpoints, so nothing would ever be written: use emit: every_record (or guarantee: at_least_once or exactly_once)"},
+		},
+		{
+			name: "on_checkpoint from the environment under at_most_once",
+			yaml: "guarantee: ${G}\n" + minimal + "steps:\n  - key_by: user\n  - aggregate: {emit: '${EMIT}', values: {n: count()}}\n",
+			env:  map[string]string{"G": "at_most_once", "EMIT": "on_checkpoint"},
+			want: []string{"c.yaml:11:23: steps[1].aggregate.emit: on_checkpoint emits when a checkpoint completes, and guarantee: at_most_once takes no checkpoints, so nothing would ever be written: use emit: every_record (or guarantee: at_least_once or exactly_once)"},
+		},
+		{
 			name: "aggregate without values",
 			yaml: minimal + "steps:\n  - key_by: user\n  - aggregate:\n",
 			want: []string{"c.yaml:10:5: steps[1].aggregate.values: at least one value is required, e.g. count: count()"},
@@ -388,6 +411,14 @@ func TestParseErrors(t *testing.T) {
 				"c.yaml:10:12: checkpoint.timeout: must be more than 0",
 				"c.yaml:11:15: checkpoint.key_groups: 0 is out of range: want 1 to 32768",
 				"c.yaml:12:23: checkpoint.replication_factor: 0 is not a replication factor: want -1 (the brokers' default) or at least 1",
+			},
+		},
+		{
+			name: "sink partitions and replication",
+			yaml: minimal + "    partitions: 0\n    replication_factor: -2\n",
+			want: []string{
+				"c.yaml:8:17: sinks[0].partitions: 0 is not a partition count: want at least 1, or -1 (the brokers' default)",
+				"c.yaml:9:25: sinks[0].replication_factor: -2 is not a replication factor: want at least 1, or -1 (the brokers' default)",
 			},
 		},
 		{
@@ -522,5 +553,75 @@ func TestAliasBudget(t *testing.T) {
 	const want = "c.yaml:4:5507: the document expands (through aliases) to more than 100000 nodes; write it out without aliases"
 	if err.Error() != want {
 		t.Errorf("problems (%d):\n%.500s\nwant:\n%s", len(problems), err, want)
+	}
+}
+
+// incomplete stands in for the operator package's expression check: an
+// expression ending in "+" does not compile, and a step of no kind is one
+// the check reports too (as the operator package does).
+func incomplete(c *Config) Errors {
+	var es Errors
+	for i, s := range c.Steps {
+		path := fmt.Sprintf("steps[%d]", i)
+		switch {
+		case s.Kind() == "":
+			es = append(es, c.Errorf(path, "step has no kind"))
+		case strings.HasSuffix(s.Filter, "+"):
+			es = append(es, c.Errorf(path+".filter", "incomplete"))
+		}
+	}
+	for i, s := range c.Sinks {
+		if strings.HasSuffix(s.Key, "+") {
+			es = append(es, c.Errorf(fmt.Sprintf("sinks[%d].key", i), "incomplete"))
+		}
+	}
+	return es
+}
+
+// TestParseWithCheck: what a check finds is reported with every other
+// problem of the file, except its consequences of those.
+func TestParseWithCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "alone",
+			yaml: minimal + "    key: n +\n",
+			want: []string{"c.yaml:8:10: sinks[0].key: incomplete"},
+		},
+		{
+			name: "with schema, validation and interpolation problems",
+			yaml: "name: ${JOB\n" + minimal[len("name: job\n"):] + "    key: n +\n    formatt: json\nworkers: -1\nsteps:\n  - filter: x +\n",
+			want: []string{
+				"c.yaml:1:7: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				"c.yaml:8:10: sinks[0].key: incomplete",
+				"c.yaml:9:5: sinks[0].formatt: unknown field; did you mean format?",
+				"c.yaml:10:10: workers: -1 is negative: want 0 (one per CPU) or more",
+				"c.yaml:12:13: steps[0].filter: incomplete",
+			},
+		},
+		{
+			name: "not the consequences of other problems",
+			yaml: minimal + "    key: ${K +\nsteps:\n  - filter: [x +]\n  - id: nothing\n  - filter: ''\n",
+			want: []string{
+				"c.yaml:8:10: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				"c.yaml:10:13: steps[0].filter: want a string, got a list",
+				"c.yaml:11:5: steps[1]: a step needs one of filter, map, key_by or aggregate",
+				"c.yaml:12:13: steps[2].filter: an expression is required",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tt.yaml), nil, WithCheck(incomplete))
+			if c != nil || err == nil {
+				t.Fatalf("Parse = %v, %v; want only problems", c, err)
+			}
+			if got := err.Error(); got != strings.Join(tt.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
+			}
+		})
 	}
 }

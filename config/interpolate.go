@@ -49,14 +49,18 @@ func (m colMap) orig(line, col int) int {
 
 // interpolate expands data, reporting every bad reference, bad value,
 // invalid UTF-8 sequence and character YAML forbids, at its line and
-// column. The problems carry no file name; the caller adds it.
-func interpolate(data []byte, lookupEnv func(string) (string, bool)) ([]byte, colMap, Errors) {
+// column. The problems carry no file name; the caller adds it. A bad
+// reference is kept as written, and only its line is affected; the last
+// result, readable, is false when a character is bad: the file is then not
+// text YAML can read at all.
+func interpolate(data []byte, lookupEnv func(string) (string, bool)) ([]byte, colMap, Errors, bool) {
 	var (
 		out       bytes.Buffer
 		cols      = colMap{}
 		errs      Errors
 		line, col = 1, 1 // position in data
 		newCol    = 1    // column in out on the same line
+		readable  = true
 	)
 	fail := func(line, col int, format string, args ...any) {
 		errs = append(errs, &Error{Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
@@ -65,6 +69,7 @@ func interpolate(data []byte, lookupEnv func(string) (string, bool)) ([]byte, co
 	// UTF-16 file would otherwise give one problem per byte.
 	badCharLine := 0
 	badChar := func(line, col int, format string, args ...any) {
+		readable = false
 		if line != badCharLine {
 			badCharLine = line
 			fail(line, col, format, args...)
@@ -114,7 +119,7 @@ func interpolate(data []byte, lookupEnv func(string) (string, bool)) ([]byte, co
 		out.Write(data[i : i+size])
 		i, col, newCol = i+size, col+1, newCol+1
 	}
-	return out.Bytes(), cols, errs
+	return out.Bytes(), cols, errs, readable
 }
 
 // reference reads the ${...} at the start of text. raw is the text it

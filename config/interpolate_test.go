@@ -35,7 +35,7 @@ func TestInterpolate(t *testing.T) {
 		{"x: 1\r\ny: ${SET}\r\n", "x: 1\r\ny: value\r\n"},
 	}
 	for _, tt := range tests {
-		got, _, errs := interpolate([]byte(tt.in), vars)
+		got, _, errs, _ := interpolate([]byte(tt.in), vars)
 		if len(errs) > 0 || string(got) != tt.want {
 			t.Errorf("interpolate(%q) = %q, %v; want %q", tt.in, got, errs, tt.want)
 		}
@@ -66,7 +66,7 @@ func TestInterpolateErrors(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		_, _, errs := interpolate([]byte(tt.in), vars)
+		_, _, errs, _ := interpolate([]byte(tt.in), vars)
 		var got []string
 		for _, e := range errs {
 			got = append(got, e.Error())
@@ -82,7 +82,7 @@ func TestInterpolateErrors(t *testing.T) {
 func TestInterpolateColumns(t *testing.T) {
 	in := "k: ${A} x ${LONGER_NAME:-d} $$ y\nz: ${A}"
 	//     1234567890123456789012345678901234
-	out, cols, errs := interpolate([]byte(in), env(map[string]string{"A": "abcdefgh"}))
+	out, cols, errs, _ := interpolate([]byte(in), env(map[string]string{"A": "abcdefgh"}))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

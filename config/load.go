@@ -18,7 +18,7 @@ import (
 // Load reads the job file at path and parses it with the process
 // environment (see Parse). A file that cannot be read is an error naming
 // the path; problems in its content are Errors.
-func Load(path string) (*Config, error) {
+func Load(path string, opts ...Option) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -27,15 +27,38 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	return Parse(path, data, os.LookupEnv)
+	return Parse(path, data, os.LookupEnv, opts...)
+}
+
+// An Option adds to what Load and Parse check.
+type Option func(*options)
+
+type options struct {
+	check func(*Config) Errors
+}
+
+// WithCheck has check judge what this package cannot, the expressions
+// (compiled by the operator package): it is given the decoded Config,
+// defaults applied, even when the file has other problems, and returns the
+// problems it finds, made with Config.Errorf. They are reported with all
+// the others, so a user sees every problem of the file at once; a problem
+// at a field already reported, or inside a value of the wrong shape, is a
+// consequence and left out.
+func WithCheck(check func(*Config) Errors) Option {
+	return func(o *options) { o.check = check }
 }
 
 // Parse turns the content of a job file into a complete, validated Config:
 // it interpolates ${VAR} references with lookupEnv (nil: no variable is
 // set), parses the YAML, decodes it strictly, applies defaults and
-// validates the job. filename only labels positions. On any problem it
-// returns nil and Errors holding every problem found, sorted by position.
-func Parse(filename string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+// validates the job, then runs the checks opts add (WithCheck). filename
+// only labels positions. On any problem it returns nil and Errors holding
+// every problem found, sorted by position.
+func Parse(filename string, data []byte, lookupEnv func(string) (string, bool), opts ...Option) (*Config, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
@@ -43,27 +66,70 @@ func Parse(filename string, data []byte, lookupEnv func(string) (string, bool)) 
 	// the columns of line 1 the ones an editor shows.
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 
-	text, cols, errs := interpolate(data, lookupEnv)
-	if len(errs) > 0 {
-		// The text is not what the user meant; parsing it would only
-		// report consequences.
+	text, cols, errs, readable := interpolate(data, lookupEnv)
+	if !readable {
+		// Not UTF-8 YAML text: parsing it would only report consequences.
 		return nil, finish(filename, errs)
 	}
+	// A bad reference stays as written: everything on its line is a
+	// consequence of it, everything elsewhere is worth reporting with it.
+	refLines := map[int]bool{}
+	for _, e := range errs {
+		refLines[e.Line] = true
+	}
+	c, later := parseText(filename, text, cols, o)
+	for _, e := range later {
+		if !refLines[e.Line] {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, finish(filename, errs)
+	}
+	return c, nil
+}
+
+// parseText parses, decodes, defaults and validates interpolated text. It
+// returns the Config even when there are problems, for Parse to drop.
+func parseText(filename string, text []byte, cols colMap, o options) (*Config, Errors) {
 	root, perr := parseYAML(text)
 	if perr != nil {
-		return nil, finish(filename, Errors{perr})
+		return nil, Errors{perr}
 	}
-
 	d := newDecoder(filename, cols)
 	c := &Config{}
 	d.document(root, c)
 	applyDefaults(c, func(path string) bool { return d.set[path] })
-	errs = append(d.errs, validate(c, d)...)
-	if len(errs) > 0 {
-		return nil, finish(filename, errs)
-	}
+	errs := append(d.errs, validate(c, d)...)
 	c.file, c.where = filename, d.at
-	return c, nil
+	if o.check != nil {
+		for _, e := range o.check(c) {
+			if !consequence(e, errs, d.bad) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return c, errs
+}
+
+// consequence reports whether a problem the check found follows from one
+// found already: at the same field, at a field containing one reported
+// (a step with "no kind" whose filter had the wrong shape), or inside a
+// value of the wrong shape (not decoded, so the check saw a zero value).
+func consequence(e *Error, found Errors, bad map[string]bool) bool {
+	for _, f := range found {
+		if isWithin(f.Path, e.Path) {
+			return true
+		}
+	}
+	for p := e.Path; ; p = parent(p) {
+		if bad[p] {
+			return true
+		}
+		if p == "" {
+			return false
+		}
+	}
 }
 
 // finish labels every problem with the file name and sorts them.

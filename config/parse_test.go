@@ -69,9 +69,12 @@ sinks:
     key: user
     format: json
     dead_letter_topic: orders-dlq
+    partitions: 6
+    replication_factor: 3
 admin:
   listen: 0.0.0.0:9000
   token: t0ken
+  savepoint_dir: /var/lib/pipeline/savepoints
 logging:
   level: debug
   format: json
@@ -138,8 +141,8 @@ func TestParseFull(t *testing.T) {
 				},
 			}},
 		},
-		Sinks:   []Sink{{Topic: "totals-by-user", Key: "user", Format: FormatJSON, DeadLetterTopic: "orders-dlq"}},
-		Admin:   Admin{Listen: "0.0.0.0:9000", Token: "t0ken"},
+		Sinks:   []Sink{{Topic: "totals-by-user", Key: "user", Format: FormatJSON, DeadLetterTopic: "orders-dlq", Partitions: 6, ReplicationFactor: 3}},
+		Admin:   Admin{Listen: "0.0.0.0:9000", Token: "t0ken", SavepointDir: "/var/lib/pipeline/savepoints"},
 		Logging: Logging{Level: "debug", Format: "json"},
 	}
 	if got := public(c); !reflect.DeepEqual(got, want) {
@@ -177,8 +180,8 @@ func TestParseDefaults(t *testing.T) {
 			{ID: "key_by-0", KeyBy: "user"},
 			{ID: "aggregate-1", Aggregate: &Aggregate{Emit: EmitEveryRecord, Values: []AggregateValue{{"n", AggCount, ""}}}},
 		},
-		Sinks:   []Sink{{Topic: "out", Format: FormatJSON, DeadLetterTopic: "job-dead-letter"}},
-		Admin:   Admin{Listen: "127.0.0.1:8080"},
+		Sinks:   []Sink{{Topic: "out", Format: FormatJSON, DeadLetterTopic: "job-dead-letter", Partitions: -1, ReplicationFactor: -1}},
+		Admin:   Admin{Listen: "127.0.0.1:8080", SavepointDir: "./savepoints"},
 		Logging: Logging{Level: "info", Format: "text"},
 	}
 	if got := public(c); !reflect.DeepEqual(got, want) {

@@ -271,6 +271,11 @@ func (v *validator) aggregate(path string, a *Aggregate) {
 		a = &Aggregate{Emit: EmitEveryRecord}
 	}
 	v.enum(path+".emit", "emit mode", string(a.Emit), string(EmitEveryRecord), string(EmitOnCheckpoint))
+	if a.Emit == EmitOnCheckpoint && v.c.Guarantee == AtMostOnce {
+		// The job would consume everything and write nothing, silently.
+		v.fail(path+".emit", "on_checkpoint emits when a checkpoint completes, and guarantee: %s takes no checkpoints, so nothing would ever be written: use emit: %s (or guarantee: %s or %s)",
+			AtMostOnce, EmitEveryRecord, AtLeastOnce, ExactlyOnce)
+	}
 	if len(a.Values) == 0 {
 		v.fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
@@ -305,6 +310,12 @@ func (v *validator) sinks() {
 			v.fail(path+".topic", "%q is also read by sources[%d] (id %q): a job must not write to a topic it reads", s.Topic, src, c.Sources[src].ID)
 		}
 		v.enum(path+".format", "format", string(s.Format), string(FormatJSON), string(FormatRaw))
+		if s.Partitions != -1 && s.Partitions < 1 {
+			v.fail(path+".partitions", "%d is not a partition count: want at least 1, or -1 (the brokers' default)", s.Partitions)
+		}
+		if s.ReplicationFactor != -1 && s.ReplicationFactor < 1 {
+			v.fail(path+".replication_factor", "%d is not a replication factor: want at least 1, or -1 (the brokers' default)", s.ReplicationFactor)
+		}
 
 		dlq, dpath := s.DeadLetterTopic, path+".dead_letter_topic"
 		if v.written(dpath) && !v.topic(dpath, dlq) {

@@ -18,9 +18,10 @@
 //   - Other labels are low-cardinality: topic, partition (consumer lag
 //     only), operator, and fixed vocabularies for reason and code. Never put
 //     an error message, a key or an offset in a label.
-//   - Series an alert needs before their first event (failed checkpoints by
-//     reason, dead letters by code) exist at 0 from the start: increase()
-//     cannot see the first event of a series that appears with it.
+//   - Series an alert or a panel needs before their first event (failed
+//     checkpoints and restarts by reason, dead letters by code) exist at 0
+//     from the start: increase() cannot see the first event of a series
+//     that appears with it.
 //   - Ages are not exported as values that only change when something
 //     happens: the last checkpoint's completion is a timestamp (its age is
 //     time() - pipeline_checkpoint_last_completed_timestamp_seconds in

@@ -57,9 +57,13 @@ func (m *Metrics) EndToEnd(recordTime, visible time.Time) {
 	m.endToEnd.Observe(max(visible.Sub(recordTime), 0).Seconds())
 }
 
+// DeadLetterTruncated counts one dead letter cut to fit its topic's
+// max.message.bytes (the original sizes are in its headers).
+func (m *Metrics) DeadLetterTruncated() { m.deadLettersTruncated.Inc() }
+
 // DeadLettered counts one record sent to the dead-letter topic. code is the
 // stable failure class of operator.Code (decode, missing_field, eval, type,
-// overflow), never the message.
+// overflow, and the sink's too_large), never the message.
 func (m *Metrics) DeadLettered(code string) {
 	m.deadLetters.WithLabelValues(code).Inc()
 }

@@ -29,6 +29,7 @@ type Metrics struct {
 	lag                                      *prometheus.GaugeVec
 	endToEnd                                 prometheus.Histogram
 	deadLetters                              *prometheus.CounterVec
+	deadLettersTruncated                     prometheus.Counter
 
 	checkpointDuration, checkpointAlignment, checkpointSize  prometheus.Histogram
 	lastCheckpointID, lastCheckpointTime, checkpointInterval prometheus.Gauge
@@ -53,14 +54,24 @@ type Metrics struct {
 
 // checkpointFailReasons and deadLetterCodes are the label values that
 // exist at 0 from the start, so an alert on increase() sees the first
-// event. They mirror checkpoint.AbortReason and operator.Codes() (a test
-// keeps them in step) without making this package depend on either.
+// event. They mirror checkpoint.AbortReason and operator.Codes(), plus
+// the sink's too_large (a test keeps them in step), without making this
+// package depend on either.
 func checkpointFailReasons() []string {
 	return []string{"timeout", "declined", "commit_failed", "job_failed"}
 }
 
+// restartReasons are the reasons runtime counts restarts under: the
+// abort reason of the checkpoint that failed, "transaction_timeout" for a
+// transaction the coordinator aborted for its age, or "error" for any
+// other failure. (Fault-injection tests add "injected"; it has no series
+// until then.)
+func restartReasons() []string {
+	return append(checkpointFailReasons(), "transaction_timeout", "error")
+}
+
 func deadLetterCodes() []string {
-	return []string{"decode", "missing_field", "eval", "type", "overflow"}
+	return []string{"decode", "missing_field", "eval", "type", "overflow", "too_large"}
 }
 
 // New registers the metrics of the job named job on reg and returns them.
@@ -101,7 +112,8 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.lag = f.gaugeVec("consumer_lag_records", "Records of each input partition not yet processed: its high watermark minus the next offset to process.", "topic", "partition")
 	m.endToEnd = f.histogram("end_to_end_latency_seconds", "From an input record's timestamp to the commit that made its result visible.",
 		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})
-	m.deadLetters = f.counterVec("dead_letter_records_total", "Records that could not be decoded or evaluated and went to the dead-letter topic, by failure code.", "code")
+	m.deadLetters = f.counterVec("dead_letter_records_total", "Records that could not be decoded or evaluated (or whose output was too large for its topic) and went to the dead-letter topic, by failure code.", "code")
+	m.deadLettersTruncated = f.counter("dead_letter_truncated_total", "Dead letters cut to fit their topic's max.message.bytes; the original sizes are in their headers.")
 
 	// Checkpoints take a commit round trip at best (about 10 ms) and at
 	// most checkpoint.timeout (30 s by default); alignment can be shorter.
@@ -130,6 +142,9 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	f.gaugeFunc("transaction_age_seconds", "Age of the open transaction, 0 when none is open.", m.transactionAge)
 
 	m.restarts = f.counterVec("restarts_total", "Restarts of the job from its last completed checkpoint, by reason.", "reason")
+	for _, r := range restartReasons() {
+		m.restarts.WithLabelValues(r)
+	}
 	m.stateKeys = f.gaugeVec("state_keys", "Keys held in keyed state, per operator.", "operator")
 	m.stateBytes = f.gaugeVec("state_bytes", "Bytes of keys and values held in keyed state, per operator.", "operator")
 	m.restoreDuration = f.gauge("state_restore_duration_seconds", "How long the last restore (reading the checkpoint and rebuilding state) took.")

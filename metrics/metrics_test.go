@@ -33,6 +33,7 @@ var wantFamilies = []string{
 	"pipeline_checkpoints_failed_total",
 	"pipeline_consumer_lag_records",
 	"pipeline_dead_letter_records_total",
+	"pipeline_dead_letter_truncated_total",
 	"pipeline_end_to_end_latency_seconds",
 	"pipeline_info",
 	"pipeline_records_in_total",
@@ -124,9 +125,9 @@ func TestLabels(t *testing.T) {
 }
 
 // increase() cannot see the first failure of a series that appears with
-// it, so every reason the checkpoint coordinator reports, and every code
-// the operators dead-letter with, is exported at 0 before anything
-// happens.
+// it, so every reason the checkpoint coordinator reports, every reason a
+// restart is counted under, and every code the operators dead-letter with,
+// is exported at 0 before anything happens.
 func TestLabelValuesExistAtZero(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry(), "j")
 	text := metricstest.Scrape(t, m.Handler())
@@ -135,6 +136,18 @@ func TestLabelValuesExistAtZero(t *testing.T) {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("missing before any failure: %s", want)
 		}
+	}
+	// A restart's reason is its checkpoint's abort reason, or "error" for
+	// any other failure (runtime's restartReason): the dashboard's restarts
+	// panel shows the first restart only if its series was there before.
+	for r := checkpoint.AbortReason(1); !strings.HasPrefix(r.String(), "AbortReason("); r++ {
+		want := fmt.Sprintf(`pipeline_restarts_total{pipeline="j",reason=%q} 0`, r.String())
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("missing before any restart: %s", want)
+		}
+	}
+	if want := `pipeline_restarts_total{pipeline="j",reason="error"} 0`; !strings.Contains(text, want+"\n") {
+		t.Errorf("missing before any restart: %s", want)
 	}
 	for _, c := range operator.Codes() {
 		want := fmt.Sprintf(`pipeline_dead_letter_records_total{code=%q,pipeline="j"} 0`, c)

@@ -255,9 +255,10 @@ const (
 //	           accumulator encoding (see Accumulator)
 //
 // Names are stored so that a restore into a changed configuration (values
-// renamed, reordered, added) is refused instead of mixing up sums. The
-// state of a string key is written as version 1, byte for byte as before
-// key kinds were kept; a version 1 state restores with a string key.
+// renamed, added) is refused instead of mixing up sums, and reordered
+// values each find their own state. The state of a string key is written
+// as version 1, byte for byte as before key kinds were kept; a version 1
+// state restores with a string key.
 func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
 	if s.keyKind == keyString {
 		b = append(b, s.layout.header...)
@@ -294,7 +295,7 @@ func (s *AggregateState) MarshalBinary() ([]byte, error) { return s.AppendBinary
 
 // UnmarshalBinary replaces the state with a decoded one. s must come from
 // NewState of the Aggregator the state will be used with: the encoding must
-// hold the same names and functions in the same order, else it is an error
+// hold the same names and functions (in any order), else it is an error
 // (a changed configuration cannot take over this state). On error s is
 // unchanged. Corrupt input is an error, never a panic.
 func (s *AggregateState) UnmarshalBinary(b []byte) error {
@@ -321,16 +322,29 @@ func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	if n != uint64(len(s.layout.names)) {
 		return s.mismatch(b)
 	}
+	var seen uint64 // of the values, when reordered (a config has few)
 	for i := range s.layout.funcs {
 		name := r.bytes()
 		enc := r.bytes()
 		if r.err != nil {
 			break
 		}
+		j := i
 		if string(name) != s.layout.names[i] { // compared without allocating
-			return s.mismatch(b)
+			// Values reordered in the config: each accumulator is stored
+			// under its value's name, so it still finds its place.
+			j = slices.Index(s.layout.names, string(name))
+			if j < 0 || j >= 64 {
+				return s.mismatch(b)
+			}
 		}
-		if err := into.accs[i].UnmarshalBinary(enc); err != nil {
+		if j < 64 {
+			if seen&(1<<j) != 0 {
+				return s.mismatch(b)
+			}
+			seen |= 1 << j
+		}
+		if err := into.accs[j].UnmarshalBinary(enc); err != nil {
 			return fmt.Errorf("value %s: %w", name, err)
 		}
 	}

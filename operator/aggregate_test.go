@@ -279,6 +279,25 @@ func TestStateMismatchAndCorruption(t *testing.T) {
 	if _, err := renamed.DecodeState(enc); !errors.Is(err, errStateMismatch) || !strings.Contains(err.Error(), "state has values [count sum], config has [count total]") {
 		t.Fatalf("renamed: %v", err)
 	}
+	// Reordered values each find their own state.
+	reordered := mk(val("sum", config.AggSum, "n"), val("count", config.AggCount, ""))
+	back, err := reordered.DecodeState(enc)
+	if err != nil {
+		t.Fatalf("reordered: %v", err)
+	}
+	if c, _ := back.Value("count"); c != int64(1) {
+		t.Errorf("reordered: count = %v, want 1", c)
+	}
+	if sum, _ := back.Value("sum"); sum != int64(5) {
+		t.Errorf("reordered: sum = %v, want 5", sum)
+	}
+	// An encoding holding "sum" twice (and no "count") is refused.
+	countEntry := 1 + len("count") + 1 + int(enc[2+1+len("count")])
+	sumEntry := enc[2+countEntry:]
+	dup := append(append([]byte{stateVersion, 2}, sumEntry...), sumEntry...)
+	if _, err := orig.DecodeState(dup); !errors.Is(err, errStateMismatch) {
+		t.Errorf("a value twice: %v", err)
+	}
 	refunc := mk(val("count", config.AggCount, ""), val("sum", config.AggAvg, "n"))
 	if _, err := refunc.DecodeState(enc); err == nil || !strings.Contains(err.Error(), "value sum: decode avg state") {
 		t.Fatalf("changed function: %v", err)

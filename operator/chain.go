@@ -91,13 +91,15 @@ func Compile(steps []config.Step) (*Chain, error) {
 			}
 			c.steps = append(c.steps, step{kind: kind, path: path, expr: e})
 		case config.StepKeyBy:
+			// Keyed even when its expression is wrong: an aggregate after
+			// it does not lack a key_by.
+			c.keyed = true
 			e, ce := compileExpr(path, s.KeyBy, exprAny)
 			if ce != nil {
 				addExprErr(i, kind, ce)
 				continue
 			}
 			c.steps = append(c.steps, step{kind: kind, path: path, expr: e})
-			c.keyed = true
 		case config.StepMap:
 			st := step{kind: kind, path: path}
 			if len(s.Map) == 0 {

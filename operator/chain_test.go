@@ -189,6 +189,13 @@ func TestCompileErrors(t *testing.T) {
 			[]string{"steps[1].filter: unexpected token Operator(\"%\") (expression 1:4)"}},
 		{"filter not bool", []config.Step{filterStep("1 + 1")},
 			[]string{"steps[0].filter: expected bool, but got int"}},
+		{"filter of a field never bool", []config.Step{filterStep("n + 1"), filterStep("x ? n * 2 : -n")},
+			[]string{
+				"steps[0].filter: expected bool, but its result is never true or false: a filter needs a condition, such as a comparison (expression 1:3)",
+				"steps[1].filter: expected bool, but its result is never true or false: a filter needs a condition, such as a comparison (expression 1:1)",
+			}},
+		{"broken key_by is still a key_by", []config.Step{keyByStep("n %"), aggStep("", val("c", config.AggCount, ""))},
+			[]string{`steps[0].key_by: unexpected token EOF (expression 1:3)`}},
 		{"unknown function", []config.Step{keyByStep("n"), aggStep("", val("s", config.AggSum, "  frob(n)"))},
 			[]string{"steps[1].aggregate.values.s: unknown function frob() (expression 1:3)"}},
 		{"now refused", []config.Step{mapStep("t", "now()")},

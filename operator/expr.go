@@ -105,6 +105,17 @@ func compileExpr(path, src string, kind exprKind) (e *Expr, ce *CompileError) {
 		if _, err := expr.Compile(src, append(opts, expr.AsBool())...); err != nil {
 			return nil, cerr(err)
 		}
+		// AsBool cannot type "n + 1": n is a field, of no known type.
+		if neverBool(tree.Node) {
+			const msg = "expected bool, but its result is never true or false: a filter needs a condition, such as a comparison"
+			ce := &CompileError{Step: -1, Line: 1, Column: 1, Message: msg}
+			switch tree.Node.(type) {
+			case *ast.BinaryNode, *ast.UnaryNode:
+				ce = posError(src, tree.Node, msg) // at the operator
+			}
+			ce.Path = path
+			return nil, ce
+		}
 	}
 	prog, err := expr.Compile(src, opts...)
 	if err != nil {
@@ -312,6 +323,33 @@ func (fv *freeVars) walk(n ast.Node, scope []string, optional bool) *CompileErro
 		fv.env = true
 	}
 	return nil
+}
+
+// neverBool reports whether n cannot give true or false whatever the
+// record holds, even where expr's checker cannot tell, since fields have
+// no type before a record arrives: arithmetic (n + 1, -n) never does, nor a
+// choice (??, ?:, let) whose every outcome is arithmetic or a literal that
+// is not a bool.
+func neverBool(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.BinaryNode:
+		switch n.Operator {
+		case "+", "-", "*", "/", "%", "**", "^", "..":
+			return true
+		case "??":
+			return neverBool(n.Left) && neverBool(n.Right)
+		}
+	case *ast.UnaryNode:
+		return n.Operator == "-" || n.Operator == "+"
+	case *ast.ConditionalNode:
+		return neverBool(n.Exp1) && neverBool(n.Exp2)
+	case *ast.VariableDeclaratorNode:
+		return neverBool(n.Expr)
+	case *ast.IntegerNode, *ast.FloatNode, *ast.StringNode, *ast.BytesNode,
+		*ast.ArrayNode, *ast.MapNode, *ast.NilNode:
+		return true
+	}
+	return false
 }
 
 // posError is a compile error at a node of the expression src.

@@ -17,6 +17,7 @@ type aligner struct {
 	blocked  []bool
 	arrived  int
 	held     []batch  // messages of blocked inputs, in arrival order
+	heldMsgs int      // how many messages held holds
 	aligning *barrier // merged so far; nil when no barrier is pending
 }
 
@@ -31,6 +32,7 @@ func (a *aligner) each(b batch, fn func(m message) error) error {
 	for i, m := range b.msgs {
 		if a.blocked[b.from] {
 			a.held = append(a.held, batch{from: b.from, msgs: b.msgs[i:]})
+			a.heldMsgs += len(b.msgs) - i
 			return nil
 		}
 		if err := fn(m); err != nil {
@@ -72,7 +74,7 @@ func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 func (a *aligner) release() []batch {
 	clear(a.blocked)
 	held := a.held
-	a.held = nil
+	a.held, a.heldMsgs = nil, 0
 	return held
 }
 

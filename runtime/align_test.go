@@ -111,3 +111,41 @@ func TestPartitionWorkerIsFNV1a(t *testing.T) {
 		}
 	}
 }
+
+// Once a barrier has aligned, every input stays blocked until release:
+// what arrives meanwhile (the sink's next epoch, while the aligned one
+// commits) is held whole, counted, and handed back in arrival order.
+func TestAlignerHoldsEverythingUntilRelease(t *testing.T) {
+	a := newAligner(2)
+	var seen []string
+	handle := func(b batch) error {
+		return a.each(b, func(m message) error {
+			if m.kind == msgBarrier {
+				_, err := a.arrive(b.from, m.barrier)
+				return err
+			}
+			seen = append(seen, name(m))
+			return nil
+		})
+	}
+	for _, b := range []batch{
+		{from: 0, msgs: []message{rec("a1"), bar(1, "s0", 0), rec("a2")}},
+		{from: 1, msgs: []message{bar(1, "s1", 0), rec("b1"), rec("b2")}},
+		{from: 0, msgs: []message{rec("a3")}},
+	} {
+		if err := handle(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(seen, " "); got != "a1" || a.heldMsgs != 4 {
+		t.Fatalf("before release: processed %q, %d held; want a1 and 4 held", got, a.heldMsgs)
+	}
+	for _, hb := range a.release() {
+		if err := handle(hb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(seen, " "); got != "a1 a2 b1 b2 a3" || a.heldMsgs != 0 {
+		t.Fatalf("after release: processed %q, %d held; want a1 a2 b1 b2 a3 and none held", got, a.heldMsgs)
+	}
+}

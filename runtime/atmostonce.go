@@ -16,6 +16,13 @@ import (
 	"github.com/eoflow/pipeline/source"
 )
 
+// atMostOnceStopPlan is what a graceful stop does without checkpoints:
+// the tasks stop at once, the producer flushes what they handed it, and
+// the records polled but not yet written are dropped (their offsets were
+// committed when they were polled).
+const atMostOnceStopPlan = "stopping: flushing the outputs written so far; at_most_once keeps no checkpoints, " +
+	"so records read but not yet written are lost and the next run resumes at the offsets committed to the consumer group, with empty state"
+
 // runAtMostOnce runs the job without checkpoints: each source task is a
 // member of the consumer group named after the job and commits offsets
 // before it processes what it polled; state lives only in memory. A crash
@@ -64,7 +71,8 @@ func (j *Job) attemptAtMostOnce(parent context.Context) error {
 	if err := j.ensureSinkTopics(ctx, adm); err != nil {
 		return err
 	}
-	plain, err := sink.NewPlain(j.conn)
+	j.limits = j.describeLimits(ctx, adm)
+	plain, err := sink.NewPlain(j.conn, j.limits.Opts()...)
 	if err != nil {
 		return err
 	}

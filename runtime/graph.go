@@ -118,6 +118,8 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
 		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
 		newRecord: j.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
+		limits: j.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
+		beforeCommit: j.beforeCommit,
 	}
 	tasks = append(tasks, g.sink.id)
 	if txn == nil {

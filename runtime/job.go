@@ -44,8 +44,11 @@ type Job struct {
 	// checkpoint.
 	restartBackoff, maxBackoff time.Duration
 	faults                     *fault.Injector
-	metrics                    *metrics.Metrics
-	status                     *status
+	// beforeCommit, if set, runs before each epoch's commit, on the
+	// committing goroutine (tests).
+	beforeCommit func(checkpoint.ID)
+	metrics      *metrics.Metrics
+	status       *status
 	// stopping is closed by Stop: finish with a final checkpoint, exported
 	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
 	stopping      chan struct{}
@@ -55,6 +58,9 @@ type Job struct {
 	savepoints chan *savepointRequest
 	// from is the savepoint to start from (nil: the job's own checkpoints).
 	from *savepointRestore
+	// limits are how large a record each of the job's topics accepts, read
+	// by each attempt before its producers and tasks start.
+	limits sink.Limits
 	// savepointID is the savepoint the job's state was last imported from,
 	// which every checkpoint record carries on. Set by each attempt before
 	// its tasks start.
@@ -68,11 +74,23 @@ type Job struct {
 // the next start). Safe to call more than once, from any goroutine.
 func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stopping) }) }
 
+// StopPlan says what Stop does under the job's guarantee, for the log line
+// of whoever calls it.
+func (j *Job) StopPlan() string {
+	if j.cfg.Guarantee == config.AtMostOnce {
+		return atMostOnceStopPlan
+	}
+	return "stopping after a final checkpoint"
+}
+
 // Option changes how a Job runs.
 type Option func(*Job)
 
 // WithFaults injects failures at the injector's armed points (tests).
 func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i } }
+
+// withBeforeCommit runs fn before each epoch's commit (tests).
+func withBeforeCommit(fn func(checkpoint.ID)) Option { return func(j *Job) { j.beforeCommit = fn } }
 
 // WithMetrics reports the job's metrics to m (default: a private registry).
 func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = m } }
@@ -106,6 +124,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	}
 	j.status = newStatus(cfg, workers)
 	j.plan.metrics = j.metrics
+	j.plan.deadLetterLog = newDeadLetterLog(j.log, func() time.Time { return j.now() })
 	j.metrics.SetCheckpointInterval(cfg.Checkpoint.Interval)
 	j.metrics.SetTransactionTimeout(cfg.Kafka.TransactionTimeout)
 	for _, src := range cfg.Sources {
@@ -121,7 +140,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 }
 
 // Run runs the job until ctx ends (returning nil), it is fenced by another
-// instance, or its checkpoint does not fit the configuration. Any other
+// instance, or it cannot run: its checkpoint does not fit the
+// configuration (ErrIncompatible, savepoint.ErrIncompatible), its internal
+// topics are damaged (ErrDamaged), or the cluster cannot honour the
+// configuration (ErrUnfit). Any other
 // failure restarts it from the last completed checkpoint, after a pause
 // that grows while failures repeat.
 func (j *Job) Run(ctx context.Context) error {
@@ -143,13 +165,22 @@ func (j *Job) Run(ctx context.Context) error {
 			j.status.set(StateStopped, nil)
 			return nil
 		}
-		if errors.Is(err, sink.ErrFenced) || errors.Is(err, twophase.ErrFenced) {
+		switch sink.Classify(err) {
+		case sink.TakenOver:
 			j.metrics.Fenced()
 			j.status.set(StateFenced, err)
 			j.log.Error("fenced: another instance of this job took over; stopping", "err", err)
 			return err
+		case sink.Unauthorized:
+			err = sink.WithMissingACL(err)
+			j.status.set(StateFailed, err)
+			j.log.Error("not authorized; stopping (restarting cannot help)", "err", err)
+			return err
+		case sink.TimedOut:
+			j.log.Warn("the transaction timed out: it was open longer than kafka.transaction_timeout and the transaction coordinator aborted it; "+
+				"nothing of it became visible", "kafka.transaction_timeout", j.cfg.Kafka.TransactionTimeout)
 		}
-		if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, savepoint.ErrIncompatible) {
+		if permanent(err) {
 			j.status.set(StateFailed, err)
 			return err
 		}
@@ -198,6 +229,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		if fromPlan, err = j.checkSavepoint(ctx, adm); err != nil {
 			return false, err
 		}
+	} else if err := j.checkBeforeRestart(ctx, adm); err != nil {
+		// Likewise a restart from the job's own checkpoints.
+		return false, err
 	}
 	if err := kstore.Ensure(ctx, adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return false, err
@@ -205,18 +239,19 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 	if err := j.ensureSinkTopics(ctx, adm); err != nil {
 		return false, err
 	}
+	j.limits = j.describeLimits(ctx, adm)
 
 	// Recover first: fencing aborts a predecessor's open transaction, which
 	// would otherwise hold back the read_committed restore below until it
 	// timed out; then the decision log says which checkpoint is the last.
-	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, j.metrics.KafkaHooks("txn"))
+	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, append(j.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
 	if err != nil {
 		return false, err
 	}
 	defer txn.Close()
 	var plain *sink.Plain
 	if cfg.Guarantee != config.ExactlyOnce {
-		if plain, err = sink.NewPlain(j.conn, j.metrics.KafkaHooks("outputs")); err != nil {
+		if plain, err = sink.NewPlain(j.conn, append(j.limits.Opts(), j.metrics.KafkaHooks("outputs"))...); err != nil {
 			return false, err
 		}
 		defer plain.Close()
@@ -249,8 +284,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 				"savepoint", j.from.r.Dir(), "id", j.from.r.ID(), "checkpoint", latest.ID)
 		}
 		if latest != nil {
-			if err := checkpoint.Compatible(latest, cfg.Fingerprint(), cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {
-				return false, fmt.Errorf("%w: %w", ErrIncompatible, err)
+			// Checked before fencing; this is the checkpoint read after.
+			if _, err := j.checkCheckpoint(latest, true); err != nil {
+				return false, err
 			}
 			j.savepointID = latest.Savepoint
 		}
@@ -258,6 +294,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 			return false, err
 		}
 		if ops, restored, err = j.restoreOperators(ctx, latest); err != nil {
+			return false, err
+		}
+		if err := j.checkRestored(latest, restored); err != nil {
 			return false, err
 		}
 	}
@@ -346,42 +385,75 @@ func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkp
 
 // ensureSinkTopics creates missing output and dead-letter topics, so a
 // first run works without manual steps, and a poison record never fails
-// the job for want of its dead-letter topic.
+// the job for want of its dead-letter topic. They get the sinks'
+// partitions and replication_factor (-1: the brokers' defaults); a
+// dead-letter topic keeps the brokers' partition count. A replication
+// factor the cluster cannot give is refused with the field to change,
+// before anything is created.
 func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
-	var topics []string
-	for _, s := range j.cfg.Sinks {
-		topics = append(topics, s.Topic, s.DeadLetterTopic)
+	type want struct {
+		partitions, replication int
+		field                   string // the setting that asked for replication
+	}
+	wants := map[string]want{}
+	ask := func(topic string, partitions, replication int, field string) {
+		w, ok := wants[topic]
+		if !ok {
+			w = want{partitions: -1, replication: -1}
+		}
+		w.partitions = max(w.partitions, partitions)
+		if replication > w.replication {
+			w.replication, w.field = replication, field
+		}
+		wants[topic] = w
+	}
+	for i, s := range j.cfg.Sinks {
+		field := fmt.Sprintf("sinks[%d].replication_factor", i)
+		ask(s.Topic, s.Partitions, s.ReplicationFactor, field)
+		ask(s.DeadLetterTopic, -1, s.ReplicationFactor, field)
+	}
+	topics := make([]string, 0, len(wants))
+	for t := range wants {
+		topics = append(topics, t)
 	}
 	sort.Strings(topics)
-	topics = compactStrings(topics)
 	existing, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("listing sink topics: %w", err)
+	}
+	var brokers int
+	for _, t := range topics {
+		w := wants[t]
+		if existing.Has(t) || w.replication <= 0 {
+			continue
+		}
+		if brokers == 0 {
+			md, err := adm.BrokerMetadata(ctx)
+			if err != nil {
+				return fmt.Errorf("listing brokers: %w", err)
+			}
+			brokers = len(md.Brokers)
+		}
+		if w.replication > brokers {
+			return fmt.Errorf("%w: %s is %d but the cluster has %d broker(s), so topic %s cannot be created: lower it to at most %d, or create the topic yourself",
+				ErrUnfit, w.field, w.replication, brokers, t, brokers)
+		}
 	}
 	for _, t := range topics {
 		if existing.Has(t) {
 			continue
 		}
-		resp, err := adm.CreateTopic(ctx, -1, -1, nil, t)
+		w := wants[t]
+		resp, err := adm.CreateTopic(ctx, int32(w.partitions), int16(w.replication), nil, t)
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil {
 			return fmt.Errorf("creating sink topic %s: %w", t, err)
 		}
-		j.log.Info("created topic", "topic", t)
+		j.log.Info("created topic", "topic", t, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
 	}
 	return nil
-}
-
-func compactStrings(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 func closeReaders(rs []recordReader) {
@@ -415,6 +487,11 @@ func newCommitter(txn *sink.Txn, plain *sink.Plain, conn []kgo.Opt, job string) 
 // restartReason is a fixed word for the restarts metric (never error text,
 // which would explode the label's cardinality).
 func restartReason(err error) string {
+	// First: the sink and the checkpoint coordinator both report the
+	// failed epoch, and either may end the attempt.
+	if sink.Classify(err) == sink.TimedOut {
+		return "transaction_timeout"
+	}
 	var fe *checkpoint.FailError
 	if errors.As(err, &fe) {
 		return fe.Reason.String()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
@@ -28,6 +30,13 @@ type plan struct {
 	format map[string]config.Format // source topic -> value format
 	// metrics counts dead letters (set by the Job; nil in plan-only uses).
 	metrics *metrics.Metrics
+	// deadLetterLog logs dead letters, rate-limited (set by the Job; nil
+	// in plan-only uses).
+	deadLetterLog *deadLetterLog
+	// checkpointed describes the operators of operatorIDs, sorted by id,
+	// for every checkpoint record: what a restart checks the
+	// configuration against (savepoint.CheckRestart).
+	checkpointed []checkpoint.OperatorDesc
 }
 
 // sinkSpec is one configured sink, compiled.
@@ -68,7 +77,30 @@ func compile(cfg *config.Config) (*plan, error) {
 	if len(problems) > 0 {
 		return nil, problems
 	}
+	ids := p.operatorIDs()
+	for _, op := range savepoint.DescribeConfig(cfg).Checkpointed() {
+		if slices.Contains(ids, op.ID) {
+			p.checkpointed = append(p.checkpointed, op)
+		}
+	}
 	return p, nil
+}
+
+// CheckExpressions compiles the expressions of cfg and returns their
+// problems at their place in the file. Loading a job with
+// config.WithCheck(runtime.CheckExpressions) reports them with every other
+// problem of the file, since cfg may have others: compiling needs no more
+// than the steps and sinks as they were written.
+func CheckExpressions(cfg *config.Config) config.Errors {
+	_, err := compile(cfg)
+	if err == nil {
+		return nil
+	}
+	var problems config.Errors
+	if errors.As(err, &problems) {
+		return problems
+	}
+	return config.Errors{cfg.Errorf("", "%v", err)}
 }
 
 // compileProblems places each operator.CompileError in err at its field.
@@ -125,6 +157,9 @@ func (p *plan) deadLetterTopics() []string {
 func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []message {
 	if p.metrics != nil {
 		p.metrics.DeadLettered(string(rerr.Code))
+	}
+	if p.deadLetterLog != nil {
+		p.deadLetterLog.record(src, rerr)
 	}
 	var msgs []message
 	for _, topic := range p.deadLetterTopics() {
@@ -267,6 +302,7 @@ func (j *Job) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st 
 		Guarantee:         string(j.cfg.Guarantee),
 		State:             st,
 		Savepoint:         j.savepointID,
+		Operators:         j.plan.checkpointed,
 	}
 	rec.Normalize()
 	return rec
@@ -416,9 +452,10 @@ func (j *Job) readStateInto(ctx context.Context, restorers []*state.Restorer) er
 		close(feeds[w])
 	}
 	// A worker's error (a value its codec rejects) cancels the read, so
-	// it is the cause: report it first.
+	// it is the cause: report it first. Committed state that does not
+	// decode stays so: restarting cannot help.
 	if err := g.Wait(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrIncompatible, err)
 	}
 	return readErr
 }

@@ -31,6 +31,12 @@ import (
 // it.
 var ErrSavepoint = errors.New("savepoint not taken")
 
+// ErrSavepointBusy is wrapped (with ErrSavepoint) when the checkpoint that
+// would serve a savepoint request already holds another savepoint:
+// requests made while a checkpoint is in flight share the next one, and a
+// checkpoint holds one savepoint. Ask again once that one is complete.
+var ErrSavepointBusy = errors.New("another savepoint is being taken at that checkpoint")
+
 // Savepoint takes a savepoint into dir (made absolute against the working
 // directory): it triggers a checkpoint at once, every worker exports its
 // key groups' state at that checkpoint's barrier, and the savepoint is
@@ -178,7 +184,7 @@ type savepoints struct {
 // writers for the workers. The checkpoint must not have been triggered yet.
 func (s *savepoints) start(id checkpoint.ID, dir string, req *savepointRequest, now time.Time) error {
 	if p := s.pending[id]; p != nil {
-		return fmt.Errorf("%w: checkpoint %d already holds the savepoint %s", ErrSavepoint, id, p.w.Dir())
+		return fmt.Errorf("%w: %w: checkpoint %d holds %s; ask again once it is complete", ErrSavepoint, ErrSavepointBusy, id, p.w.Dir())
 	}
 	j := s.job
 	d := savepoint.DescribeConfig(j.cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -445,5 +446,75 @@ func TestRestoreDeletesStateTheSavepointLacks(t *testing.T) {
 		if last := o[len(o)-1]; last.Count != 10 {
 			t.Errorf("%s: the last output counts %d, want 10 (the renamed aggregate started empty)", key, last.Count)
 		}
+	}
+}
+
+// Savepoint requests made while a checkpoint is in flight share the next
+// checkpoint (the coordinator queues one): the first gets it, and a second
+// one, for another directory, is refused with ErrSavepointBusy (the admin
+// API's 409), not a plain failure (its 500). Nothing of the second is
+// written.
+func TestSecondSavepointOnOneCheckpointIsBusy(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "ADMIN_LISTEN": "off"}
+	job, _ := newJob(t, paritySum(t, env))
+	now := func() time.Time { return time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC) }
+	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+		Interval: time.Hour, Timeout: time.Minute, Tasks: []checkpoint.TaskID{"worker-0"},
+	}, now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.TriggerNow(now()); err != nil { // in flight: the next one queues
+		t.Fatal(err)
+	}
+	loop := &coordinatorLoop{coord: coord, now: now, log: job.log,
+		sp: &savepoints{job: job, registry: &exportRegistry{}, workers: 1}}
+	root := t.TempDir()
+	first := &savepointRequest{dir: filepath.Join(root, "sp-1"), done: make(chan savepointOutcome, 1)}
+	second := &savepointRequest{dir: filepath.Join(root, "sp-2"), done: make(chan savepointOutcome, 1)}
+	loop.requestSavepoint(first)
+	loop.requestSavepoint(second)
+	select {
+	case out := <-first.done:
+		t.Fatalf("the first request was answered before its checkpoint ran: %v", out.err)
+	default:
+	}
+	if len(loop.sp.pending) != 1 || loop.sp.pending[2] == nil || loop.sp.pending[2].req != first {
+		t.Fatalf("pending savepoints %v, want the first request's at checkpoint 2", loop.sp.pending)
+	}
+	out := <-second.done
+	if !errors.Is(out.err, ErrSavepointBusy) || !errors.Is(out.err, ErrSavepoint) ||
+		!strings.Contains(out.err.Error(), "checkpoint 2") || !strings.Contains(out.err.Error(), "sp-1") {
+		t.Fatalf("the second request: %v, want ErrSavepointBusy naming checkpoint 2 and sp-1", out.err)
+	}
+	if _, err := os.Stat(second.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused savepoint's directory: %v, want none", err)
+	}
+	loop.sp.abandon(errors.New("test over"))
+	if out := <-first.done; out.err == nil {
+		t.Error("abandoning did not fail the first request")
+	}
+}
+
+// Reordered values (same names, functions and arguments) are harmless: a
+// savepoint restores into them, each value keeping its own state, and the
+// sums go on exactly.
+func TestSavepointRestoresReorderedValues(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	sp := e.stoppedWithSavepoint(500)
+	reordered := paritySumEdited(t, e.env, "count: count()\n        sum: sum(n)", "sum: sum(n)\n        count: count()")
+	job, logs := newJob(t, reordered, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
+	done := runBackground(job)
+	e.numbers(501, 500)
+	rep := e.awaitFinal(1000, &running{done: done, logs: logs})
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() {
+		t.Fatalf("after restoring into reordered values: %v", rep)
+	}
+	if !strings.Contains(logs.String(), `values reordered: the savepoint has [count, sum], the config has [sum, count]`) {
+		t.Errorf("the restore did not note the reordered values")
 	}
 }

@@ -49,9 +49,30 @@ type sinkTask struct {
 	epoch     epochStats
 	// committed is told the offsets of every committed checkpoint.
 	committed func([]checkpoint.SourceOffset)
+	// limits say how large a record each topic accepts (fitRecord), and
+	// deadLetterTopic is the dead-letter topic of each sink's topic.
+	limits          sink.Limits
+	deadLetterTopic map[string]string
+	// deadLetterLog rate-limits the warnings of fitRecord with the
+	// plan's dead letters.
+	deadLetterLog *deadLetterLog
 
 	align aligner
+	// inflight is the outcome of the epoch committing on its own
+	// goroutine; nil while none is. Meanwhile every input stays blocked
+	// in the aligner, so what arrives is held, not produced: it belongs to
+	// the next transaction, which begins only when this one has ended.
+	inflight chan error
+	// beforeCommit, if set, runs on the committing goroutine before each
+	// commit (tests: hold a commit open and watch the graph go on).
+	beforeCommit func(checkpoint.ID)
 }
+
+// maxHeldWhileCommitting bounds what the sink takes in while an epoch
+// commits: past it the sink stops reading, and the graph waits as it did
+// before commits ran beside it. At half a million records a second a
+// commit of a few milliseconds holds a few thousand.
+const maxHeldWhileCommitting = 1 << 16
 
 func (s *sinkTask) run(ctx context.Context) error {
 	s.align = newAligner(s.nInputs)
@@ -62,13 +83,36 @@ func (s *sinkTask) run(ctx context.Context) error {
 		}
 		s.metrics.TransactionBegan()
 	}
+	// The committing goroutine is this task's: it ends once ctx does, and
+	// the task waits for it.
+	defer func() {
+		if s.inflight != nil {
+			<-s.inflight
+		}
+	}()
 	for {
+		inputs := s.inputs
+		if s.inflight != nil && s.align.heldMsgs >= maxHeldWhileCommitting {
+			inputs = nil // enough held: let the graph wait
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case b := <-s.inputs:
+		case b := <-inputs:
 			if err := s.handle(ctx, b); err != nil {
 				return err
+			}
+		case err := <-s.inflight:
+			s.inflight = nil
+			if err != nil {
+				return err
+			}
+			// Transaction N ended and N+1 began: what was held meanwhile
+			// is N+1's, in the order it arrived.
+			for _, hb := range s.align.release() {
+				if err := s.handle(ctx, hb); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -84,12 +128,13 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 	return s.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter:
+			rec := s.fitRecord(m)
 			if s.guarantee == config.ExactlyOnce {
-				s.txn.Produce(ctx, m.rec)
+				s.txn.Produce(ctx, rec)
 			} else {
-				s.plain.Produce(ctx, m.rec)
+				s.plain.Produce(ctx, rec)
 			}
-			s.epoch.output(m.rec)
+			s.epoch.output(rec)
 		case msgState:
 			s.txn.Produce(ctx, m.rec)
 			s.epoch.stateBytes += int64(len(m.rec.Key) + len(m.rec.Value))
@@ -109,22 +154,22 @@ func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
 	if err != nil || done == nil {
 		return err
 	}
-	if err := s.commit(ctx, done); err != nil {
-		return err
-	}
-	for _, hb := range s.align.release() {
-		if err := s.handle(ctx, hb); err != nil {
-			return err
-		}
-	}
+	// Every input is blocked now, and stays so until the commit's outcome
+	// reaches run: the graph goes on while epoch N commits, and the sink
+	// holds what comes meanwhile (DESIGN §2, step 3).
+	inflight := make(chan error, 1)
+	s.inflight = inflight
+	go func() { inflight <- s.commit(ctx, done) }()
 	return nil
 }
 
 // commit prepares epoch N (the checkpoint record joins the transaction
 // and everything is flushed), acks barrier N, waits for the coordinator's
-// go, and commits: the transaction's commit is the decision. Everything the
-// sink received after barrier N waits meanwhile: it belongs to transaction
-// N+1, which begins only when N has ended.
+// go, commits (the transaction's commit is the decision) and begins
+// transaction N+1. It runs on a goroutine of its own, and owns the
+// producers, the driver and the epoch's stats until it returns: the sink's
+// loop only holds inputs back meanwhile. Everything the sink received
+// after barrier N belongs to transaction N+1.
 func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 	s.dl.stage(s.newRecord(b.id, b.offsets, mergeState(b.state)))
 	prepErr := s.driver.Prepare(ctx, twophase.Epoch(b.id))
@@ -146,6 +191,9 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 		return fmt.Errorf("sink: asked to commit checkpoint %d while holding %d", id, b.id)
 	}
 	alignment := s.now().Sub(s.epoch.alignStart)
+	if s.beforeCommit != nil {
+		s.beforeCommit(id)
+	}
 	err := s.faults.Hit(fault.BeforeCommit)
 	commitStart := s.now()
 	if err == nil {

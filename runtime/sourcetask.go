@@ -85,12 +85,12 @@ func (s *sourceTask) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("source %s: %w", s.id, err)
 		}
-		s.measure(recs)
 		for _, rec := range recs {
 			msgs, w := s.router.route(rec)
 			out[w] = append(out[w], msgs...)
 			s.reader.Advance(rec)
 		}
+		s.measure(recs) // after Advance: the lag is of what is left to read
 		for w, msgs := range out {
 			if len(msgs) == 0 {
 				continue

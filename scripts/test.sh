@@ -33,5 +33,11 @@ args=("$@")
 set +e
 go test $race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "${args[@]}"
 status=$?
+if [ "$status" -eq 0 ] && [ $# -eq 0 ]; then
+  # Fault points are compiled in only under this tag (the crash tests
+  # build their binary with it); its own tests run here.
+  go test $race -count=1 -tags faultpoints ./internal/fault/
+  status=$?
+fi
 set -e
 exit "$status"

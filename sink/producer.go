@@ -7,36 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// ErrFenced means another instance of the job took over its transactional
-// id: this instance must stop and never make a later checkpoint visible.
-var ErrFenced = errors.New("fenced: another instance of this job took over its transactional id (or its transaction outlived kafka.transaction_timeout)")
-
-// IsFenced reports whether err says this producer was fenced by a newer one.
-//
-// INVALID_PRODUCER_EPOCH counts too, though the brokers also answer it for
-// a transaction that outlived transaction.timeout.ms: a fenced producer's
-// next flush often sees only that code, and an instance that took it for a
-// timeout would restart, fence its successor, and the two would take turns
-// forever. Stopping is the safe reading; the stop message names both causes.
-//
-// INVALID_TXN_STATE counts for the same reason: the coordinator answers it
-// to a commit (or a produce) of a transaction it is already aborting, and
-// on Kafka 4 that is what an instance fenced between its Prepare and its
-// commit sees (TestSecondInstanceFencesTheFirst caught the old instance
-// restarting on it and fencing its successor). Our own sequence never
-// provokes it: without an open transaction the client ends none and asks
-// the broker nothing.
-func IsFenced(err error) bool {
-	return errors.Is(err, ErrFenced) ||
-		errors.Is(err, kerr.ProducerFenced) ||
-		errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.InvalidTxnState) ||
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
-}
 
 // firstError keeps the first asynchronous produce failure of an epoch.
 type firstError struct {
@@ -77,10 +49,15 @@ func (f *firstError) take() error {
 // Commit becomes visible to read_committed readers atomically, or not at all.
 // One goroutine uses it.
 type Txn struct {
-	cl     *kgo.Client
-	id     string
-	failed firstError
-	open   bool
+	cl      *kgo.Client
+	id      string
+	timeout time.Duration
+	failed  firstError
+	open    bool
+	// producerID and epoch are those of the open (or next) transaction,
+	// for asking the coordinator about it after it failed (probe).
+	producerID int64
+	epoch      int16
 	// promise records a failed produce; made once, because a closure
 	// made per Produce is an allocation per record.
 	promise func(*kgo.Record, error)
@@ -102,7 +79,7 @@ func NewTxn(conn []kgo.Opt, transactionalID string, timeout time.Duration, extra
 	if err != nil {
 		return nil, err
 	}
-	t := &Txn{cl: cl, id: transactionalID}
+	t := &Txn{cl: cl, id: transactionalID, timeout: timeout}
 	t.promise = t.failed.promise
 	return t, nil
 }
@@ -113,10 +90,21 @@ func NewTxn(conn []kgo.Opt, transactionalID string, timeout time.Duration, extra
 // read_committed reads of the job's own topics would otherwise stall on
 // that open transaction.
 func (t *Txn) Fence(ctx context.Context) error {
-	if _, _, err := t.cl.ProducerID(ctx); err != nil {
-		return t.fenced(fmt.Errorf("initializing transactional id %s: %w", t.id, err))
+	id, epoch, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return WithMissingACL(fmt.Errorf("initializing transactional id %s: %w", t.id, err))
 	}
+	t.producerID, t.epoch = id, epoch
 	return nil
+}
+
+// ended notes the producer id and epoch of the next transaction: Kafka 4
+// bumps the epoch at every end of a transaction (transaction.version 2).
+// The client has them at hand, so this asks nothing of the brokers.
+func (t *Txn) ended(ctx context.Context) {
+	if id, epoch, err := t.cl.ProducerID(ctx); err == nil {
+		t.producerID, t.epoch = id, epoch
+	}
 }
 
 // Begin opens a transaction.
@@ -139,16 +127,18 @@ func (t *Txn) Produce(ctx context.Context, rec *kgo.Record) {
 // first that failed. After a failure the transaction can only abort.
 func (t *Txn) Flush(ctx context.Context) error {
 	if err := t.cl.Flush(ctx); err != nil {
-		return t.fenced(fmt.Errorf("flushing transaction: %w", err))
+		return t.settle(ctx, fmt.Errorf("flushing transaction: %w", err))
 	}
 	if err := t.failed.peek(); err != nil {
-		return t.fenced(fmt.Errorf("producing in transaction: %w", err))
+		return t.settle(ctx, fmt.Errorf("producing in transaction: %w", err))
 	}
 	return nil
 }
 
 // Commit flushes every record of the transaction and commits it. If any
 // record failed, the transaction is aborted and the failure returned.
+// Errors are classified (Classify): ErrFenced, ErrTransactionTimedOut,
+// ErrUnauthorized, or a failure to retry.
 func (t *Txn) Commit(ctx context.Context) error {
 	if err := t.cl.Flush(ctx); err != nil {
 		return t.abortAfter(ctx, fmt.Errorf("flushing transaction: %w", err))
@@ -159,25 +149,41 @@ func (t *Txn) Commit(ctx context.Context) error {
 	err := t.cl.EndTransaction(ctx, kgo.TryCommit)
 	t.open = false
 	if err != nil {
-		return t.fenced(fmt.Errorf("committing transaction: %w", err))
+		return t.settle(ctx, fmt.Errorf("committing transaction: %w", err))
 	}
+	t.ended(ctx)
 	return nil
 }
 
 func (t *Txn) abortAfter(ctx context.Context, cause error) error {
+	if epochError(cause) {
+		return t.settle(ctx, cause) // settling ends the transaction
+	}
 	if err := t.Abort(ctx); err != nil {
 		cause = errors.Join(cause, err)
 	}
-	return t.fenced(cause)
+	return t.settle(ctx, cause)
 }
 
-// fenced marks err with ErrFenced when the broker said a newer producer took
-// over, so callers branch on one sentinel.
-func (t *Txn) fenced(err error) error {
-	if err != nil && IsFenced(err) && !errors.Is(err, ErrFenced) {
-		return fmt.Errorf("%w (transactional id %s): %w", ErrFenced, t.id, err)
+// settle classifies a failure of the transaction, so that callers branch
+// on Classify. An epoch error is put to the transaction coordinator (probe),
+// which ends the transaction: after a takeover it is marked ErrFenced,
+// after the coordinator aborted it for its age ErrTransactionTimedOut. An
+// authorization failure is marked ErrUnauthorized with the ACL it lacks.
+func (t *Txn) settle(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrTransactionTimedOut) || !epochError(err) {
+		return WithMissingACL(err)
 	}
-	return err
+	t.open = false
+	_ = t.failed.take()
+	verdict, perr := probe(ctx, t.cl, t.id, t.producerID, t.epoch)
+	switch verdict {
+	case TakenOver:
+		return fmt.Errorf("%w (transactional id %s): %w", ErrFenced, t.id, err)
+	case TimedOut:
+		return fmt.Errorf("%w (kafka.transaction_timeout %v, transactional id %s): %w", ErrTransactionTimedOut, t.timeout, t.id, err)
+	}
+	return fmt.Errorf("%w (and asking the transaction coordinator whether the transaction timed out or another instance took over failed: %v)", err, perr)
 }
 
 // Abort drops the open transaction's records and aborts it. Aborting with
@@ -194,6 +200,7 @@ func (t *Txn) Abort(ctx context.Context) error {
 	if err := t.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		return fmt.Errorf("aborting transaction: %w", err)
 	}
+	t.ended(ctx)
 	return nil
 }
 

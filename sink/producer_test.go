@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }
@@ -108,30 +111,130 @@ func TestFenceAbortsPredecessorAtOnce(t *testing.T) {
 	}
 }
 
-// The broker answers a fenced producer with one of several codes,
-// depending on where its request met the fence; each one stops the job.
-func TestIsFenced(t *testing.T) {
-	for _, err := range []error{
-		ErrFenced,
-		kerr.ProducerFenced,
-		kerr.InvalidProducerEpoch,
-		kerr.InvalidTxnState,
-		kerr.TransactionalIDAuthorizationFailed,
-		fmt.Errorf("committing transaction: %w", kerr.InvalidTxnState),
+// Classify reads the sentinels the producer marks its errors with, and
+// reads an epoch error nobody put to the coordinator as a takeover.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Verdict
+	}{
+		{ErrFenced, TakenOver},
+		{fmt.Errorf("prepare: %w", twophase.ErrFenced), TakenOver},
+		{kerr.ProducerFenced, TakenOver},
+		{kerr.InvalidProducerEpoch, TakenOver},
+		{fmt.Errorf("committing transaction: %w", kerr.InvalidTxnState), TakenOver},
+		{fmt.Errorf("%w: %w", ErrTransactionTimedOut, kerr.InvalidProducerEpoch), TimedOut},
+		{kerr.TransactionalIDAuthorizationFailed, Unauthorized},
+		{fmt.Errorf("creating sink topic: %w", kerr.TopicAuthorizationFailed), Unauthorized},
+		{nil, Retry},
+		{errors.New("producing in transaction: i/o timeout"), Retry},
+		{kerr.CoordinatorNotAvailable, Retry},
+		{kerr.ConcurrentTransactions, Retry},
+		{fmt.Errorf("flush: %w", kerr.NotLeaderForPartition), Retry},
 	} {
-		if !IsFenced(err) {
-			t.Errorf("IsFenced(%v) = false", err)
+		if got := Classify(tc.err); got != tc.want {
+			t.Errorf("Classify(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
-	for _, err := range []error{
-		nil,
-		errors.New("producing in transaction: i/o timeout"),
-		kerr.CoordinatorNotAvailable,
-		kerr.ConcurrentTransactions,
-		fmt.Errorf("flush: %w", kerr.NotLeaderForPartition),
-	} {
-		if IsFenced(err) {
-			t.Errorf("IsFenced(%v) = true: a retryable failure would stop the job", err)
+	if !errors.Is(ErrFenced, twophase.ErrFenced) {
+		t.Error("sink.ErrFenced is not a twophase.ErrFenced")
+	}
+	err := WithMissingACL(fmt.Errorf("initializing: %w", kerr.TransactionalIDAuthorizationFailed))
+	if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "TransactionalId") {
+		t.Errorf("WithMissingACL: %v", err)
+	}
+}
+
+// What the coordinator answers a producer whose transaction it aborted
+// for its age, and one another instance took over, measured on the real
+// broker: the first is ErrTransactionTimedOut (restart), the second
+// ErrFenced (stop), whether the producer next flushes new records or
+// commits.
+func TestTxnTellsTimeoutFromTakeover(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "out")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...), kgo.DefaultProduceTopic(topic)}
+	adm := kadm.NewClient(kafkatest.Client(t, k.Bootstrap()))
+	open := func(id string, timeout time.Duration) *Txn {
+		t.Helper()
+		txn, err := NewTxn(conn, id, timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(txn.Close)
+		if err := txn.Fence(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Produce(ctx, kgo.StringRecord("open"))
+		if err := txn.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return txn
+	}
+	next := map[string]func(*Txn) error{
+		"flush": func(txn *Txn) error {
+			txn.Produce(ctx, kgo.StringRecord("more"))
+			return txn.Flush(ctx)
+		},
+		"commit": func(txn *Txn) error { return txn.Commit(ctx) },
+	}
+	for name, step := range next {
+		t.Run("timed out then "+name, func(t *testing.T) {
+			id := topic + "-timeout-" + name
+			txn := open(id, time.Second)
+			awaitAbortedByCoordinator(ctx, t, adm, id)
+			err := step(txn)
+			if Classify(err) != TimedOut || !errors.Is(err, ErrTransactionTimedOut) {
+				t.Fatalf("%s after the timeout: %v (%v), want ErrTransactionTimedOut", name, err, Classify(err))
+			}
+			// The restart takes the id back and carries on.
+			again, err := NewTxn(conn, id, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close()
+			if err := again.Fence(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Run("taken over then "+name, func(t *testing.T) {
+			id := topic + "-takeover-" + name
+			txn := open(id, time.Minute)
+			successor := open(id, time.Minute)
+			err := step(txn)
+			if Classify(err) != TakenOver || !errors.Is(err, ErrFenced) {
+				t.Fatalf("%s after a takeover: %v (%v), want ErrFenced", name, err, Classify(err))
+			}
+			if err := successor.Commit(ctx); err != nil {
+				t.Fatalf("the successor: %v", err)
+			}
+		})
+	}
+}
+
+// awaitAbortedByCoordinator waits until the transaction coordinator has
+// aborted txnID's open transaction for outliving its timeout (it checks
+// every transaction.abort.timed.out.transaction.cleanup.interval.ms).
+func awaitAbortedByCoordinator(ctx context.Context, t *testing.T, adm *kadm.Client, txnID string) {
+	t.Helper()
+	for {
+		described, err := adm.DescribeTransactions(ctx, txnID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := described.On(txnID, nil); err == nil && d.State == "CompleteAbort" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the coordinator never aborted transaction %s", txnID)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -149,7 +149,10 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 		return nil, err
 	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if p.LastStableOffset >= 0 {
+		// A partition with an error reports no offsets; among them is the
+		// client's pseudo-partition (topic "", partition -1) that carries a
+		// poll's own error, such as a barrier trigger's cancellation.
+		if p.Err == nil && p.Partition >= 0 && p.LastStableOffset >= 0 {
 			r.stable[TopicPartition{p.Topic, p.Partition}] = p.LastStableOffset
 		}
 	})

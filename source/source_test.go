@@ -178,3 +178,43 @@ func TestPollNeverDropsRecordsOnCancel(t *testing.T) {
 type cancelledLate struct{ context.Context }
 
 func (cancelledLate) Err() error { return context.Canceled }
+
+// A poll that ends with an error hands back franz-go's pseudo-partition
+// (topic "", partition -1) carrying the error. It is no partition of the
+// job: Lags must not report it, or the lag metric grows a bogus
+// {topic="",partition="-1"} series in every run (barrier triggers cancel
+// polls all the time).
+func TestLagsSkipTheErrorPseudoPartition(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produce(ctx, t, k.Bootstrap(), topic, 1, 3)
+
+	r, err := NewReader([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, map[TopicPartition]int64{{topic, 0}: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	read := 0
+	for read < 3 {
+		recs, err := r.Poll(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			r.Advance(rec)
+			read++
+		}
+	}
+	cancelled, stop := context.WithCancel(ctx)
+	stop()
+	if recs, err := r.Poll(cancelled, 10); len(recs) != 0 || err == nil {
+		t.Fatalf("Poll with a cancelled context = %d records, %v; want none and the context's error", len(recs), err)
+	}
+	lags := r.Lags()
+	if len(lags) != 1 || lags[0].TopicPartition != (TopicPartition{topic, 0}) || lags[0].Records != 0 {
+		t.Fatalf("Lags = %+v, want only %s/0 with 0 records", lags, topic)
+	}
+}

@@ -136,8 +136,9 @@
 //     predecessor left open and fences it; it reports nothing in doubt.
 //   - LastDecided: the id of the newest checkpoint record, read with
 //     read_committed (kstore.Latest), 0 if none.
-//   - IsFenced: kerr.ProducerFenced, or such errors wrapped with ErrFenced.
-//     Mind that sink.IsFenced also counts InvalidProducerEpoch, which a
-//     transaction that outlived transaction.timeout.ms gets too: taken as
-//     fenced, it makes the job exit where a restart would do.
+//   - IsFenced: sink.IsFenced, a takeover by another instance (errors the
+//     producer marked sink.ErrFenced, which wraps ErrFenced). An epoch error
+//     of a transaction that outlived transaction.timeout.ms is told apart
+//     by asking the coordinator (sink.Classify): it is not fenced, and the
+//     job restarts from its last checkpoint.
 package twophase

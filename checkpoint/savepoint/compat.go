@@ -2,6 +2,7 @@ package savepoint
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -73,11 +74,25 @@ type IncompatibleError struct {
 	Job          string // of the savepoint
 	CheckpointID checkpoint.ID
 	Problems     []Problem
+	// Restart: the refusal is of a plain restart from the job's own
+	// checkpoint CheckpointID (CheckRestart), not of a savepoint. It then
+	// matches checkpoint.ErrIncompatible instead of ErrIncompatible.
+	Restart bool
 }
+
+// RestartFix is how to make a change that a plain restart refuses: the
+// job's own checkpoints allow no flags.
+const RestartFix = "a restart from the job's own checkpoints cannot drop state or remap topics: put the configuration back; " +
+	"or take a savepoint with it (pipeline savepoint create, or run --stop-with-savepoint) and start the changed job from that savepoint " +
+	"(run --from-savepoint DIR, with the flag a fix above names); or start the changed job under a new name (name:), without state"
 
 func (e *IncompatibleError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v (savepoint of job %q at checkpoint %d):", ErrIncompatible, e.Job, e.CheckpointID)
+	if e.Restart {
+		fmt.Fprintf(&b, "%v (checkpoint %d of job %q, restarting):", checkpoint.ErrIncompatible, e.CheckpointID, e.Job)
+	} else {
+		fmt.Fprintf(&b, "%v (savepoint of job %q at checkpoint %d):", ErrIncompatible, e.Job, e.CheckpointID)
+	}
 	for i, p := range e.Problems {
 		fmt.Fprintf(&b, "\n  - %s", p.What)
 		// Consecutive problems of one operator share their fix.
@@ -85,11 +100,20 @@ func (e *IncompatibleError) Error() string {
 			fmt.Fprintf(&b, "\n    fix: %s", p.Fix)
 		}
 	}
+	if e.Restart {
+		fmt.Fprintf(&b, "\n  %s", RestartFix)
+	}
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrIncompatible) true.
-func (e *IncompatibleError) Is(target error) bool { return target == ErrIncompatible }
+// Is makes errors.Is(err, ErrIncompatible) true, or, for a restart,
+// errors.Is(err, checkpoint.ErrIncompatible).
+func (e *IncompatibleError) Is(target error) bool {
+	if e.Restart {
+		return target == checkpoint.ErrIncompatible
+	}
+	return target == ErrIncompatible
+}
 
 // The flags the messages name; cmd/pipeline must spell them the same.
 const (
@@ -109,8 +133,9 @@ const (
 //     is refused unless AllowDroppedState. An aggregate of the
 //     configuration that the savepoint does not have starts empty.
 //  3. An aggregate restored must have the same key_by expression text and
-//     the same values (names, functions and arguments, in order): its
-//     state is one encoded accumulator per value per group key.
+//     the same values (names, functions and arguments): its state is one
+//     encoded accumulator per value per group key, each under its value's
+//     name, so values may be reordered but not renamed, added or removed.
 //  4. Offsets belong to partitions, not to sources: a savepoint topic
 //     (after RemapTopics) resumes wherever the configuration reads it, so
 //     a source may be renamed, split or merged. A savepoint topic nobody
@@ -124,13 +149,72 @@ const (
 // guarantee, dropped state) are in RestorePlan.Notes. A refusal is an
 // *IncompatibleError.
 func CheckRestore(m *Manifest, d *Descriptor, opts RestoreOptions) (*RestorePlan, error) {
-	c := &checker{m: m, d: d, opts: opts, plan: &RestorePlan{}}
+	return check(&checker{m: m, d: d, opts: opts, plan: &RestorePlan{}, from: "savepoint"})
+}
+
+// CheckRestart decides, with the rules of CheckRestore, whether a job
+// configured as d can restart from its own checkpoint rec: a plain
+// restart must not read state as something it is not any more than a
+// restore from a savepoint may. A restart has no flags, so what a
+// savepoint restore allows only with one is refused (RestartFix says what
+// to do instead), and partition counts are not compared: partitions added
+// to a topic start at their source's start position. rec must describe its
+// operators (rec.Operators, format v3); an older record cannot be checked,
+// which is an error wrapping ErrUndescribed. A refusal is an
+// *IncompatibleError with Restart set.
+func CheckRestart(rec *checkpoint.Record, d *Descriptor) (*RestorePlan, error) {
+	if len(rec.Operators) == 0 {
+		return nil, fmt.Errorf("checkpoint %d: %w", rec.ID, ErrUndescribed)
+	}
+	return check(&checker{m: manifestOf(rec), d: d, plan: &RestorePlan{}, from: "checkpoint", restart: true})
+}
+
+// ErrUndescribed: a checkpoint record written before format v3 does not
+// say what its state means, so CheckRestart cannot compare it.
+var ErrUndescribed = errors.New("the checkpoint record does not describe its operators (written by an older build)")
+
+// manifestOf is the manifest a savepoint of checkpoint rec would have,
+// without its files: what the rules compare.
+func manifestOf(rec *checkpoint.Record) *Manifest {
+	m := &Manifest{
+		Job: rec.Job, CheckpointID: rec.ID, ConfigFingerprint: rec.ConfigFingerprint,
+		KeyGroups: rec.KeyGroups, Guarantee: rec.Guarantee,
+	}
+	for _, desc := range rec.Operators {
+		op := Operator{ID: desc.ID}
+		switch desc.Kind {
+		case checkpoint.KindSource:
+			op.Kind = KindSource
+			for _, o := range rec.Offsets {
+				if slices.Contains(desc.Topics, o.Topic) {
+					op.Offsets = append(op.Offsets, Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+				}
+			}
+		case checkpoint.KindAggregate:
+			op.Kind = KindAggregate
+			a := &AggregateDesc{KeyBy: desc.KeyBy}
+			for _, v := range desc.Values {
+				a.Values = append(a.Values, Value{Name: v.Name, Func: v.Func, Arg: v.Arg})
+			}
+			op.Aggregate = a
+			for _, st := range rec.State {
+				if st.Operator == desc.ID {
+					op.Keys, op.Bytes = st.Keys, st.Bytes
+				}
+			}
+		}
+		m.Operators = append(m.Operators, op)
+	}
+	return m
+}
+
+func check(c *checker) (*RestorePlan, error) {
 	c.keyGroups()
 	c.operators()
 	c.topics()
 	c.notes()
 	if len(c.problems) > 0 {
-		return nil, &IncompatibleError{Job: m.Job, CheckpointID: m.CheckpointID, Problems: c.problems}
+		return nil, &IncompatibleError{Job: c.m.Job, CheckpointID: c.m.CheckpointID, Problems: c.problems, Restart: c.restart}
 	}
 	return c.plan, nil
 }
@@ -141,6 +225,12 @@ type checker struct {
 	opts     RestoreOptions
 	plan     *RestorePlan
 	problems []Problem
+	// from names what the state comes from in messages: "savepoint" or
+	// "checkpoint" (restart: a plain restart, CheckRestart).
+	from    string
+	restart bool
+	// reordered are notes of aggregates whose values were reordered.
+	reordered []string
 }
 
 func (c *checker) fail(fix, format string, args ...any) {
@@ -152,7 +242,7 @@ func (c *checker) keyGroups() {
 		return
 	}
 	c.fail(fmt.Sprintf("set checkpoint.key_groups: %d. The count cannot change for a job's state, because every key's group is hash(key) mod the count; the number of workers may change freely", c.m.KeyGroups),
-		"key groups: the savepoint has %d, the config has %d", c.m.KeyGroups, c.d.KeyGroups)
+		"key groups: the %s has %d, the config has %d", c.from, c.m.KeyGroups, c.d.KeyGroups)
 }
 
 // operators maps the savepoint's aggregates to the config's by id.
@@ -172,7 +262,7 @@ func (c *checker) operators() {
 		case cur.Kind != op.Kind:
 			if !c.opts.AllowDroppedState {
 				c.fail(fmt.Sprintf("give the aggregate back the id %q and the %s another id, or pass %s to start without the aggregate's state", op.ID, kindNoun(cur.Kind), FlagAllowDroppedState),
-					"operator %q is an aggregate in the savepoint (%s) but %s in the config (%s)", op.ID, keys(op.Keys), kindPhrase(cur.Kind), cur.Path)
+					"operator %q is an aggregate in the %s (%s) but %s in the config (%s)", op.ID, c.from, keys(op.Keys), kindPhrase(cur.Kind), cur.Path)
 			}
 			c.plan.Dropped = append(c.plan.Dropped, op.ID)
 		default:
@@ -182,9 +272,9 @@ func (c *checker) operators() {
 		}
 	}
 	if len(missing) > 0 && !c.opts.AllowDroppedState {
-		noun, verb := "aggregate", "has state in the savepoint but is"
+		noun, verb := "aggregate", "has state in the "+c.from+" but is"
 		if len(missing) > 1 {
-			noun, verb = "aggregates", "have state in the savepoint but are"
+			noun, verb = "aggregates", "have state in the "+c.from+" but are"
 		}
 		c.fail(fmt.Sprintf("state maps to operators by id (steps[].id): give the aggregate back its id, or pass %s to start without that state", FlagAllowDroppedState),
 			"%s %s %s not in the config", noun, strings.Join(missing, ", "), verb)
@@ -215,7 +305,7 @@ func keys(n uint64) string {
 // and reports whether its state can be restored.
 func (c *checker) aggregate(op *Operator, cur *OperatorDesc) bool {
 	was, now := op.Aggregate, cur.Aggregate
-	fix := fmt.Sprintf("put back the key_by and values the savepoint was taken with; or, to start %q empty, give the aggregate a new id and pass %s", op.ID, FlagAllowDroppedState)
+	fix := fmt.Sprintf("put back the key_by and values the %s was taken with; or, to start %q empty, give the aggregate a new id and pass %s", c.from, op.ID, FlagAllowDroppedState)
 	n := len(c.problems)
 	if was.KeyBy != now.KeyBy {
 		c.fail(fix, "operator %q: key_by was '%s', the config has '%s' (its state is stored under the keys the old expression computed)", op.ID, was.KeyBy, now.KeyBy)
@@ -224,7 +314,9 @@ func (c *checker) aggregate(op *Operator, cur *OperatorDesc) bool {
 	switch {
 	case slices.Equal(oldNames, newNames):
 	case slices.Equal(slices.Sorted(slices.Values(oldNames)), slices.Sorted(slices.Values(newNames))):
-		c.fail(fix, "operator %q: values were reordered: the savepoint has [%s], the config has [%s]", op.ID, strings.Join(oldNames, ", "), strings.Join(newNames, ", "))
+		// Harmless: each value's state is stored under its name.
+		c.reordered = append(c.reordered, fmt.Sprintf("operator %q: values reordered: the %s has [%s], the config has [%s]; each value keeps its state",
+			op.ID, c.from, strings.Join(oldNames, ", "), strings.Join(newNames, ", ")))
 	default:
 		var gone, added []string
 		for _, name := range oldNames {
@@ -242,13 +334,13 @@ func (c *checker) aggregate(op *Operator, cur *OperatorDesc) bool {
 			what = append(what, fmt.Sprintf("%s %s not in the config", plural(gone, "value"), isAre(gone)))
 		}
 		if len(added) > 0 {
-			what = append(what, fmt.Sprintf("%s %s not in the savepoint", plural(added, "value"), isAre(added)))
+			what = append(what, fmt.Sprintf("%s %s not in the %s", plural(added, "value"), isAre(added), c.from))
 		}
 		if len(gone) == 0 && len(added) == 0 {
 			what = append(what, "a value is repeated")
 		}
-		c.fail(fix, "operator %q: values differ: the savepoint has [%s], the config has [%s]: %s",
-			op.ID, renderValues(was.Values), renderValues(now.Values), strings.Join(what, "; "))
+		c.fail(fix, "operator %q: values differ: the %s has [%s], the config has [%s]: %s",
+			op.ID, c.from, renderValues(was.Values), renderValues(now.Values), strings.Join(what, "; "))
 	}
 	// Same name, other function or argument: wherever the value now is.
 	for _, v := range was.Values {
@@ -309,9 +401,9 @@ func (c *checker) topics() {
 			continue
 		}
 		st, nt := saved[t], c.rename(t)
-		as := fmt.Sprintf("savepoint topic %q", t)
+		as := fmt.Sprintf("%s topic %q", c.from, t)
 		if nt != t {
-			as = fmt.Sprintf("savepoint topic %q (remapped to %q)", t, nt)
+			as = fmt.Sprintf("%s topic %q (remapped to %q)", c.from, t, nt)
 		}
 		if c.d.sourceOf(nt) == nil {
 			c.plan.DroppedTopics = append(c.plan.DroppedTopics, t)
@@ -329,7 +421,7 @@ func (c *checker) topics() {
 				continue
 			case n != st.partitions:
 				c.fail(fmt.Sprintf("offsets are per partition and cannot carry over to another partition count: restore into a topic with %d partitions", st.partitions),
-					"%s has %d partitions in the savepoint, but %d in the cluster", strings.TrimPrefix(as, "savepoint "), st.partitions, n)
+					"%s has %d partitions in the savepoint, but %d in the cluster", strings.TrimPrefix(as, c.from+" "), st.partitions, n)
 				continue
 			}
 		}
@@ -364,7 +456,7 @@ func (c *checker) notes() {
 		note("the savepoint is of job %q, this job is %q", m.Job, d.Job)
 	}
 	if m.ConfigFingerprint != d.Fingerprint {
-		note("the configuration changed since the savepoint (fingerprint %s, now %s)", short(m.ConfigFingerprint), short(d.Fingerprint))
+		note("the configuration changed since the %s (fingerprint %s, now %s)", c.from, short(m.ConfigFingerprint), short(d.Fingerprint))
 	}
 	if m.Guarantee != d.Guarantee {
 		note("the guarantee was %s, now %s", m.Guarantee, d.Guarantee)
@@ -385,6 +477,7 @@ func (c *checker) notes() {
 	} else if len(p.Empty) > 1 {
 		note("%s start without state", plural(p.Empty, "aggregate"))
 	}
+	p.Notes = append(p.Notes, c.reordered...)
 	if len(p.NewTopics) == 1 {
 		note("%s starts at its source's start position", plural(p.NewTopics, "topic"))
 	} else if len(p.NewTopics) > 1 {

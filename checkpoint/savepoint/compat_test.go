@@ -134,9 +134,6 @@ func TestCheckRestoreRefuses(t *testing.T) {
 		{"function changed", change("sum: sum(n)", "sum: max(n)"), RestoreOptions{}, []Problem{{
 			What: `operator "sums": value "sum" was sum(n), the config has max(n)`, Fix: valueFix,
 		}}},
-		{"values reordered", change("count: count()\n        sum: sum(n)", "sum: sum(n)\n        count: count()"), RestoreOptions{}, []Problem{{
-			What: `operator "sums": values were reordered: the savepoint has [count, sum], the config has [sum, count]`, Fix: valueFix,
-		}}},
 		{"value renamed", change("sum: sum(n)", "total: sum(n)"), RestoreOptions{}, []Problem{{
 			What: `operator "sums": values differ: the savepoint has [count: count(), sum: sum(n)], the config has [count: count(), total: sum(n)]: value "sum" is not in the config; value "total" is not in the savepoint`,
 			Fix:  valueFix,
@@ -190,7 +187,75 @@ func TestCheckRestoreRefuses(t *testing.T) {
 				t.Errorf("problems:\n got: %q\nwant: %q", inc.Problems, tc.want)
 			}
 			t.Log(err)
+			if !reflect.DeepEqual(tc.opts, RestoreOptions{}) {
+				return // a restart has no options
+			}
+			// A plain restart from the job's own checkpoint of baseJob
+			// refuses the same change with the same problems.
+			_, err = CheckRestart(recordOf(t, baseJob), d)
+			if !errors.As(err, &inc) || !errors.Is(err, checkpoint.ErrIncompatible) || errors.Is(err, ErrIncompatible) || !inc.Restart {
+				t.Fatalf("CheckRestart: %v; want a restart's IncompatibleError", err)
+			}
+			var want []Problem
+			for _, p := range tc.want {
+				want = append(want, Problem{What: strings.ReplaceAll(p.What, "savepoint", "checkpoint"), Fix: strings.ReplaceAll(p.Fix, "savepoint", "checkpoint")})
+			}
+			if !reflect.DeepEqual(inc.Problems, want) {
+				t.Errorf("restart problems:\n got: %q\nwant: %q", inc.Problems, want)
+			}
 		})
+	}
+}
+
+// recordOf is a checkpoint record of the job yaml, as the runtime writes
+// it, holding the offsets and keys of savepointOf's savepoint.
+func recordOf(t testing.TB, yaml string) *checkpoint.Record {
+	t.Helper()
+	d := DescribeConfig(parseConfig(t, yaml))
+	rec := &checkpoint.Record{
+		ID: 42, Job: d.Job, ConfigFingerprint: d.Fingerprint, KeyGroups: d.KeyGroups, Guarantee: d.Guarantee,
+		Offsets: []checkpoint.SourceOffset{
+			{Topic: "numbers", Partition: 0, Offset: 10}, {Topic: "numbers", Partition: 1, Offset: 11}, {Topic: "numbers", Partition: 2, Offset: 12},
+			{Topic: "more", Partition: 0, Offset: 20}, {Topic: "more", Partition: 1, Offset: 21},
+		},
+		Operators: d.Checkpointed(),
+	}
+	for _, op := range rec.Operators {
+		rec.OperatorIDs = append(rec.OperatorIDs, op.ID)
+		if op.Kind == checkpoint.KindAggregate {
+			rec.State = append(rec.State, checkpoint.StateSummary{Operator: op.ID, Keys: 1, Bytes: 5})
+		}
+	}
+	rec.Normalize()
+	if _, err := checkpoint.EncodeRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestCheckRestartAllows: a restart takes what a savepoint restore takes
+// without flags (reordered values, a renamed source, a new topic), and
+// says so; a record of an older build cannot be checked.
+func TestCheckRestartAllows(t *testing.T) {
+	rec := recordOf(t, baseJob)
+	changed := strings.Replace(strings.Replace(baseJob, "count: count()\n        sum: sum(n)", "sum: sum(n)\n        count: count()", 1),
+		"  - id: numbers\n    topics: [numbers, more]\n", "  - id: a\n    topics: [numbers, extra]\n  - id: b\n    topics: [more]\n", 1)
+	plan, err := CheckRestart(rec, DescribeConfig(parseConfig(t, changed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`operator "sums": values reordered: the checkpoint has [count, sum], the config has [sum, count]; each value keeps its state`,
+		`topic "extra" starts at its source's start position`,
+	}
+	if !reflect.DeepEqual(plan.Restore, []string{"sums"}) || len(plan.Offsets) != 5 || !reflect.DeepEqual(plan.Notes[1:], want) ||
+		!strings.HasPrefix(plan.Notes[0], "the configuration changed since the checkpoint") {
+		t.Errorf("plan %+v", plan)
+	}
+	old := recordOf(t, baseJob)
+	old.Operators = nil
+	if _, err := CheckRestart(old, DescribeConfig(parseConfig(t, changed))); !errors.Is(err, ErrUndescribed) {
+		t.Errorf("CheckRestart of a v2 record: %v", err)
 	}
 }
 
@@ -210,6 +275,10 @@ func (s yamlText) replaceSecond(old, new string) yamlText {
 // TestIncompatibleErrorText pins the text a user reads: one line per
 // problem, a fix after each run of problems that share it.
 func TestIncompatibleErrorText(t *testing.T) {
+	restart := &IncompatibleError{Job: "parity-sum", CheckpointID: 42, Restart: true, Problems: []Problem{{What: "a", Fix: "fix a"}}}
+	if want := "checkpoint does not fit the job's configuration (checkpoint 42 of job \"parity-sum\", restarting):\n  - a\n    fix: fix a\n  " + RestartFix; restart.Error() != want {
+		t.Errorf("restart:\n got: %s\nwant: %s", restart, want)
+	}
 	err := &IncompatibleError{Job: "parity-sum", CheckpointID: 42, Problems: []Problem{
 		{What: "a", Fix: "fix a"}, {What: "b", Fix: "fix b"}, {What: "c", Fix: "fix b"},
 	}}
@@ -282,6 +351,11 @@ func TestCheckRestoreAllows(t *testing.T) {
 					`aggregate "sums-v2" starts without state`,
 				},
 			}},
+		{"values reordered", strings.Replace(baseJob, "count: count()\n        sum: sum(n)", "sum: sum(n)\n        count: count()", 1), RestoreOptions{},
+			RestorePlan{Offsets: base, Topics: topics, Restore: []string{"sums"}, Notes: []string{
+				"the configuration changed since the savepoint (fingerprint FP, now FP)",
+				`operator "sums": values reordered: the savepoint has [count, sum], the config has [sum, count]; each value keeps its state`,
+			}}},
 		{"guarantee changed", baseJob + "guarantee: at_least_once\n", RestoreOptions{},
 			RestorePlan{Offsets: base, Topics: topics, Restore: []string{"sums"}, Notes: []string{"the guarantee was exactly_once, now at_least_once"}}},
 	}

@@ -74,6 +74,27 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 	return d
 }
 
+// Checkpointed describes the stateful operators (sources and aggregates)
+// as a checkpoint record carries them (checkpoint.Record.Operators),
+// sorted by id: what CheckRestart compares a later configuration with.
+func (d *Descriptor) Checkpointed() []checkpoint.OperatorDesc {
+	var out []checkpoint.OperatorDesc
+	for _, op := range d.Operators {
+		switch op.Kind {
+		case KindSource:
+			out = append(out, checkpoint.OperatorDesc{ID: op.ID, Kind: checkpoint.KindSource, Topics: op.Topics})
+		case KindAggregate:
+			desc := checkpoint.OperatorDesc{ID: op.ID, Kind: checkpoint.KindAggregate, KeyBy: op.Aggregate.KeyBy}
+			for _, v := range op.Aggregate.Values {
+				desc.Values = append(desc.Values, checkpoint.AggregateValue{Name: v.Name, Func: v.Func, Arg: v.Arg})
+			}
+			out = append(out, desc)
+		}
+	}
+	slices.SortFunc(out, func(a, b checkpoint.OperatorDesc) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
 // Operator returns the source or step with id, or nil.
 func (d *Descriptor) Operator(id string) *OperatorDesc {
 	for i := range d.Operators {

@@ -78,14 +78,21 @@
 //     kind of step, is refused unless --allow-dropped-state. An aggregate
 //     of the config without state in the savepoint starts empty.
 //  3. An aggregate keeps its state only if its key_by text and its values
-//     (name, function, argument, in order) are unchanged, e.g.
+//     (name, function, argument) are unchanged, e.g.
 //     `operator "sums": value "sum" was sum(n), the config has sum(amount)`.
 //     Expressions are compared as text: reformatting one is a change.
+//     Values may be reordered: each one's state is stored under its name.
 //  4. Offsets belong to partitions, not to sources, so sources may be
 //     renamed, split or merged. Topics may be renamed with --remap-topic
 //     old=new; a savepoint topic that nobody reads after remapping is
 //     refused unless --allow-dropped-state; a topic must keep its
 //     partition count.
+//
+// CheckRestart applies the same rules to a plain restart from the job's
+// own checkpoint record (format v3 describes each operator's state, see
+// checkpoint.Record.Operators), without flags and without the partition
+// count rule, so a changed configuration cannot silently read old state as
+// something else.
 //
 // # Using it from the runtime
 //

@@ -38,7 +38,8 @@ var build struct {
 }
 
 // binary builds the pipeline command once per test run: the crash tests
-// kill a real process.
+// kill a real process, at fault points that only the faultpoints build
+// tag compiles in.
 func binary(t *testing.T) string {
 	t.Helper()
 	build.once.Do(func() {
@@ -48,7 +49,7 @@ func binary(t *testing.T) string {
 			return
 		}
 		build.path = filepath.Join(dir, "pipeline")
-		args := []string{"build", "-o", build.path}
+		args := []string{"build", "-tags", "faultpoints", "-o", build.path}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

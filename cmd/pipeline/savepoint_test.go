@@ -88,8 +88,9 @@ func withStep(t *testing.T, step string) string {
 func TestSavepointsThroughTheCommandLine(t *testing.T) {
 	j := newJob(t, "exactly_once")
 	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
-	j.env["ADMIN_TOKEN"] = "test-token"
+	j.env["PIPELINE_ADMIN_TOKEN"] = "test-token"
 	dir := t.TempDir()
+	j.env["SAVEPOINT_DIR"] = dir // where the API may write; --stop-with-savepoint is not bound by it
 	running, final := filepath.Join(dir, "while-running"), filepath.Join(dir, "final")
 	const total = 30000
 
@@ -103,7 +104,7 @@ func TestSavepointsThroughTheCommandLine(t *testing.T) {
 	if code, _, stderr := j.pipelineCmd("savepoint", "create", "-admin", addr, "-token", "wrong", running); code != 1 || !strings.Contains(stderr, "wrong bearer token") {
 		t.Fatalf("savepoint create with a wrong token: exit %d, %s", code, stderr)
 	}
-	// The token comes from the job's file (ADMIN_TOKEN); the address from
+	// The token comes from $PIPELINE_ADMIN_TOKEN, which the job reads too; the address from
 	// the log, as the file says port 0.
 	code, stdout, stderr := j.pipelineCmd("savepoint", "create", "-c", "../../examples/parity-sum/config.yaml", "-admin", addr, running)
 	if code != 0 || !strings.Contains(stdout, "savepoint written: "+running) {

@@ -1,10 +1,13 @@
 package deploytest
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/eoflow/pipeline/config"
+	pipelinecli "github.com/eoflow/pipeline/internal/cli"
 )
 
 // loadCompose loads docker-compose.yml as docker compose would: schema
@@ -172,7 +176,7 @@ func TestComposePipeline(t *testing.T) {
 	}
 
 	// config.yaml, with the service's environment, reads what it should.
-	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "ADMIN_TOKEN", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
+	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "PIPELINE_ADMIN_TOKEN", "SAVEPOINT_DIR", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
 		t.Setenv(k, env(pipe, k))
 	}
 	cfg, err := config.Load(filepath.Join(root(t), "config.yaml"))
@@ -188,6 +192,20 @@ func TestComposePipeline(t *testing.T) {
 	if cfg.Admin.Token == "" {
 		t.Error("config admin.token is empty: savepoints over the API would be off")
 	}
+	// Savepoints over the API go below admin.savepoint_dir, resolved
+	// against the image's working directory: it must be the volume, or
+	// they vanish with the container.
+	workdir := "/"
+	if w := stages[len(stages)-1].all("WORKDIR"); len(w) > 0 {
+		workdir = w[len(w)-1]
+	}
+	spDir := cfg.Admin.SavepointDir
+	if !path.IsAbs(spDir) {
+		spDir = path.Join(workdir, spDir)
+	}
+	if savepoints != nil && path.Clean(spDir) != savepoints.Target {
+		t.Errorf("config admin.savepoint_dir is %s in the container, want the savepoints volume at %s", spDir, savepoints.Target)
+	}
 	if len(cfg.Sources) != 1 || !slices.Equal(cfg.Sources[0].Topics, []string{"numbers"}) || len(cfg.Sinks) != 1 || cfg.Sinks[0].Topic != "parity-sums" {
 		t.Errorf("config reads %+v and writes %+v, want numbers -> parity-sums", cfg.Sources, cfg.Sinks)
 	}
@@ -199,11 +217,91 @@ func TestComposeDatagen(t *testing.T) {
 	if gen.Image == "" || gen.Image != pipe.Image || gen.Build != nil {
 		t.Errorf("datagen: image %q, want the pipeline's %q, built once", gen.Image, pipe.Image)
 	}
-	if got := strings.Join(gen.Command, " "); got != "datagen -brokers kafka:29092 -topic numbers -rate 200" {
+	if got := strings.Join(gen.Command, " "); !strings.HasPrefix(got, "datagen -brokers kafka:29092 -topic numbers -rate 200") {
 		t.Errorf("datagen: command %q", got)
 	}
 	dependsOn(t, gen, "kafka", types.ServiceConditionHealthy)
 	dependsOn(t, gen, "topics", types.ServiceConditionCompletedSuccessfully)
+
+	// Restarted without a resume point, datagen writes 1, 2, ... again:
+	// the topic then holds numbers twice and the parity sums are wrong.
+	if gen.Restart != "" && gen.Restart != types.RestartPolicyNo && !slices.Contains(gen.Command, "-resume") {
+		t.Errorf("datagen: restart %q without -resume: a restart writes the numbers again from 1", gen.Restart)
+	}
+	// Every flag of the command is one `pipeline datagen` has.
+	var usage bytes.Buffer
+	pipelinecli.Main([]string{"datagen", "-h"}, &usage, &usage)
+	for _, arg := range gen.Command[1:] {
+		if strings.HasPrefix(arg, "-") && !strings.Contains(usage.String(), "  "+arg+" ") && !strings.Contains(usage.String(), "  "+arg+"\n") {
+			t.Errorf("datagen: `pipeline datagen` has no flag %s:\n%s", arg, usage.String())
+		}
+	}
+}
+
+// The apache/kafka image writes to /tmp/kraft-combined-logs unless told
+// otherwise: inside the container, so a recreated one loses every topic,
+// the job's checkpoints and state with them. Its log directories must lie
+// in a named volume.
+func TestComposeKafkaKeepsItsData(t *testing.T) {
+	p := loadCompose(t)
+	kafka := service(t, p, "kafka")
+	dirs := env(kafka, "KAFKA_LOG_DIRS")
+	if dirs == "" {
+		t.Fatal("kafka: KAFKA_LOG_DIRS is not set: the image's default, /tmp/kraft-combined-logs, is lost with the container")
+	}
+	for _, dir := range strings.Split(dirs, ",") {
+		kept := false
+		for _, v := range kafka.Volumes {
+			rel, err := filepath.Rel(v.Target, dir)
+			if v.Type == types.VolumeTypeVolume && err == nil && filepath.IsLocal(rel) {
+				_, declared := p.Volumes[v.Source]
+				kept = declared
+			}
+		}
+		if !kept {
+			t.Errorf("kafka: log directory %s is not in a declared named volume (volumes %+v)", dir, kafka.Volumes)
+		}
+	}
+	if env(kafka, "CLUSTER_ID") == "" {
+		t.Error("kafka: CLUSTER_ID not pinned: the volume is formatted with it, and a different one would not start on it")
+	}
+}
+
+// The README starts the stack with the command the compose file documents
+// (`up --build`: without it, compose reuses an image built from older code).
+func TestReadmeStartsComposeAsTheFileSays(t *testing.T) {
+	compose, err := os.ReadFile(filepath.Join(root(t), "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := regexp.MustCompile("`(docker compose up[^`]*)`")
+	header, _, _ := strings.Cut(string(compose), "\n")
+	m := cmd.FindStringSubmatch(header)
+	if m == nil {
+		t.Fatalf("docker-compose.yml: its first line names no `docker compose up` command: %q", header)
+	}
+	want := m[1]
+	readme, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := 0
+	for _, m := range cmd.FindAllStringSubmatch(string(readme), -1) {
+		names := false // a command that names services starts only those
+		for _, arg := range strings.Fields(m[1])[3:] {
+			names = names || !strings.HasPrefix(arg, "-")
+		}
+		if names {
+			continue
+		}
+		whole++
+		if m[1] != want {
+			t.Errorf("README.md starts the stack with `%s`; docker-compose.yml says `%s`", m[1], want)
+		}
+	}
+	if whole == 0 {
+		t.Errorf("README.md never says how to start the stack (`%s`)", want)
+	}
 }
 
 // Prometheus gets the config and every rule file it names, at the paths

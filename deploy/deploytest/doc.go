@@ -13,7 +13,10 @@
 //     non-root user with the config the compose file mounts;
 //   - docker-compose.yml, loaded by compose-go as docker compose would,
 //     wires the services, ports, health checks, dependencies and mounts,
-//     and the mounted files exist.
+//     and the mounted files exist; Kafka's log directories and the job's
+//     admin.savepoint_dir are in named volumes, a restarting datagen
+//     resumes instead of writing 1, 2, ... again, and the README starts
+//     the stack with the command the file names.
 //
 // The package has no code outside its tests.
 package deploytest

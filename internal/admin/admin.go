@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/runtime"
 )
 
@@ -30,9 +31,10 @@ const maxRequestBody = 64 << 10
 
 // SavepointRequest is the body of POST /api/v1/savepoints.
 type SavepointRequest struct {
-	// Dir is where the savepoint goes, on the job's machine; relative to
-	// the job's working directory unless absolute. It must not exist, or
-	// be empty.
+	// Dir is where the savepoint goes, on the job's machine: a directory
+	// below admin.savepoint_dir, named relative to it ("sp-1"), or an
+	// absolute path that lies below it. Its parent must exist; it must
+	// not, or be empty.
 	Dir string `json:"dir"`
 }
 
@@ -46,10 +48,15 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 }
 
-// Handler serves the endpoints for job, with metrics at /metrics. token
-// is the bearer token of the endpoints that change something (taking a
-// savepoint); empty turns them off.
-func Handler(job Job, metrics http.Handler, token string) http.Handler {
+// Handler serves the endpoints for job, with metrics at /metrics. Of cfg
+// it uses Token, the bearer token of the endpoints that act or cost
+// (savepoints, profiles; empty turns them off), and SavepointDir, the
+// directory savepoints go under (the default when empty).
+func Handler(job Job, metrics http.Handler, cfg config.Admin) http.Handler {
+	token, savepointDir := cfg.Token, cfg.SavepointDir
+	if savepointDir == "" {
+		savepointDir = config.DefaultSavepointDir
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -64,12 +71,22 @@ func Handler(job Job, metrics http.Handler, token string) http.Handler {
 		_, _ = w.Write([]byte(string(st.State) + "\n"))
 	})
 	mux.Handle("GET /metrics", metrics)
-	// Profiles, for finding where CPU goes (`go tool pprof
-	// http://ADDR/debug/pprof/profile?seconds=10`). Read-only, and the
-	// listener is loopback unless configured otherwise.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	// Profiles, for finding where CPU goes. They need the token: the
+	// image listens on 0.0.0.0, a CPU profile or trace costs the job
+	// while it runs, and stacks and heap samples show its internals.
+	// `curl -H "Authorization: Bearer $TOKEN" -o cpu.pprof
+	// http://ADDR/debug/pprof/profile?seconds=10`, then `go tool pprof cpu.pprof`.
+	for path, h := range map[string]http.HandlerFunc{
+		"GET /debug/pprof/":        pprof.Index,
+		"GET /debug/pprof/profile": pprof.Profile,
+		"GET /debug/pprof/trace":   pprof.Trace,
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if authorized(w, r, token) {
+				h(w, r)
+			}
+		})
+	}
 	mux.HandleFunc("GET /api/v1/job", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, job.Status())
 	})
@@ -88,19 +105,28 @@ func Handler(job Job, metrics http.Handler, token string) http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, `the body must be JSON like {"dir": "/savepoints/sp-1"}: `+err.Error())
+			writeError(w, http.StatusBadRequest, `the body must be JSON like {"dir": "sp-1"}: `+err.Error())
 			return
 		}
 		if req.Dir == "" {
-			writeError(w, http.StatusBadRequest, `"dir" is required: where to write the savepoint, on the job's machine`)
+			writeError(w, http.StatusBadRequest, `"dir" is required: the savepoint's directory, below admin.savepoint_dir`)
+			return
+		}
+		dir, err := savepointTarget(savepointDir, req.Dir)
+		switch {
+		case errors.Is(err, errOutside):
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
 		// The request's context only bounds the wait: a client that gives
 		// up does not leave half a savepoint behind (the job finishes or
 		// removes it).
-		sum, err := job.Savepoint(r.Context(), req.Dir)
+		sum, err := job.Savepoint(r.Context(), dir)
 		switch {
-		case errors.Is(err, savepoint.ErrExists):
+		case errors.Is(err, savepoint.ErrExists), errors.Is(err, runtime.ErrSavepointBusy):
 			writeError(w, http.StatusConflict, err.Error())
 		case err != nil:
 			writeError(w, http.StatusInternalServerError, err.Error())

@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"runtime/debug"
 	"strings"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/runtime"
 )
@@ -24,13 +24,15 @@ const usage = `pipeline: stateful Kafka-to-Kafka stream processing with exactly-
 Usage:
   pipeline run -c FILE              run the job until SIGINT or SIGTERM (a final checkpoint, exit 0)
       [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
-      [--stop-with-savepoint DIR]
+      [--stop-with-savepoint DIR] [--progress]
   pipeline validate -c FILE         check a job file; print every problem, or a summary and
       [--from-savepoint PATH ...]   the operator ids (and whether the savepoint fits)
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo                     everything in one process (in-process broker, generator, job)
   pipeline savepoint create DIR     ask the running job for a savepoint into DIR
   pipeline savepoint inspect PATH   what a savepoint holds
+  pipeline topics create NAME       create a topic on the cluster of the job's file (-c FILE)
+  pipeline topics list|describe     the cluster's topics; partitions, offsets and configs of some
   pipeline version                  print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
@@ -53,26 +55,41 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return demo(args[1:], stdout, stderr)
 	case "savepoint":
 		return savepointCmd(args[1:], stdout, stderr)
+	case "topics":
+		return topicsCmd(args[1:], stdout, stderr)
 	case "version":
+		fs := newFlags("pipeline version", "  pipeline version\n      print the version: the module's, else the VCS revision built from, else devel")
+		if _, code, ok := parseFlags(fs, args[1:], false, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "pipeline version: unexpected argument %q\n", fs.Arg(0))
+			return exitUsage
+		}
 		fmt.Fprintln(stdout, "pipeline", version())
 		return exitOK
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
 	default:
+		if isHelp(args[0]) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
 		fmt.Fprintf(stderr, "pipeline: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
 }
 
+const validateSynopsis = `  pipeline validate [-c FILE] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+      check a job file without connecting to Kafka: print every problem as
+      FILE:LINE:COL: path: message (exit 1), or a summary and the operator
+      ids (exit 0); with --from-savepoint, also whether the savepoint fits`
+
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pipeline validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("c", "config.yaml", "the job's YAML file")
+	fs := newFlags("pipeline validate", validateSynopsis)
+	file := fs.String("c", "config.yaml", "the job's YAML `FILE`")
 	var restore restoreFlags
 	restore.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pipeline validate: unexpected argument %q (the file goes after -c)\n", fs.Arg(0))
@@ -86,24 +103,32 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitFail
 	}
-	// Compiling the steps finds expression errors too, at their lines.
+	// What only building the job refuses is refused here too (expressions
+	// were compiled when loading).
 	if _, err := runtime.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		if !printProblems(*file, err, stdout, stderr) {
 			fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
 		}
 		return exitFail
 	}
+	// What starting from the savepoint would do; partition counts are
+	// checked against the cluster by `run`. A job that cannot start from
+	// it is not ok: its refusal is printed alone.
+	var (
+		sp   *savepoint.Reader
+		plan *savepoint.RestorePlan
+		err  error
+	)
+	if restore.path != "" {
+		if sp, plan, err = restore.plan(cfg); err != nil {
+			fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
+			return exitFail
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok: %s\n", *file, cfg.Summary())
 	printOperators(stdout, cfg)
-	if restore.path == "" {
+	if sp == nil {
 		return exitOK
-	}
-	// What starting from the savepoint would do; partition counts are
-	// checked against the cluster by `run`.
-	sp, plan, err := restore.plan(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
-		return exitFail
 	}
 	fmt.Fprintf(stdout, "savepoint %s fits (job %q, checkpoint %d):\n", sp.Dir(), sp.Manifest().Job, sp.Manifest().CheckpointID)
 	if len(plan.Restore) > 0 {

@@ -81,6 +81,105 @@ sinks:
 	}
 }
 
+// TestValidateEveryProblemAtOnce: validate (and run) print every problem
+// of a file, schema, interpolation and expression problems together, one
+// FILE:LINE:COL: path: message line each, and nothing that follows from
+// another.
+func TestValidateEveryProblemAtOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // FILE stands for the file's path
+	}{
+		{
+			name: "schema, interpolation and expression problems together",
+			yaml: `name: parity-sum
+guarantee: ${GUARANTEE:-exactly_once
+workers: many
+kafka:
+  brokers: [127.0.0.1:9092]
+sources:
+  - id: numbers
+    topics: [numbers]
+    start: earliest
+    formatt: json
+steps:
+  - filter: 'n + 1'
+  - id: parity
+    key_by: 'n %'
+  - id: sums
+    aggregate:
+      values:
+        count: count()
+        sum: sum(n *)
+sinks:
+  - topic: parity-sums
+    key: 'n +'
+`,
+			want: []string{
+				"FILE:2:12: unterminated ${: missing } on the same line (write $$ for a literal $)",
+				`FILE:3:10: workers: want a whole number, got the string "many"`,
+				"FILE:10:5: sources[0].formatt: unknown field; did you mean format?",
+				"FILE:12:13: steps[0].filter: expected bool, but its result is never true or false: a filter needs a condition, such as a comparison (at 1:3 of the expression)",
+				"FILE:14:13: steps[1].key_by: unexpected token EOF (at 1:3 of the expression)",
+				"FILE:19:14: steps[2].aggregate.values.sum: unexpected token EOF (at 1:3 of the expression)",
+				"FILE:22:10: sinks[0].key: unexpected token EOF (at 1:3 of the expression)",
+			},
+		},
+		{
+			name: "a broken key_by is still a key_by",
+			yaml: `name: demo
+kafka:
+  brokers: [127.0.0.1:9092]
+sources:
+  - topics: [in]
+steps:
+  - key_by: 'n %'
+  - aggregate:
+      values:
+        total: sum(n)
+sinks:
+  - topic: out
+`,
+			want: []string{"FILE:7:13: steps[0].key_by: unexpected token EOF (at 1:3 of the expression)"},
+		},
+		{
+			name: "on_checkpoint under at_most_once",
+			yaml: `name: demo
+guarantee: at_most_once
+kafka:
+  brokers: [127.0.0.1:9092]
+sources:
+  - topics: [in]
+steps:
+  - key_by: n
+  - aggregate:
+      emit: on_checkpoint
+      values:
+        total: sum(n)
+sinks:
+  - topic: out
+`,
+			want: []string{"FILE:10:13: steps[1].aggregate.emit: on_checkpoint emits when a checkpoint completes, and guarantee: at_most_once takes no checkpoints, so nothing would ever be written: use emit: every_record (or guarantee: at_least_once or exactly_once)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := writeFile(t, tt.yaml)
+			want := strings.ReplaceAll(strings.Join(tt.want, "\n")+"\n", "FILE:", p+":")
+			for _, cmd := range []string{"validate", "run"} {
+				code, out, errOut := runCLI(cmd, "-c", p)
+				if code != 1 || out != want {
+					t.Errorf("%s: exit %d, stdout:\n%s\nwant exit 1, stdout:\n%s", cmd, code, out, want)
+				}
+				if wantErr := fmt.Sprintf("%s: %d problem(s)\n", p, len(tt.want)); errOut != wantErr {
+					t.Errorf("%s: stderr %q, want %q", cmd, errOut, wantErr)
+				}
+			}
+		})
+	}
+}
+
 func TestValidateMissingFile(t *testing.T) {
 	code, out, errOut := runCLI("validate", "-c", filepath.Join(t.TempDir(), "nope.yaml"))
 	if code != 1 || out != "" || !strings.Contains(errOut, "nope.yaml") {
@@ -163,9 +262,10 @@ func TestValidateFromSavepoint(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "resumes topic numbers as numbers-v2") {
 		t.Fatalf("validate with a remapped topic: exit %d\n%s%s", code, out, errOut)
 	}
-	code, _, errOut = runCLI("validate", "-c", goldenJob(t, "numbers-v2", 128), "--from-savepoint", goldenSavepoint)
-	if code != 1 || !strings.Contains(errOut, "key groups") || !strings.Contains(errOut, `"numbers"`) || !strings.Contains(errOut, "--remap-topic") {
-		t.Fatalf("validate with other key groups and an unmapped topic: exit %d\n%s", code, errOut)
+	// A refusal is printed alone: no "ok" for a job that cannot start.
+	code, out, errOut = runCLI("validate", "-c", goldenJob(t, "numbers-v2", 128), "--from-savepoint", goldenSavepoint)
+	if code != 1 || out != "" || !strings.Contains(errOut, "key groups") || !strings.Contains(errOut, `"numbers"`) || !strings.Contains(errOut, "--remap-topic") {
+		t.Fatalf("validate with other key groups and an unmapped topic: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
 
@@ -250,5 +350,33 @@ func TestSavepointCreate(t *testing.T) {
 	}
 	if got := adminURL("10.1.2.3:8080"); got != "http://10.1.2.3:8080" {
 		t.Errorf("adminURL(10.1.2.3:8080) = %s", got)
+	}
+}
+
+// -h on every command and subcommand prints its help to stdout and exits
+// 0, without doing anything else (no file read, no connection).
+func TestHelpOnEveryCommand(t *testing.T) {
+	commands := [][]string{
+		{}, {"run"}, {"validate"}, {"datagen"}, {"demo"}, {"version"},
+		{"savepoint"}, {"savepoint", "create"}, {"savepoint", "inspect"},
+		{"topics"}, {"topics", "create"}, {"topics", "list"}, {"topics", "describe"},
+	}
+	for _, cmd := range commands {
+		for _, h := range []string{"-h", "--help", "-help"} {
+			args := append(append([]string{}, cmd...), h)
+			code, out, errOut := runCLI(args...)
+			want := "pipeline " + strings.Join(cmd, " ")
+			if code != 0 || errOut != "" || !strings.Contains(strings.ToLower(out), "usage") || !strings.Contains(out, want) {
+				t.Errorf("pipeline %s: exit %d, stdout %q, stderr %q; want exit 0 and help naming %q on stdout",
+					strings.Join(args, " "), code, out, errOut, want)
+			}
+		}
+	}
+	// A bad flag is still a usage error, on stderr.
+	if code, out, errOut := runCLI("savepoint", "inspect", "-x"); code != 2 || out != "" || !strings.Contains(errOut, "-x") {
+		t.Errorf("savepoint inspect -x: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("version", "extra"); code != 2 || !strings.Contains(errOut, "extra") {
+		t.Errorf("version extra: exit %d, stderr %q", code, errOut)
 	}
 }

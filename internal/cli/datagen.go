@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,22 +16,32 @@ import (
 
 // generate is `pipeline datagen`: the parity-sum input, {"n": <int>}.
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pipeline datagen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("pipeline datagen", "  pipeline datagen [flags]\n      write the numbers from, from+1, ... as {\"n\": <int>} to a topic (the parity-sum input)")
 	brokers := fs.String("brokers", envOr("KAFKA_BROKERS", "127.0.0.1:9092"), "seed brokers, comma-separated")
 	topic := fs.String("topic", envOr("INPUT_TOPIC", "numbers"), "topic to write (created if missing)")
 	partitions := fs.Int("partitions", 4, "partitions when the topic is created")
-	from := fs.Int64("from", 1, "first number")
+	from := fs.Int64("from", 1, "first number (with -resume: when the topic holds none)")
 	count := fs.Int64("count", 0, "how many numbers; 0 writes until interrupted")
 	rate := fs.Float64("rate", 0, "records per second; 0 is as fast as the broker takes them")
-	if err := fs.Parse(args); err != nil {
+	resume := fs.Bool("resume", false, "continue after the highest number the topic holds, writing in transactions, so that restarts (a crash included) leave 1..n each once")
+	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pipeline datagen: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := datagen.Numbers(ctx, []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}, datagen.Options{
-		Topic: *topic, Partitions: int32(*partitions), From: *from, Count: *count, Rate: *rate,
+		Topic: *topic, Partitions: int32(*partitions), From: *from, Count: *count, Rate: *rate, Resume: *resume,
 		Progress: func(written int64) { fmt.Fprintf(stderr, "datagen: %d written\n", written) },
+		Started: func(first int64) {
+			if *resume {
+				fmt.Fprintf(stderr, "datagen: writing from %d\n", first)
+			}
+			*from = first
+		},
 	})
 	if n > 0 {
 		fmt.Fprintf(stdout, "wrote %d numbers (%d..%d) to %s\n", n, *from, *from+n-1, *topic)

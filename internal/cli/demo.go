@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,11 +58,14 @@ logging:
 // a data generator, and the parity-sum job, printing results and
 // checkpoint progress until Ctrl-C.
 func demo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pipeline demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("pipeline demo", "  pipeline demo [flags]\n      everything in one process: an in-process broker, a data generator and\n      the parity-sum job, printing the running totals until Ctrl-C")
 	listen := fs.String("admin", "127.0.0.1:8080", "admin and metrics listen address (port 0 picks one)")
 	rate := fs.Float64("rate", 500, "numbers per second the generator writes")
-	if err := fs.Parse(args); err != nil {
+	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pipeline demo: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,7 +107,7 @@ func runDemo(ctx context.Context, listen string, rate float64, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	srv := srvPlaceholder.WithHandler(admin.Handler(job, m.Handler(), cfg.Admin.Token))
+	srv := srvPlaceholder.WithHandler(admin.Handler(job, m.Handler(), cfg.Admin))
 
 	fmt.Fprintf(out, "metrics:     http://%s/metrics\n", addr)
 	fmt.Fprintf(out, "job status:  http://%s/api/v1/job\n", addr)

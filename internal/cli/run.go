@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/admin"
@@ -23,17 +24,23 @@ import (
 	"github.com/eoflow/pipeline/sink"
 )
 
+const runSynopsis = `  pipeline run [-c FILE] [--progress] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+      [--stop-with-savepoint DIR]
+      run the job until SIGINT or SIGTERM: the first takes a final checkpoint
+      and exits 0, a second stops at once (the epoch in flight is aborted)`
+
 // runJob is `pipeline run -c FILE`: load, compile, run until SIGINT or
 // SIGTERM.
 func runJob(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pipeline run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("c", "config.yaml", "the job's YAML file")
+	fs := newFlags("pipeline run", runSynopsis)
+	file := fs.String("c", "config.yaml", "the job's YAML `FILE`")
 	var restore restoreFlags
 	restore.register(fs)
+	showProgress := fs.Bool("progress", isTerminal(stderr), "print a progress line to stderr every few seconds: records in and out with their rates, lag, the last checkpoint, dead letters (default: on when stderr is a terminal)")
+	progressInterval := fs.Duration("progress-every", progressEvery, "how often --progress prints")
 	stopWithSavepoint := fs.String("stop-with-savepoint", "", "on SIGINT/SIGTERM, write the final checkpoint as a savepoint into `DIR` (which must not exist yet)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pipeline run: unexpected argument %q\n", fs.Arg(0))
@@ -68,12 +75,15 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		jobOpts = append(jobOpts, opt)
 	}
 	log := newLogger(cfg.Logging, stderr)
-	faults, err := fault.FromEnv() // only tests set it
+	faults, err := fault.FromEnv() // only a faultpoints build (the crash tests) reads it
 	if err != nil {
 		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitUsage
 	}
-	m := metrics.New(nil, cfg.Name)
+	// The registry is ours, so the progress line can read the job's
+	// numbers from it.
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, cfg.Name)
 	m.SetInfo(string(cfg.Guarantee), version())
 	job, err := runtime.New(cfg, log, append(jobOpts, runtime.WithFaults(faults), runtime.WithMetrics(m))...)
 	if err != nil {
@@ -104,7 +114,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			log.Info("stopping after a final checkpoint, written as a savepoint (signal again to stop at once)", "savepoint", *stopWithSavepoint)
 			job.StopWithSavepoint(*stopWithSavepoint)
 		} else {
-			log.Info("stopping after a final checkpoint (signal again to stop at once)")
+			log.Info(job.StopPlan() + " (signal again to stop at once)")
 			job.Stop()
 		}
 		select {
@@ -118,7 +128,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	defer stopServer()
 	if cfg.Admin.Listen != "" {
-		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin.Token))
+		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin))
 		if err != nil {
 			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n", cfg.Admin.Listen, err)
 			return exitFail
@@ -131,6 +141,15 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 		log.Info("admin listening", "metrics", "http://"+srv.Addr()+"/metrics", "api", "http://"+srv.Addr()+"/api/v1/job")
+	}
+	if *showProgress && *progressInterval > 0 {
+		progressCtx, stopProgress := context.WithCancel(context.Background())
+		defer stopProgress()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reportProgress(progressCtx, *progressInterval, reg, job, stderr)
+		}()
 	}
 	log.Info("starting", "guarantee", cfg.Guarantee, "brokers", strings.Join(cfg.Kafka.Brokers, ","), "config", *file)
 	err = job.Run(ctx)
@@ -147,15 +166,18 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			cancel()
 		}
 		log.Error("stopped", "err", err)
+		// Also as plain text: a refusal spans lines, each with its fix.
+		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 		return exitFail
 	}
 	log.Info("stopped")
 	return exitOK
 }
 
-// loadConfig loads the file, printing every problem when it cannot.
+// loadConfig loads the file, printing every problem when it cannot: those
+// of its expressions too, with the others.
 func loadConfig(file string, stdout, stderr io.Writer) (*config.Config, bool) {
-	cfg, err := config.Load(file)
+	cfg, err := config.Load(file, config.WithCheck(runtime.CheckExpressions))
 	if err != nil {
 		if !printProblems(file, err, stdout, stderr) {
 			fmt.Fprintf(stderr, "pipeline: %v\n", err)

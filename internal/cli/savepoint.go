@@ -23,8 +23,10 @@ import (
 
 const savepointUsage = `usage:
   pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR
-      ask the running job (its admin API) for a savepoint into DIR, a path on
-      the job's machine; prints it once complete
+      ask the running job (its admin API) for a savepoint into DIR below the
+      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily
+      exists), or an absolute path inside that directory on the job's
+      machine; prints where it went once complete
   pipeline savepoint inspect PATH
       what a savepoint holds, after verifying its manifest's checksum
 `
@@ -40,7 +42,8 @@ func savepointCmd(args []string, stdout, stderr io.Writer) int {
 		return createSavepoint(args[1:], stdout, stderr)
 	case "inspect":
 		return inspectSavepoint(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, savepointUsage)
 		return exitOK
 	}
@@ -49,11 +52,17 @@ func savepointCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 func inspectSavepoint(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprint(stderr, savepointUsage)
+	fs := newFlags("pipeline savepoint inspect", "  pipeline savepoint inspect PATH\n      what a savepoint holds, after verifying its manifest's checksum")
+	paths, code, ok := parseFlags(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(paths) != 1 {
+		fs.SetOutput(stderr)
+		fs.Usage()
 		return exitUsage
 	}
-	s, err := savepoint.Inspect(args[0])
+	s, err := savepoint.Inspect(paths[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "pipeline savepoint inspect: %v\n", err)
 		return exitFail
@@ -70,15 +79,14 @@ func inspectSavepoint(args []string, stdout, stderr io.Writer) int {
 const tokenEnv = "PIPELINE_ADMIN_TOKEN"
 
 func createSavepoint(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pipeline savepoint create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("pipeline savepoint create", "  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR\n      ask the running job (its admin API) for a savepoint into DIR below the\n      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily\n      exists), or an absolute path inside that directory on the job's\n      machine; prints where it went once complete")
 	file := fs.String("c", "config.yaml", "the job's YAML file: where its admin API listens (admin.listen) and its token (admin.token)")
 	addr := fs.String("admin", "", "the job's admin API, e.g. `http://127.0.0.1:8080` (default: from the job's file)")
 	token := fs.String("token", "", "the admin API's bearer token (default: $"+tokenEnv+", else admin.token of the job's file)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "how long to wait for the savepoint to complete")
-	dirs, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
+	dirs, code, ok := parseFlags(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(dirs) != 1 {
 		fmt.Fprint(stderr, savepointUsage)
@@ -117,22 +125,6 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "savepoint written: %s\n  id:         %s\n  checkpoint: %d\n  state:      %d keys, %d bytes\n",
 		info.Dir, info.ID, info.CheckpointID, info.Keys, info.Bytes)
 	return exitOK
-}
-
-// parseInterspersed parses flags before and after the positional
-// arguments, so `create DIR -c FILE` works as well as `create -c FILE DIR`.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
 }
 
 // adminURL is the URL of an admin API listening on listen: a wildcard host

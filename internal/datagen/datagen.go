@@ -19,11 +19,20 @@ type Options struct {
 	Partitions int32
 	// From is the first number; Count how many (0: until ctx ends).
 	From, Count int64
+	// Resume continues after the highest number the topic holds (From
+	// only applies to a topic that holds none), and writes in
+	// transactions so that a crash leaves no gap (resume.go): a generator
+	// restarted any number of times writes 1..n each once. A second
+	// resuming generator of the same topic fences the first.
+	Resume bool
 	// Rate is records per second; 0 writes as fast as the broker takes them.
 	Rate float64
 	// Progress, when set, is called about once a second with the count
 	// written so far.
 	Progress func(written int64)
+	// Started, when set, is called once with the first number to write
+	// (From, or where Resume continues).
+	Started func(from int64)
 }
 
 // Value is the JSON value of number n: {"n":n}.
@@ -47,23 +56,49 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 }
 
 // Numbers writes From, From+1, ... to the topic (creating it if needed) and
-// returns how many it wrote once every one is acknowledged. conn are the
-// connection options.
+// returns how many it wrote once every one is acknowledged (committed, with
+// Resume). conn are the connection options.
 func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 	if o.Partitions == 0 {
 		o.Partitions = 4
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...),
+	opts := append(append([]kgo.Opt{}, conn...),
 		kgo.DefaultProduceTopic(o.Topic),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-	)...)
+	)
+	if o.Resume {
+		opts = append(opts, kgo.TransactionalID(transactionalID(o.Topic)))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	if err := EnsureTopic(ctx, kadm.NewClient(cl), o.Topic, o.Partitions); err != nil {
+	adm := kadm.NewClient(cl)
+	if err := EnsureTopic(ctx, adm, o.Topic, o.Partitions); err != nil {
 		return 0, err
+	}
+	if o.Resume {
+		// Fence first: a predecessor's open transaction is aborted, and a
+		// live one can commit nothing more, before the end is read.
+		if _, _, err := cl.ProducerID(ctx); err != nil {
+			return 0, fmt.Errorf("taking over transactional id %s: %w", transactionalID(o.Topic), err)
+		}
+		last, ok, err := lastNumber(ctx, conn, adm, o.Topic)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			o.From = last + 1
+		}
+		if o.Started != nil {
+			o.Started(o.From)
+		}
+		return numbersInTransactions(ctx, cl, o)
+	}
+	if o.Started != nil {
+		o.Started(o.From)
 	}
 
 	var (
@@ -119,4 +154,84 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 	default:
 	}
 	return written, nil
+}
+
+// commitEvery bounds a resuming generator's transactions: what it wrote
+// becomes visible to read_committed readers at least this often.
+const commitEvery = 100 * time.Millisecond
+
+// numbersInTransactions is Numbers for Resume: the same numbers at the
+// same rate, committed in transactions of at most commitEvery. It returns
+// how many it committed. When ctx ends it commits what it wrote.
+func numbersInTransactions(ctx context.Context, cl *kgo.Client, o Options) (int64, error) {
+	var (
+		failed           = make(chan error, 1)
+		committed, inTxn int64
+		start            = time.Now()
+		report           = start
+		began            time.Time
+	)
+	commit := func() error {
+		if inTxn == 0 {
+			return nil
+		}
+		// Not ctx: ending on a stop must still commit what was written.
+		endCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := cl.Flush(endCtx)
+		if err == nil {
+			select {
+			case err = <-failed:
+			default:
+			}
+		}
+		if err != nil {
+			_ = cl.EndTransaction(endCtx, kgo.TryAbort)
+			return err
+		}
+		if err := cl.EndTransaction(endCtx, kgo.TryCommit); err != nil {
+			return err
+		}
+		committed, inTxn = committed+inTxn, 0
+		return nil
+	}
+	for i := int64(0); o.Count == 0 || i < o.Count; i++ {
+		if o.Rate > 0 {
+			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if inTxn > 0 && time.Since(began) >= commitEvery {
+			if err := commit(); err != nil {
+				return committed, err
+			}
+		}
+		if inTxn == 0 {
+			if err := cl.BeginTransaction(); err != nil {
+				return committed, err
+			}
+			began = time.Now()
+		}
+		cl.Produce(context.Background(), &kgo.Record{Value: Value(o.From + i)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case failed <- err:
+				default:
+				}
+			}
+		})
+		inTxn++
+		if o.Progress != nil && time.Since(report) >= time.Second {
+			report = time.Now()
+			o.Progress(committed + inTxn)
+		}
+	}
+	return committed, commit()
 }

@@ -2,9 +2,11 @@ package datagen
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/kafkatest"
@@ -47,5 +49,106 @@ func TestNumbersWritesEachOnce(t *testing.T) {
 	}
 	if len(seen) != 1000 || len(parts) != 3 {
 		t.Fatalf("%d distinct values over %d partitions; want 1000 over 3", len(seen), len(parts))
+	}
+}
+
+// A resuming generator continues after the highest number the topic holds,
+// whatever stopped the one before: a graceful end, a crash with a
+// transaction open (its numbers never become visible, and are written
+// again), and non-number records at the end of the topic. The topic then
+// holds 1..n, each once, as a restarted compose stack's datagen must
+// leave it for the parity sums to stay right.
+func TestResumeContinuesWithoutGapsOrRepeats(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "numbers")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}
+	run := func(count int64, wantFrom int64) {
+		t.Helper()
+		var from int64
+		n, err := Numbers(ctx, conn, Options{Topic: topic, Partitions: 3, From: 1, Count: count, Resume: true,
+			Started: func(f int64) { from = f }})
+		if err != nil || n != count || from != wantFrom {
+			t.Fatalf("Numbers(resume, %d) = %d, %v, from %d; want %d from %d", count, n, err, from, count, wantFrom)
+		}
+	}
+	run(500, 1)   // an empty topic: From
+	run(300, 501) // after a graceful end
+
+	// A crash: the generator's transaction is open with 801..900
+	// written, and the process gone.
+	crashed := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(transactionalID(topic)),
+		kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err := crashed.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(801); i <= 900; i++ {
+		if err := crashed.ProduceSync(ctx, &kgo.Record{Value: Value(i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(200, 801)
+
+	// Records that are not numbers at the end of every partition.
+	other := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := int32(0); p < 3; p++ {
+		for _, v := range []string{"not json", `{"m": 5000}`, `{"n": "7000"}`} {
+			if err := other.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run(100, 1001)
+
+	seen := map[int64]int{}
+	if err := kread.All(ctx, conn, topic, func(r *kgo.Record) error {
+		var v struct {
+			N *int64 `json:"n"`
+		}
+		if json.Unmarshal(r.Value, &v) == nil && v.N != nil {
+			seen[*v.N]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 1100; i++ {
+		if seen[i] != 1 {
+			t.Fatalf("number %d is in the topic %d times, want once", i, seen[i])
+		}
+	}
+	if len(seen) != 1100 {
+		t.Fatalf("%d distinct numbers committed, want 1..1100", len(seen))
+	}
+}
+
+// The last number may lie far behind a partition's end, behind records
+// that are not numbers: the read back from the end widens until it finds
+// one, or reaches the start.
+func TestLastNumberLooksPastOtherRecords(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "numbers")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}
+	adm := kadm.NewClient(kafkatest.Client(t, k.Bootstrap()))
+	if _, ok, err := lastNumber(ctx, conn, adm, topic); ok || err != nil {
+		t.Fatalf("lastNumber of an empty topic = %v, %v; want none", ok, err)
+	}
+	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := int64(1); i <= 5; i++ {
+		recs = append(recs, &kgo.Record{Partition: 0, Value: Value(i * 10)})
+	}
+	for range 3 * lastWindow {
+		recs = append(recs, &kgo.Record{Partition: 0, Value: []byte("x")}, &kgo.Record{Partition: 1, Value: []byte("y")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok, err := lastNumber(ctx, conn, adm, topic); n != 50 || !ok || err != nil {
+		t.Fatalf("lastNumber = %d, %v, %v; want 50", n, ok, err)
 	}
 }

@@ -3,11 +3,9 @@ package fault
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Point names a place a failure can be injected.
@@ -33,7 +31,8 @@ const (
 // Points lists every point, for tests that visit each.
 var Points = []Point{AfterBarrier, WhileWritingState, BeforeCommit, AfterCommit, DuringRestore}
 
-// EnvVar arms points in a child process.
+// EnvVar arms points in a child process built with the faultpoints tag
+// (see FromEnv).
 const EnvVar = "PIPELINE_FAULTS"
 
 // ErrInjected is returned by Hit for points armed to fail in-process.
@@ -44,6 +43,8 @@ type Injector struct {
 	mu    sync.Mutex
 	armed map[Point]int // hits left before the failure
 	kill  bool
+	// pause, if set, is what the armed hit does instead of failing.
+	pause func()
 }
 
 // New returns an Injector that makes Hit return ErrInjected on the n-th hit
@@ -52,18 +53,12 @@ func New(armed map[Point]int) *Injector {
 	return &Injector{armed: copyArmed(armed)}
 }
 
-// FromEnv reads PIPELINE_FAULTS; points armed there kill the process. It
-// returns nil when the variable is unset.
-func FromEnv() (*Injector, error) {
-	spec := os.Getenv(EnvVar)
-	if spec == "" {
-		return nil, nil
-	}
-	armed, err := Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvVar, err)
-	}
-	return &Injector{armed: armed, kill: true}, nil
+// Pause returns an Injector that, on the n-th hit of p, calls wait and
+// then lets the job carry on: the task is stalled there, as a process
+// stopped (SIGSTOP) and continued would be, for as long as wait decides
+// (until the broker did something, never a fixed time).
+func Pause(p Point, n int, wait func()) *Injector {
+	return &Injector{armed: map[Point]int{p: n}, pause: wait}
 }
 
 // Parse reads "point@n,point@n" (n defaults to 1).
@@ -128,10 +123,12 @@ func (i *Injector) Hit(p Point) error {
 	if !ok || left > 0 {
 		return nil
 	}
+	if i.pause != nil {
+		i.pause()
+		return nil
+	}
 	if i.kill {
-		fmt.Fprintf(os.Stderr, "fault: killing the process at %s\n", p)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way
+		killProcess(p)
 	}
 	return fmt.Errorf("%w at %s", ErrInjected, p)
 }

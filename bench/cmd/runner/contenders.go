@@ -51,8 +51,12 @@ func contenders(o options) []contender {
 	for _, job := range []string{"passthrough", "keyed-sum"} {
 		for _, g := range []string{"at_most_once", "at_least_once", "exactly_once"} {
 			ivs := []string{"1s", "100ms"}
-			if g == "at_most_once" {
+			switch g {
+			case "at_most_once":
 				ivs = []string{"-"} // no checkpoints
+			case "exactly_once":
+				// Short intervals show what a commit costs the graph.
+				ivs = append(ivs, "20ms")
 			}
 			for _, iv := range ivs {
 				job, g, iv := job, g, iv

@@ -37,7 +37,12 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	if total == 0 {
 		return r, errors.New("input topic is empty: run the workload first")
 	}
-	if _, err := adm.CreateTopic(ctx, int32(o.partitions), -1, nil, out); err != nil {
+	// The brokers stamp every output with the time they appended it, so
+	// the first write is read off the output itself: polling the high
+	// watermark for it lagged on a loaded machine, by up to the whole run
+	// (0 or over a million records/s for the same contender).
+	appendTime := "LogAppendTime"
+	if _, err := adm.CreateTopic(ctx, int32(o.partitions), -1, map[string]*string{"message.timestamp.type": &appendTime}, out); err != nil {
 		return r, fmt.Errorf("create %s: %w", out, err)
 	}
 
@@ -49,22 +54,6 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	}
 	defer rd.close()
 	go rd.run(ctx)
-
-	// First write: the output's high watermark leaves zero.
-	var firstWrite atomic.Int64
-	go func() {
-		for ctx.Err() == nil {
-			if e, err := adm.ListEndOffsets(ctx, out); err == nil {
-				var s int64
-				e.Each(func(l kadm.ListedOffset) { s += l.Offset })
-				if s > 0 {
-					firstWrite.Store(time.Now().UnixNano())
-					return
-				}
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
 
 	argv, env := c.Cmd(out, id)
 	logf, err := os.CreateTemp("", "bench-"+c.Name+"-*.log")
@@ -91,12 +80,8 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	}
 	smp.sample()
 	last := time.Unix(0, rd.lastAt.Load())
-	fw := firstWrite.Load()
-	if fw == 0 {
-		fw = last.UnixNano()
-	}
 	r.Records = total
-	r.Seconds = last.Sub(time.Unix(0, fw)).Seconds()
+	r.Seconds = last.Sub(time.Unix(0, rd.firstAppend.Load())).Seconds()
 	if r.Seconds > 0 {
 		r.RecordsPerSec = float64(total) / r.Seconds
 	}
@@ -220,12 +205,15 @@ func produceProbe(ctx context.Context, o options, n int) error {
 
 // reader is the independent read_committed reader of one output topic.
 type reader struct {
-	cl        *kgo.Client
-	count     atomic.Int64
-	lastAt    atomic.Int64 // unix ns of the last record seen
-	probeFrom atomic.Int64 // unix ms; records with ts >= this are probes
-	mu        sync.Mutex
-	lat       []float64 // ms
+	cl     *kgo.Client
+	count  atomic.Int64
+	lastAt atomic.Int64 // unix ns of the last record seen
+	// firstAppend is the earliest append time of an output (unix ns):
+	// when the contender's first write reached the brokers.
+	firstAppend atomic.Int64
+	probeFrom   atomic.Int64 // unix ms; records with ts >= this are probes
+	mu          sync.Mutex
+	lat         []float64 // ms
 }
 
 func newReader(brokers, topic string) (*reader, error) {
@@ -253,6 +241,9 @@ func (r *reader) run(ctx context.Context) {
 		var n int64
 		fs.EachRecord(func(rec *kgo.Record) {
 			n++
+			if at := rec.Timestamp.UnixNano(); r.firstAppend.Load() == 0 || at < r.firstAppend.Load() {
+				r.firstAppend.Store(at) // only this goroutine writes it
+			}
 			if ts := tsOf(rec.Value); ts >= from {
 				r.mu.Lock()
 				r.lat = append(r.lat, float64(now.UnixMilli()-ts))

@@ -72,6 +72,11 @@ func TestMeasurePlainCopy(t *testing.T) {
 	if r.LatencySamples != o.probe {
 		t.Errorf("latency samples = %d, want %d", r.LatencySamples, o.probe)
 	}
+	// The window runs from the first output's append time to when the
+	// reader saw the last: never empty, whatever the machine's load.
+	if r.Seconds <= 0 || r.RecordsPerSec <= 0 {
+		t.Errorf("seconds = %v, records/s = %v, want both > 0", r.Seconds, r.RecordsPerSec)
+	}
 	if r.PeakRSSMiB <= 0 {
 		t.Errorf("peak RSS = %v, want > 0", r.PeakRSSMiB)
 	}

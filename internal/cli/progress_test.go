@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/runtime"
+)
+
+func TestProgressLine(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	prev := progress{at: t0, in: 1000, out: 900, deadLetters: 1}
+	tests := []struct {
+		name string
+		p    progress
+		want string
+	}{
+		{
+			name: "running",
+			p: progress{at: t0.Add(5 * time.Second), state: runtime.StateRunning, guarantee: "exactly_once",
+				in: 3000, out: 2900, deadLetters: 3, lag: 42, lagKnown: true,
+				checkpoint: 57, checkpointAt: t0.Add(4700 * time.Millisecond)},
+			want: "progress: running  in 3000 (400/s)  out 2900 (400/s)  lag 42  checkpoint 57 (300ms ago)  dead letters 3",
+		},
+		{
+			name: "before the first checkpoint and poll",
+			p:    progress{at: t0.Add(2 * time.Second), state: runtime.StateStarting, guarantee: "exactly_once", in: 1000, out: 900, deadLetters: 1},
+			want: "progress: starting  in 1000 (0/s)  out 900 (0/s)  lag ?  checkpoint 0 (none yet)  dead letters 1",
+		},
+		{
+			name: "restored checkpoint, not taken by this process",
+			p:    progress{at: t0.Add(time.Second), state: runtime.StateRunning, guarantee: "at_least_once", in: 1000, out: 900, checkpoint: 9, lagKnown: true},
+			want: "progress: running  in 1000 (0/s)  out 900 (0/s)  lag 0  checkpoint 9  dead letters 0",
+		},
+		{
+			name: "at_most_once",
+			p:    progress{at: t0.Add(500 * time.Millisecond), state: runtime.StateRunning, guarantee: "at_most_once", in: 1500, out: 1300, lagKnown: true},
+			want: "progress: running  in 1500 (1000/s)  out 1300 (800/s)  lag 0  no checkpoints (at_most_once)  dead letters 0",
+		},
+		{
+			name: "a minute since the last checkpoint",
+			p: progress{at: t0.Add(90 * time.Second), state: runtime.StateRestarting, guarantee: "exactly_once", in: 1000, out: 900,
+				checkpoint: 3, checkpointAt: t0.Add(30 * time.Second)},
+			want: "progress: restarting  in 1000 (0/s)  out 900 (0/s)  lag ?  checkpoint 3 (1m0s ago)  dead letters 0",
+		},
+	}
+	for _, tt := range tests {
+		if got := tt.p.line(prev); got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The progress line takes its numbers from the job's metrics: records in,
+// records out to the sinks' topics (dead-letter topics are not output),
+// lag summed over partitions, dead letters over codes.
+func TestReadProgressFromMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "job")
+	m.Input("in-a").Add(70, 700)
+	m.Input("in-b").Add(30, 300)
+	m.Output("out").Add(90, 900)
+	m.Output("job-dead-letter").Add(4, 40)
+	m.DeadLettered("decode")
+	m.DeadLettered("decode")
+	m.DeadLettered("eval")
+	m.SetLag("in-a", 0, 5)
+	m.SetLag("in-a", 1, 7)
+	m.SetLag("", -1, 1000) // the client's pseudo-partition of a failed fetch
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := runtime.Status{State: runtime.StateRunning, Guarantee: "exactly_once",
+		Topology:   runtime.Topology{Sinks: []runtime.SinkInfo{{Topic: "out", DeadLetterTopic: "job-dead-letter"}}},
+		Checkpoint: runtime.CheckpointState{LastCompleted: 8, LastCompletedAt: at.Add(-time.Second)}}
+	p, err := readProgress(reg, st, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := progress{at: at, state: runtime.StateRunning, guarantee: "exactly_once", in: 100, out: 90, deadLetters: 3,
+		lag: 12, lagKnown: true, checkpoint: 8, checkpointAt: at.Add(-time.Second)}
+	if p != want {
+		t.Fatalf("readProgress =\n%+v\nwant\n%+v", p, want)
+	}
+}

@@ -1,0 +1,56 @@
+// Package memkafka is an in-memory model of the Kafka a job talks to:
+// partitioned logs, transactional producers, read_committed readers and
+// consumer-group offsets. It is the broker of the broker-free simulation
+// (DESIGN.md §6): deterministic (no goroutines, no clock of its own: time
+// moves only through Advance), and faithful where exactly-once is won or
+// lost. TestModelMatchesTheRealBroker runs the same scripts against a real
+// broker and against the model and compares every observation, offsets
+// and error codes included.
+//
+// What it models:
+//
+//  1. A partition is a log of entries with consecutive offsets. A record
+//     written inside a transaction stays invisible to read_committed
+//     readers until its transaction commits; an aborted one never becomes
+//     visible. Ending a transaction writes one control marker into every
+//     partition the transaction wrote, which takes an offset, as Kafka's
+//     does.
+//  2. The last stable offset (LSO) of a partition is the offset of its
+//     first record whose transaction is still open, or its high watermark
+//     when none is. A read_committed reader never reads past it: one open
+//     transaction holds back every later record of the partition, whoever
+//     wrote it.
+//  3. InitProducer for a transactional id aborts the transaction that id
+//     left open (a crashed predecessor's) and bumps the id's epoch: every
+//     older Producer of that id is fenced.
+//  4. A transaction open for longer than its producer's timeout is aborted
+//     by the coordinator at the next Advance, which bumps the epoch too.
+//     Nobody else owns the id, though: the producer may go on.
+//  5. Offsets committed to a group inside a transaction (TxnCommitOffsets)
+//     take effect when the transaction commits, and never if it aborts.
+//
+// What a producer with an old epoch is told depends on who checks, not on
+// why its epoch is old, exactly as Kafka 4 and franz-go answer (the
+// conformance test found each of these):
+//
+//   - a write (Produce, checked by the partition's leader):
+//     kerr.InvalidProducerEpoch, fenced or timed out alike; the producer
+//     then refuses to try a commit (kerr.OperationNotAttempted);
+//   - adding offsets to the transaction: kerr.ProducerFenced, fenced or
+//     timed out alike;
+//   - ending the transaction: kerr.ProducerFenced when fenced,
+//     kerr.InvalidTxnState when it timed out;
+//   - an abort after a failed write asks for the id again with the epoch
+//     the producer has (KIP-360): that succeeds after a timeout and fails
+//     with kerr.ProducerFenced when a newer producer owns the id. It is
+//     the one answer that tells the two apart.
+//
+// What it leaves out: replication, leaders and broker failures (the
+// real-broker tests cover them), compaction (reading a compacted topic
+// whole gives what the newest entry per key gives), record batches and
+// sizes, idempotence sequence numbers, and the epoch bump at every
+// transaction end of transaction protocol v2 (invisible to a client).
+//
+// A Cluster is safe for concurrent use: the runtime's goroutines call it
+// as they would call their Kafka clients.
+package memkafka

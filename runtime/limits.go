@@ -1,0 +1,77 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/sink"
+)
+
+// describeLimits reads how large a record batch the brokers accept for
+// every topic the job writes (sink.Limits), for its producers and its
+// sink task: an attempt calls it once its topics exist. What it cannot
+// read falls back to the brokers' default (with a warning): the job still
+// runs, and a record too large for a topic whose setting is unknown fails
+// its checkpoint as before.
+func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits {
+	var topics []string
+	for _, s := range j.cfg.Sinks {
+		topics = append(topics, s.Topic, s.DeadLetterTopic)
+	}
+	if j.cfg.Guarantee != config.AtMostOnce {
+		topics = append(topics, checkpoint.TopicName(j.cfg.Name), kstore.StateTopic(j.cfg.Name))
+	}
+	limits, err := sink.DescribeLimits(ctx, adm, topics)
+	if err != nil {
+		j.log.Warn("could not read every record size limit of the job's topics; using the brokers' message.max.bytes (or 1,000,012 bytes) where unknown", "err", err)
+	}
+	return limits
+}
+
+// fitRecord returns the record to produce for m, a record or dead letter
+// on its way to a producer: m's own if it fits its topic. An output record
+// too large for its topic becomes a dead letter (code too_large) to its
+// sink's dead-letter topic, and a dead letter too large for its topic is
+// cut to fit, with the original size in a header: one large record must
+// never fail every attempt at the epoch that holds it.
+func (s *sinkTask) fitRecord(m message) *kgo.Record {
+	rec := m.rec
+	if s.limits.Fits(rec) {
+		return rec
+	}
+	if m.kind == msgRecord {
+		limit := s.limits.Batch(rec.Topic)
+		if ok, suppressed := s.deadLetterLog.allow(); ok {
+			s.log.Warn("dead letter: output record too large for its topic, sent to the dead-letter topic instead",
+				"code", sink.CodeTooLarge, "topic", rec.Topic, "bytes", sink.BatchBytes(rec), "max_message_bytes", limit, "suppressed", suppressed)
+		}
+		rec = sink.TooLarge(s.deadLetterTopic[rec.Topic], rec, limit)
+		s.metrics.DeadLettered(sink.CodeTooLarge)
+	}
+	size := sink.BatchBytes(rec)
+	if sink.FitDeadLetter(rec, s.limits.Batch(rec.Topic)) {
+		if ok, suppressed := s.deadLetterLog.allow(); ok {
+			s.log.Warn("dead letter too large for its topic; sent truncated",
+				"topic", rec.Topic, "bytes", size, "max_message_bytes", s.limits.Batch(rec.Topic),
+				"source_topic", sink.Header(rec, sink.HeaderTopic), "source_offset", sink.Header(rec, sink.HeaderOffset), "suppressed", suppressed)
+		}
+		s.metrics.DeadLetterTruncated()
+	}
+	return rec
+}
+
+// deadLetterTopics maps each sink's topic to its dead-letter topic.
+func deadLetterTopics(sinks []config.Sink) map[string]string {
+	m := map[string]string{}
+	for _, s := range sinks {
+		if _, ok := m[s.Topic]; !ok {
+			m[s.Topic] = s.DeadLetterTopic
+		}
+	}
+	return m
+}
