@@ -2,9 +2,11 @@ package operator
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/bits"
 	"strconv"
 
@@ -26,16 +28,19 @@ import (
 //	byte  function tag: count 1, sum 2, min 3, max 4, avg 5, first 6, last 7
 //	...   payload, per function (documented on each type)
 //
-// Integers are varints (zig-zag for signed), floats 8 bytes little endian
-// IEEE 754, JSON values compact JSON behind a uvarint length. UnmarshalBinary
+// Integers are varints (zig-zag for signed), decimals a scale and a
+// coefficient (appendDecimal), floats (only in encodings from before
+// decimals) 8 bytes little endian IEEE 754, JSON values compact JSON behind
+// a uvarint length. UnmarshalBinary
 // rejects unknown versions, tags of another function, trailing bytes and
 // impossible values with an error; it never panics.
 type Accumulator interface {
 	Func() config.AggregateFunc
 	Check(v any) *RecordError
 	Add(v any) (changed bool, err *RecordError)
-	// Result is the JSON value to output: int64, float64, or for first and
-	// last any JSON value. nil before the first Add (except count: 0).
+	// Result is the JSON value to output: int64, json.Number (the exact
+	// text of a decimal), float64 (avg of integers), or for first and last
+	// any JSON value. nil before the first Add (except count: 0).
 	Result() any
 	AppendBinary(b []byte) ([]byte, error)
 	// appendResult appends the JSON of Result without boxing it: the
@@ -208,11 +213,11 @@ func (r *stateReader) close(fn config.AggregateFunc) error {
 	return nil
 }
 
-// Number kinds in encodings.
+// Number kinds in encodings; kindDecimal and kindBigDecimal follow.
 const (
 	kindEmpty byte = 0
 	kindInt   byte = 1
-	kindFloat byte = 2
+	kindFloat byte = 2 // written before decimals, read as a decimal
 )
 
 // CountAcc counts records. Payload: uvarint count.
@@ -243,86 +248,123 @@ func (a *CountAcc) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// SumAcc sums numbers: an exact int64 while every input is an integer, a
-// float64 from the first float on. An integer sum that would leave int64 is
-// refused with CodeOverflow (the record goes to the dead-letter topic, the
-// sum stays exact): silently switching to float64 would make an "exact"
-// job's results approximate at a point nobody notices. A user who wants an
-// approximate sum of huge integers writes sum(float(x)). A float sum that
-// would become infinite is refused the same way.
+// SumAcc sums numbers: an exact int64 while every input is an integer, an
+// exact decimal from the first fractional input on (see decimal).
 //
-// Payload: kind byte (1 int: zig-zag varint; 2 float: 8 bytes).
-type SumAcc struct{ s number }
+// An integer sum that would leave int64 is refused with CodeOverflow (the
+// record goes to the dead-letter topic, the sum stays exact): silently
+// switching to an approximation would make an "exact" job's results wrong
+// at a point nobody notices. A user who wants to sum beyond int64 writes
+// sum(float(x)): a decimal sum cannot overflow, though each input then
+// counts with 15 significant digits.
+//
+// Payload: kind byte, then 1 (int): zig-zag varint; 3 or 4: the decimal
+// (see appendDecimal). Kind 2 (float: 8 bytes), written before decimals,
+// is read as the decimal of the float (decimalOfFloat).
+type SumAcc struct {
+	i int64 // the sum while every input is an integer
+	// d is the sum from the first fractional input on (nil before): a
+	// pointer, so that the state of an integer sum, kept per key, is no
+	// larger than before decimals.
+	d *decimal
+}
 
 func (a *SumAcc) Func() config.AggregateFunc { return config.AggSum }
 
-func (a *SumAcc) next(v any) (number, *RecordError) {
-	n, err := numberArg(config.AggSum, v)
-	if err != nil {
-		return n, err
-	}
-	switch {
-	case !a.s.isFloat && !n.isFloat:
-		s, overflow := addInt64(a.s.i, n.i)
-		if overflow {
-			return n, &RecordError{Code: CodeOverflow, Reason: "sum() overflows int64 (" + strconv.FormatInt(a.s.i, 10) + " + " + strconv.FormatInt(n.i, 10) + "); use sum(float(x)) for an approximate sum"}
-		}
-		return number{i: s}, nil
-	}
-	s := a.s.float() + n.float()
-	if math.IsInf(s, 0) {
-		return n, &RecordError{Code: CodeOverflow, Reason: "sum() overflows float64"}
-	}
-	return number{isFloat: true, f: s}, nil
+func (a *SumAcc) overflow(n int64) *RecordError {
+	return &RecordError{Code: CodeOverflow, Reason: "sum() overflows int64 (" + strconv.FormatInt(a.i, 10) + " + " + strconv.FormatInt(n, 10) + "); use sum(float(x)) for a decimal sum of 15-digit values"}
 }
 
 func (a *SumAcc) Check(v any) *RecordError {
-	_, err := a.next(v)
-	return err
+	n, err := numberArg(config.AggSum, v)
+	if err != nil {
+		return err
+	}
+	if a.d == nil && !n.isFloat {
+		if _, overflow := addInt64(a.i, n.i); overflow {
+			return a.overflow(n.i)
+		}
+	}
+	return nil
 }
 
 func (a *SumAcc) Add(v any) (bool, *RecordError) {
-	s, err := a.next(v)
+	n, err := numberArg(config.AggSum, v)
 	if err != nil {
 		return false, err
 	}
-	changed := s != a.s
-	a.s = s
+	if a.d == nil && !n.isFloat { // the integer path: every record of most jobs
+		s, overflow := addInt64(a.i, n.i)
+		if overflow {
+			return false, a.overflow(n.i)
+		}
+		changed := s != a.i
+		a.i = s
+		return changed, nil
+	}
+	d := promote(a.d, a.i).add(n.decimal())
+	if a.d == nil {
+		// Not &d: d would then live on the heap on every call.
+		a.i, a.d = 0, new(decimal)
+		*a.d = d
+		return true, nil
+	}
+	changed := d != *a.d
+	*a.d = d
 	return changed, nil
 }
 
-func (a *SumAcc) Result() any                    { return a.s.value() }
-func (a *SumAcc) appendResult(dst []byte) []byte { return a.s.appendJSON(dst) }
+// promote is d, or the integer i as a decimal when d is nil.
+func promote(d *decimal, i int64) decimal {
+	if d != nil {
+		return *d
+	}
+	return decimal{small: i}
+}
+
+func (a *SumAcc) Result() any {
+	if a.d != nil {
+		return json.Number(a.d.appendJSON(nil))
+	}
+	return a.i
+}
+
+func (a *SumAcc) appendResult(dst []byte) []byte {
+	if a.d != nil {
+		return a.d.appendJSON(dst)
+	}
+	return strconv.AppendInt(dst, a.i, 10)
+}
 
 func (a *SumAcc) AppendBinary(b []byte) ([]byte, error) {
-	return appendNumber(header(b, config.AggSum), a.s), nil
+	b = header(b, config.AggSum)
+	if a.d != nil {
+		return appendDecimal(b, *a.d), nil
+	}
+	return binary.AppendVarint(append(b, kindInt), a.i), nil
 }
 func (a *SumAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
 func (a *SumAcc) UnmarshalBinary(b []byte) error {
 	r := openAcc(b, config.AggSum)
-	s, empty := readNumber(&r)
-	if r.err == nil && empty {
+	var v SumAcc
+	switch k := readExact(&r, &v.i, &v.d); {
+	case r.err == nil && k == kindEmpty:
 		r.fail("empty sum")
 	}
 	if err := r.close(config.AggSum); err != nil {
 		return err
 	}
-	a.s = s
+	*a = v
 	return nil
 }
 
-func (n number) appendJSON(dst []byte) []byte {
+// decimal is n as a decimal: an integer exactly, a float by
+// decimalOfFloat.
+func (n number) decimal() decimal {
 	if n.isFloat {
-		return appendFloat(dst, n.f)
+		return decimalOfFloat(n.f)
 	}
-	return strconv.AppendInt(dst, n.i, 10)
-}
-
-func (n number) float() float64 {
-	if n.isFloat {
-		return n.f
-	}
-	return float64(n.i)
+	return decimal{small: n.i}
 }
 
 func addInt64(a, b int64) (int64, bool) {
@@ -331,38 +373,44 @@ func addInt64(a, b int64) (int64, bool) {
 	return s, (a >= 0) == (b >= 0) && (s >= 0) != (a >= 0)
 }
 
-func appendNumber(b []byte, n number) []byte {
-	if n.isFloat {
-		return binary.LittleEndian.AppendUint64(append(b, kindFloat), math.Float64bits(n.f))
-	}
-	return binary.AppendVarint(append(b, kindInt), n.i)
-}
-
-// readNumber reads a kind byte and the number; empty reports kindEmpty.
-func readNumber(r *stateReader) (n number, empty bool) {
+// readExact reads a kind byte and an integer (into i) or a decimal (into
+// a new *d); a float of an encoding from before decimals becomes a
+// decimal. It returns the kind read.
+func readExact(r *stateReader, i *int64, d **decimal) byte {
 	switch k := r.byte(); k {
 	case kindEmpty:
-		return number{}, true
+		return k
 	case kindInt:
-		return number{i: r.varint()}, false
+		*i = r.varint()
+		return k
 	case kindFloat:
-		return number{isFloat: true, f: r.float()}, false
+		v := decimalOfFloat(r.float())
+		*d = &v
+		return k
+	case kindDecimal, kindBigDecimal:
+		v := readDecimal(r, k)
+		*d = &v
+		return k
 	default:
-		r.fail("unknown number kind %d", k)
+		if r.err == nil {
+			r.fail("unknown number kind %d", k)
+		}
+		return k
 	}
-	return number{}, false
 }
 
-// MinMaxAcc keeps the smallest (min) or largest (max) number. The winner
-// keeps its own type, and ints and floats are compared exactly, so the
-// min of 2^60+1 and 1e30 is exactly 1152921504606846977. Ties keep the
-// earlier value.
+// MinMaxAcc keeps the smallest (min) or largest (max) number. Integers
+// stay int64; a fractional input counts as its decimal (see decimal), and
+// integers and decimals are compared exactly. The winner keeps its own
+// type; ties keep the earlier value.
 //
-// Payload: kind byte (0 empty, 1 int, 2 float) and the value.
+// Payload: kind byte (0 empty, 1 int, 3 or 4 decimal) and the value; kind
+// 2 (float), written before decimals, is read as the float's decimal.
 type MinMaxAcc struct {
 	max bool
 	has bool
-	v   number
+	i   int64    // the value when an integer
+	d   *decimal // the value when a decimal (nil otherwise)
 }
 
 func (a *MinMaxAcc) Func() config.AggregateFunc {
@@ -382,114 +430,145 @@ func (a *MinMaxAcc) Add(v any) (bool, *RecordError) {
 	if err != nil {
 		return false, err
 	}
+	if !n.isFloat && a.d == nil {
+		if a.has {
+			c := cmpOrdered(n.i, a.i)
+			if (a.max && c <= 0) || (!a.max && c >= 0) {
+				return false, nil
+			}
+		}
+		a.has, a.i = true, n.i
+		return true, nil
+	}
+	d := n.decimal()
 	if a.has {
-		c := cmpNumbers(n, a.v)
+		c := d.cmp(promote(a.d, a.i))
 		if (a.max && c <= 0) || (!a.max && c >= 0) {
 			return false, nil
 		}
 	}
-	a.has, a.v = true, n
+	a.has, a.i = true, n.i
+	switch {
+	case !n.isFloat:
+		a.d = nil
+	default:
+		if a.d == nil {
+			a.d = new(decimal) // not &d: see SumAcc.Add
+		}
+		a.i, *a.d = 0, d
+	}
 	return true, nil
 }
 
 func (a *MinMaxAcc) Result() any {
-	if !a.has {
+	switch {
+	case !a.has:
 		return nil
+	case a.d != nil:
+		return json.Number(a.d.appendJSON(nil))
 	}
-	return a.v.value()
+	return a.i
 }
 
 func (a *MinMaxAcc) appendResult(dst []byte) []byte {
-	if !a.has {
+	switch {
+	case !a.has:
 		return append(dst, "null"...)
+	case a.d != nil:
+		return a.d.appendJSON(dst)
 	}
-	return a.v.appendJSON(dst)
+	return strconv.AppendInt(dst, a.i, 10)
 }
 
 func (a *MinMaxAcc) AppendBinary(b []byte) ([]byte, error) {
 	b = header(b, a.Func())
-	if !a.has {
+	switch {
+	case !a.has:
 		return append(b, kindEmpty), nil
+	case a.d != nil:
+		return appendDecimal(b, *a.d), nil
 	}
-	return appendNumber(b, a.v), nil
+	return binary.AppendVarint(append(b, kindInt), a.i), nil
 }
 func (a *MinMaxAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
 func (a *MinMaxAcc) UnmarshalBinary(b []byte) error {
 	fn := a.Func()
 	r := openAcc(b, fn)
-	v, empty := readNumber(&r)
+	v := MinMaxAcc{max: a.max}
+	v.has = readExact(&r, &v.i, &v.d) != kindEmpty
 	if err := r.close(fn); err != nil {
 		return err
 	}
-	a.has, a.v = !empty, v
+	*a = v
 	return nil
 }
 
 // AvgAcc averages numbers. While every input is an integer the sum is kept
 // exactly in 128 bits, so it cannot overflow (an average of nanosecond
 // timestamps overflows an int64 sum after five records) and the result is
-// the exact quotient rounded once to float64. From the first float on, the
-// sum is a float64. The result is always a float64 (printed without a
-// fraction when it has none), null before the first value.
+// the exact quotient rounded once to float64 (printed without a fraction
+// when it has none). From the first fractional input on, the sum is an
+// exact decimal (the integer sum promoted) and the result is the quotient
+// rounded to 15 significant digits (see decimal). null before the first
+// value.
 //
 // Payload: uvarint count, kind byte, then for ints the 128-bit sum as a
-// zig-zag varint (high half) and a uvarint (low half), for floats 8 bytes.
+// zig-zag varint (high half) and a uvarint (low half), for decimals the
+// decimal (kinds 3, 4). Kind 2 (a float64 sum, 8 bytes), written before
+// decimals, is read as the float's decimal.
 type AvgAcc struct {
-	n       uint64
-	isFloat bool
-	hi      int64 // 128-bit two's complement sum: hi<<64 + lo
-	lo      uint64
-	f       float64
+	n  uint64
+	hi int64    // 128-bit two's complement sum: hi<<64 + lo
+	lo uint64   //
+	d  *decimal // the sum from the first fractional input on (nil before)
 }
 
 func (a *AvgAcc) Func() config.AggregateFunc { return config.AggAvg }
 
 func (a *AvgAcc) Check(v any) *RecordError {
-	n, err := numberArg(config.AggAvg, v)
-	if err != nil {
-		return err
-	}
-	if n.isFloat || a.isFloat {
-		if math.IsInf(a.floatSum()+n.float(), 0) {
-			return &RecordError{Code: CodeOverflow, Reason: "avg() sum overflows float64"}
-		}
-	}
-	return nil
+	_, err := numberArg(config.AggAvg, v)
+	return err
 }
 
 func (a *AvgAcc) Add(v any) (bool, *RecordError) {
-	if err := a.Check(v); err != nil {
+	n, err := numberArg(config.AggAvg, v)
+	if err != nil {
 		return false, err
 	}
-	n, _ := toNumber(v)
 	a.n++
-	switch {
-	case a.isFloat || n.isFloat:
-		a.f = a.floatSum() + n.float()
-		a.isFloat, a.hi, a.lo = true, 0, 0
-	default:
-		var carry uint64
-		a.lo, carry = bits.Add64(a.lo, uint64(n.i), 0)
-		ext := int64(0)
-		if n.i < 0 {
-			ext = -1 // sign extension of n.i into the high half
+	if a.d != nil || n.isFloat {
+		d := a.decimal().add(n.decimal())
+		if a.d == nil {
+			a.d = new(decimal)
 		}
-		a.hi += ext + int64(carry)
+		*a.d, a.hi, a.lo = d, 0, 0
+		return true, nil
 	}
+	var carry uint64
+	a.lo, carry = bits.Add64(a.lo, uint64(n.i), 0)
+	ext := int64(0)
+	if n.i < 0 {
+		ext = -1 // sign extension of n.i into the high half
+	}
+	a.hi += ext + int64(carry)
 	return true, nil
 }
 
-// floatSum is the sum as a float64 (rounded once for the exact sum).
-func (a *AvgAcc) floatSum() float64 {
-	if a.isFloat {
-		return a.f
+// decimal is the sum as a decimal, a 128-bit integer sum promoted.
+func (a *AvgAcc) decimal() decimal {
+	if a.d != nil {
+		return *a.d
+	}
+	if (a.hi == 0 && a.lo <= math.MaxInt64) || (a.hi == -1 && a.lo > math.MaxInt64) {
+		return decimal{small: int64(a.lo)}
 	}
 	neg, hi, lo := a.magnitude()
-	f := float64(hi)*0x1p64 + float64(lo)
+	z := new(big.Int).SetUint64(hi)
+	z.Lsh(z, 64).Or(z, new(big.Int).SetUint64(lo))
 	if neg {
-		return -f
+		z.Neg(z)
 	}
-	return f
+	return decimal{big: z}
 }
 
 // magnitude returns the sign and absolute value of the 128-bit sum.
@@ -504,13 +583,8 @@ func (a *AvgAcc) magnitude() (neg bool, hi, lo uint64) {
 	return false, hi, lo
 }
 
-func (a *AvgAcc) Result() any {
-	if a.n == 0 {
-		return nil
-	}
-	if a.isFloat {
-		return a.f / float64(a.n)
-	}
+// intResult is the average of an integer sum, rounded once to float64.
+func (a *AvgAcc) intResult() float64 {
 	neg, hi, lo := a.magnitude()
 	// |sum| / n = q + rem/n, computed exactly in integers; q < 2^64 because
 	// every term is at most 2^63 in magnitude.
@@ -523,14 +597,30 @@ func (a *AvgAcc) Result() any {
 	return f
 }
 
+func (a *AvgAcc) Result() any {
+	switch {
+	case a.n == 0:
+		return nil
+	case a.d != nil:
+		return json.Number(a.d.quo(a.n).appendJSON(nil))
+	}
+	return a.intResult()
+}
+
 func (a *AvgAcc) appendResult(dst []byte) []byte {
-	return appendValue(dst, a.Result()) // a float: boxed, but rare enough
+	switch {
+	case a.n == 0:
+		return append(dst, "null"...)
+	case a.d != nil:
+		return a.d.quo(a.n).appendJSON(dst)
+	}
+	return appendFloat(dst, a.intResult())
 }
 
 func (a *AvgAcc) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.AppendUvarint(header(b, config.AggAvg), a.n)
-	if a.isFloat {
-		return binary.LittleEndian.AppendUint64(append(b, kindFloat), math.Float64bits(a.f)), nil
+	if a.d != nil {
+		return appendDecimal(b, *a.d), nil
 	}
 	b = binary.AppendVarint(append(b, kindInt), a.hi)
 	return binary.AppendUvarint(b, a.lo), nil
@@ -545,12 +635,15 @@ func (a *AvgAcc) UnmarshalBinary(b []byte) error {
 		v.hi = r.varint()
 		v.lo = r.uvarint()
 	case kindFloat:
-		v.isFloat = true
-		v.f = r.float()
+		d := decimalOfFloat(r.float())
+		v.d = &d
+	case kindDecimal, kindBigDecimal:
+		d := readDecimal(&r, k)
+		v.d = &d
 	default:
 		r.fail("unknown number kind %d", k)
 	}
-	if r.err == nil && v.n == 0 && (v.isFloat || v.hi != 0 || v.lo != 0) {
+	if r.err == nil && v.n == 0 && (v.d != nil || v.hi != 0 || v.lo != 0) {
 		r.fail("non-zero sum of no values")
 	}
 	if err := r.close(config.AggAvg); err != nil {

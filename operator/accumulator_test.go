@@ -2,6 +2,7 @@ package operator
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
@@ -39,23 +40,35 @@ func TestAccumulators(t *testing.T) {
 		{name: "sum overflow refused", fn: config.AggSum, inputs: []any{maxI - 1, 1, 1}, failAt: 2, failCode: CodeOverflow, want: int64(maxI), json: "9223372036854775807"},
 		{name: "sum negative overflow refused", fn: config.AggSum, inputs: []any{minI, -1}, failAt: 1, failCode: CodeOverflow, want: int64(minI), json: "-9223372036854775808"},
 		{name: "sum back from the edge", fn: config.AggSum, inputs: []any{maxI, -1, 1}, want: int64(maxI), json: "9223372036854775807"},
-		{name: "sum float switches", fn: config.AggSum, inputs: []any{1, 0.5, 2}, want: 3.5, json: "3.5"},
-		{name: "sum float overflow refused", fn: config.AggSum, inputs: []any{math.MaxFloat64, math.MaxFloat64}, failAt: 1, failCode: CodeOverflow, want: math.MaxFloat64, json: "1.7976931348623157e+308"},
+		{name: "sum switches to decimal", fn: config.AggSum, inputs: []any{1, 0.5, 2}, want: json.Number("3.5"), json: "3.5"},
+		{name: "sum of money exact", fn: config.AggSum, inputs: []any{112.99, 0.01}, want: json.Number("113"), json: "113"},
+		{name: "sum of tenths exact", fn: config.AggSum, inputs: []any{0.1, 0.2}, want: json.Number("0.3"), json: "0.3"},
+		{name: "sum keeps the larger scale", fn: config.AggSum, inputs: []any{1.5, 2.25, -0.75}, want: json.Number("3"), json: "3"},
+		{name: "sum of exponent forms", fn: config.AggSum, inputs: []any{1e3, 1.5e-2, 2}, want: json.Number("1002.015"), json: "1002.015"},
+		{name: "sum of a computed float", fn: config.AggSum, inputs: []any{19.99 * 3, 0.01}, want: json.Number("59.98"), json: "59.98"},
+		{name: "sum decimal beyond int64 exact", fn: config.AggSum, inputs: []any{maxI, 0.5, maxI}, want: json.Number("18446744073709551614.5"), json: "18446744073709551614.5"},
+		{name: "sum decimal back into int64", fn: config.AggSum, inputs: []any{maxI, 0.5, maxI, -0.5, minI, minI}, want: json.Number("-2"), json: "-2"},
+		{name: "sum of huge floats never overflows", fn: config.AggSum, inputs: []any{math.MaxFloat64, math.MaxFloat64}, want: json.Number("3.59538626972464e+308"), json: "3.59538626972464e+308"},
+		{name: "sum of tiny floats", fn: config.AggSum, inputs: []any{5e-324, 1e-300}, want: json.Number("1.00000000000000000000000494065645841247e-300"), json: "1.00000000000000000000000494065645841247e-300"},
 		{name: "sum of string refused", fn: config.AggSum, inputs: []any{1, "2"}, failAt: 1, failCode: CodeType, want: int64(1), json: "1"},
 		{name: "sum of null refused", fn: config.AggSum, inputs: []any{nil}, failAt: 0, failCode: CodeType, want: int64(0), json: "0"},
 		{name: "sum of NaN refused", fn: config.AggSum, inputs: []any{math.NaN()}, failAt: 0, failCode: CodeType, want: int64(0), json: "0"},
-		{name: "sum uint64 beyond int64 is a float", fn: config.AggSum, inputs: []any{uint64(1 << 63)}, want: 9223372036854775808.0, json: "9223372036854776000"},
+		{name: "sum uint64 beyond int64 is a decimal", fn: config.AggSum, inputs: []any{uint64(1 << 63)}, want: json.Number("9223372036854780000"), json: "9223372036854780000"},
 
 		{name: "min empty", fn: config.AggMin, want: nil, json: "null"},
 		{name: "min ints", fn: config.AggMin, inputs: []any{3, -2, 5}, want: int64(-2), json: "-2"},
 		{name: "min exact near 2^63", fn: config.AggMin, inputs: []any{maxI, maxI - 1, 9.3e18}, want: int64(maxI - 1), json: "9223372036854775806"},
-		{name: "min int beats close float", fn: config.AggMin, inputs: []any{1e30, p53 + 1, float64(p53 + 2)}, want: int64(p53 + 1), json: "9007199254740993"},
-		{name: "min float wins", fn: config.AggMin, inputs: []any{p53 + 1, float64(p53)}, want: float64(p53), json: "9007199254740992"},
+		{name: "min int beats close float", fn: config.AggMin, inputs: []any{1e30, p53 + 1, 9.007199254741e15}, want: int64(p53 + 1), json: "9007199254740993"},
+		{name: "min float counts with 15 digits", fn: config.AggMin, inputs: []any{p53 + 1, float64(p53)}, want: json.Number("9007199254740990"), json: "9007199254740990"},
+		{name: "min of a computed float", fn: config.AggMin, inputs: []any{113.1 - 0.11, 200}, want: json.Number("112.99"), json: "112.99"},
+		{name: "min decimal then int", fn: config.AggMin, inputs: []any{0.5, -1, 0.25, -1.0}, want: int64(-1), json: "-1"},
 		{name: "min tie keeps first", fn: config.AggMin, inputs: []any{2, 2.0}, want: int64(2), json: "2"},
 		{name: "min refuses bool", fn: config.AggMin, inputs: []any{1, true}, failAt: 1, failCode: CodeType, want: int64(1), json: "1"},
 		{name: "max", fn: config.AggMax, inputs: []any{minI, -1.5, 7, 6.9}, want: int64(7), json: "7"},
 		{name: "max exact near 2^63", fn: config.AggMax, inputs: []any{9.2e18, maxI, 9.223372036854775e18}, want: int64(maxI), json: "9223372036854775807"},
-		{name: "max float above int64", fn: config.AggMax, inputs: []any{maxI, 0x1p63}, want: 0x1p63, json: "9223372036854776000"},
+		{name: "max float above int64", fn: config.AggMax, inputs: []any{maxI, 0x1p63}, want: json.Number("9223372036854780000"), json: "9223372036854780000"},
+		{name: "max of decimals of other scales", fn: config.AggMax, inputs: []any{1.5, 1.25, 1.75, 1.7}, want: json.Number("1.75"), json: "1.75"},
+		{name: "max tiny", fn: config.AggMax, inputs: []any{-1e-300, -5e-324}, want: json.Number("-4.94065645841247e-324"), json: "-4.94065645841247e-324"},
 
 		{name: "avg empty", fn: config.AggAvg, want: nil, json: "null"},
 		{name: "avg ints", fn: config.AggAvg, inputs: []any{1, 2}, want: 1.5, json: "1.5"},
@@ -64,9 +77,16 @@ func TestAccumulators(t *testing.T) {
 		{name: "avg of min int64", fn: config.AggAvg, inputs: []any{minI, minI}, want: float64(minI), json: "-9223372036854776000"},
 		{name: "avg mixed signs exact", fn: config.AggAvg, inputs: []any{maxI, minI, 1}, want: 0.0, json: "0"},
 		{name: "avg exact above 2^53", fn: config.AggAvg, inputs: []any{p53 + 1, p53 + 3}, want: float64(p53 + 2), json: "9007199254740994"},
-		{name: "avg float", fn: config.AggAvg, inputs: []any{1, 2.5}, want: 1.75, json: "1.75"},
+		{name: "avg decimal", fn: config.AggAvg, inputs: []any{1, 2.5}, want: json.Number("1.75"), json: "1.75"},
+		{name: "avg of money", fn: config.AggAvg, inputs: []any{1.10, 2.20}, want: json.Number("1.65"), json: "1.65"},
+		{name: "avg 15 digits", fn: config.AggAvg, inputs: []any{1, 2, 2.0}, want: json.Number("1.66666666666667"), json: "1.66666666666667"},
+		{name: "avg half away from zero", fn: config.AggAvg, inputs: []any{1.00000000000001, 1.00000000000002}, want: json.Number("1.00000000000002"), json: "1.00000000000002"},
+		{name: "avg negative half away from zero", fn: config.AggAvg, inputs: []any{-1.00000000000001, -1.00000000000002}, want: json.Number("-1.00000000000002"), json: "-1.00000000000002"},
+		{name: "avg promotes a 128-bit sum", fn: config.AggAvg, inputs: []any{maxI, maxI, 0.5}, want: json.Number("6148914691236520000"), json: "6148914691236520000"},
+		{name: "avg of equal inputs is the input", fn: config.AggAvg, inputs: []any{0.07, 0.07, 0.07}, want: json.Number("0.07"), json: "0.07"},
+		{name: "avg tiny", fn: config.AggAvg, inputs: []any{5e-324, 0.0, 0.0}, want: json.Number("1.64688548613749e-324"), json: "1.64688548613749e-324"},
 		{name: "avg refuses string", fn: config.AggAvg, inputs: []any{1, "x"}, failAt: 1, failCode: CodeType, want: 1.0, json: "1"},
-		{name: "avg float overflow refused", fn: config.AggAvg, inputs: []any{math.MaxFloat64, math.MaxFloat64}, failAt: 1, failCode: CodeOverflow, want: math.MaxFloat64, json: "1.7976931348623157e+308"},
+		{name: "avg of huge floats", fn: config.AggAvg, inputs: []any{math.MaxFloat64, math.MaxFloat64}, want: json.Number("1.79769313486232e+308"), json: "1.79769313486232e+308"},
 
 		{name: "first empty", fn: config.AggFirst, want: nil, json: "null"},
 		{name: "first", fn: config.AggFirst, inputs: []any{map[string]any{"a": []any{1}}, 2}, want: map[string]any{"a": []any{1}}, json: `{"a":[1]}`},
@@ -108,7 +128,7 @@ func TestAccumulators(t *testing.T) {
 			if got := acc.Result(); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("Result = %#v (%T), want %#v (%T)", got, got, tt.want, tt.want)
 			}
-			if got := string(appendValue(nil, acc.Result())); got != tt.json {
+			if got := string(acc.appendResult(nil)); got != tt.json {
 				t.Fatalf("JSON = %s, want %s", got, tt.json)
 			}
 			// Round trip: same result, same encoding, same JSON.
@@ -122,6 +142,9 @@ func TestAccumulators(t *testing.T) {
 			}
 			if !reflect.DeepEqual(back.Result(), acc.Result()) {
 				t.Fatalf("restored Result = %#v, want %#v", back.Result(), acc.Result())
+			}
+			if got := string(back.appendResult(nil)); got != tt.json {
+				t.Fatalf("restored JSON = %s, want %s", got, tt.json)
 			}
 			again, _ := back.MarshalBinary()
 			if !bytes.Equal(again, enc) {
@@ -181,6 +204,12 @@ func TestAccumulatorCorruptInput(t *testing.T) {
 		{"number kind", config.AggMin, []byte{1, 3, 7}, "unknown number kind 7"},
 		{"empty sum", config.AggSum, []byte{1, 2, 0}, "empty sum"},
 		{"avg sum without count", config.AggAvg, []byte{1, 5, 0, 1, 2, 0}, "non-zero sum of no values"},
+		{"decimal scale", config.AggSum, []byte{1, 2, 3, 0xd3, 0x02, 2}, "decimal scale 339 beyond 338"},
+		{"decimal sign", config.AggSum, []byte{1, 2, 4, 0, 2, 9, 0x80, 0, 0, 0, 0, 0, 0, 0, 0}, "bad decimal sign 2"},
+		{"big decimal in int64", config.AggMin, []byte{1, 3, 4, 0, 0, 1, 7}, "non-canonical decimal"},
+		{"big decimal leading zero", config.AggMax, []byte{1, 4, 4, 0, 0, 10, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0}, "non-canonical decimal"},
+		{"big decimal -2^63", config.AggSum, []byte{1, 2, 4, 0, 1, 8, 0x80, 0, 0, 0, 0, 0, 0, 0}, "non-canonical decimal"},
+		{"big decimal length", config.AggAvg, append([]byte{1, 5, 1, 4, 0, 0, 0x81, 0x10}, bytes.Repeat([]byte{1}, 2049)...), "decimal of 2049 bytes"},
 		{"first length", config.AggFirst, []byte{1, 6, 1, 10, '1'}, "beyond end"},
 		{"first JSON", config.AggFirst, []byte{1, 6, 1, 1, '{'}, "value: unexpected end"},
 		{"first presence", config.AggFirst, []byte{1, 6, 2}, "bad presence byte"},
@@ -211,23 +240,6 @@ func TestFirstKeepsFloatType(t *testing.T) {
 		}
 		if !reflect.DeepEqual(a.Result(), b.Result()) {
 			t.Fatalf("%#v restored as %#v", a.Result(), b.Result())
-		}
-	}
-}
-
-func TestCmpIntFloat(t *testing.T) {
-	tests := []struct {
-		i    int64
-		f    float64
-		want int
-	}{
-		{0, 0, 0}, {1, 0.5, 1}, {0, 0.5, -1}, {-1, -0.5, -1}, {-1, -1.5, 1},
-		{maxI, 0x1p63, -1}, {minI, -0x1p63, 0}, {minI, -0x1p64, 1}, {maxI, 9.223372036854775e18, 1},
-		{p53 + 1, float64(p53), 1}, {p53 + 1, float64(p53 + 2), -1}, {p53, float64(p53), 0},
-	}
-	for _, tt := range tests {
-		if got := cmpIntFloat(tt.i, tt.f); got != tt.want {
-			t.Errorf("cmpIntFloat(%d, %g) = %d, want %d", tt.i, tt.f, got, tt.want)
 		}
 	}
 }

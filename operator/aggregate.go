@@ -188,6 +188,10 @@ func (a *Aggregator) Add(st *AggregateState, r *Record) (changed bool, err *Reco
 		}
 		changed = changed || ch
 	}
+	// The output shows the key as the latest record's key_by gave it.
+	if st.keyKind != r.keyKind {
+		st.keyKind, changed = r.keyKind, true
+	}
 	return changed, nil
 }
 
@@ -200,6 +204,9 @@ func (a *Aggregator) valuePath(i int) string {
 type AggregateState struct {
 	layout *layout
 	accs   []Accumulator
+	// keyKind is the JSON type of the group key (a number, a bool, or
+	// the zero value, a string), which the key's text does not tell.
+	keyKind keyKind
 }
 
 // Value returns the current result of the named value.
@@ -213,7 +220,8 @@ func (s *AggregateState) Value(name string) (any, bool) {
 
 // Output returns the output record value for groupKey:
 // {"key":<group key>,"<name1>":<result1>,...} in configured order, e.g.
-// {"key":"even","count":3,"sum":6}.
+// {"key":"even","count":3,"sum":6}. The key keeps the JSON type key_by
+// gave it: {"key":0,...} for key_by: 'n % 3', {"key":true,...} for a bool.
 func (s *AggregateState) Output(groupKey string) []byte {
 	return s.AppendOutput(make([]byte, 0, 16+len(groupKey)+16*len(s.accs)), groupKey)
 }
@@ -221,7 +229,7 @@ func (s *AggregateState) Output(groupKey string) []byte {
 // AppendOutput appends Output(groupKey) to dst.
 func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
 	dst = append(dst, `{"key":`...)
-	dst = appendString(dst, groupKey)
+	dst = appendKey(dst, groupKey, s.keyKind)
 	for i, acc := range s.accs {
 		dst = append(dst, ',')
 		dst = appendString(dst, s.layout.names[i])
@@ -231,21 +239,33 @@ func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
 	return append(dst, '}')
 }
 
-// stateVersion is the AggregateState encoding version.
-const stateVersion = 1
+// AggregateState encoding versions: 1 for a string group key, 2 for a key
+// of another JSON type (version 1 and a byte of key kind).
+const (
+	stateVersion        = 1
+	stateVersionKeyKind = 2
+)
 
 // AppendBinary appends the changelog encoding of the state:
 //
-//	byte     encoding version (1)
+//	byte     encoding version (1, or 2 when the group key is not a string)
+//	byte     version 2 only: key kind (1 number, 2 bool)
 //	uvarint  number of values
 //	per value: uvarint name length, name, uvarint encoding length,
 //	           accumulator encoding (see Accumulator)
 //
 // Names are stored so that a restore into a changed configuration (values
 // renamed, added) is refused instead of mixing up sums, and reordered
-// values each find their own state.
+// values each find their own state. The state of a string key is written
+// as version 1, byte for byte as before key kinds were kept; a version 1
+// state restores with a string key.
 func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, s.layout.header...)
+	if s.keyKind == keyString {
+		b = append(b, s.layout.header...)
+	} else {
+		b = append(b, stateVersionKeyKind, byte(s.keyKind))
+		b = append(b, s.layout.header[1:]...)
+	}
 	for i, acc := range s.accs {
 		b = append(b, s.layout.prefixes[i]...)
 		// Accumulator encodings are short: one byte of length, encoded in
@@ -283,7 +303,7 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 	if err := s.unmarshal(b, t); err != nil {
 		return err
 	}
-	s.accs = t.accs
+	s.accs, s.keyKind = t.accs, t.keyKind
 	return nil
 }
 
@@ -291,8 +311,9 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 // of into, a new state of that layout; on error into is left half decoded.
 func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	r := &stateReader{b: b}
-	if v := r.byte(); r.err == nil && v != stateVersion {
-		return fmt.Errorf("decode aggregate state: unknown encoding version %d", v)
+	into.keyKind = readStateHeader(r)
+	if r.err != nil {
+		return fmt.Errorf("decode aggregate state: %w", r.err)
 	}
 	n := r.uvarint()
 	if r.err != nil {
@@ -330,11 +351,29 @@ func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	return r.close("aggregate")
 }
 
+// readStateHeader reads the version and the key kind of an AggregateState
+// encoding.
+func readStateHeader(r *stateReader) keyKind {
+	switch v := r.byte(); {
+	case r.err != nil:
+	case v == stateVersion:
+	case v == stateVersionKeyKind:
+		if k := keyKind(r.byte()); r.err == nil && k != keyNumber && k != keyBool {
+			r.fail("unknown key kind %d", k)
+		} else {
+			return k
+		}
+	default:
+		r.fail("unknown encoding version %d", v)
+	}
+	return keyString
+}
+
 // mismatch explains why an encoding belongs to another configuration,
 // reading the names it holds (or reporting it corrupt).
 func (s *AggregateState) mismatch(b []byte) error {
 	r := &stateReader{b: b}
-	r.byte()
+	readStateHeader(r)
 	n := r.uvarint()
 	var names []string
 	for i := uint64(0); i < n && r.err == nil; i++ {

@@ -95,6 +95,31 @@ func BenchmarkStages(b *testing.B) {
 			out, _ = r.AppendValue(out[:0], config.FormatJSON)
 		}
 	})
+	b.Run("decimal-aggregate", func(b *testing.B) {
+		// The fractional amounts (N.25) of benchValues through every
+		// numeric function: the decimal path.
+		c := mustCompile(b, keyByStep("country"), aggStep("",
+			val("sum", config.AggSum, "amount"), val("min", config.AggMin, "amount"),
+			val("max", config.AggMax, "amount"), val("avg", config.AggAvg, "amount")))
+		agg := c.Aggregator()
+		st := agg.NewState()
+		var r Record
+		var out []byte
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r.Reset()
+			r.Value = benchValues[i%len(benchValues)]
+			i++
+			if _, err := c.Process(&r); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := agg.Add(st, &r); err != nil {
+				b.Fatal(err)
+			}
+			out = st.AppendOutput(out[:0], r.GroupKey)
+		}
+	})
 	b.Run("state-encode", func(b *testing.B) {
 		c := mustCompile(b, paritySteps("")...)
 		st := c.Aggregator().NewState()

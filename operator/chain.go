@@ -369,11 +369,11 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 			if err != nil {
 				return false, err
 			}
-			k, kerr := KeyString(v)
+			k, kind, kerr := groupKey(v)
 			if kerr != nil {
 				return false, kerr.withStep(s.path)
 			}
-			r.GroupKey, r.Keyed = k, true
+			r.GroupKey, r.Keyed, r.keyKind = k, true, kind
 		}
 	}
 	return true, nil

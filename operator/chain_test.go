@@ -72,6 +72,12 @@ func TestProcess(t *testing.T) {
 			want{code: CodeDecode, path: "steps[0].key_by", reason: "not a JSON object"}},
 		{"empty value", nil, "", ``,
 			want{code: CodeDecode, path: "steps", reason: "empty value"}},
+		{"invalid UTF-8 in a string read", []config.Step{keyByStep("k")}, "", "{\"k\":\"caf\xe9\"}",
+			want{code: CodeDecode, path: "steps[0].key_by", reason: "invalid UTF-8 byte 0xe9 in string at offset 9"}},
+		{"invalid UTF-8 in a field no step reads", []config.Step{keyByStep("k")}, "", "{\"k\":\"a\",\"note\":\"\xff\"}",
+			want{code: CodeDecode, path: "steps[0].key_by", reason: "invalid UTF-8 byte 0xff in string at offset 17"}},
+		{"invalid UTF-8 without steps", nil, "", "{\"a\":\"\xc0\xaf\"}",
+			want{code: CodeDecode, path: "steps", reason: "invalid UTF-8 byte 0xc0 in string at offset 6"}},
 		{"no steps: compacted pass-through", nil, "", " {\"b\": 1,  \"a\": 2.50} ",
 			want{keep: true, out: `{"b":1,"a":2.50}`, rawOut: " {\"b\": 1,  \"a\": 2.50} "}},
 
@@ -366,7 +372,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	if _, err := d.Aggregator().Add(st, r); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(st.Output(r.GroupKey)); got != `{"key":"5","s":5}` {
+	if got := string(st.Output(r.GroupKey)); got != `{"key":5,"s":5}` {
 		t.Fatal(got)
 	}
 }

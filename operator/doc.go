@@ -15,16 +15,20 @@
 //
 // # Invariants
 //
-//  1. Integers are exact. A JSON integer that fits int64 is decoded as an
+//  1. Numbers are exact. A JSON integer that fits int64 is decoded as an
 //     integer (never through float64), and count, sum, min and max stay
-//     exact int64 until a float is involved. A sum that would overflow int64
-//     is refused (CodeOverflow), never silently rounded; avg sums integers
-//     in 128 bits and rounds once.
+//     exact int64 while every input is an integer. An integer sum that would
+//     overflow int64 is refused (CodeOverflow), never silently rounded; avg
+//     sums integers in 128 bits and rounds once. A fractional input (1.5,
+//     1e3, a float an expression computed) counts as its decimal of 15
+//     significant digits, and sums, min and max of decimals are exact
+//     decimals (decimal.go); avg of decimals is rounded to 15 digits.
 //  2. Bad input never panics and never stops anything. Every failure of one
-//     record (not JSON, not an object, a missing field, an expression error,
-//     a result of the wrong type, an overflow) is a *RecordError naming the
-//     config path of the step or value and a Code; the runtime sends the
-//     record to the dead-letter topic. Corrupt state encodings are errors.
+//     record (not JSON, not UTF-8, not an object, a missing field, an
+//     expression error, a result of the wrong type, an integer overflow) is
+//     a *RecordError naming the config path of the step or value and a
+//     Code; the runtime sends the record to the dead-letter topic. Corrupt
+//     state encodings are errors.
 //  3. A failed record leaves the state as it was: the named values of one
 //     aggregate are added all or nothing.
 //  4. The same input gives the same bytes. Outputs are compact JSON in a

@@ -15,7 +15,8 @@ import (
 type Code string
 
 const (
-	// CodeDecode: the value is not JSON, or not a JSON object.
+	// CodeDecode: the value is not JSON (invalid UTF-8 in a string
+	// included), or not a JSON object.
 	CodeDecode Code = "decode"
 	// CodeMissingField: an expression names a top-level field the record
 	// does not have.
@@ -27,9 +28,9 @@ const (
 	// the step (a filter that is not bool, an object as a key, a string
 	// summed, a number JSON cannot represent).
 	CodeType Code = "type"
-	// CodeOverflow: an exact integer aggregate would leave int64, or a
-	// float aggregate would become infinite. The state keeps its exact
-	// value; the record is rejected instead of silently losing precision.
+	// CodeOverflow: an integer sum would leave int64. The state keeps its
+	// exact value; the record is rejected instead of silently losing
+	// precision. (A decimal sum cannot overflow.)
 	CodeOverflow Code = "overflow"
 )
 

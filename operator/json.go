@@ -20,15 +20,21 @@ import (
 //
 // It accepts exactly the JSON that encoding/json accepts and produces the same
 // values as json.Decoder with UseNumber after converting each json.Number (a
-// differential fuzz test, FuzzDecodeJSON, holds it to that), with one
-// difference: a number beyond float64's range is an error here, because no
-// expression could use it.
+// differential fuzz test, FuzzDecodeJSON, holds it to that), with two
+// differences: a number beyond float64's range is an error here, because no
+// expression could use it, and so is invalid UTF-8 (below).
 //
 // Values: nil, bool, string, int (int64 where int is 32 bits), float64,
 // []any, map[string]any. An integer literal (no fraction, no exponent) that
-// fits int64 is an integer; any other number is a float64. Invalid UTF-8 and
-// lone surrogates become U+FFFD, as in encoding/json. Duplicate keys: the
-// last one wins, as in encoding/json.
+// fits int64 is an integer; any other number is a float64. Duplicate keys:
+// the last one wins, as in encoding/json.
+//
+// Invalid UTF-8: a string (a value or an object key, read or skipped)
+// holding bytes that are not UTF-8 is an error naming the byte and its
+// offset, where encoding/json silently replaces them with U+FFFD. RFC 8259
+// requires UTF-8, and a silent replacement changes a record's text (and
+// its group key) without a trace. An escaped lone surrogate (\ud800) is
+// valid JSON text and still becomes U+FFFD, as in encoding/json.
 
 // maxDepth bounds nesting so hostile input cannot exhaust the stack; it is
 // the limit encoding/json uses.
@@ -596,10 +602,12 @@ func (s *scanner) str() ([]byte, error) {
 		default:
 			r, size := utf8.DecodeRune(s.data[s.pos:])
 			if r == utf8.RuneError && size == 1 {
-				buf = utf8.AppendRune(buf, utf8.RuneError)
-			} else {
-				buf = append(buf, s.data[s.pos:s.pos+size]...)
+				// encoding/json would substitute U+FFFD and carry on; a
+				// record whose text is not what its producer wrote is bad
+				// input, to be seen on the dead-letter topic.
+				return nil, &syntaxError{fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", s.data[s.pos]), s.pos}
 			}
+			buf = append(buf, s.data[s.pos:s.pos+size]...)
 			s.pos += size
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestDecodeObject(t *testing.T) {
@@ -30,7 +31,13 @@ func TestDecodeObject(t *testing.T) {
 		{in: `{"a":123456789012345678901234567890}`, want: map[string]any{"a": 1.2345678901234568e29}},
 		{in: `{"a":1.0}`, want: map[string]any{"a": 1.0}},
 		{in: `{"s":"h\u00e9\"\\\/\b\f\n\r\t","u":"😀","p":"\ud83d\ude00"}`, want: map[string]any{"s": "hé\"\\/\b\f\n\r\t", "u": "😀", "p": "😀"}},
-		{in: `{"lone":"\ud800x","bad":"` + "\xff" + `"}`, want: map[string]any{"lone": "\ufffdx", "bad": "\ufffd"}},
+		{in: `{"lone":"\ud800x"}`, want: map[string]any{"lone": "\ufffdx"}},
+		// Invalid UTF-8 is refused (encoding/json would substitute U+FFFD),
+		// in values, in keys, and in members a partial decoding skips.
+		{in: `{"bad":"` + "\xff" + `"}`, wantErr: "invalid UTF-8 byte 0xff in string at offset 8"},
+		{in: `{"ok":"é","bad":"x` + "\xc3\x28" + `"}`, wantErr: "invalid UTF-8 byte 0xc3 in string at offset 19"},
+		{in: `{"` + "\xed\xa0\x80" + `":1}`, wantErr: "invalid UTF-8 byte 0xed in string at offset 2"},
+		{in: `{"a":["` + "\xe2\x82" + `"]}`, wantErr: "invalid UTF-8 byte 0xe2 in string at offset 7"},
 		{in: `{"n":null,"t":true,"f":false,"a":[1,"x",[]],"o":{"k":{}}}`, want: map[string]any{"n": nil, "t": true, "f": false, "a": []any{1, "x", []any{}}, "o": map[string]any{"k": map[string]any{}}}},
 		{in: `{"a":1,"a":2}`, want: map[string]any{"a": 2}},
 		{in: ``, wantErr: "empty value"},
@@ -87,8 +94,9 @@ var decodeSeeds = []string{
 
 // checkDecodeAgainstStdlib fails t if the decoder and encoding/json disagree
 // about data: both must accept or reject it, and agree on the value (with
-// each json.Number converted as the decoder converts numbers). The one
-// allowed difference: numbers beyond float64 range are errors here.
+// each json.Number converted as the decoder converts numbers). The
+// allowed differences: numbers beyond float64 range are errors here, and so
+// is invalid UTF-8.
 func checkDecodeAgainstStdlib(t *testing.T, data []byte) {
 	t.Helper()
 	var d decoder
@@ -106,6 +114,16 @@ func checkDecodeAgainstStdlib(t *testing.T, data []byte) {
 	if stdErr != nil {
 		if err == nil {
 			t.Fatalf("%q: decoder accepted %#v, encoding/json: %v", data, got, stdErr)
+		}
+		return
+	}
+	// encoding/json takes invalid UTF-8 inside strings (the only place it
+	// can be in a valid text) and substitutes U+FFFD; the decoder refuses
+	// it. So exactly the valid texts that are not UTF-8 must fail, with
+	// that reason.
+	if !utf8.Valid(data) {
+		if err == nil || !strings.Contains(err.Error(), "invalid UTF-8 byte") {
+			t.Fatalf("%q: invalid UTF-8 in a string: decoder gave %#v, %v; want an invalid UTF-8 error", data, got, err)
 		}
 		return
 	}

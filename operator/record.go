@@ -28,9 +28,12 @@ type Record struct {
 	// config.FormatRaw.
 	Format config.Format
 
-	// GroupKey is the key_by result; Keyed says a key_by step ran.
+	// GroupKey is the key_by result as text; Keyed says a key_by step ran.
 	GroupKey string
 	Keyed    bool
+	// keyKind is the JSON type of the key_by result, for the aggregate's
+	// output.
+	keyKind keyKind
 
 	// fields is the expression environment: the decoded JSON object, the
 	// {value, key} object of a raw record, or the object a map step built.

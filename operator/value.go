@@ -178,8 +178,8 @@ func uintValue(u uint64) any {
 	return float64(u)
 }
 
-// number is a numeric value an accumulator works on: an exact int64, or a
-// float64 once any float is involved.
+// number is a numeric value as an expression gives it: an exact int64, or
+// a float64 (which the numeric aggregates take as a decimal).
 type number struct {
 	isFloat bool
 	i       int64
@@ -224,29 +224,7 @@ func toNumber(v any) (number, bool) {
 	return number{}, false
 }
 
-func (n number) value() any {
-	if n.isFloat {
-		return n.f
-	}
-	return n.i
-}
-
-// cmpNumbers compares a and b exactly, also across int64 and float64 (no
-// rounding of either side): -1, 0 or +1.
-func cmpNumbers(a, b number) int {
-	switch {
-	case !a.isFloat && !b.isFloat:
-		return cmpOrdered(a.i, b.i)
-	case a.isFloat && b.isFloat:
-		return cmpOrdered(a.f, b.f)
-	case !a.isFloat:
-		return cmpIntFloat(a.i, b.f)
-	default:
-		return -cmpIntFloat(b.i, a.f)
-	}
-}
-
-func cmpOrdered[T int64 | float64](a, b T) int {
+func cmpOrdered(a, b int64) int {
 	switch {
 	case a < b:
 		return -1
@@ -254,22 +232,6 @@ func cmpOrdered[T int64 | float64](a, b T) int {
 		return 1
 	}
 	return 0
-}
-
-// cmpIntFloat compares an int64 with a finite float64 without converting
-// the int to float64, which would round above 2^53.
-func cmpIntFloat(i int64, f float64) int {
-	if f >= 0x1p63 {
-		return -1
-	}
-	if f < -0x1p63 {
-		return 1
-	}
-	t := math.Trunc(f) // in [-2^63, 2^63): exact as int64
-	if c := cmpOrdered(i, int64(t)); c != 0 {
-		return c
-	}
-	return cmpOrdered(0, f-t)
 }
 
 // typeName names a value's JSON kind for messages.
@@ -300,23 +262,90 @@ func typeName(v any) string {
 // no Step: the caller knows which expression it evaluated (Expr.EvalKey
 // fills it in).
 func KeyString(v any) (string, *RecordError) {
+	k, _, err := groupKey(v)
+	return k, err
+}
+
+// keyKind is the JSON type of a group key, which its text alone does not
+// tell: the key 3 and the key "3" are one group (the same text, the same
+// state and record key), but an aggregate's output says "key":3 for the
+// number and "key":"3" for the string. The zero value is a string, the
+// kind of every key before kinds were kept.
+type keyKind uint8
+
+const (
+	keyString keyKind = iota
+	keyNumber
+	keyBool
+)
+
+// groupKey is KeyString with the key's JSON type.
+func groupKey(v any) (string, keyKind, *RecordError) {
 	switch x := v.(type) {
 	case string:
-		return x, nil
+		return x, keyString, nil
 	case bool:
-		return strconv.FormatBool(x), nil
+		return strconv.FormatBool(x), keyBool, nil
 	case int:
-		return strconv.Itoa(x), nil
+		return strconv.Itoa(x), keyNumber, nil
 	case int64:
-		return strconv.FormatInt(x, 10), nil
+		return strconv.FormatInt(x, 10), keyNumber, nil
 	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano), nil
+		return x.UTC().Format(time.RFC3339Nano), keyString, nil
 	}
 	if n, ok := toNumber(v); ok {
 		if !n.isFloat {
-			return strconv.FormatInt(n.i, 10), nil
+			return strconv.FormatInt(n.i, 10), keyNumber, nil
 		}
-		return string(appendFloat(nil, n.f)), nil
+		return string(appendFloat(nil, n.f)), keyNumber, nil
 	}
-	return "", &RecordError{Code: CodeType, Reason: "key must be a string, number or bool, got " + typeName(v)}
+	return "", keyString, &RecordError{Code: CodeType, Reason: "key must be a string, number or bool, got " + typeName(v)}
+}
+
+// appendKey appends the JSON of a group key of kind k. A key that is not
+// what its kind says (a state restored from a damaged changelog) is written
+// as a string, so the output stays valid JSON.
+func appendKey(dst []byte, key string, k keyKind) []byte {
+	switch {
+	case k == keyNumber && isJSONNumber(key), k == keyBool && (key == "true" || key == "false"):
+		return append(dst, key...)
+	}
+	return appendString(dst, key)
+}
+
+// isJSONNumber reports whether s is a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isJSONNumber(s string) bool {
+	i := 0
+	digits := func() bool {
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case !digits():
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(s)
 }

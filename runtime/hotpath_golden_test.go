@@ -119,6 +119,9 @@ var hotPathInputs = []string{
 	`{"key":"k\u00e9","amount":-5,"ts":1764688091003,"pad":""}`,
 	`{"key":"k1","amount":"x","ts":1764688091004}`,
 	`{"amount":3,"ts":1764688091005}`,
+	`{"key":"k1","amount":9223372036854775807,"ts":1764688091006}`, // an integer sum overflows: dead letter
+	`{"k":"m","x":112.99}`, `{"k":"m","x":0.01}`, // money: exact decimals
+	`{"k":3,"x":1.5e-2}`, // a number key stays a number in the output
 }
 
 var hotPathRawInputs = []string{"plain text", "{\"k\":\"a\",\"x\":1}", "", "\xff\x00bin"}

@@ -272,6 +272,10 @@ func TestBadRecordsGoToDeadLetter(t *testing.T) {
 		`not json`:   "decode",
 		`{"m": 1}`:   "missing_field",
 		`{"n": "x"}`: "eval",
+		// Not UTF-8 inside a string: refused, not read as n = 5.
+		"{\"n\": 5, \"s\": \"caf\xe9\"}": "decode",
+		// The odd sum would leave int64: refused, the sum stays exact.
+		`{"n": 9223372036854775807}`: "overflow",
 	}
 	for v := range bad {
 		if err := p.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
