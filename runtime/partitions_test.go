@@ -15,7 +15,9 @@ import (
 )
 
 func TestPlanStart(t *testing.T) {
-	tp := func(topic string, p int32) source.TopicPartition { return source.TopicPartition{Topic: topic, Partition: p} }
+	tp := func(topic string, p int32) source.TopicPartition {
+		return source.TopicPartition{Topic: topic, Partition: p}
+	}
 	tps := []source.TopicPartition{tp("a", 0), tp("a", 1), tp("a", 2), tp("b", 0)}
 	checkpointed := []checkpoint.SourceOffset{{Topic: "a", Partition: 0, Offset: 7}, {Topic: "a", Partition: 1, Offset: 9}}
 	plan := planStart(tps, checkpointed)
