@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -139,10 +140,13 @@ func WithMissingACL(err error) error {
 // Measured on Kafka 4.1 (transaction.version 2): after another instance's
 // InitProducerId, the coordinator answers PRODUCER_FENCED; after it
 // aborted the transaction itself for outliving its timeout, it takes the
-// abort as a retry of its own (no error) or answers INVALID_TXN_STATE. The
-// answer is the coordinator's record of who bumped the epoch, so it does
-// not depend on timing. Any other answer (the coordinator unreachable)
-// says nothing: the caller keeps the error unclassified.
+// abort as a retry of its own (no error) or answers INVALID_TXN_STATE.
+// So it does while another instance's InitProducerId is still under way
+// (the coordinator has aborted the transaction to fence it, and not yet
+// handed out the successor's epoch): a TimedOut answer is only believed
+// for a transaction older than its timeout (Txn.settle). Any other answer
+// (the coordinator unreachable) says nothing: the caller keeps the error
+// unclassified.
 func probe(ctx context.Context, cl kmsg.Requestor, transactionalID string, id int64, epoch int16) (Verdict, error) {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = transactionalID
@@ -160,4 +164,19 @@ func probe(ctx context.Context, cl kmsg.Requestor, transactionalID string, id in
 		return TakenOver, nil
 	}
 	return 0, err
+}
+
+// believe is the verdict on a transaction of the given age (since Begin)
+// that probe judged. The probe cannot tell a timeout from a takeover still
+// under way: between the coordinator's fencing abort and the end of the
+// successor's InitProducerId, the probe's abort looks like a retry of the
+// coordinator's own (TestSecondInstanceFencesTheFirst caught a first
+// instance restarting on it and fencing its successor). The coordinator
+// starts a transaction's clock at its first write, after Begin, so one
+// younger than its timeout here was not aborted for its age.
+func believe(probed Verdict, age, timeout time.Duration) Verdict {
+	if probed == TimedOut && age < timeout {
+		return TakenOver
+	}
+	return probed
 }

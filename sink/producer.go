@@ -58,6 +58,11 @@ type Txn struct {
 	// for asking the coordinator about it after it failed (probe).
 	producerID int64
 	epoch      int16
+	// begun is when Begin opened the transaction (monotonic): the
+	// coordinator's clock for its timeout starts later, at its first
+	// write, so a transaction younger than timeout here cannot have timed
+	// out there.
+	begun time.Time
 	// promise records a failed produce; made once, because a closure
 	// made per Produce is an allocation per record.
 	promise func(*kgo.Record, error)
@@ -112,7 +117,7 @@ func (t *Txn) Begin() error {
 	if err := t.cl.BeginTransaction(); err != nil {
 		return err
 	}
-	t.open = true
+	t.open, t.begun = true, time.Now()
 	return nil
 }
 
@@ -177,6 +182,10 @@ func (t *Txn) settle(ctx context.Context, err error) error {
 	t.open = false
 	_ = t.failed.take()
 	verdict, perr := probe(ctx, t.cl, t.id, t.producerID, t.epoch)
+	age := time.Since(t.begun)
+	if verdict = believe(verdict, age, t.timeout); verdict == TakenOver {
+		err = fmt.Errorf("%w (the transaction was %v old; kafka.transaction_timeout is %v)", err, age.Round(time.Millisecond), t.timeout)
+	}
 	switch verdict {
 	case TakenOver:
 		return fmt.Errorf("%w (transactional id %s): %w", ErrFenced, t.id, err)

@@ -238,3 +238,24 @@ func awaitAbortedByCoordinator(ctx context.Context, t *testing.T, adm *kadm.Clie
 		}
 	}
 }
+
+// A probe's "timed out" is believed only for a transaction at least as
+// old as its timeout: a younger one was fenced by an instance whose
+// InitProducerId had not finished when the probe asked.
+func TestBelieveTimedOutOnlyPastTheTimeout(t *testing.T) {
+	for _, c := range []struct {
+		probed       Verdict
+		age, timeout time.Duration
+		want         Verdict
+	}{
+		{TimedOut, 61 * time.Second, time.Minute, TimedOut},
+		{TimedOut, time.Minute, time.Minute, TimedOut},
+		{TimedOut, 300 * time.Millisecond, time.Minute, TakenOver},
+		{TakenOver, 2 * time.Minute, time.Minute, TakenOver},
+		{TakenOver, time.Second, time.Minute, TakenOver},
+	} {
+		if got := believe(c.probed, c.age, c.timeout); got != c.want {
+			t.Errorf("believe(%v, age %v, timeout %v) = %v, want %v", c.probed, c.age, c.timeout, got, c.want)
+		}
+	}
+}
