@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -23,65 +22,34 @@ import (
 const atMostOnceStopPlan = "stopping: flushing the outputs written so far; at_most_once keeps no checkpoints, " +
 	"so records read but not yet written are lost and the next run resumes at the offsets committed to the consumer group, with empty state"
 
-// runAtMostOnce runs the job without checkpoints: each source task is a
-// member of the consumer group named after the job and commits offsets
-// before it processes what it polled; state lives only in memory. A crash
-// loses the records in flight and the state, and never repeats an output.
-func (j *Job) runAtMostOnce(ctx context.Context) error {
-	backoff := j.restartBackoff
-	// There are no checkpoints to finish: a graceful stop is an immediate
-	// one, with the outputs flushed.
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-j.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer wg.Wait()
-	defer cancel()
-	for attempt := 1; ; attempt++ {
-		err := j.attemptAtMostOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		j.log.Error("job failed; restarting (at_most_once: state starts empty)", "attempt", attempt, "in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, j.maxBackoff)
-	}
-}
-
-func (j *Job) attemptAtMostOnce(parent context.Context) error {
+// attemptAtMostOnce runs the job once without checkpoints: each source
+// task is a member of the consumer group named after the job and commits
+// offsets before it processes what it polled; state lives only in memory.
+// A crash loses the records in flight and the state, and never repeats an
+// output. It never completes a checkpoint, so it never reports progress.
+func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	admClient, err := kgo.NewClient(j.conn...)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer admClient.Close()
 	adm := kadm.NewClient(admClient)
 	if err := j.ensureSinkTopics(ctx, adm); err != nil {
-		return err
+		return false, err
 	}
 	j.limits = j.describeLimits(ctx, adm)
 	plain, err := sink.NewPlain(j.conn, j.limits.Opts()...)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer plain.Close()
 	ops := make([]keyedOperator, j.workers)
 	for w := range ops {
 		ops[w], err = j.emptyOperator(w)
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	// One group member per core and source; the group spreads partitions.
@@ -91,7 +59,7 @@ func (j *Job) attemptAtMostOnce(parent context.Context) error {
 			r, err := source.NewGroupReader(j.conn, j.cfg.Name, src.Topics, src.Start)
 			if err != nil {
 				closeReaders(readers)
-				return err
+				return false, err
 			}
 			readers = append(readers, r)
 		}
@@ -99,7 +67,7 @@ func (j *Job) attemptAtMostOnce(parent context.Context) error {
 	g, err := newGraph(j, nil, plain, nil, ops, readers, 0, time.Time{})
 	if err != nil {
 		closeReaders(readers)
-		return err
+		return false, err
 	}
 	defer g.close()
 	j.log.Info("running without checkpoints (at_most_once)", "workers", j.workers, "group", j.cfg.Name)
@@ -114,5 +82,5 @@ func (j *Job) attemptAtMostOnce(parent context.Context) error {
 	if ferr := plain.Flush(flushCtx); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("flushing outputs: %w", ferr))
 	}
-	return err
+	return false, err
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,26 @@ func TestStopPlanSaysWhatHappens(t *testing.T) {
 	j, _ = newJob(t, paritySum(t, env))
 	if got := j.StopPlan(); !strings.Contains(got, "at_most_once keeps no checkpoints") {
 		t.Errorf("at_most_once: %q", got)
+	}
+}
+
+// A restart waits between half its backoff and all of it, and the draws
+// replay from the seed.
+func TestEqualJitter(t *testing.T) {
+	a, b := equalJitter(rand.New(rand.NewPCG(1, 2))), equalJitter(rand.New(rand.NewPCG(1, 2)))
+	seen := map[time.Duration]bool{}
+	for i := range 1000 {
+		backoff := time.Duration(1+i%7) * 100 * time.Millisecond
+		wait := a(backoff)
+		if wait < backoff/2 || wait >= backoff {
+			t.Fatalf("backoff %v: waits %v, want [%v, %v)", backoff, wait, backoff/2, backoff)
+		}
+		if again := b(backoff); again != wait {
+			t.Fatalf("the same seed drew %v, then %v", wait, again)
+		}
+		seen[wait] = true
+	}
+	if len(seen) < 100 {
+		t.Fatalf("only %d distinct waits in 1000: not spread", len(seen))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	goruntime "runtime"
 	"sort"
 	"sync"
@@ -43,7 +44,11 @@ type Job struct {
 	// maxBackoff while attempts keep failing without completing a
 	// checkpoint.
 	restartBackoff, maxBackoff time.Duration
-	faults                     *fault.Injector
+	// jitter spreads a restart's wait over [backoff/2, backoff), so that
+	// instances failing together (a broker restart) do not come back in
+	// step.
+	jitter func(backoff time.Duration) time.Duration
+	faults *fault.Injector
 	// discoverEvery is how often an attempt looks for partitions added
 	// to the source topics (partitionDiscoveryInterval; tests shorten it).
 	discoverEvery time.Duration
@@ -121,6 +126,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	j := &Job{
 		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
 		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second, discoverEvery: partitionDiscoveryInterval,
+		jitter:   equalJitter(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
 		stopping: make(chan struct{}), savepoints: make(chan *savepointRequest),
 	}
 	for _, o := range opts {
@@ -154,12 +160,29 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 // failure restarts it from the last completed checkpoint, after a pause
 // that grows while failures repeat.
 func (j *Job) Run(ctx context.Context) error {
+	run, restartsFrom := j.attempt, "the last completed checkpoint"
 	if j.cfg.Guarantee == config.AtMostOnce {
-		return j.runAtMostOnce(ctx)
+		run, restartsFrom = j.attemptAtMostOnce, "the group's offsets, with empty state (at_most_once)"
+		// There are no checkpoints to finish: a graceful stop is an
+		// immediate one, with the outputs flushed.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-j.stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 	}
 	backoff := j.restartBackoff
 	for attempt := 1; ; attempt++ {
-		progressed, err := j.attempt(ctx)
+		progressed, err := run(ctx)
 		if errors.Is(err, errStopped) {
 			j.status.set(StateStopped, nil)
 			// The final checkpoint committed; its savepoint may not have.
@@ -205,9 +228,11 @@ func (j *Job) Run(ctx context.Context) error {
 		if progressed {
 			backoff = j.restartBackoff
 		}
-		j.log.Error("job failed; restarting from the last completed checkpoint", "attempt", attempt, "in", backoff, "err", err)
+		wait := j.jitter(backoff)
+		j.log.Error("job failed; restarting from "+restartsFrom, "attempt", attempt, "in", wait.Round(time.Millisecond), "err", err)
 		select {
 		case <-ctx.Done():
+			j.status.set(StateStopped, nil)
 			return nil
 		case <-j.stopping:
 			// Nothing is running: the last completed checkpoint stands.
@@ -216,7 +241,7 @@ func (j *Job) Run(ctx context.Context) error {
 				return fmt.Errorf("%w: stopped while restarting, after: %w", ErrSavepoint, err)
 			}
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, j.maxBackoff)
 	}
@@ -563,4 +588,19 @@ func restartReason(err error) string {
 		return "timeout"
 	}
 	return "error"
+}
+
+// equalJitter waits between half the backoff and all of it, drawn from r
+// (AWS's "equal jitter": never much shorter than planned, never in step).
+func equalJitter(r *rand.Rand) func(time.Duration) time.Duration {
+	var mu sync.Mutex
+	return func(backoff time.Duration) time.Duration {
+		if backoff <= 1 {
+			return backoff
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		half := backoff / 2
+		return half + time.Duration(r.Int64N(int64(backoff-half)))
+	}
 }

@@ -46,7 +46,15 @@ func TestSinkTopicsAreCreatedAsConfigured(t *testing.T) {
 // A replication factor above the cluster's broker count stops the job at
 // start with the field and the count in the message, and creates nothing.
 func TestSinkReplicationAboveBrokersIsRefused(t *testing.T) {
-	e := newTestEnv(t, "exactly_once")
+	// Every guarantee goes through the one restart loop, at_most_once too:
+	// it used to restart on this forever.
+	for _, g := range []string{"exactly_once", "at_most_once"} {
+		t.Run(g, func(t *testing.T) { sinkReplicationAboveBrokersIsRefused(t, g) })
+	}
+}
+
+func sinkReplicationAboveBrokersIsRefused(t *testing.T, guarantee string) {
+	e := newTestEnv(t, guarantee)
 	cfg := paritySum(t, e.env)
 	cfg.Sinks[0].ReplicationFactor = 3
 	r := start(t, cfg)
