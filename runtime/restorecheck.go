@@ -62,11 +62,14 @@ func (j *Job) checkBeforeRestart(ctx context.Context, adm *kadm.Client) error {
 		if !topics.Has(stateTopic) {
 			return nil // a new job
 		}
-		keys, err := liveStateKeys(ctx, j, name)
+		live, err := liveStateKeys(ctx, j, func(key []byte) error {
+			_, err := state.DecodeChangelogKey(key)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		return j.checkRestored(nil, keys)
+		return j.checkRestored(nil, len(live))
 	}
 	if _, err := j.checkCheckpoint(latest, false); err != nil {
 		return err
@@ -142,13 +145,16 @@ func (j *Job) checkRestored(latest *checkpoint.Record, keys int) error {
 	return nil
 }
 
-// liveStateKeys counts the keys the state topic holds a value for (its
-// last record is not a tombstone).
-func liveStateKeys(ctx context.Context, j *Job, name string) (int, error) {
+// liveStateKeys reads the job's state topic whole and returns the keys it
+// holds a value for (their last record is not a tombstone). check, if set,
+// vets every key read.
+func liveStateKeys(ctx context.Context, j *Job, check func(key []byte) error) (map[string]struct{}, error) {
 	live := map[string]struct{}{}
-	err := kstore.ReadState(ctx, j.conn, name, func(key, value []byte) error {
-		if _, err := state.DecodeChangelogKey(key); err != nil {
-			return fmt.Errorf("state topic: %w", err)
+	err := kstore.ReadState(ctx, j.conn, j.cfg.Name, func(key, value []byte) error {
+		if check != nil {
+			if err := check(key); err != nil {
+				return fmt.Errorf("state topic: %w", err)
+			}
 		}
 		if value == nil {
 			delete(live, string(key))
@@ -158,7 +164,7 @@ func liveStateKeys(ctx context.Context, j *Job, name string) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("reading the state topic: %w", err)
+		return nil, fmt.Errorf("reading the state topic: %w", err)
 	}
-	return len(live), nil
+	return live, nil
 }

@@ -410,17 +410,9 @@ func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *com
 
 	// What the state topic holds now: whatever the savepoint does not have
 	// must be deleted, or a later restore would bring it back.
-	stale := map[string]struct{}{}
-	err = kstore.ReadState(ctx, j.conn, j.cfg.Name, func(key, value []byte) error {
-		if value == nil {
-			delete(stale, string(key))
-		} else {
-			stale[string(key)] = struct{}{}
-		}
-		return nil
-	})
+	stale, err := liveStateKeys(ctx, j, nil)
 	if err != nil {
-		return fail(fmt.Errorf("reading the state topic: %w", err))
+		return fail(err)
 	}
 	if err := txn.Begin(); err != nil {
 		return fail(err)
