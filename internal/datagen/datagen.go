@@ -108,15 +108,7 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 		report  = start
 	)
 	for i := int64(0); o.Count == 0 || i < o.Count; i++ {
-		if o.Rate > 0 {
-			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
-			if d := time.Until(due); d > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(d):
-				}
-			}
-		}
+		pace(ctx, start, i, o.Rate)
 		if ctx.Err() != nil {
 			break
 		}
@@ -196,15 +188,7 @@ func numbersInTransactions(ctx context.Context, cl *kgo.Client, o Options) (int6
 		return nil
 	}
 	for i := int64(0); o.Count == 0 || i < o.Count; i++ {
-		if o.Rate > 0 {
-			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
-			if d := time.Until(due); d > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(d):
-				}
-			}
-		}
+		pace(ctx, start, i, o.Rate)
 		if ctx.Err() != nil {
 			break
 		}
@@ -234,4 +218,19 @@ func numbersInTransactions(ctx context.Context, cl *kgo.Client, o Options) (int6
 		}
 	}
 	return committed, commit()
+}
+
+// pace waits until record i of a run begun at start is due at rate
+// records per second (0: at once), or ctx ends.
+func pace(ctx context.Context, start time.Time, i int64, rate float64) {
+	if rate <= 0 {
+		return
+	}
+	due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+	if d := time.Until(due); d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
 }
