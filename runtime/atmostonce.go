@@ -7,8 +7,6 @@ import (
 	goruntime "runtime"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/sink"
@@ -30,25 +28,22 @@ const atMostOnceStopPlan = "stopping: flushing the outputs written so far; at_mo
 func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	admClient, err := kgo.NewClient(j.conn...)
-	if err != nil {
+	a := &attempt{j: j}
+	defer a.close()
+	if err := a.openAdmin(); err != nil {
 		return false, err
 	}
-	defer admClient.Close()
-	adm := kadm.NewClient(admClient)
-	if err := j.ensureSinkTopics(ctx, adm); err != nil {
+	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
 		return false, err
 	}
-	j.limits = j.describeLimits(ctx, adm)
-	plain, err := sink.NewPlain(j.conn, j.limits.Opts()...)
-	if err != nil {
+	a.limits = j.describeLimits(ctx, a.adm)
+	if a.plain, err = sink.NewPlain(j.conn, a.limits.Opts()...); err != nil {
 		return false, err
 	}
-	defer plain.Close()
-	ops := make([]keyedOperator, j.workers)
-	for w := range ops {
-		ops[w], err = j.emptyOperator(w)
-		if err != nil {
+	a.closers = append(a.closers, a.plain.Close)
+	a.ops = make([]keyedOperator, j.workers)
+	for w := range a.ops {
+		if a.ops[w], err = j.emptyOperator(w); err != nil {
 			return false, err
 		}
 	}
@@ -64,7 +59,7 @@ func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err er
 			readers = append(readers, r)
 		}
 	}
-	g, err := newGraph(j, nil, plain, nil, ops, readers, 0, time.Time{})
+	g, err := newGraph(a, readers)
 	if err != nil {
 		closeReaders(readers)
 		return false, err
@@ -79,7 +74,7 @@ func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err er
 	}
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelFlush()
-	if ferr := plain.Flush(flushCtx); ferr != nil {
+	if ferr := a.plain.Flush(flushCtx); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("flushing outputs: %w", ferr))
 	}
 	return false, err

@@ -14,7 +14,6 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
-	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -82,9 +81,10 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 // newGraph wires the tasks. With a nil txn there are no checkpoints (the
 // at_most_once job): no coordinator, no barriers. It takes ownership of the
 // readers.
-func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops []keyedOperator, readers []recordReader,
-	lastID checkpoint.ID, lastAt time.Time) (*graph, error) {
-	cfg := j.cfg
+func newGraph(a *attempt, readers []recordReader) (*graph, error) {
+	j, cfg := a.j, a.j.cfg
+	txn, plain, commit, ops := a.txn, a.plain, a.commit, a.ops
+	lastID, lastAt := a.last()
 	g := &graph{job: j, readers: readers}
 	nSources := len(readers)
 
@@ -120,8 +120,8 @@ func newGraph(j *Job, txn *sink.Txn, plain *sink.Plain, commit *committer, ops [
 	g.sink = &sinkTask{
 		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
 		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
-		newRecord: j.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
-		limits: j.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
+		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
+		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
 		beforeCommit: j.beforeCommit,
 	}
 	tasks = append(tasks, g.sink.id)

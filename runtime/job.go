@@ -12,13 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/checkpoint/kstore"
-	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kclient"
@@ -66,13 +62,6 @@ type Job struct {
 	savepoints chan *savepointRequest
 	// from is the savepoint to start from (nil: the job's own checkpoints).
 	from *savepointRestore
-	// limits are how large a record each of the job's topics accepts, read
-	// by each attempt before its producers and tasks start.
-	limits sink.Limits
-	// savepointID is the savepoint the job's state was last imported from,
-	// which every checkpoint record carries on. Set by each attempt before
-	// its tasks start.
-	savepointID string
 }
 
 // Stop asks the job to stop gracefully: it takes a final checkpoint, so
@@ -245,148 +234,6 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, j.maxBackoff)
 	}
-}
-
-// attempt runs the task graph once: fence, restore, run until failure. It
-// reports whether any checkpoint completed, to reset the restart backoff.
-func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	cfg := j.cfg
-
-	admClient, err := kgo.NewClient(j.conn...)
-	if err != nil {
-		return false, err
-	}
-	defer admClient.Close()
-	adm := kadm.NewClient(admClient)
-	if err := checkTransactionTimeout(ctx, adm, cfg); err != nil {
-		return false, err
-	}
-	// A savepoint that does not fit is refused before anything changes on
-	// the cluster: no topic created, no instance fenced.
-	var fromPlan *savepoint.RestorePlan
-	if j.from != nil {
-		if fromPlan, err = j.checkSavepoint(ctx, adm); err != nil {
-			return false, err
-		}
-	} else if err := j.checkBeforeRestart(ctx, adm); err != nil {
-		// Likewise a restart from the job's own checkpoints.
-		return false, err
-	}
-	if err := kstore.Ensure(ctx, adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return false, err
-	}
-	if err := j.ensureSinkTopics(ctx, adm); err != nil {
-		return false, err
-	}
-	j.limits = j.describeLimits(ctx, adm)
-
-	// Recover first: fencing aborts a predecessor's open transaction, which
-	// would otherwise hold back the read_committed restore below until it
-	// timed out; then the decision log says which checkpoint is the last.
-	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, append(j.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
-	if err != nil {
-		return false, err
-	}
-	defer txn.Close()
-	var plain *sink.Plain
-	if cfg.Guarantee != config.ExactlyOnce {
-		if plain, err = sink.NewPlain(j.conn, append(j.limits.Opts(), j.metrics.KafkaHooks("outputs"))...); err != nil {
-			return false, err
-		}
-		defer plain.Close()
-	}
-	restoreStart := j.now()
-	commit, err := newCommitter(txn, plain, j.conn, cfg.Name)
-	if err != nil {
-		return false, err
-	}
-	if _, err := commit.driver.Recover(ctx); err != nil {
-		if errors.Is(err, kerr.InvalidTransactionTimeout) {
-			return false, fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
-		}
-		return false, fmt.Errorf("recovering: %w", err)
-	}
-	latest := commit.log.latest
-	var (
-		ops      []keyedOperator
-		restored int
-		offsets  map[source.TopicPartition]int64
-	)
-	if j.from != nil && (latest == nil || latest.Savepoint != j.from.r.ID()) {
-		ops, restored, offsets, latest, err = j.importSavepoint(ctx, adm, commit, txn, fromPlan, latest)
-		if err != nil {
-			return false, err
-		}
-	} else {
-		if j.from != nil {
-			j.log.Info("the savepoint was imported before; continuing from the job's own checkpoints",
-				"savepoint", j.from.r.Dir(), "id", j.from.r.ID(), "checkpoint", latest.ID)
-		}
-		if latest != nil {
-			// Checked before fencing; this is the checkpoint read after.
-			if _, err := j.checkCheckpoint(latest, true); err != nil {
-				return false, err
-			}
-			j.savepointID = latest.Savepoint
-		}
-		if offsets, err = j.startOffsets(ctx, adm, latest); err != nil {
-			return false, err
-		}
-		if ops, restored, err = j.restoreOperators(ctx, latest); err != nil {
-			return false, err
-		}
-		if err := j.checkRestored(latest, restored); err != nil {
-			return false, err
-		}
-	}
-	var lastID checkpoint.ID
-	var lastAt time.Time
-	if latest != nil {
-		lastID, lastAt = latest.ID, latest.Created()
-	}
-	j.metrics.Restored(uint64(lastID), j.now().Sub(restoreStart))
-	j.status.restored(lastID, lastAt, offsets)
-	j.status.restoredFrom(j.savepointID)
-	j.log.Info("restored", "checkpoint", lastID, "state_keys", restored, "partitions", len(offsets),
-		"workers", j.workers, "took", j.now().Sub(restoreStart).Round(time.Millisecond))
-
-	var readers []recordReader
-	for _, part := range assignPartitions(offsets) {
-		r, err := source.NewReader(j.conn, part, j.metrics.KafkaHooks("source"))
-		if err != nil {
-			closeReaders(readers)
-			return false, err
-		}
-		readers = append(readers, r)
-	}
-	g, err := newGraph(j, txn, plain, commit, ops, readers, lastID, lastAt)
-	if err != nil {
-		closeReaders(readers)
-		return false, err
-	}
-	defer g.close()
-	added := make(chan []source.TopicPartition, 1)
-	g.watch = newPartitionWatch(j, adm, offsets, added)
-	g.loop.partitionsAdded = added
-	eg, gctx := errgroup.WithContext(ctx)
-	g.start(gctx, eg)
-	err = eg.Wait()
-	if err == nil && parent.Err() == nil {
-		err = errors.New("task graph stopped without a cause")
-	}
-	// Abort the epoch in flight (after a graceful stop: the empty one that
-	// began after the final checkpoint) now rather than leave it to the next
-	// start's fencing: read_committed readers of the outputs are not held
-	// back meanwhile. A failure here changes nothing: fencing still aborts.
-	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelAbort()
-	if aerr := txn.Abort(abortCtx); aerr != nil && !errors.Is(err, sink.ErrFenced) {
-		j.log.Warn("aborting the open transaction", "err", aerr)
-	}
-	j.metrics.TransactionAborted()
-	return g.completed.Load() > 0, err
 }
 
 // startOffsets gives every source partition its offset: the checkpointed

@@ -289,8 +289,10 @@ func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, va
 	return out, nil
 }
 
-// newRecord fills in checkpoint N's job-wide fields.
-func (j *Job) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st []checkpoint.StateSummary) *checkpoint.Record {
+// newRecord fills in checkpoint N's job-wide fields, and the savepoint
+// the attempt's state came from.
+func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st []checkpoint.StateSummary) *checkpoint.Record {
+	j := a.j
 	rec := &checkpoint.Record{
 		ID:                id,
 		Job:               j.cfg.Name,
@@ -301,7 +303,7 @@ func (j *Job) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st 
 		CreatedUnixMilli:  j.now().UnixMilli(),
 		Guarantee:         string(j.cfg.Guarantee),
 		State:             st,
-		Savepoint:         j.savepointID,
+		Savepoint:         a.savepointID,
 		Operators:         j.plan.checkpointed,
 	}
 	rec.Normalize()

@@ -17,7 +17,6 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
-	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
 )
@@ -373,16 +372,14 @@ func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.
 // that the savepoint does not, and a checkpoint record with the
 // savepoint's offsets and id. Until that transaction commits nothing of
 // the job changed, so a crash meanwhile imports again on the next start.
-func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *committer, txn *sink.Txn,
-	plan *savepoint.RestorePlan, latest *checkpoint.Record) ([]keyedOperator, int, map[source.TopicPartition]int64, *checkpoint.Record, error) {
+func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePlan) error {
+	j, txn, commit := a.j, a.txn, a.commit
 	r := j.from.r
 	for _, note := range plan.Notes {
 		j.log.Info("restoring from a savepoint", "savepoint", r.Dir(), "note", note)
 	}
-	fail := func(err error) ([]keyedOperator, int, map[source.TopicPartition]int64, *checkpoint.Record, error) {
-		return nil, 0, nil, nil, err
-	}
-	offsets, err := j.startOffsets(ctx, adm, &checkpoint.Record{Offsets: plan.Offsets})
+	fail := func(err error) error { return err }
+	offsets, err := j.startOffsets(ctx, a.adm, &checkpoint.Record{Offsets: plan.Offsets})
 	if err != nil {
 		return fail(err)
 	}
@@ -420,27 +417,27 @@ func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *com
 	j.metrics.TransactionBegan()
 	var summary []checkpoint.StateSummary
 	for _, op := range ops {
-		a, ok := op.(*aggregateOp)
+		agg, ok := op.(*aggregateOp)
 		if !ok {
 			continue
 		}
-		id := a.agg.ID()
-		for e := range a.store.All() {
+		id := agg.agg.ID()
+		for e := range agg.store.All() {
 			rec := e.Record(id)
 			delete(stale, string(rec.Key))
 			txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value))
 		}
-		summary = append(summary, a.summary())
+		summary = append(summary, agg.summary())
 	}
 	for key := range stale {
 		txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, []byte(key), nil))
 	}
 	id := checkpoint.ID(1)
-	if latest != nil {
-		id = latest.ID + 1
+	if a.latest != nil {
+		id = a.latest.ID + 1
 	}
-	j.savepointID = r.ID()
-	rec := j.newRecord(id, offsetList(offsets), mergeState(summary))
+	a.savepointID = r.ID()
+	rec := a.newRecord(id, offsetList(offsets), mergeState(summary))
 	commit.log.stage(rec)
 	if err := commit.driver.Prepare(ctx, twophase.Epoch(id)); err != nil {
 		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
@@ -451,7 +448,8 @@ func (j *Job) importSavepoint(ctx context.Context, adm *kadm.Client, commit *com
 	j.metrics.TransactionCommitted(0)
 	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
-	return ops, keys, offsets, rec, nil
+	a.ops, a.restored, a.offsets, a.latest = ops, keys, offsets, rec
+	return nil
 }
 
 // offsetList is offsets as a checkpoint's list (newRecord sorts it).
