@@ -42,6 +42,12 @@ type Options struct {
 	// requires SASL authentication: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
 	// each for user SASLUser with password SASLPassword.
 	SASL bool
+	// Authorizer turns on KRaft's StandardAuthorizer with
+	// allow.everyone.if.no.acl.found=false: SASLUser may then do only
+	// what a test grants it with ACLs. The PLAINTEXT listener's principal
+	// (User:ANONYMOUS, also the controllers' and brokers' own) is a super
+	// user, so tests grant ACLs through Bootstrap.
+	Authorizer bool
 	// TLS, when set, adds a TLS client listener per node (TLSBootstrap)
 	// serving this PEM certificate chain and unencrypted PKCS#8 key.
 	TLS *TLSListener
@@ -378,6 +384,11 @@ func (c *Cluster) serverProperties(n *node, voters string) map[string]string {
 		for _, m := range []string{"scram-sha-256", "scram-sha-512"} {
 			p["listener.name.sasl."+m+".sasl.jaas.config"] = `org.apache.kafka.common.security.scram.ScramLoginModule required;`
 		}
+	}
+	if c.opts.Authorizer {
+		p["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		p["super.users"] = "User:ANONYMOUS"
+		p["allow.everyone.if.no.acl.found"] = "false"
 	}
 	if n.tlsPort != 0 {
 		t := c.opts.TLS
