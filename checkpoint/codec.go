@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+
+	"github.com/eoflow/pipeline/internal/wire"
 )
 
 // RecordVersion is the newest format EncodeRecord writes. A decoder must
@@ -180,7 +182,7 @@ func appendOperator(dst []byte, op *OperatorDesc) []byte {
 // decodePayload parses a payload of any version (v2 is v1 plus the
 // savepoint; v3 adds the operators' descriptions).
 func decodePayload(b []byte, version byte) (*Record, error) {
-	d := decoder{b: b, version: version}
+	d := decoder{r: wire.NewReaderAt(b, headerLen), version: version}
 	r := &Record{}
 	r.ID = ID(d.uvarint("id", -1))
 	r.Job = d.string("job", -1)
@@ -234,11 +236,10 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 	}
 	if d.err == nil && version >= 3 && len(r.Operators) == 0 {
 		// v1 or v2 is the one encoding of a record without operators.
-		d.fail("operator_ids", -1, "none in a v3 record")
+		d.failHere("operator_ids", -1, "none in a v3 record")
 	}
-	if d.err == nil && d.off != len(b) {
-		d.fail("end", -1, fmt.Sprintf("%d trailing bytes", len(b)-d.off))
-	}
+	d.r.End("end")
+	d.check(-1)
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -248,23 +249,44 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 	return r, nil
 }
 
-// decoder reads a payload; the first error sticks and every later
-// read returns zero, so the parse code reads straight through.
+// decoder reads a payload through a wire.Reader (whose rules are the
+// format's: minimal varints, lengths and counts bounded by the bytes
+// left); the first error sticks and every later read returns zero, so the
+// parse code reads straight through. Fields of a list carry their index
+// in the message, which is why the decoder, not the Reader, words it.
 type decoder struct {
-	b       []byte
-	off     int
+	r       wire.Reader
 	err     error
 	version byte
 }
 
-func (d *decoder) fail(field string, index int, msg string) {
+// check turns the Reader's first error into the decoder's, naming the
+// field's index (when >= 0).
+func (d *decoder) check(index int) {
 	if d.err != nil {
 		return
 	}
+	var e *wire.Error
+	if !errors.As(d.r.Err(), &e) {
+		return
+	}
+	field := e.What
 	if index >= 0 {
 		field = fmt.Sprintf("%s[%d]", field, index)
 	}
-	d.err = fmt.Errorf("%w: v%d payload byte %d: %s: %s", ErrCorruptRecord, d.version, headerLen+d.off, field, msg)
+	d.err = fmt.Errorf("%w: v%d payload byte %d: %s: %s", ErrCorruptRecord, d.version, e.Offset, field, e.Msg)
+}
+
+// fail reports a problem with the field just read.
+func (d *decoder) fail(field string, index int, msg string) {
+	d.r.Fail(field, msg)
+	d.check(index)
+}
+
+// failHere reports a problem at the next byte to read.
+func (d *decoder) failHere(field string, index int, msg string) {
+	d.r.FailHere(field, msg)
+	d.check(index)
 }
 
 // operator reads the v3 description of operator id, the index-th.
@@ -297,44 +319,21 @@ func (d *decoder) operator(id string, index int) OperatorDesc {
 }
 
 func (d *decoder) byte(field string, index int) byte {
-	if d.err != nil {
-		return 0
-	}
-	if d.off >= len(d.b) {
-		d.fail(field, index, "truncated")
-		return 0
-	}
-	b := d.b[d.off]
-	d.off++
-	return b
+	x := d.r.Byte(field)
+	d.check(index)
+	return x
 }
 
 func (d *decoder) uvarint(field string, index int) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	rest := d.b[d.off:]
-	x, n := binary.Uvarint(rest)
-	switch {
-	case n == 0:
-		d.fail(field, index, "truncated")
-		return 0
-	case n < 0:
-		d.fail(field, index, "varint overflows 64 bits")
-		return 0
-	case n > 1 && rest[n-1] == 0:
-		// A trailing zero group adds nothing: a second encoding of the
-		// same number, which would break byte-exact round trips.
-		d.fail(field, index, "varint not minimally encoded")
-		return 0
-	}
-	d.off += n
+	x := d.r.Uvarint(field)
+	d.check(index)
 	return x
 }
 
 func (d *decoder) varint(field string, index int) int64 {
-	u := d.uvarint(field, index)
-	return int64(u>>1) ^ -int64(u&1) // zig-zag, as binary.AppendVarint writes
+	x := d.r.Varint(field)
+	d.check(index)
+	return x
 }
 
 func (d *decoder) int32(field string, index int) int {
@@ -349,32 +348,18 @@ func (d *decoder) int32(field string, index int) int {
 // count reads a list length. Every element takes at least one byte, so a
 // count beyond the bytes left is corrupt; this also bounds allocations.
 func (d *decoder) count(field string, index int) int {
-	x := d.uvarint(field, index)
-	if x > uint64(len(d.b)-d.off) {
-		d.fail(field, index, fmt.Sprintf("count %d exceeds the %d bytes left", x, len(d.b)-d.off))
-		return 0
-	}
-	return int(x)
+	x := d.r.Count(field)
+	d.check(index)
+	return x
 }
 
 func (d *decoder) string(field string, index int) string {
-	n := d.uvarint(field, index)
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.fail(field, index, fmt.Sprintf("length %d exceeds the %d bytes left", n, len(d.b)-d.off))
-		return ""
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s
+	x := d.r.String(field)
+	d.check(index)
+	return x
 }
 
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
+func appendString(dst []byte, s string) []byte { return wire.AppendBytes(dst, s) }
 
 func countTopics(offsets []SourceOffset) int {
 	n := 0

@@ -92,11 +92,20 @@ type AggregateValue struct {
 	Arg  string // empty for count()
 }
 
-// SourceOffset is the next offset to read from one partition.
+// SourceOffset is the next offset to read from one partition: the one
+// (topic, partition, offset) type of the project. A checkpoint record
+// holds it in binary, a savepoint manifest as JSON (the tags), a source
+// reports its position with it.
 type SourceOffset struct {
-	Topic     string
-	Partition int32
-	Offset    int64
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// CompareOffsets orders offsets by topic, then partition: the canonical
+// order of every list of them.
+func CompareOffsets(a, b SourceOffset) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
 // StateSummary is the size of one operator's state at the checkpoint.
@@ -121,12 +130,8 @@ func (r *Record) Created() time.Time { return time.UnixMilli(r.CreatedUnixMilli)
 // reports rather than hides.
 func (r *Record) Normalize() {
 	slices.Sort(r.OperatorIDs)
-	slices.SortFunc(r.Offsets, compareOffsets)
+	slices.SortFunc(r.Offsets, CompareOffsets)
 	slices.SortFunc(r.State, func(a, b StateSummary) int { return cmp.Compare(a.Operator, b.Operator) })
-}
-
-func compareOffsets(a, b SourceOffset) int {
-	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
 // Validate reports every way r is not a canonical, complete record. The
@@ -158,7 +163,7 @@ func (r *Record) Validate() error {
 		if o.Partition < 0 {
 			errs = append(errs, fmt.Errorf("offsets[%d] %s/%d: negative partition", i, o.Topic, o.Partition))
 		}
-		if i > 0 && compareOffsets(r.Offsets[i-1], o) >= 0 {
+		if i > 0 && CompareOffsets(r.Offsets[i-1], o) >= 0 {
 			p := r.Offsets[i-1]
 			errs = append(errs, fmt.Errorf("offsets[%d] %s/%d: not after %s/%d (sorted by topic, partition; no duplicates)", i, o.Topic, o.Partition, p.Topic, p.Partition))
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/wire"
 )
 
 // Accumulator is the running state of one aggregate function for one group
@@ -28,12 +29,13 @@ import (
 //	byte  function tag: count 1, sum 2, min 3, max 4, avg 5, first 6, last 7
 //	...   payload, per function (documented on each type)
 //
-// Integers are varints (zig-zag for signed), decimals a scale and a
-// coefficient (appendDecimal), floats (only in encodings from before
-// decimals) 8 bytes little endian IEEE 754, JSON values compact JSON behind
-// a uvarint length. UnmarshalBinary
-// rejects unknown versions, tags of another function, trailing bytes and
-// impossible values with an error; it never panics.
+// Integers are minimally encoded varints (zig-zag for signed), decimals a
+// scale and a coefficient (appendDecimal), floats (only in encodings from
+// before decimals) 8 bytes little endian IEEE 754, JSON values compact JSON
+// behind a uvarint length. UnmarshalBinary reads through internal/wire and
+// rejects unknown versions, tags of another function, non-minimal varints,
+// lengths beyond the input, trailing bytes and impossible values with an
+// error that names the field and its byte offset; it never panics.
 type Accumulator interface {
 	Func() config.AggregateFunc
 	Check(v any) *RecordError
@@ -107,110 +109,40 @@ func header(b []byte, fn config.AggregateFunc) []byte {
 	return append(b, accVersion, funcTags[fn])
 }
 
-// stateReader reads an encoding, remembering the first problem instead of
-// checking after each call.
-type stateReader struct {
-	b   []byte
-	err error
-}
-
-func (r *stateReader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf(format, args...)
+// openAcc checks the header of an accumulator encoding and returns a
+// reader of its payload. Accumulator encodings are read through
+// internal/wire under the rules of every binary format of the project:
+// varints must be minimal (every build has written them with
+// binary.AppendUvarint and AppendVarint, so no stored state has another
+// encoding), lengths are checked against the bytes left, and errors say
+// what was read at which byte.
+func openAcc(b []byte, fn config.AggregateFunc) wire.Reader {
+	r := wire.NewReader(b)
+	if v := r.Byte("version"); r.Err() == nil && v != accVersion {
+		r.Fail("version", fmt.Sprintf("unknown accumulator encoding version %d", v))
 	}
-}
-
-func (r *stateReader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) == 0 {
-		r.fail("truncated")
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *stateReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) float() float64 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 8 {
-		r.fail("truncated float")
-		return 0
-	}
-	f := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
-	r.b = r.b[8:]
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		r.fail("non-finite float")
-	}
-	return f
-}
-
-// bytes reads a uvarint length and that many bytes (aliasing the input).
-func (r *stateReader) bytes() []byte {
-	n := r.uvarint()
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b)) {
-		r.fail("length %d beyond end", n)
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-// openAcc checks the header of an accumulator encoding.
-func openAcc(b []byte, fn config.AggregateFunc) stateReader {
-	r := stateReader{b: b}
-	if v := r.byte(); r.err == nil && v != accVersion {
-		r.fail("unknown accumulator encoding version %d", v)
-	}
-	if t := r.byte(); r.err == nil && t != funcTags[fn] {
-		r.fail("encoding of function tag %d, want %s (tag %d)", t, fn, funcTags[fn])
+	if t := r.Byte("function tag"); r.Err() == nil && t != funcTags[fn] {
+		r.Fail("function tag", fmt.Sprintf("encoding of function tag %d, want %s (tag %d)", t, fn, funcTags[fn]))
 	}
 	return r
 }
 
-// close reports the first problem, or trailing bytes.
-func (r *stateReader) close(fn config.AggregateFunc) error {
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d trailing bytes", len(r.b))
-	}
-	if r.err != nil {
-		return fmt.Errorf("decode %s state: %w", fn, r.err)
+// closeState reports the first problem, or trailing bytes.
+func closeState(r *wire.Reader, fn config.AggregateFunc) error {
+	if err := r.End("end"); err != nil {
+		return fmt.Errorf("decode %s state: %w", fn, err)
 	}
 	return nil
+}
+
+// readFloat reads a float64 of an encoding from before decimals: 8 bytes
+// little endian, finite.
+func readFloat(r *wire.Reader, what string) float64 {
+	f := math.Float64frombits(r.Uint64LE(what))
+	if r.Err() == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		r.Fail(what, "non-finite float")
+	}
+	return f
 }
 
 // Number kinds in encodings; kindDecimal and kindBigDecimal follow.
@@ -237,11 +169,11 @@ func (a *CountAcc) AppendBinary(b []byte) ([]byte, error) {
 func (a *CountAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
 func (a *CountAcc) UnmarshalBinary(b []byte) error {
 	r := openAcc(b, config.AggCount)
-	n := r.uvarint()
-	if r.err == nil && n > math.MaxInt64 {
-		r.fail("count %d out of range", n)
+	n := r.Uvarint("count")
+	if r.Err() == nil && n > math.MaxInt64 {
+		r.Fail("count", fmt.Sprintf("count %d out of range", n))
 	}
-	if err := r.close(config.AggCount); err != nil {
+	if err := closeState(&r, config.AggCount); err != nil {
 		return err
 	}
 	a.n = int64(n)
@@ -348,10 +280,10 @@ func (a *SumAcc) UnmarshalBinary(b []byte) error {
 	r := openAcc(b, config.AggSum)
 	var v SumAcc
 	switch k := readExact(&r, &v.i, &v.d); {
-	case r.err == nil && k == kindEmpty:
-		r.fail("empty sum")
+	case r.Err() == nil && k == kindEmpty:
+		r.Fail("kind", "empty sum")
 	}
-	if err := r.close(config.AggSum); err != nil {
+	if err := closeState(&r, config.AggSum); err != nil {
 		return err
 	}
 	*a = v
@@ -376,15 +308,15 @@ func addInt64(a, b int64) (int64, bool) {
 // readExact reads a kind byte and an integer (into i) or a decimal (into
 // a new *d); a float of an encoding from before decimals becomes a
 // decimal. It returns the kind read.
-func readExact(r *stateReader, i *int64, d **decimal) byte {
-	switch k := r.byte(); k {
+func readExact(r *wire.Reader, i *int64, d **decimal) byte {
+	switch k := r.Byte("kind"); k {
 	case kindEmpty:
 		return k
 	case kindInt:
-		*i = r.varint()
+		*i = r.Varint("int")
 		return k
 	case kindFloat:
-		v := decimalOfFloat(r.float())
+		v := decimalOfFloat(readFloat(r, "float"))
 		*d = &v
 		return k
 	case kindDecimal, kindBigDecimal:
@@ -392,8 +324,8 @@ func readExact(r *stateReader, i *int64, d **decimal) byte {
 		*d = &v
 		return k
 	default:
-		if r.err == nil {
-			r.fail("unknown number kind %d", k)
+		if r.Err() == nil {
+			r.Fail("kind", fmt.Sprintf("unknown number kind %d", k))
 		}
 		return k
 	}
@@ -496,7 +428,7 @@ func (a *MinMaxAcc) UnmarshalBinary(b []byte) error {
 	r := openAcc(b, fn)
 	v := MinMaxAcc{max: a.max}
 	v.has = readExact(&r, &v.i, &v.d) != kindEmpty
-	if err := r.close(fn); err != nil {
+	if err := closeState(&r, fn); err != nil {
 		return err
 	}
 	*a = v
@@ -629,24 +561,26 @@ func (a *AvgAcc) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
 func (a *AvgAcc) UnmarshalBinary(b []byte) error {
 	r := openAcc(b, config.AggAvg)
 	var v AvgAcc
-	v.n = r.uvarint()
-	switch k := r.byte(); k {
+	v.n = r.Uvarint("count")
+	switch k := r.Byte("kind"); k {
 	case kindInt:
-		v.hi = r.varint()
-		v.lo = r.uvarint()
+		v.hi = r.Varint("sum high")
+		v.lo = r.Uvarint("sum low")
 	case kindFloat:
-		d := decimalOfFloat(r.float())
+		d := decimalOfFloat(readFloat(&r, "sum"))
 		v.d = &d
 	case kindDecimal, kindBigDecimal:
 		d := readDecimal(&r, k)
 		v.d = &d
 	default:
-		r.fail("unknown number kind %d", k)
+		if r.Err() == nil {
+			r.Fail("kind", fmt.Sprintf("unknown number kind %d", k))
+		}
 	}
-	if r.err == nil && v.n == 0 && (v.d != nil || v.hi != 0 || v.lo != 0) {
-		r.fail("non-zero sum of no values")
+	if r.Err() == nil && v.n == 0 && (v.d != nil || v.hi != 0 || v.lo != 0) {
+		r.Fail("sum", "non-zero sum of no values")
 	}
-	if err := r.close(config.AggAvg); err != nil {
+	if err := closeState(&r, config.AggAvg); err != nil {
 		return err
 	}
 	*a = v
@@ -729,23 +663,23 @@ func (a *FirstLastAcc) UnmarshalBinary(b []byte) error {
 		has bool
 		v   any
 	)
-	switch h := r.byte(); {
-	case r.err != nil:
+	switch h := r.Byte("presence"); {
+	case r.Err() != nil:
 	case h == 0:
 	case h == 1:
 		has = true
-		js := r.bytes()
-		if r.err == nil {
+		js := r.Bytes("value")
+		if r.Err() == nil {
 			var d decoder
 			var err error
 			if v, err = d.decodeValue(js); err != nil {
-				r.fail("value: %w", err)
+				r.Fail("value", err.Error())
 			}
 		}
 	default:
-		r.fail("bad presence byte %d", h)
+		r.Fail("presence", fmt.Sprintf("bad presence byte %d", h))
 	}
-	if err := r.close(fn); err != nil {
+	if err := closeState(&r, fn); err != nil {
 		return err
 	}
 	a.has, a.v = has, v

@@ -198,7 +198,9 @@ func TestAccumulatorCorruptInput(t *testing.T) {
 		{"version", config.AggCount, []byte{9, 1, 0}, "unknown accumulator encoding version 9"},
 		{"other function", config.AggSum, enc(config.AggCount, 1), "want sum"},
 		{"trailing", config.AggCount, append(enc(config.AggCount, 1), 0), "1 trailing bytes"},
-		{"bad varint", config.AggSum, []byte{1, 2, 1, 0xff}, "bad varint"},
+		{"bad varint", config.AggSum, []byte{1, 2, 1, 0xff}, "decode sum state: byte 3: int: truncated"},
+		{"non-minimal varint", config.AggCount, []byte{1, 1, 0x81, 0x00}, "decode count state: byte 2: count: varint not minimally encoded"},
+		{"non-minimal zero", config.AggSum, []byte{1, 2, 1, 0x80, 0x00}, "byte 3: int: varint not minimally encoded"},
 		{"count overflow", config.AggCount, []byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "out of range"},
 		{"NaN", config.AggSum, []byte{1, 2, 2, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f}, "non-finite"},
 		{"number kind", config.AggMin, []byte{1, 3, 7}, "unknown number kind 7"},
@@ -210,7 +212,7 @@ func TestAccumulatorCorruptInput(t *testing.T) {
 		{"big decimal leading zero", config.AggMax, []byte{1, 4, 4, 0, 0, 10, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0}, "non-canonical decimal"},
 		{"big decimal -2^63", config.AggSum, []byte{1, 2, 4, 0, 1, 8, 0x80, 0, 0, 0, 0, 0, 0, 0}, "non-canonical decimal"},
 		{"big decimal length", config.AggAvg, append([]byte{1, 5, 1, 4, 0, 0, 0x81, 0x10}, bytes.Repeat([]byte{1}, 2049)...), "decimal of 2049 bytes"},
-		{"first length", config.AggFirst, []byte{1, 6, 1, 10, '1'}, "beyond end"},
+		{"first length", config.AggFirst, []byte{1, 6, 1, 10, '1'}, "decode first state: byte 3: value: length 10 exceeds the 1 bytes left"},
 		{"first JSON", config.AggFirst, []byte{1, 6, 1, 1, '{'}, "value: unexpected end"},
 		{"first presence", config.AggFirst, []byte{1, 6, 2}, "bad presence byte"},
 	}
@@ -242,4 +244,59 @@ func TestFirstKeepsFloatType(t *testing.T) {
 			t.Fatalf("%#v restored as %#v", a.Result(), b.Result())
 		}
 	}
+}
+
+// FuzzAccumulatorDecode feeds every accumulator arbitrary bytes. It must
+// never panic, a failed decode must leave the accumulator as it was, and
+// what it accepts must be canonical: it re-encodes to the input byte for
+// byte, except for the one legacy form (kind 2, a float written before
+// decimals), whose re-encoding is the decimal and decodes to the same
+// result, and for first and last, whose value is JSON text read by the
+// JSON decoder (spacing and number spelling are not checked): there the
+// re-encoding must decode to the same result and re-encode to itself.
+func FuzzAccumulatorDecode(f *testing.F) {
+	funcs := []config.AggregateFunc{config.AggCount, config.AggSum, config.AggMin, config.AggMax, config.AggAvg, config.AggFirst, config.AggLast}
+	for i, fn := range funcs {
+		a, _ := NewAccumulator(fn)
+		empty, _ := a.MarshalBinary()
+		f.Add(uint8(i), empty)
+		for _, v := range []any{int64(-3), 2.5, "x", nil} {
+			if err := a.Check(v); err == nil {
+				a.Add(v)
+			}
+		}
+		full, _ := a.MarshalBinary()
+		f.Add(uint8(i), full)
+	}
+	f.Add(uint8(1), []byte{1, 2, 2, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f}) // a legacy float sum
+	f.Add(uint8(0), []byte{1, 1, 0x81, 0x00})                      // a non-minimal count
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		fn := funcs[int(which)%len(funcs)]
+		a, _ := NewAccumulator(fn)
+		before, _ := a.MarshalBinary()
+		if err := a.UnmarshalBinary(data); err != nil {
+			if after, _ := a.MarshalBinary(); !bytes.Equal(after, before) {
+				t.Fatalf("a failed decode of %x changed the accumulator", data)
+			}
+			return
+		}
+		enc, err := a.MarshalBinary()
+		if err != nil {
+			t.Fatalf("decoded %x but cannot encode: %v", data, err)
+		}
+		if bytes.Equal(enc, data) {
+			return
+		}
+		if _, json := a.(*FirstLastAcc); !json && !bytes.Contains(data[2:], []byte{kindFloat}) {
+			t.Fatalf("accepted a non-canonical encoding\n  in: %x\n out: %x", data, enc)
+		}
+		b, _ := NewAccumulator(fn)
+		if err := b.UnmarshalBinary(enc); err != nil {
+			t.Fatalf("re-encoding %x of %x does not decode: %v", enc, data, err)
+		}
+		again, _ := b.MarshalBinary()
+		if !bytes.Equal(again, enc) || string(b.appendResult(nil)) != string(a.appendResult(nil)) {
+			t.Fatalf("legacy %x: re-encoding not stable (%x, %x)", data, enc, again)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/wire"
 )
 
 // Aggregator is the compiled aggregate step: the keyed, stateful end of a
@@ -310,23 +311,20 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 // unmarshal decodes b, an encoding for s's layout, into the accumulators
 // of into, a new state of that layout; on error into is left half decoded.
 func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
-	r := &stateReader{b: b}
-	into.keyKind = readStateHeader(r)
-	if r.err != nil {
-		return fmt.Errorf("decode aggregate state: %w", r.err)
-	}
-	n := r.uvarint()
-	if r.err != nil {
-		return fmt.Errorf("decode aggregate state: %w", r.err)
+	r := wire.NewReader(b)
+	into.keyKind = readStateHeader(&r)
+	n := r.Uvarint("values")
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("decode aggregate state: %w", err)
 	}
 	if n != uint64(len(s.layout.names)) {
 		return s.mismatch(b)
 	}
 	var seen uint64 // of the values, when reordered (a config has few)
 	for i := range s.layout.funcs {
-		name := r.bytes()
-		enc := r.bytes()
-		if r.err != nil {
+		name := r.Bytes("value name")
+		enc := r.Bytes("value state")
+		if r.Err() != nil {
 			break
 		}
 		j := i
@@ -348,23 +346,23 @@ func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 			return fmt.Errorf("value %s: %w", name, err)
 		}
 	}
-	return r.close("aggregate")
+	return closeState(&r, "aggregate")
 }
 
 // readStateHeader reads the version and the key kind of an AggregateState
 // encoding.
-func readStateHeader(r *stateReader) keyKind {
-	switch v := r.byte(); {
-	case r.err != nil:
+func readStateHeader(r *wire.Reader) keyKind {
+	switch v := r.Byte("version"); {
+	case r.Err() != nil:
 	case v == stateVersion:
 	case v == stateVersionKeyKind:
-		if k := keyKind(r.byte()); r.err == nil && k != keyNumber && k != keyBool {
-			r.fail("unknown key kind %d", k)
+		if k := keyKind(r.Byte("key kind")); r.Err() == nil && k != keyNumber && k != keyBool {
+			r.Fail("key kind", fmt.Sprintf("unknown key kind %d", k))
 		} else {
 			return k
 		}
 	default:
-		r.fail("unknown encoding version %d", v)
+		r.Fail("version", fmt.Sprintf("unknown encoding version %d", v))
 	}
 	return keyString
 }
@@ -372,15 +370,15 @@ func readStateHeader(r *stateReader) keyKind {
 // mismatch explains why an encoding belongs to another configuration,
 // reading the names it holds (or reporting it corrupt).
 func (s *AggregateState) mismatch(b []byte) error {
-	r := &stateReader{b: b}
-	readStateHeader(r)
-	n := r.uvarint()
+	r := wire.NewReader(b)
+	readStateHeader(&r)
+	n := r.Uvarint("values")
 	var names []string
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		names = append(names, string(r.bytes()))
-		r.bytes()
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
+		names = append(names, string(r.Bytes("value name")))
+		r.Bytes("value state")
 	}
-	if err := r.close("aggregate"); err != nil {
+	if err := closeState(&r, "aggregate"); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: state has values [%s], config has [%s]", errStateMismatch, strings.Join(names, " "), strings.Join(s.layout.names, " "))

@@ -2,10 +2,13 @@ package operator
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/big"
 	"math/bits"
 	"strconv"
+
+	"github.com/eoflow/pipeline/internal/wire"
 )
 
 // Decimals. A JSON number with a fraction or an exponent (and any float an
@@ -413,27 +416,27 @@ func appendDecimal(b []byte, d decimal) []byte {
 
 // readDecimal reads the encoding of a decimal of kind k (kindDecimal or
 // kindBigDecimal), rejecting what appendDecimal never writes.
-func readDecimal(r *stateReader, k byte) decimal {
-	scale := r.uvarint()
-	if r.err == nil && scale > maxScale {
-		r.fail("decimal scale %d beyond %d", scale, maxScale)
+func readDecimal(r *wire.Reader, k byte) decimal {
+	scale := r.Uvarint("decimal scale")
+	if r.Err() == nil && scale > maxScale {
+		r.Fail("decimal scale", fmt.Sprintf("decimal scale %d beyond %d", scale, maxScale))
 	}
 	if k == kindDecimal {
-		return decimal{small: r.varint(), scale: uint16(scale)}
+		return decimal{small: r.Varint("decimal coefficient"), scale: uint16(scale)}
 	}
-	sign := r.byte()
-	if r.err == nil && sign > 1 {
-		r.fail("bad decimal sign %d", sign)
+	sign := r.Byte("decimal sign")
+	if r.Err() == nil && sign > 1 {
+		r.Fail("decimal sign", fmt.Sprintf("bad decimal sign %d", sign))
 	}
-	mag := r.bytes()
+	mag := r.Bytes("decimal magnitude")
 	switch {
-	case r.err != nil:
+	case r.Err() != nil:
 		return decimal{}
 	case len(mag) > maxCoefBytes:
-		r.fail("decimal of %d bytes", len(mag))
+		r.Fail("decimal magnitude", fmt.Sprintf("decimal of %d bytes", len(mag)))
 		return decimal{}
 	case len(mag) == 0 || mag[0] == 0:
-		r.fail("non-canonical decimal")
+		r.Fail("decimal magnitude", "non-canonical decimal")
 		return decimal{}
 	}
 	z := new(big.Int).SetBytes(mag)
@@ -441,7 +444,7 @@ func readDecimal(r *stateReader, k byte) decimal {
 		z.Neg(z)
 	}
 	if z.IsInt64() {
-		r.fail("non-canonical decimal")
+		r.Fail("decimal magnitude", "non-canonical decimal")
 		return decimal{}
 	}
 	return decimal{big: z, scale: uint16(scale)}

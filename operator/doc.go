@@ -28,7 +28,8 @@
 //     expression error, a result of the wrong type, an integer overflow) is
 //     a *RecordError naming the config path of the step or value and a
 //     Code; the runtime sends the record to the dead-letter topic. Corrupt
-//     state encodings are errors.
+//     state encodings (non-minimal varints included) are errors, naming the
+//     field and its byte offset.
 //  3. A failed record leaves the state as it was: the named values of one
 //     aggregate are added all or nothing.
 //  4. The same input gives the same bytes. Outputs are compact JSON in a

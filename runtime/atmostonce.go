@@ -37,10 +37,12 @@ func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err er
 		return false, err
 	}
 	a.limits = j.describeLimits(ctx, a.adm)
-	if a.plain, err = sink.NewPlain(j.conn, a.limits.Opts()...); err != nil {
+	plain, err := sink.NewPlain(j.conn, a.limits.Opts()...)
+	if err != nil {
 		return false, err
 	}
-	a.closers = append(a.closers, a.plain.Close)
+	a.plain = plain
+	a.closers = append(a.closers, plain.Close)
 	a.ops = make([]keyedOperator, j.workers)
 	for w := range a.ops {
 		if a.ops[w], err = j.emptyOperator(w); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // attempt is one run of the job between two restarts. The Job keeps the
@@ -25,12 +26,16 @@ import (
 // clients, its commit path, the record sizes its topics accept, and the
 // state and offsets it restored.
 type attempt struct {
-	j      *Job
-	adm    *kadm.Client
-	limits sink.Limits
-	txn    *sink.Txn   // nil under at_most_once
-	plain  *sink.Plain // the outputs, unless exactly_once
-	commit *committer  // nil under at_most_once
+	j   *Job
+	adm *kadm.Client
+	// cluster is what the restore reads besides the checkpoint.
+	cluster cluster
+	limits  sink.Limits
+	txn     transaction    // nil under at_most_once
+	plain   outputProducer // the outputs, unless exactly_once
+	// driver is the two-phase commit of every epoch (nil under
+	// at_most_once): the only way one commits.
+	driver *twophase.Driver
 
 	// What the attempt restored: the checkpoint it continues from (nil:
 	// none yet), the savepoint its state came from (carried by every
@@ -60,6 +65,7 @@ func (a *attempt) openAdmin() error {
 	}
 	a.closers = append(a.closers, cl.Close)
 	a.adm = kadm.NewClient(cl)
+	a.cluster = kafkaCluster{adm: a.adm, conn: a.j.conn, job: a.j.cfg.Name}
 	return nil
 }
 
@@ -125,28 +131,41 @@ func (a *attempt) prepare(ctx context.Context) (*savepoint.RestorePlan, error) {
 // decision log says which checkpoint is the last (a.latest).
 func (a *attempt) recover(ctx context.Context) error {
 	j, cfg := a.j, a.j.cfg
-	txn, err := sink.NewTxn(j.conn, cfg.Name+"-txn", cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
+	txn, err := sink.NewTxn(j.conn, cfg.Name, cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
 	if err != nil {
 		return err
 	}
 	a.txn = txn
 	a.closers = append(a.closers, txn.Close)
 	if cfg.Guarantee != config.ExactlyOnce {
-		if a.plain, err = sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...); err != nil {
+		plain, err := sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...)
+		if err != nil {
 			return err
 		}
-		a.closers = append(a.closers, a.plain.Close)
+		a.plain = plain
+		a.closers = append(a.closers, plain.Close)
 	}
-	if a.commit, err = newCommitter(txn, a.plain, j.conn, cfg.Name); err != nil {
+	return a.recoverWith(ctx, txn, a.plain)
+}
+
+// recoverWith runs the two-phase commit's recovery over txn and plain:
+// every predecessor fenced, the last decided checkpoint read (a.latest),
+// and its next epoch begun.
+func (a *attempt) recoverWith(ctx context.Context, txn transaction, plain outputProducer) error {
+	cfg := a.j.cfg
+	a.txn, a.plain = txn, plain
+	var err error
+	if a.driver, err = newDriver(txn, plain); err != nil {
 		return err
 	}
-	if _, err := a.commit.driver.Recover(ctx); err != nil {
+	if _, err := a.driver.Recover(ctx); err != nil {
 		if errors.Is(err, kerr.InvalidTransactionTimeout) {
 			return fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
 		}
 		return fmt.Errorf("recovering: %w", err)
 	}
-	a.latest = a.commit.log.latest
+	a.latest = txn.Recovered()
+	a.j.metrics.TransactionBegan()
 	return nil
 }
 
@@ -170,10 +189,10 @@ func (a *attempt) restore(ctx context.Context, fromPlan *savepoint.RestorePlan) 
 		a.savepointID = a.latest.Savepoint
 	}
 	var err error
-	if a.offsets, err = j.startOffsets(ctx, a.adm, a.latest); err != nil {
+	if a.offsets, err = j.startOffsets(ctx, a.cluster, a.latest); err != nil {
 		return err
 	}
-	if a.ops, a.restored, err = j.restoreOperators(ctx, a.latest); err != nil {
+	if a.ops, a.restored, err = j.restoreOperators(ctx, a.latest, a.cluster.ReadState); err != nil {
 		return err
 	}
 	return j.checkRestored(a.latest, a.restored)
@@ -234,9 +253,11 @@ func (a *attempt) run(ctx, parent context.Context) (progressed bool, err error) 
 	// back meanwhile. A failure here changes nothing: fencing still aborts.
 	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelAbort()
-	if aerr := a.txn.Abort(abortCtx); aerr != nil && !errors.Is(err, sink.ErrFenced) {
-		j.log.Warn("aborting the open transaction", "err", aerr)
+	if open := a.driver.Open(); open != 0 {
+		if aerr := a.driver.Abort(abortCtx, open); aerr != nil && !errors.Is(err, sink.ErrFenced) {
+			j.log.Warn("aborting the open transaction", "err", aerr)
+		}
+		j.metrics.TransactionAborted()
 	}
-	j.metrics.TransactionAborted()
 	return g.completed.Load() > 0, err
 }

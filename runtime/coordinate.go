@@ -103,8 +103,7 @@ type coordinatorLoop struct {
 func (l *coordinatorLoop) run(ctx context.Context) error {
 	ticker := time.NewTicker(l.tick)
 	defer ticker.Stop()
-	l.triggered = map[checkpoint.ID]time.Time{}
-	l.outcomes = map[checkpoint.ID]commitResult{}
+	l.init()
 	defer l.sp.abandon(errors.New("the job stopped or failed before the savepoint was complete; take it again once the job runs"))
 	stop := l.stop
 	for {
@@ -113,65 +112,95 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 			return nil
 		case <-stop:
 			stop = nil // once
-			id, err := l.coord.Stop(l.now())
-			if err != nil {
+			if err := l.onStop(); err != nil {
 				return err
-			}
-			l.finalID = id
-			l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
-			if dir := l.stopSavepoint(); dir != "" {
-				if err := l.sp.start(id, dir, nil, l.now()); err != nil {
-					l.log.Error("the final checkpoint will not be a savepoint", "err", err)
-					l.sp.finalErr = err
-				}
 			}
 		case req := <-l.savepointReqs:
 			l.requestSavepoint(req)
 		case added := <-l.partitionsAdded:
-			l.added = added
-			l.log.Info("partitions were added to a source topic; restarting after the next checkpoint to read them", "partitions", added)
-			if l.finalID == 0 {
-				if _, err := l.coord.TriggerNow(l.now()); err != nil {
-					l.log.Debug("a checkpoint is in flight already", "err", err)
-				}
-			}
+			l.onPartitionsAdded(added)
 		case r := <-l.exportReports:
 			l.sp.exported(r)
 			if err := l.done(); err != nil {
 				return err
 			}
 		case <-ticker.C:
-			// A worker exporting a savepoint answers no barrier until it is
-			// done: the next checkpoint waits rather than times out (which
-			// would fail the job over a large export).
-			if !l.sp.exporting() {
-				l.coord.Tick(l.now())
-			}
+			l.onTick()
 		case r := <-l.reports:
-			var err error
-			if r.err != nil {
-				err = l.coord.Decline(r.task, r.id, r.err)
-			} else {
-				err = l.coord.Ack(r.task, r.id)
-			}
-			if err != nil {
-				l.log.Debug("checkpoint report ignored", "task", r.task, "checkpoint", r.id, "err", err)
-			}
+			l.onReport(r)
 		case res := <-l.results:
-			var err error
-			if res.err != nil {
-				err = l.coord.CommitFailed(res.id, res.err)
-			} else {
-				l.outcomes[res.id] = res
-				err = l.coord.Committed(res.id, res.at)
-			}
-			if err != nil {
-				l.log.Warn("commit outcome ignored", "checkpoint", res.id, "err", err)
-			}
+			l.onResult(res)
 		}
 		if err := l.act(); err != nil {
 			return err
 		}
+	}
+}
+
+func (l *coordinatorLoop) init() {
+	l.triggered = map[checkpoint.ID]time.Time{}
+	l.outcomes = map[checkpoint.ID]commitResult{}
+}
+
+// onStop takes the final checkpoint of a graceful stop, as a savepoint if
+// one was asked for.
+func (l *coordinatorLoop) onStop() error {
+	id, err := l.coord.Stop(l.now())
+	if err != nil {
+		return err
+	}
+	l.finalID = id
+	l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
+	if dir := l.stopSavepoint(); dir != "" {
+		if err := l.sp.start(id, dir, nil, l.now()); err != nil {
+			l.log.Error("the final checkpoint will not be a savepoint", "err", err)
+			l.sp.finalErr = err
+		}
+	}
+	return nil
+}
+
+func (l *coordinatorLoop) onPartitionsAdded(added []source.TopicPartition) {
+	l.added = added
+	l.log.Info("partitions were added to a source topic; restarting after the next checkpoint to read them", "partitions", added)
+	if l.finalID == 0 {
+		if _, err := l.coord.TriggerNow(l.now()); err != nil {
+			l.log.Debug("a checkpoint is in flight already", "err", err)
+		}
+	}
+}
+
+func (l *coordinatorLoop) onTick() {
+	// A worker exporting a savepoint answers no barrier until it is done:
+	// the next checkpoint waits rather than times out (which would fail
+	// the job over a large export).
+	if !l.sp.exporting() {
+		l.coord.Tick(l.now())
+	}
+}
+
+func (l *coordinatorLoop) onReport(r taskReport) {
+	var err error
+	if r.err != nil {
+		err = l.coord.Decline(r.task, r.id, r.err)
+	} else {
+		err = l.coord.Ack(r.task, r.id)
+	}
+	if err != nil {
+		l.log.Debug("checkpoint report ignored", "task", r.task, "checkpoint", r.id, "err", err)
+	}
+}
+
+func (l *coordinatorLoop) onResult(res commitResult) {
+	var err error
+	if res.err != nil {
+		err = l.coord.CommitFailed(res.id, res.err)
+	} else {
+		l.outcomes[res.id] = res
+		err = l.coord.Committed(res.id, res.at)
+	}
+	if err != nil {
+		l.log.Warn("commit outcome ignored", "checkpoint", res.id, "err", err)
 	}
 }
 

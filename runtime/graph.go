@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -83,7 +82,7 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 // readers.
 func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	j, cfg := a.j, a.j.cfg
-	txn, plain, commit, ops := a.txn, a.plain, a.commit, a.ops
+	txn, plain, ops := a.txn, a.plain, a.ops
 	lastID, lastAt := a.last()
 	g := &graph{job: j, readers: readers}
 	nSources := len(readers)
@@ -104,7 +103,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		wt := &workerTask{
 			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
-			exports: exports, exportReports: exportReports,
+			exports: exports, exportReports: exportReports, align: newAligner(nSources),
 		}
 		g.workers = append(g.workers, wt)
 		tasks = append(tasks, wt.id)
@@ -122,14 +121,14 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
 		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
-		beforeCommit: j.beforeCommit,
+		beforeCommit: j.beforeCommit, align: newAligner(len(ops)),
 	}
 	tasks = append(tasks, g.sink.id)
 	if txn == nil {
 		return g, nil
 	}
-	g.sink.driver, g.sink.dl = commit.driver, commit.log
-	g.offsets = newGroupOffsets(kadm.NewClient(txn.Client()), cfg.Name, j.log)
+	g.sink.driver = a.driver
+	g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
 	g.sink.committed = g.offsets.publish
 
 	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{

@@ -21,7 +21,6 @@ import (
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
-	"github.com/eoflow/pipeline/twophase"
 )
 
 // ErrIncompatible wraps a checkpoint that does not fit the configuration:
@@ -242,14 +241,14 @@ func (j *Job) Run(ctx context.Context) error {
 // input, as Flink's KafkaSource reads it); and for a topic the job has
 // not read before (a new job, or a topic added to the configuration), the
 // configured start position.
-func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkpoint.Record) (map[source.TopicPartition]int64, error) {
+func (j *Job) startOffsets(ctx context.Context, cl cluster, latest *checkpoint.Record) (map[source.TopicPartition]int64, error) {
 	var checkpointed []checkpoint.SourceOffset
 	if latest != nil {
 		checkpointed = latest.Offsets
 	}
 	offsets := map[source.TopicPartition]int64{}
 	for _, src := range j.cfg.Sources {
-		tps, err := source.Discover(ctx, adm, src.Topics)
+		tps, err := cl.Partitions(ctx, src.Topics)
 		if err != nil {
 			return nil, err
 		}
@@ -264,7 +263,7 @@ func (j *Job) startOffsets(ctx context.Context, adm *kadm.Client, latest *checkp
 			if len(group.tps) == 0 {
 				continue
 			}
-			resolved, err := source.ResolveStart(ctx, adm, group.tps, group.start)
+			resolved, err := cl.ResolveStart(ctx, group.tps, group.start)
 			if err != nil {
 				return nil, err
 			}
@@ -392,28 +391,6 @@ func closeReaders(rs []recordReader) {
 	for _, r := range rs {
 		r.Close()
 	}
-}
-
-// committer is the two-phase commit of one attempt: the transaction as the
-// decision log, and the output producer as a participant under
-// at_least_once.
-type committer struct {
-	log    *kafkaDecisionLog
-	driver *twophase.Driver
-}
-
-func newCommitter(txn *sink.Txn, plain *sink.Plain, conn []kgo.Opt, job string) (*committer, error) {
-	c := &committer{log: &kafkaDecisionLog{txn: txn, conn: conn, job: job}}
-	var others []twophase.Participant
-	if plain != nil {
-		others = append(others, plainOutputs{plain})
-	}
-	d, err := twophase.NewDriver(twophase.DriverConfig{DecisionLog: c.log, Participants: others, IsFenced: sink.IsFenced})
-	if err != nil {
-		return nil, err
-	}
-	c.driver = d
-	return c, nil
 }
 
 // restartReason is a fixed word for the restarts metric (never error text,

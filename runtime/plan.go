@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
@@ -359,7 +358,11 @@ func (j *Job) restoringOperators(expected int) ([]keyedOperator, []*state.Restor
 // state from the job's state topic, in one pass over it. latest (nil for a
 // new job) says how many keys to expect. It returns how many keys it
 // restored.
-func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record) ([]keyedOperator, int, error) {
+// stateReader calls fn with every committed record of the job's state
+// topic, in order (cluster.ReadState).
+type stateReader func(ctx context.Context, fn func(key, value []byte) error) error
+
+func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record, read stateReader) ([]keyedOperator, int, error) {
 	expected := 0
 	if latest != nil && j.plan.agg != nil {
 		for _, st := range latest.State {
@@ -378,7 +381,7 @@ func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record) (
 	if err := j.faults.Hit(fault.DuringRestore); err != nil {
 		return nil, 0, err
 	}
-	if err := j.readStateInto(ctx, restorers); err != nil {
+	if err := j.readStateInto(ctx, read, restorers); err != nil {
 		return nil, 0, fmt.Errorf("restoring state: %w", err)
 	}
 	keys := 0
@@ -400,7 +403,7 @@ const restoreBatch = 1024
 // goroutine of its own: at a million keys, decoding and inserting the
 // states, not reading the topic, is what a restore spends its time on
 // (bench/results/2026-12-02-recovery.md).
-func (j *Job) readStateInto(ctx context.Context, restorers []*state.Restorer) error {
+func (j *Job) readStateInto(ctx context.Context, read stateReader, restorers []*state.Restorer) error {
 	groups := j.cfg.Checkpoint.KeyGroups
 	g, gctx := errgroup.WithContext(ctx)
 	feeds := make([]chan []state.ChangelogRecord, len(restorers))
@@ -428,7 +431,7 @@ func (j *Job) readStateInto(ctx context.Context, restorers []*state.Restorer) er
 			return gctx.Err()
 		}
 	}
-	readErr := kstore.ReadState(gctx, j.conn, j.cfg.Name, func(key, value []byte) error {
+	readErr := read(gctx, func(key, value []byte) error {
 		if err := j.faults.Hit(fault.DuringRestore); err != nil {
 			return err
 		}

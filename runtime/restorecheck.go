@@ -62,7 +62,7 @@ func (j *Job) checkBeforeRestart(ctx context.Context, adm *kadm.Client) error {
 		if !topics.Has(stateTopic) {
 			return nil // a new job
 		}
-		live, err := liveStateKeys(ctx, j, func(key []byte) error {
+		live, err := liveStateKeys(ctx, kafkaCluster{conn: j.conn, job: name}.ReadState, func(key []byte) error {
 			_, err := state.DecodeChangelogKey(key)
 			return err
 		})
@@ -148,9 +148,9 @@ func (j *Job) checkRestored(latest *checkpoint.Record, keys int) error {
 // liveStateKeys reads the job's state topic whole and returns the keys it
 // holds a value for (their last record is not a tombstone). check, if set,
 // vets every key read.
-func liveStateKeys(ctx context.Context, j *Job, check func(key []byte) error) (map[string]struct{}, error) {
+func liveStateKeys(ctx context.Context, read stateReader, check func(key []byte) error) (map[string]struct{}, error) {
 	live := map[string]struct{}{}
-	err := kstore.ReadState(ctx, j.conn, j.cfg.Name, func(key, value []byte) error {
+	err := read(ctx, func(key, value []byte) error {
 		if check != nil {
 			if err := check(key); err != nil {
 				return fmt.Errorf("state topic: %w", err)

@@ -18,7 +18,6 @@ import (
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/source"
-	"github.com/eoflow/pipeline/twophase"
 )
 
 // This file is the runtime side of savepoints (checkpoint/savepoint has
@@ -373,13 +372,13 @@ func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.
 // savepoint's offsets and id. Until that transaction commits nothing of
 // the job changed, so a crash meanwhile imports again on the next start.
 func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePlan) error {
-	j, txn, commit := a.j, a.txn, a.commit
+	j, txn := a.j, a.txn
 	r := j.from.r
 	for _, note := range plan.Notes {
 		j.log.Info("restoring from a savepoint", "savepoint", r.Dir(), "note", note)
 	}
 	fail := func(err error) error { return err }
-	offsets, err := j.startOffsets(ctx, a.adm, &checkpoint.Record{Offsets: plan.Offsets})
+	offsets, err := j.startOffsets(ctx, a.cluster, &checkpoint.Record{Offsets: plan.Offsets})
 	if err != nil {
 		return fail(err)
 	}
@@ -407,14 +406,11 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 
 	// What the state topic holds now: whatever the savepoint does not have
 	// must be deleted, or a later restore would bring it back.
-	stale, err := liveStateKeys(ctx, j, nil)
+	stale, err := liveStateKeys(ctx, a.cluster.ReadState, nil)
 	if err != nil {
 		return fail(err)
 	}
-	if err := txn.Begin(); err != nil {
-		return fail(err)
-	}
-	j.metrics.TransactionBegan()
+	// The import is the epoch that recovery began.
 	var summary []checkpoint.StateSummary
 	for _, op := range ops {
 		agg, ok := op.(*aggregateOp)
@@ -438,14 +434,19 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	}
 	a.savepointID = r.ID()
 	rec := a.newRecord(id, offsetList(offsets), mergeState(summary))
-	commit.log.stage(rec)
-	if err := commit.driver.Prepare(ctx, twophase.Epoch(id)); err != nil {
+	cr, err := kstore.CheckpointRecord(rec)
+	if err != nil {
+		return fail(err)
+	}
+	txn.Produce(ctx, cr)
+	if err := a.driver.Prepare(ctx, id); err != nil {
 		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
 	}
-	if err := commit.driver.Commit(ctx, twophase.Epoch(id)); err != nil {
+	if err := a.driver.Commit(ctx, id); err != nil {
 		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
 	}
 	j.metrics.TransactionCommitted(0)
+	j.metrics.TransactionBegan()
 	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
 	a.ops, a.restored, a.offsets, a.latest = ops, keys, offsets, rec

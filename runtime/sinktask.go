@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
@@ -28,13 +29,14 @@ import (
 type sinkTask struct {
 	id        checkpoint.TaskID
 	guarantee config.Guarantee
-	txn       *sink.Txn   // nil under at_most_once
-	plain     *sink.Plain // outputs unless exactly_once
+	txn       transaction    // nil under at_most_once
+	plain     outputProducer // outputs unless exactly_once
 	// driver commits each epoch through the two-phase commit: the
-	// decision log dl (the transaction) and, under at_least_once, the
-	// output producer. nil under at_most_once.
+	// transaction as the decision log and, under at_least_once, the
+	// output producer. nil under at_most_once. The sink only produces
+	// records; every epoch begins, prepares, commits or aborts through
+	// the driver.
 	driver  *twophase.Driver
-	dl      *kafkaDecisionLog
 	inputs  <-chan batch
 	nInputs int
 	reports chan<- taskReport
@@ -63,6 +65,9 @@ type sinkTask struct {
 	// in the aligner, so what arrives is held, not produced: it belongs to
 	// the next transaction, which begins only when this one has ended.
 	inflight chan error
+	// aligned is barrier N once it arrived from every input, until run
+	// starts its commit.
+	aligned *barrier
 	// beforeCommit, if set, runs on the committing goroutine before each
 	// commit (tests: hold a commit open and watch the graph go on).
 	beforeCommit func(checkpoint.ID)
@@ -75,14 +80,7 @@ type sinkTask struct {
 const maxHeldWhileCommitting = 1 << 16
 
 func (s *sinkTask) run(ctx context.Context) error {
-	s.align = newAligner(s.nInputs)
 	s.epoch.reset()
-	if s.txn != nil { // nil: at_most_once, no checkpoints
-		if err := s.txn.Begin(); err != nil {
-			return err
-		}
-		s.metrics.TransactionBegan()
-	}
 	// The committing goroutine is this task's: it ends once ctx does, and
 	// the task waits for it.
 	defer func() {
@@ -114,6 +112,16 @@ func (s *sinkTask) run(ctx context.Context) error {
 					return err
 				}
 			}
+		}
+		if b := s.aligned; b != nil && s.inflight == nil {
+			// Every input is blocked now, and stays so until the commit's
+			// outcome reaches this loop: the graph goes on while epoch N
+			// commits, and the sink holds what comes meanwhile (DESIGN §2,
+			// step 3).
+			s.aligned = nil
+			inflight := make(chan error, 1)
+			s.inflight = inflight
+			go func() { inflight <- s.commit(ctx, b) }()
 		}
 	}
 }
@@ -154,25 +162,20 @@ func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
 	if err != nil || done == nil {
 		return err
 	}
-	// Every input is blocked now, and stays so until the commit's outcome
-	// reaches run: the graph goes on while epoch N commits, and the sink
-	// holds what comes meanwhile (DESIGN §2, step 3).
-	inflight := make(chan error, 1)
-	s.inflight = inflight
-	go func() { inflight <- s.commit(ctx, done) }()
+	s.aligned = done
 	return nil
 }
 
-// commit prepares epoch N (the checkpoint record joins the transaction
-// and everything is flushed), acks barrier N, waits for the coordinator's
-// go, commits (the transaction's commit is the decision) and begins
-// transaction N+1. It runs on a goroutine of its own, and owns the
-// producers, the driver and the epoch's stats until it returns: the sink's
-// loop only holds inputs back meanwhile. Everything the sink received
-// after barrier N belongs to transaction N+1.
+// commit prepares epoch N (checkpoint record N joins the transaction as
+// its last record, and everything is flushed), acks barrier N, waits for
+// the coordinator's go and commits: the transaction's commit is the
+// decision, after which the driver begins epoch N+1. It runs on a
+// goroutine of its own, and owns the producers, the driver and the
+// epoch's stats until it returns: the sink's loop only holds inputs back
+// meanwhile. Everything the sink received after barrier N belongs to
+// epoch N+1.
 func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
-	s.dl.stage(s.newRecord(b.id, b.offsets, mergeState(b.state)))
-	prepErr := s.driver.Prepare(ctx, twophase.Epoch(b.id))
+	prepErr := s.prepare(ctx, b)
 	select {
 	case s.reports <- taskReport{task: s.id, id: b.id, err: prepErr}:
 	case <-ctx.Done():
@@ -190,45 +193,59 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 	if id != b.id {
 		return fmt.Errorf("sink: asked to commit checkpoint %d while holding %d", id, b.id)
 	}
-	alignment := s.now().Sub(s.epoch.alignStart)
 	if s.beforeCommit != nil {
 		s.beforeCommit(id)
 	}
-	err := s.faults.Hit(fault.BeforeCommit)
-	commitStart := s.now()
-	if err == nil {
-		err = s.driver.Commit(ctx, twophase.Epoch(id))
+	if err := s.faults.Hit(fault.BeforeCommit); err != nil {
+		return err
 	}
-	at := s.now()
-	res := commitResult{id: id, err: err, at: at, offsets: b.offsets, alignment: alignment, commit: at.Sub(commitStart),
-		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
-	if err == nil {
-		// The epoch's outputs are visible now: count them, and how long
-		// their inputs took to get here.
-		s.metrics.TransactionCommitted(res.commit)
-		s.epoch.publish(s.metrics, at)
-		for _, st := range mergeState(b.state) {
-			s.metrics.SetState(st.Operator, int64(st.Keys), int64(st.Bytes))
-		}
-	}
+	res := s.decide(ctx, b)
 	select {
 	case s.results <- res:
 	case <-ctx.Done():
 	}
+	if res.err != nil {
+		return fmt.Errorf("committing checkpoint %d: %w", id, res.err)
+	}
+	return s.faults.Hit(fault.AfterCommit)
+}
+
+// prepare produces checkpoint record N into epoch N, last, and prepares
+// the epoch at every participant: everything of it is on the brokers,
+// invisible until the decision.
+func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
+	rec, err := kstore.CheckpointRecord(s.newRecord(b.id, b.offsets, mergeState(b.state)))
 	if err != nil {
-		return fmt.Errorf("committing checkpoint %d: %w", id, err)
+		return err
+	}
+	s.txn.Produce(ctx, rec)
+	return s.driver.Prepare(ctx, b.id)
+}
+
+// decide commits prepared epoch N (the coordinator handed out its commit)
+// and reports what the epoch was.
+func (s *sinkTask) decide(ctx context.Context, b *barrier) commitResult {
+	alignment := s.now().Sub(s.epoch.alignStart)
+	commitStart := s.now()
+	err := s.driver.Commit(ctx, b.id)
+	at := s.now()
+	res := commitResult{id: b.id, err: err, at: at, offsets: b.offsets, alignment: alignment, commit: at.Sub(commitStart),
+		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
+	if err != nil {
+		return res
+	}
+	// The epoch's outputs are visible now: count them, and how long
+	// their inputs took to get here. The driver began epoch N+1.
+	s.metrics.TransactionCommitted(res.commit)
+	s.metrics.TransactionBegan()
+	s.epoch.publish(s.metrics, at)
+	for _, st := range mergeState(b.state) {
+		s.metrics.SetState(st.Operator, int64(st.Keys), int64(st.Bytes))
 	}
 	if s.committed != nil {
 		s.committed(b.offsets)
 	}
-	if err := s.faults.Hit(fault.AfterCommit); err != nil {
-		return err
-	}
-	if err := s.txn.Begin(); err != nil {
-		return err
-	}
-	s.metrics.TransactionBegan()
-	return nil
+	return res
 }
 
 // mergeState adds up the per-worker summaries of each operator.

@@ -85,12 +85,7 @@ func (s *sourceTask) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("source %s: %w", s.id, err)
 		}
-		for _, rec := range recs {
-			msgs, w := s.router.route(rec)
-			out[w] = append(out[w], msgs...)
-			s.reader.Advance(rec)
-		}
-		s.measure(recs) // after Advance: the lag is of what is left to read
+		s.route(recs, out)
 		for w, msgs := range out {
 			if len(msgs) == 0 {
 				continue
@@ -109,15 +104,9 @@ func (s *sourceTask) run(ctx context.Context) error {
 // carrying them, to every worker. Everything sent before it belongs to
 // epoch id; everything after, to the next.
 func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error {
-	positions := s.reader.Positions()
-	offsets := make([]checkpoint.SourceOffset, len(positions))
-	for i, p := range positions {
-		offsets[i] = checkpoint.SourceOffset{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset}
-	}
-	b := &barrier{id: id, offsets: offsets}
-	for _, w := range s.workers {
+	for w, b := range s.barrierBatches(id) {
 		select {
-		case w <- batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}:
+		case s.workers[w] <- b:
 		case <-ctx.Done():
 			return nil
 		}
@@ -130,6 +119,28 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// route runs the stateless steps on recs and adds what each worker gets
+// to out (by worker), advancing the reader past every record.
+func (s *sourceTask) route(recs []*kgo.Record, out [][]message) {
+	for _, rec := range recs {
+		msgs, w := s.router.route(rec)
+		out[w] = append(out[w], msgs...)
+		s.reader.Advance(rec)
+	}
+	s.measure(recs) // after Advance: the lag is of what is left to read
+}
+
+// barrierBatches is barrier id for every worker (one batch each), carrying
+// the partitions' next offsets: the input prefix of epoch id.
+func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
+	b := &barrier{id: id, offsets: s.reader.Positions()}
+	out := make([]batch, len(s.workers))
+	for w := range out {
+		out[w] = batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}
+	}
+	return out
 }
 
 // measure counts what a poll read, per topic, and updates the lag of the

@@ -37,27 +37,40 @@ type workerTask struct {
 	exportReports chan<- exportReport
 
 	align aligner
-	out   []message
+	// What handling inputs produced, for run to send on: messages for the
+	// sink, the barriers acked and the savepoint exports made, in order.
+	out      []message
+	acked    []checkpoint.ID
+	exported []exportReport
+	// aligned is the barrier snapshotted and not yet resumed from (0:
+	// none): it must reach the sink before a savepoint's export runs, and
+	// the inputs held during the alignment wait for both.
+	aligned checkpoint.ID
 }
 
 func (w *workerTask) run(ctx context.Context) error {
-	w.align = newAligner(w.nInputs)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case b := <-w.inputs:
-			if err := w.handle(ctx, b); err != nil {
+			if err := w.handle(b); err != nil {
 				return err
 			}
-			if err := w.flush(ctx); err != nil {
-				return err
+			w.flush(ctx)
+			for w.aligned != 0 {
+				if err := w.resume(); err != nil {
+					return err
+				}
+				w.flush(ctx)
 			}
 		}
 	}
 }
 
-func (w *workerTask) handle(ctx context.Context, b batch) error {
+// handle processes one input batch. It does no I/O: what it produces
+// waits in out, acked and exported for flush.
+func (w *workerTask) handle(b batch) error {
 	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
@@ -69,7 +82,7 @@ func (w *workerTask) handle(ctx context.Context, b batch) error {
 		case msgDeadLetter:
 			w.out = append(w.out, m)
 		case msgBarrier:
-			return w.onBarrier(ctx, b.from, m.barrier)
+			return w.onBarrier(b.from, m.barrier)
 		default:
 			return fmt.Errorf("worker %d: unexpected message kind %d", w.index, m.kind)
 		}
@@ -77,7 +90,7 @@ func (w *workerTask) handle(ctx context.Context, b batch) error {
 	})
 }
 
-func (w *workerTask) onBarrier(ctx context.Context, from int, b *barrier) error {
+func (w *workerTask) onBarrier(from int, b *barrier) error {
 	done, err := w.align.arrive(from, b)
 	if err != nil || done == nil {
 		return err
@@ -93,41 +106,57 @@ func (w *workerTask) onBarrier(ctx context.Context, from int, b *barrier) error 
 	}
 	done.state = summary
 	w.out = append(w.out, message{kind: msgBarrier, barrier: done})
-	if err := w.flush(ctx); err != nil {
-		return err
-	}
-	select {
-	case w.reports <- taskReport{task: w.id, id: done.id}:
-	case <-ctx.Done():
-		return nil
-	}
-	if ex := w.exports.get(done.id); ex != nil {
-		// A savepoint: export the whole state before any record after the
-		// barrier changes it. The checkpoint does not wait for this.
-		rep := exportReport{id: done.id, worker: w.index, err: ex.exportState(w.op)}
-		select {
-		case w.exportReports <- rep:
-		case <-ctx.Done():
-			return nil
-		}
+	w.acked = append(w.acked, done.id)
+	w.aligned = done.id
+	return nil // the rest of this input waits in the aligner for resume
+}
+
+// resume goes on after a barrier was sent on: it exports the state if the
+// barrier is a savepoint's, before any record after the barrier changes it
+// (the checkpoint does not wait for this), then processes what the
+// alignment held back.
+func (w *workerTask) resume() error {
+	id := w.aligned
+	w.aligned = 0
+	if ex := w.exports.get(id); ex != nil {
+		w.exported = append(w.exported, exportReport{id: id, worker: w.index, err: ex.exportState(w.op)})
 	}
 	for _, hb := range w.align.release() {
-		if err := w.handle(ctx, hb); err != nil {
+		// A barrier that completes in what was held sets aligned again;
+		// what follows it is held again, by input, in the aligner.
+		if err := w.handle(hb); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// flush sends what the worker produced so far to the sink.
-func (w *workerTask) flush(ctx context.Context) error {
-	if len(w.out) == 0 {
-		return nil
+// flush sends what handling produced: the messages to the sink first, so
+// a barrier is on its way before the coordinator hears of it, then the
+// acks and the export reports.
+func (w *workerTask) flush(ctx context.Context) {
+	if len(w.out) > 0 {
+		select {
+		case w.sink <- batch{from: w.index, msgs: w.out}:
+			w.out = nil
+		case <-ctx.Done():
+			return
+		}
 	}
-	select {
-	case w.sink <- batch{from: w.index, msgs: w.out}:
-		w.out = nil
-	case <-ctx.Done():
+	for _, id := range w.acked {
+		select {
+		case w.reports <- taskReport{task: w.id, id: id}:
+		case <-ctx.Done():
+			return
+		}
 	}
-	return nil
+	w.acked = w.acked[:0]
+	for _, rep := range w.exported {
+		select {
+		case w.exportReports <- rep:
+		case <-ctx.Done():
+			return
+		}
+	}
+	w.exported = w.exported[:0]
 }

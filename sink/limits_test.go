@@ -106,7 +106,7 @@ func TestProducerSizedByTheBrokers(t *testing.T) {
 	if !limits.Fits(rec) {
 		t.Fatal("a 1,040,000-byte record does not fit")
 	}
-	txn, err := NewTxn([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, topic+"-txn", time.Minute, limits.Opts()...)
+	txn, err := NewTxn([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, topic, time.Minute, limits.Opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +114,11 @@ func TestProducerSizedByTheBrokers(t *testing.T) {
 	if err := txn.Fence(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.Begin(); err != nil {
+	if err := txn.Begin(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	txn.Produce(ctx, rec)
-	if err := txn.Commit(ctx); err != nil {
+	if err := txn.Commit(ctx, 1); err != nil {
 		t.Fatalf("committing a 1,040,000-byte record: %v", err)
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // firstError keeps the first asynchronous produce failure of an epoch.
@@ -45,11 +49,16 @@ func (f *firstError) take() error {
 	return err
 }
 
-// Txn is a transactional producer: everything produced between Begin and
-// Commit becomes visible to read_committed readers atomically, or not at all.
-// One goroutine uses it.
+// Txn is a job's transactional producer and the decision log of its
+// two-phase commit (twophase.DecisionLog): transaction N holds epoch N's
+// outputs, dead letters and state changes and, produced last, checkpoint
+// record N, so committing it IS the decision "checkpoint N is complete".
+// Records go in with Produce; the epoch begins, prepares, commits or aborts
+// only as the twophase protocol says. One goroutine uses it at a time.
 type Txn struct {
 	cl      *kgo.Client
+	conn    []kgo.Opt
+	job     string
 	id      string
 	timeout time.Duration
 	failed  firstError
@@ -66,12 +75,18 @@ type Txn struct {
 	// promise records a failed produce; made once, because a closure
 	// made per Produce is an allocation per record.
 	promise func(*kgo.Record, error)
+	// recovered is the checkpoint LastDecided read: the one to restore.
+	recovered *checkpoint.Record
 }
 
-// NewTxn creates a transactional producer with a transactional id that must
-// be stable across restarts of the job (so a restart fences the previous
-// instance). conn are the connection options (kclient.Options).
-func NewTxn(conn []kgo.Opt, transactionalID string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
+var _ twophase.DecisionLog = (*Txn)(nil)
+
+// NewTxn creates job's transactional producer. Its transactional id,
+// "<job>-txn", is stable across restarts of the job, so a restart fences
+// the previous instance. conn are the connection options
+// (kclient.Options); timeout is kafka.transaction_timeout.
+func NewTxn(conn []kgo.Opt, job string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
+	transactionalID := job + "-txn"
 	opts := append(append([]kgo.Opt{}, conn...),
 		kgo.TransactionalID(transactionalID),
 		kgo.TransactionTimeout(timeout),
@@ -84,7 +99,7 @@ func NewTxn(conn []kgo.Opt, transactionalID string, timeout time.Duration, extra
 	if err != nil {
 		return nil, err
 	}
-	t := &Txn{cl: cl, id: transactionalID, timeout: timeout}
+	t := &Txn{cl: cl, conn: conn, job: job, id: transactionalID, timeout: timeout}
 	t.promise = t.failed.promise
 	return t, nil
 }
@@ -112,8 +127,38 @@ func (t *Txn) ended(ctx context.Context) {
 	}
 }
 
-// Begin opens a transaction.
-func (t *Txn) Begin() error {
+// Name names the participant: the transactional id.
+func (t *Txn) Name() string { return "kafka:" + t.id }
+
+// Recover fences the transactional id (Fence): the coordinator aborts what
+// a predecessor left open, at once. Kafka keeps no prepared transaction
+// across producers, so nothing is ever in doubt: not committed means not
+// decided.
+func (t *Txn) Recover(ctx context.Context) ([]twophase.Epoch, error) {
+	return nil, t.Fence(ctx)
+}
+
+// LastDecided reads the newest committed checkpoint record
+// (read_committed, after the fence, so no open transaction stalls the
+// read); Recovered returns it.
+func (t *Txn) LastDecided(ctx context.Context) (twophase.Epoch, error) {
+	rec, err := kstore.Latest(ctx, t.conn, t.job)
+	if err != nil {
+		return 0, fmt.Errorf("reading the latest checkpoint: %w", err)
+	}
+	t.recovered = rec
+	if rec == nil {
+		return 0, nil
+	}
+	return twophase.Epoch(rec.ID), nil
+}
+
+// Recovered is the checkpoint the last LastDecided read (nil: none), the
+// one the job restores.
+func (t *Txn) Recovered() *checkpoint.Record { return t.recovered }
+
+// Begin opens the transaction of epoch e.
+func (t *Txn) Begin(context.Context, twophase.Epoch) error {
 	if err := t.cl.BeginTransaction(); err != nil {
 		return err
 	}
@@ -126,6 +171,13 @@ func (t *Txn) Begin() error {
 func (t *Txn) Produce(ctx context.Context, rec *kgo.Record) {
 	t.cl.Produce(ctx, rec, t.promise)
 }
+
+// Prepare flushes epoch e, whose last record is its checkpoint record:
+// everything of the epoch is on the brokers, invisible to read_committed
+// readers until Commit. It survives no crash of ours (the next instance's
+// fence aborts it), which a decision log may do: not committed means not
+// decided.
+func (t *Txn) Prepare(ctx context.Context, _ twophase.Epoch) error { return t.Flush(ctx) }
 
 // Flush waits until every record of the open transaction reached the
 // brokers (still invisible to read_committed readers) and reports the
@@ -140,11 +192,11 @@ func (t *Txn) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Commit flushes every record of the transaction and commits it. If any
-// record failed, the transaction is aborted and the failure returned.
-// Errors are classified (Classify): ErrFenced, ErrTransactionTimedOut,
-// ErrUnauthorized, or a failure to retry.
-func (t *Txn) Commit(ctx context.Context) error {
+// Commit flushes every record of the transaction of epoch e and commits
+// it: the decision. If any record failed, the transaction is aborted and
+// the failure returned. Errors are classified (Classify): ErrFenced,
+// ErrTransactionTimedOut, ErrUnauthorized, or a failure to retry.
+func (t *Txn) Commit(ctx context.Context, _ twophase.Epoch) error {
 	if err := t.cl.Flush(ctx); err != nil {
 		return t.abortAfter(ctx, fmt.Errorf("flushing transaction: %w", err))
 	}
@@ -164,7 +216,7 @@ func (t *Txn) abortAfter(ctx context.Context, cause error) error {
 	if epochError(cause) {
 		return t.settle(ctx, cause) // settling ends the transaction
 	}
-	if err := t.Abort(ctx); err != nil {
+	if err := t.abort(ctx); err != nil {
 		cause = errors.Join(cause, err)
 	}
 	return t.settle(ctx, cause)
@@ -197,7 +249,9 @@ func (t *Txn) settle(ctx context.Context, err error) error {
 
 // Abort drops the open transaction's records and aborts it. Aborting with
 // nothing open does nothing.
-func (t *Txn) Abort(ctx context.Context) error {
+func (t *Txn) Abort(ctx context.Context, _ twophase.Epoch) error { return t.abort(ctx) }
+
+func (t *Txn) abort(ctx context.Context) error {
 	if !t.open {
 		return nil
 	}
@@ -258,3 +312,26 @@ func (p *Plain) Flush(ctx context.Context) error {
 
 // Close flushes nothing; call Flush first.
 func (p *Plain) Close() { p.cl.Close() }
+
+var _ twophase.Participant = (*Plain)(nil)
+
+// Name names the at_least_once outputs as a participant.
+func (p *Plain) Name() string { return "outputs" }
+
+// Begin has nothing to open: the producer is not transactional.
+func (p *Plain) Begin(context.Context, twophase.Epoch) error { return nil }
+
+// Prepare flushes, so no checkpoint is decided while an output it covers
+// could still be lost.
+func (p *Plain) Prepare(ctx context.Context, _ twophase.Epoch) error { return p.Flush(ctx) }
+
+// Commit has nothing to do: the outputs are visible once written. Abort
+// cannot take them back, which is exactly why at_least_once may repeat
+// outputs after a crash.
+func (p *Plain) Commit(context.Context, twophase.Epoch) error { return nil }
+
+// Abort: see Commit.
+func (p *Plain) Abort(context.Context, twophase.Epoch) error { return nil }
+
+// Recover has no predecessor to fence and holds nothing in doubt.
+func (p *Plain) Recover(context.Context) ([]twophase.Epoch, error) { return nil, nil }

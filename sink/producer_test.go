@@ -25,7 +25,7 @@ func TestTxnCommitAndAbort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	txn, err := NewTxn([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, topic+"-txn", time.Minute, kgo.DefaultProduceTopic(topic))
+	txn, err := NewTxn([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, topic, time.Minute, kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,15 +33,15 @@ func TestTxnCommitAndAbort(t *testing.T) {
 	if err := txn.Fence(ctx); err != nil {
 		t.Fatal(err)
 	}
-	epoch := func(end func(context.Context) error, values ...string) {
+	epoch := func(end func(context.Context, twophase.Epoch) error, values ...string) {
 		t.Helper()
-		if err := txn.Begin(); err != nil {
+		if err := txn.Begin(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range values {
 			txn.Produce(ctx, kgo.StringRecord(v))
 		}
-		if err := end(ctx); err != nil {
+		if err := end(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,7 +75,7 @@ func TestFenceAbortsPredecessorAtOnce(t *testing.T) {
 	if err := old.Fence(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Begin(); err != nil {
+	if err := old.Begin(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	old.Produce(ctx, kgo.StringRecord("left-open"))
@@ -91,11 +91,11 @@ func TestFenceAbortsPredecessorAtOnce(t *testing.T) {
 	if err := successor.Fence(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := successor.Begin(); err != nil {
+	if err := successor.Begin(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	successor.Produce(ctx, kgo.StringRecord("successor"))
-	if err := successor.Commit(ctx); err != nil {
+	if err := successor.Commit(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	readCtx, readCancel := context.WithTimeout(ctx, 30*time.Second)
@@ -105,7 +105,7 @@ func TestFenceAbortsPredecessorAtOnce(t *testing.T) {
 	}
 
 	old.Produce(ctx, kgo.StringRecord("too-late"))
-	err = old.Commit(ctx)
+	err = old.Commit(ctx, 1)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("the fenced producer's commit returned %v, want ErrFenced", err)
 	}
@@ -168,7 +168,7 @@ func TestTxnTellsTimeoutFromTakeover(t *testing.T) {
 		if err := txn.Fence(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := txn.Begin(); err != nil {
+		if err := txn.Begin(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		txn.Produce(ctx, kgo.StringRecord("open"))
@@ -182,13 +182,13 @@ func TestTxnTellsTimeoutFromTakeover(t *testing.T) {
 			txn.Produce(ctx, kgo.StringRecord("more"))
 			return txn.Flush(ctx)
 		},
-		"commit": func(txn *Txn) error { return txn.Commit(ctx) },
+		"commit": func(txn *Txn) error { return txn.Commit(ctx, 1) },
 	}
 	for name, step := range next {
 		t.Run("timed out then "+name, func(t *testing.T) {
 			id := topic + "-timeout-" + name
 			txn := open(id, time.Second)
-			awaitAbortedByCoordinator(ctx, t, adm, id)
+			awaitAbortedByCoordinator(ctx, t, adm, id+"-txn")
 			err := step(txn)
 			if Classify(err) != TimedOut || !errors.Is(err, ErrTransactionTimedOut) {
 				t.Fatalf("%s after the timeout: %v (%v), want ErrTransactionTimedOut", name, err, Classify(err))
@@ -211,7 +211,7 @@ func TestTxnTellsTimeoutFromTakeover(t *testing.T) {
 			if Classify(err) != TakenOver || !errors.Is(err, ErrFenced) {
 				t.Fatalf("%s after a takeover: %v (%v), want ErrFenced", name, err, Classify(err))
 			}
-			if err := successor.Commit(ctx); err != nil {
+			if err := successor.Commit(ctx, 1); err != nil {
 				t.Fatalf("the successor: %v", err)
 			}
 		})

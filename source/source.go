@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 )
 
@@ -191,14 +193,9 @@ func (r *Reader) Advance(rec *kgo.Record) {
 func (r *Reader) Positions() []Position {
 	ps := make([]Position, 0, len(r.next))
 	for tp, off := range r.next {
-		ps = append(ps, Position{tp, off})
+		ps = append(ps, Position{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].Topic != ps[j].Topic {
-			return ps[i].Topic < ps[j].Topic
-		}
-		return ps[i].Partition < ps[j].Partition
-	})
+	slices.SortFunc(ps, checkpoint.CompareOffsets)
 	return ps
 }
 
@@ -219,10 +216,7 @@ func (r *Reader) Lags() []Lag {
 }
 
 // Position is the next offset to read of one partition.
-type Position struct {
-	TopicPartition
-	Offset int64
-}
+type Position = checkpoint.SourceOffset
 
 // Close stops reading.
 func (r *Reader) Close() { r.cl.Close() }

@@ -87,7 +87,7 @@ func TestReaderReadsCommittedAndTracksPositions(t *testing.T) {
 	if strings.Contains(all, "aborted") || strings.Contains(all, "p0-0") || strings.Contains(all, "p0-1") {
 		t.Fatalf("read %v: aborted or skipped records came through", got)
 	}
-	want := fmt.Sprint([]Position{{TopicPartition{topic, 0}, 5}, {TopicPartition{topic, 1}, 5}, {TopicPartition{topic, 2}, 5}})
+	want := fmt.Sprint([]Position{{Topic: topic, Partition: 0, Offset: 5}, {Topic: topic, Partition: 1, Offset: 5}, {Topic: topic, Partition: 2, Offset: 5}})
 	if got := fmt.Sprint(r.Positions()); got != want {
 		t.Fatalf("Positions = %s, want %s", got, want)
 	}

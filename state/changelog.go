@@ -3,6 +3,8 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/eoflow/pipeline/internal/wire"
 )
 
 // ChangelogVersion is the changelog key format this build writes. Decoding
@@ -79,27 +81,16 @@ func parseChangelogKey(b []byte) (operator []byte, kg KeyGroup, key []byte, err 
 	if b[0] != ChangelogVersion {
 		return nil, 0, nil, fmt.Errorf("%w %d (this build reads version %d)", ErrUnknownFormat, b[0], ChangelogVersion)
 	}
-	rest := b[1:]
-	n, w := binary.Uvarint(rest)
-	switch {
-	case w == 0:
-		return nil, 0, nil, fmt.Errorf("%w: operator id length truncated", ErrCorrupt)
-	case w < 0:
-		return nil, 0, nil, fmt.Errorf("%w: operator id length overflows", ErrCorrupt)
-	case w > 1 && rest[w-1] == 0:
-		// A trailing zero group means a longer-than-needed varint: accepting
-		// it would give one (operator, key) two record keys.
-		return nil, 0, nil, fmt.Errorf("%w: operator id length not minimally encoded", ErrCorrupt)
+	r := wire.NewReaderAt(b[1:], 1)
+	operator = r.Bytes("operator id")
+	kg = KeyGroup(r.Uint16BE("key group"))
+	key = r.Rest()
+	if err := r.Err(); err != nil {
+		// A non-minimal length would give one (operator, key) two record
+		// keys: the reader refuses it with the rest.
+		return nil, 0, nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	rest = rest[w:]
-	if n > uint64(len(rest)) {
-		return nil, 0, nil, fmt.Errorf("%w: operator id of %d bytes, %d left", ErrCorrupt, n, len(rest))
-	}
-	operator, rest = rest[:n], rest[n:]
-	if len(rest) < 2 {
-		return nil, 0, nil, fmt.Errorf("%w: key group truncated", ErrCorrupt)
-	}
-	return operator, KeyGroup(binary.BigEndian.Uint16(rest)), rest[2:], nil
+	return operator, kg, key, nil
 }
 
 // Records turns d into state-topic records, in d's order, with all keys in

@@ -81,13 +81,13 @@ func TestDecodeChangelogKeyErrors(t *testing.T) {
 		{"empty", nil, ErrCorrupt, "empty"},
 		{"version 0", []byte{0, 1, 'a', 0, 0}, ErrUnknownFormat, "version 0 (this build reads version 1)"},
 		{"version 2", []byte{2, 1, 'a', 0, 0}, ErrUnknownFormat, "version 2"},
-		{"no length", []byte{1}, ErrCorrupt, "length truncated"},
-		{"length cut", []byte{1, 0x80}, ErrCorrupt, "length truncated"},
-		{"length overflows", append(append([]byte{1}, long...), 1), ErrCorrupt, "overflows"},
-		{"length not minimal", []byte{1, 0x81, 0x00, 'a', 0, 0}, ErrCorrupt, "not minimally encoded"},
-		{"operator cut", []byte{1, 5, 'a', 'b'}, ErrCorrupt, "operator id of 5 bytes, 2 left"},
-		{"no key group", []byte{1, 1, 'a'}, ErrCorrupt, "key group truncated"},
-		{"half a key group", []byte{1, 1, 'a', 0}, ErrCorrupt, "key group truncated"},
+		{"no length", []byte{1}, ErrCorrupt, "byte 1: operator id: truncated"},
+		{"length cut", []byte{1, 0x80}, ErrCorrupt, "byte 1: operator id: truncated"},
+		{"length overflows", append(append([]byte{1}, long...), 1), ErrCorrupt, "byte 1: operator id: varint overflows 64 bits"},
+		{"length not minimal", []byte{1, 0x81, 0x00, 'a', 0, 0}, ErrCorrupt, "byte 1: operator id: varint not minimally encoded"},
+		{"operator cut", []byte{1, 5, 'a', 'b'}, ErrCorrupt, "byte 1: operator id: length 5 exceeds the 2 bytes left"},
+		{"no key group", []byte{1, 1, 'a'}, ErrCorrupt, "byte 3: key group: truncated: 2 bytes needed, 0 left"},
+		{"half a key group", []byte{1, 1, 'a', 0}, ErrCorrupt, "byte 3: key group: truncated: 2 bytes needed, 1 left"},
 	}
 	for _, tt := range tests {
 		_, err := DecodeChangelogKey(tt.in)

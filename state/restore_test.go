@@ -202,7 +202,7 @@ func TestRestoreErrors(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"corrupt key", ChangelogRecord{Key: []byte{1, 9}}, ErrCorrupt, "operator id of 9 bytes"},
+		{"corrupt key", ChangelogRecord{Key: []byte{1, 9}}, ErrCorrupt, "byte 1: operator id: length 9 exceeds the 0 bytes left"},
 		{"future format", ChangelogRecord{Key: []byte{7, 0, 0, 0}}, ErrUnknownFormat, "version 7"},
 		{"bad value", ChangelogRecord{Key: good, Value: []byte{0x80}}, nil, `restore operator "agg", key group`},
 	}

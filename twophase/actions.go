@@ -3,6 +3,7 @@ package twophase
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // ActionKind says what an Action asks the runtime to do. The zero value is
@@ -16,6 +17,12 @@ const (
 	// ActReadDecision: call LastDecided on the decision log (Participant
 	// names it); report DecisionRead or DecisionReadFailed.
 	ActReadDecision
+	// ActBegin: call Begin(Epoch) on Participant: epoch Epoch opens, and
+	// the runtime hands the participant its records from now on. Report
+	// Begun or BeginFailed. Emitted for every participant when the epoch
+	// enters the window of Config.MaxInFlight epochs: at the end of
+	// recovery (after ActResume) and after each ActDone.
+	ActBegin
 	// ActPrepare: call Prepare(Epoch) on Participant; report Prepared or
 	// PrepareFailed.
 	ActPrepare
@@ -33,10 +40,12 @@ const (
 	// and no longer in flight. Nothing to call.
 	ActDone
 	// ActResume: recovery settled every in-doubt epoch. Restore the job from
-	// checkpoint Epoch (0: from the configured start) and begin Epoch+1.
+	// checkpoint Epoch (0: from the configured start); the ActBegin of
+	// Epoch+1 follows in the same Ready.
 	ActResume
 	// ActFail: the job must stop; Err says why and what recovery will do.
-	// Always the last action of its batch.
+	// Emitted once, after the aborts it asks for; after it only ActDecided
+	// can follow.
 	ActFail
 )
 
@@ -46,6 +55,8 @@ func (k ActionKind) String() string {
 		return "recover"
 	case ActReadDecision:
 		return "read_decision"
+	case ActBegin:
+		return "begin"
 	case ActPrepare:
 		return "prepare"
 	case ActCommit:
@@ -65,7 +76,7 @@ func (k ActionKind) String() string {
 }
 
 // Action is one thing the Protocol asks its caller to do. Kinds that call a
-// participant (Recover, ReadDecision, Prepare, Commit, Abort) name it in
+// participant (Recover, ReadDecision, Begin, Prepare, Commit, Abort) name it in
 // Participant and expect their outcome to be reported back through the
 // matching Protocol input; the others only inform.
 //
@@ -87,19 +98,19 @@ type Action struct {
 // outcome to be reported).
 func (a Action) Calls() bool {
 	switch a.Kind {
-	case ActRecover, ActReadDecision, ActPrepare, ActCommit, ActAbort:
+	case ActRecover, ActReadDecision, ActBegin, ActPrepare, ActCommit, ActAbort:
 		return true
 	}
 	return false
 }
 
 // String renders the action for logs and test transcripts, e.g.
-// "prepare db 7", "decided 7", "recover kafka", "fail: ...".
+// "begin db 7", "prepare db 7", "decided 7", "recover kafka", "fail: ...".
 func (a Action) String() string {
 	switch a.Kind {
 	case ActRecover, ActReadDecision:
 		return fmt.Sprintf("%v %s", a.Kind, a.Participant)
-	case ActPrepare, ActCommit, ActAbort:
+	case ActBegin, ActPrepare, ActCommit, ActAbort:
 		return fmt.Sprintf("%v %s %d", a.Kind, a.Participant, a.Epoch)
 	case ActDecided, ActDone, ActResume:
 		return fmt.Sprintf("%v %d", a.Kind, a.Epoch)
@@ -110,4 +121,24 @@ func (a Action) String() string {
 		return "fail: " + a.Err.Error()
 	}
 	return fmt.Sprintf("%v %q %d", a.Kind, a.Participant, a.Epoch)
+}
+
+// Ready is what the Protocol asks its caller to do, collected since the last
+// Advance: the actions in the order they were emitted. The package
+// documentation says how to act on them.
+type Ready struct {
+	Actions []Action
+}
+
+// Empty reports whether rd asks for nothing.
+func (rd Ready) Empty() bool { return len(rd.Actions) == 0 }
+
+// String renders rd on one line for logs and test transcripts, the actions
+// joined by "; ", e.g. "commit k 1; decided 1"; "" when empty.
+func (rd Ready) String() string {
+	s := make([]string, len(rd.Actions))
+	for i, a := range rd.Actions {
+		s[i] = a.String()
+	}
+	return strings.Join(s, "; ")
 }

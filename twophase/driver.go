@@ -8,20 +8,31 @@ import (
 
 // Driver runs the Protocol against real participants, synchronously and
 // one epoch at a time (MaxInFlight 1), so the runtime can commit an epoch
-// with one call. It is thin on purpose: it calls what the actions say, in
-// order, and feeds each outcome back; every decision stays in Protocol. Not
-// safe for concurrent use.
+// with one call. It is thin on purpose: it takes each Ready, calls what the
+// actions say, in order, and feeds each outcome back; every decision stays
+// in Protocol. Not safe for concurrent use.
 //
-// Life cycle: Recover, then for each epoch Prepare (optional: at the
-// barrier) and Commit (at the checkpoint coordinator's go), or Abort. Once
-// a call returned a *FailError the Driver refuses new epochs until Recover
-// ran again, which starts a new Protocol; if errors.Is(err, ErrFenced),
-// exit instead.
+// Life cycle: Recover, which also opens epoch lastDecided+1 (Begin at
+// every participant); then for each epoch e, Prepare(e) (optional: at the
+// barrier) and Commit(e) (at the checkpoint coordinator's go), which also
+// opens e+1 once e is done; or Abort(e). Open says which epoch receives
+// records. Once a call returned a *FailError the Driver refuses new epochs
+// until Recover ran again, which starts a new Protocol; if errors.Is(err,
+// ErrFenced), exit instead.
+//
+// A Begin that fails inside Commit(e) does not fail that Commit: epoch e
+// is committed everywhere and checkpoint e is complete, which the caller
+// must learn. The Driver keeps the failure (a *FailError with StageBegin;
+// epoch e+1 is aborted everywhere) and returns it from the next Prepare,
+// Commit or Abort instead; Open returns 0 meanwhile.
 type Driver struct {
 	cfg   Config
 	log   DecisionLog
 	parts map[string]Participant
 	m     *Protocol
+	// pending is a failure that happened after the call it belongs to had
+	// succeeded (a Begin after Done), for the next call to return.
+	pending error
 }
 
 // DriverConfig configures a Driver.
@@ -54,19 +65,21 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 }
 
 // Recover fences every participant's predecessor, settles every in-doubt
-// epoch by the decision log and returns the last decided epoch: restore
-// the job from that checkpoint and continue with epoch lastDecided+1.
+// epoch by the decision log, opens epoch lastDecided+1 at every participant
+// (Begin) and returns the last decided epoch: restore the job from that
+// checkpoint and hand the participants epoch lastDecided+1's records. If a
+// Begin fails, Recover returns its *FailError (StageBegin) and the epoch
+// was aborted everywhere; recover again.
 func (d *Driver) Recover(ctx context.Context) (lastDecided Epoch, err error) {
 	m, err := NewProtocol(d.cfg)
 	if err != nil {
 		return 0, err
 	}
-	d.m = m
-	acts, err := m.Start()
-	if err != nil {
+	d.m, d.pending = m, nil
+	if err := m.Start(); err != nil {
 		return 0, err
 	}
-	res, err := d.run(ctx, acts)
+	res, err := d.run(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -76,44 +89,50 @@ func (d *Driver) Recover(ctx context.Context) (lastDecided Epoch, err error) {
 	return res.resume, nil
 }
 
-// Prepare begins epoch e and prepares it at every participant: call it when
-// barrier e reached the sink, before acking the checkpoint, so a failure
+// Prepare reports that barrier e reached the sink and prepares epoch e at
+// every participant: call it before acking the checkpoint, so a failure
 // declines it. On error, e was aborted everywhere and the job must recover.
+// If the Begin of e failed (in the Commit of e-1), Prepare returns that
+// failure.
 func (d *Driver) Prepare(ctx context.Context, e Epoch) error {
-	if d.m == nil {
-		return fmt.Errorf("prepare epoch %d: %w", e, ErrNotRecovered)
-	}
-	acts, err := d.m.Begin(e)
-	if err != nil {
+	if err := d.ready("prepare", e); err != nil {
 		return err
 	}
-	_, err = d.run(ctx, acts)
+	if err := d.m.Barrier(e); err != nil {
+		return err
+	}
+	_, err := d.run(ctx)
 	return err
 }
 
 // Commit commits epoch e everywhere: it prepares e if Prepare was not
 // called, commits the decision log (the decision), then every other
-// participant. nil means e is done (visible everywhere). A *FailError
-// says what happened; if its Decided is set, e is decided (checkpoint e is
-// complete) even though a participant has yet to commit it, which the next
-// Recover does.
+// participant, and opens epoch e+1 (Begin at every participant). nil means
+// e is done (visible everywhere), even if a Begin of e+1 failed: see
+// Driver. A *FailError says what happened; if its Decided is set, e is
+// decided (checkpoint e is complete) even though a participant has yet to
+// commit it, which the next Recover does.
 func (d *Driver) Commit(ctx context.Context, e Epoch) error {
-	if d.m == nil {
-		return fmt.Errorf("commit epoch %d: %w", e, ErrNotRecovered)
-	}
-	var acts []Action
-	if d.m.LastBegun() < e {
-		begin, err := d.m.Begin(e)
-		if err != nil {
-			return err
-		}
-		acts = begin
-	}
-	decide, err := d.m.Decide(e)
-	if err != nil {
+	if err := d.ready("commit", e); err != nil {
 		return err
 	}
-	res, err := d.run(ctx, append(acts, decide...))
+	if d.m.LastBarrier() < e {
+		if err := d.m.Barrier(e); err != nil {
+			return err
+		}
+	}
+	if err := d.m.Decide(e); err != nil {
+		// Nothing was emitted by Decide; the Barrier's Prepares are
+		// still queued and run with the next call.
+		return err
+	}
+	res, err := d.run(ctx)
+	if res.done[e] {
+		if fe, ok := errors.AsType[*FailError](err); ok && fe.Stage == StageBegin {
+			d.pending = err
+			return nil
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -124,21 +143,32 @@ func (d *Driver) Commit(ctx context.Context, e Epoch) error {
 }
 
 // Abort aborts epoch e everywhere (a declined or timed-out checkpoint, a
-// shutdown). Afterwards the Driver takes no new epoch until Recover. The
-// error joins the aborts that failed; recovery aborts those epochs again.
+// shutdown, the end of the attempt that fed the open epoch): e may be the
+// open epoch, whose barrier never came. Afterwards the Driver takes no new
+// epoch until Recover. The error joins the aborts that failed; recovery
+// aborts those epochs again.
 func (d *Driver) Abort(ctx context.Context, e Epoch) error {
-	if d.m == nil {
-		return fmt.Errorf("abort epoch %d: %w", e, ErrNotRecovered)
-	}
-	acts, err := d.m.Abort(e, errors.New("aborted by the runtime"))
-	if err != nil {
+	if err := d.ready("abort", e); err != nil {
 		return err
 	}
-	res, err := d.run(ctx, acts)
+	if err := d.m.Abort(e, errors.New("aborted by the runtime")); err != nil {
+		return err
+	}
+	res, err := d.run(ctx)
 	if fe, ok := errors.AsType[*FailError](err); ok && fe.Stage == StageRequested {
 		return errors.Join(res.abortErrs...)
 	}
 	return err
+}
+
+// Open returns the epoch open for records: the newest epoch opened at
+// every participant (Begin) and neither done nor aborted. 0 before Recover
+// and after a failure.
+func (d *Driver) Open() Epoch {
+	if d.m == nil || d.m.State() != StateRunning || len(d.m.inFlight) == 0 {
+		return 0
+	}
+	return d.m.inFlight[len(d.m.inFlight)-1].epoch
 }
 
 // LastDecided returns the newest epoch known decided.
@@ -149,6 +179,19 @@ func (d *Driver) LastDecided() Epoch {
 	return d.m.LastDecided()
 }
 
+// ready returns why op on epoch e cannot run: no Recover yet, or a failure
+// kept from an earlier call (returned once).
+func (d *Driver) ready(op string, e Epoch) error {
+	if d.m == nil {
+		return fmt.Errorf("%s epoch %d: %w", op, e, ErrNotRecovered)
+	}
+	if err := d.pending; err != nil {
+		d.pending = nil
+		return err
+	}
+	return nil
+}
+
 // result is what a run of actions led to.
 type result struct {
 	done      map[Epoch]bool
@@ -157,71 +200,79 @@ type result struct {
 	abortErrs []error
 }
 
-// run executes acts and every action they lead to, in order, until none is
-// left. It returns the *FailError of an ActFail, joined with the errors of
-// the aborts that followed it.
-func (d *Driver) run(ctx context.Context, acts []Action) (result, error) {
+// run takes every Ready the Protocol has, acts on its actions in order and
+// feeds each outcome back, until nothing is left. It returns the
+// *FailError of an ActFail, joined with the errors of the aborts that
+// followed it.
+func (d *Driver) run(ctx context.Context) (result, error) {
 	res := result{done: map[Epoch]bool{}}
 	var fail *FailError
-	queue := acts
-	for len(queue) > 0 {
-		a := queue[0]
-		queue = queue[1:]
-		if fail != nil && a.Calls() && a.Kind != ActAbort {
-			// After a failure only aborts are worth making; recovery
-			// settles everything else.
-			continue
+	m := d.m
+	for m.HasReady() {
+		rd := m.Ready()
+		m.Advance()
+		for _, a := range rd.Actions {
+			if m.State() == StateFailed && a.Calls() && a.Kind != ActAbort {
+				// After a failure (maybe reported by an earlier action of
+				// this Ready, its Fail still in the outbox) only aborts are
+				// worth making; recovery settles everything else.
+				continue
+			}
+			var err error
+			switch a.Kind {
+			case ActRecover:
+				inDoubt, perr := d.parts[a.Participant].Recover(ctx)
+				if perr != nil {
+					err = m.RecoverFailed(a.Participant, perr)
+				} else {
+					err = m.Recovered(a.Participant, inDoubt)
+				}
+			case ActReadDecision:
+				last, perr := d.log.LastDecided(ctx)
+				if perr != nil {
+					err = m.DecisionReadFailed(perr)
+				} else {
+					err = m.DecisionRead(last)
+				}
+			case ActBegin:
+				if perr := d.parts[a.Participant].Begin(ctx, a.Epoch); perr != nil {
+					err = m.BeginFailed(a.Participant, a.Epoch, perr)
+				} else {
+					err = m.Begun(a.Participant, a.Epoch)
+				}
+			case ActPrepare:
+				if perr := d.parts[a.Participant].Prepare(ctx, a.Epoch); perr != nil {
+					err = m.PrepareFailed(a.Participant, a.Epoch, perr)
+				} else {
+					err = m.Prepared(a.Participant, a.Epoch)
+				}
+			case ActCommit:
+				if perr := d.parts[a.Participant].Commit(ctx, a.Epoch); perr != nil {
+					err = m.CommitFailed(a.Participant, a.Epoch, perr)
+				} else {
+					err = m.Committed(a.Participant, a.Epoch)
+				}
+			case ActAbort:
+				if perr := d.parts[a.Participant].Abort(ctx, a.Epoch); perr != nil {
+					res.abortErrs = append(res.abortErrs, fmt.Errorf("aborting epoch %d at %q: %w", a.Epoch, a.Participant, perr))
+					err = m.AbortFailed(a.Participant, a.Epoch, perr)
+				} else {
+					err = m.Aborted(a.Participant, a.Epoch)
+				}
+			case ActDone:
+				res.done[a.Epoch] = true
+			case ActResume:
+				res.resumed, res.resume = true, a.Epoch
+			case ActFail:
+				if fail == nil {
+					fail = a.Err
+				}
+			}
+			if err != nil {
+				// The Protocol rejected an outcome of its own action: a bug.
+				return res, fmt.Errorf("two-phase commit driver: %v: %w", a, err)
+			}
 		}
-		var next []Action
-		var err error
-		switch a.Kind {
-		case ActRecover:
-			inDoubt, perr := d.parts[a.Participant].Recover(ctx)
-			if perr != nil {
-				next, err = d.m.RecoverFailed(a.Participant, perr)
-			} else {
-				next, err = d.m.Recovered(a.Participant, inDoubt)
-			}
-		case ActReadDecision:
-			last, perr := d.log.LastDecided(ctx)
-			if perr != nil {
-				next, err = d.m.DecisionReadFailed(perr)
-			} else {
-				next, err = d.m.DecisionRead(last)
-			}
-		case ActPrepare:
-			if perr := d.parts[a.Participant].Prepare(ctx, a.Epoch); perr != nil {
-				next, err = d.m.PrepareFailed(a.Participant, a.Epoch, perr)
-			} else {
-				next, err = d.m.Prepared(a.Participant, a.Epoch)
-			}
-		case ActCommit:
-			if perr := d.parts[a.Participant].Commit(ctx, a.Epoch); perr != nil {
-				next, err = d.m.CommitFailed(a.Participant, a.Epoch, perr)
-			} else {
-				next, err = d.m.Committed(a.Participant, a.Epoch)
-			}
-		case ActAbort:
-			if perr := d.parts[a.Participant].Abort(ctx, a.Epoch); perr != nil {
-				res.abortErrs = append(res.abortErrs, fmt.Errorf("aborting epoch %d at %q: %w", a.Epoch, a.Participant, perr))
-				next, err = d.m.AbortFailed(a.Participant, a.Epoch, perr)
-			} else {
-				next, err = d.m.Aborted(a.Participant, a.Epoch)
-			}
-		case ActDone:
-			res.done[a.Epoch] = true
-		case ActResume:
-			res.resumed, res.resume = true, a.Epoch
-		case ActFail:
-			if fail == nil {
-				fail = a.Err
-			}
-		}
-		if err != nil {
-			// The Protocol rejected an outcome of its own action: a bug.
-			return res, fmt.Errorf("two-phase commit driver: %v: %w", a, err)
-		}
-		queue = append(queue, next...)
 	}
 	switch {
 	case fail == nil:

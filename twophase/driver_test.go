@@ -3,6 +3,7 @@ package twophase
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ func newDriverWorld(t *testing.T) *driverWorld {
 	w.log = newStore("k", nil, violation)
 	w.db = newStore("db", w.log, violation)
 	for _, s := range []*store{w.log, w.db} {
+		s.maxOpen = 1
 		s.fault = func(op string, _ Epoch) faultMode {
 			key := s.name + " " + op
 			mode := w.failNext[key]
@@ -53,16 +55,20 @@ func (w *driverWorld) driver(wantDecided Epoch) *Driver {
 	if got != wantDecided || d.LastDecided() != wantDecided {
 		w.t.Fatalf("recovered to %d (LastDecided %d), want %d", got, d.LastDecided(), wantDecided)
 	}
+	if d.Open() != wantDecided+1 {
+		w.t.Fatalf("recovered to %d, open epoch %d", got, d.Open())
+	}
 	w.settled()
 	return d
 }
 
 // settled checks that both stores committed the same epochs and hold
-// nothing in doubt.
+// nothing in doubt, and that every open transaction is the same one.
 func (w *driverWorld) settled() {
 	w.t.Helper()
-	if len(w.log.prepared)+len(w.db.prepared) > 0 || !slices.Equal(w.log.committed, w.db.committed) {
-		w.t.Fatalf("not settled:\n  %s\n  %s", w.log, w.db)
+	if len(w.log.prepared)+len(w.db.prepared) > 0 || !slices.Equal(w.log.committed, w.db.committed) ||
+		!maps.Equal(w.log.begun, w.db.begun) {
+		w.t.Fatalf("not settled:\n  %s begun %v\n  %s begun %v", w.log, w.log.begun, w.db, w.db.begun)
 	}
 }
 
@@ -104,12 +110,15 @@ func TestDriverCommitsInOrder(t *testing.T) {
 		t.Fatalf("db committed %v", got)
 	}
 	// The decision log decides before anyone else commits.
-	want := "recover by 1; last_decided by 1; prepare 1 by 1; commit 1 by 1; prepare 2 by 1; commit 2 by 1"
+	want := "recover by 1; last_decided by 1; begin 1 by 1; prepare 1 by 1; commit 1 by 1; begin 2 by 1; prepare 2 by 1; commit 2 by 1; begin 3 by 1"
 	if got := strings.Join(w.log.calls, "; "); got != want {
 		t.Fatalf("decision log calls:\n got  %s\n want %s", got, want)
 	}
-	if got, want := strings.Join(w.db.calls, "; "), "recover by 1; prepare 1 by 1; commit 1 by 1; prepare 2 by 1; commit 2 by 1"; got != want {
+	if got, want := strings.Join(w.db.calls, "; "), "recover by 1; begin 1 by 1; prepare 1 by 1; commit 1 by 1; begin 2 by 1; prepare 2 by 1; commit 2 by 1; begin 3 by 1"; got != want {
 		t.Fatalf("db calls:\n got  %s\n want %s", got, want)
+	}
+	if d.Open() != 3 {
+		t.Fatalf("open epoch %d, want 3", d.Open())
 	}
 }
 
@@ -265,5 +274,104 @@ func TestNewDriverRefusesBadParticipants(t *testing.T) {
 	_, err := NewDriver(DriverConfig{DecisionLog: &handle{s: s}, Participants: []Participant{&handle{s: s}}})
 	if err == nil || !strings.Contains(err.Error(), "is the decision log") {
 		t.Fatalf("duplicate name: %v", err)
+	}
+}
+
+func TestDriverAbortsTheOpenEpoch(t *testing.T) {
+	w := newDriverWorld(t)
+	ctx := context.Background()
+	d := w.driver(0)
+	if err := d.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if d.Open() != 2 || w.db.begun[2] != 1 {
+		t.Fatalf("open %d, db begun %v", d.Open(), w.db.begun)
+	}
+	// The attempt ends before barrier 2: its open epoch is aborted.
+	if err := d.Abort(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if d.Open() != 0 || len(w.log.begun)+len(w.db.begun) > 0 {
+		t.Fatalf("after abort: open %d, begun %v %v", d.Open(), w.log.begun, w.db.begun)
+	}
+	if err := d.Prepare(ctx, 2); !errors.Is(err, ErrFailed) {
+		t.Fatalf("prepare after abort: %v, want ErrFailed", err)
+	}
+	d = w.driver(1)
+	if err := d.Commit(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.settled()
+}
+
+func TestDriverBeginFailureAtRecovery(t *testing.T) {
+	w := newDriverWorld(t)
+	w.instance++
+	d, err := NewDriver(DriverConfig{
+		DecisionLog:  &handle{s: w.log, inc: w.instance},
+		Participants: []Participant{&handle{s: w.db, inc: w.instance}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	w.failNext["db begin"] = failAfter // begun, but reported failed
+	_, err = d.Recover(ctx)
+	fe := failErr(t, err, StageBegin)
+	if fe.Epoch != 1 || fe.Participant != "db" || fe.Recovering || fe.Permanent {
+		t.Fatalf("%+v", fe)
+	}
+	if d.Open() != 0 || len(w.log.begun)+len(w.db.begun) > 0 {
+		t.Fatalf("epoch 1 not aborted everywhere: open %d, begun %v %v", d.Open(), w.log.begun, w.db.begun)
+	}
+	if _, err := d.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.settled()
+}
+
+// A Begin that fails after the commit of the previous epoch does not undo
+// that commit: Commit reports success, and the next call the failure.
+func TestDriverBeginFailureAfterCommit(t *testing.T) {
+	for _, next := range []string{"prepare", "commit", "abort"} {
+		t.Run(next, func(t *testing.T) {
+			w := newDriverWorld(t)
+			ctx := context.Background()
+			d := w.driver(0)
+			w.failNext["k begin"] = failBefore
+			if err := d.Commit(ctx, 1); err != nil {
+				t.Fatalf("commit 1: %v; the failed begin of 2 must not fail it", err)
+			}
+			if got := committedEpochs(w.db); !slices.Equal(got, []Epoch{1}) || d.LastDecided() != 1 {
+				t.Fatalf("db committed %v, last decided %d", got, d.LastDecided())
+			}
+			if d.Open() != 0 || len(w.log.begun)+len(w.db.begun) > 0 {
+				t.Fatalf("epoch 2 not aborted: open %d, begun %v %v", d.Open(), w.log.begun, w.db.begun)
+			}
+			var err error
+			switch next {
+			case "prepare":
+				err = d.Prepare(ctx, 2)
+			case "commit":
+				err = d.Commit(ctx, 2)
+			case "abort":
+				err = d.Abort(ctx, 2)
+			}
+			fe := failErr(t, err, StageBegin)
+			if fe.Epoch != 2 || fe.Participant != "k" || fe.LastDecided != 1 {
+				t.Fatalf("%+v", fe)
+			}
+			if err := d.Commit(ctx, 2); !errors.Is(err, ErrFailed) {
+				t.Fatalf("second call after the failure: %v, want ErrFailed", err)
+			}
+			d = w.driver(1)
+			if err := d.Commit(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			w.settled()
+		})
 	}
 }

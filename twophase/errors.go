@@ -17,15 +17,16 @@ var (
 	// ErrNotOutstanding: an outcome for an action the Protocol did not
 	// emit, or whose outcome was already reported.
 	ErrNotOutstanding = errors.New("no such action outstanding")
-	// ErrOutOfOrder: Begin or Decide for an epoch that is not the next one.
+	// ErrOutOfOrder: Barrier or Decide for an epoch that is not the next
+	// one, or Abort of an epoch not in flight.
 	ErrOutOfOrder = errors.New("epoch out of order")
-	// ErrTooManyInFlight: Begin while Config.MaxInFlight epochs are in
-	// flight.
+	// ErrTooManyInFlight: Barrier for an epoch that is not open yet,
+	// because Config.MaxInFlight epochs are in flight.
 	ErrTooManyInFlight = errors.New("too many epochs in flight")
 	// ErrDecided: Abort of an epoch whose decision was made or is being
 	// made; only recovery can settle it now.
 	ErrDecided = errors.New("epoch decided or being decided")
-	// ErrNotRecovered: Begin, Decide or Abort before recovery finished
+	// ErrNotRecovered: Barrier, Decide or Abort before recovery finished
 	// (before ActResume).
 	ErrNotRecovered = errors.New("recovery has not finished")
 	// ErrStarted: Start called twice.
@@ -68,7 +69,7 @@ type FailError struct {
 	// recovers and owns the job). errors.Is(err, ErrFenced) holds.
 	Permanent bool
 	// Recovering: the failure happened during recovery, before any epoch
-	// began; retry recovery.
+	// was opened; retry recovery.
 	Recovering bool
 	// Err is the participant's error, or the caller's reason for
 	// StageRequested.
@@ -91,6 +92,8 @@ func (e *FailError) Error() string {
 		fmt.Fprintf(&b, "recovering participant %q failed: %v; retry recovery", e.Participant, e.Err)
 	case StageReadDecision:
 		fmt.Fprintf(&b, "reading the last decided epoch from %q failed: %v; retry recovery", e.Participant, e.Err)
+	case StageBegin:
+		fmt.Fprintf(&b, "participant %q failed to begin epoch %d: %v; epoch %d is aborted everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
 	case StagePrepare:
 		fmt.Fprintf(&b, "participant %q failed to prepare epoch %d: %v; epoch %d is aborted everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
 	case StageDecide:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -41,7 +42,12 @@ type store struct {
 	// owner is the incarnation allowed to call; every other one is fenced.
 	// Incarnations are numbered in start order, so a newer one can fence
 	// an older one and never the reverse.
-	owner     int
+	owner int
+	// begun holds the epochs opened and neither committed nor aborted, by
+	// the attempt that opened them. It is volatile (an open transaction):
+	// Recover drops whatever is not prepared.
+	begun     map[Epoch]int
+	maxOpen   int           // how many epochs may be begun at once (0: no check)
 	prepared  map[Epoch]int // epoch -> attempt, durable
 	committed []commitRec   // in commit order
 	// fault, when set, decides how each call fails.
@@ -51,7 +57,7 @@ type store struct {
 }
 
 func newStore(name string, decisionLog *store, violation func(string, ...any)) *store {
-	return &store{name: name, decisionLog: decisionLog, prepared: map[Epoch]int{}, violation: violation}
+	return &store{name: name, decisionLog: decisionLog, begun: map[Epoch]int{}, prepared: map[Epoch]int{}, violation: violation}
 }
 
 func (s *store) lastCommitted() Epoch {
@@ -134,12 +140,37 @@ func (h *handle) exit(mode faultMode, op string, e Epoch) error {
 	return nil
 }
 
+func (h *handle) Begin(_ context.Context, e Epoch) error {
+	mode, err := h.enter("begin", e)
+	if err != nil {
+		return err
+	}
+	s := h.s
+	if _, ok := s.committedAttempt(e); ok {
+		s.violation("%s: begin of epoch %d, already committed", s.name, e)
+	}
+	if a, ok := s.prepared[e]; ok {
+		s.violation("%s: attempt %d begins epoch %d while attempt %d of it is still in doubt (not settled by recovery)", s.name, h.inc, e, a)
+	}
+	if a, ok := s.begun[e]; ok && a == h.inc {
+		s.violation("%s: attempt %d begins epoch %d twice", s.name, h.inc, e)
+	}
+	s.begun[e] = h.inc
+	if s.maxOpen > 0 && len(s.begun) > s.maxOpen {
+		s.violation("%s: %d epochs begun and neither committed nor aborted (%v), max in flight %d", s.name, len(s.begun), slices.Sorted(maps.Keys(s.begun)), s.maxOpen)
+	}
+	return h.exit(mode, "begin", e)
+}
+
 func (h *handle) Prepare(_ context.Context, e Epoch) error {
 	mode, err := h.enter("prepare", e)
 	if err != nil {
 		return err
 	}
 	s := h.s
+	if a, ok := s.begun[e]; !ok || a != h.inc {
+		s.violation("%s: attempt %d prepares epoch %d, which it did not begin", s.name, h.inc, e)
+	}
 	if _, ok := s.committedAttempt(e); ok {
 		s.violation("%s: prepare of epoch %d, already committed", s.name, e)
 	}
@@ -176,6 +207,7 @@ func (h *handle) Commit(_ context.Context, e Epoch) error {
 		s.violation("%s: commit of attempt %d of epoch %d, but the decision log committed attempt %d", s.name, a, e, da)
 	}
 	delete(s.prepared, e)
+	delete(s.begun, e)
 	s.committed = append(s.committed, commitRec{e, a})
 	return h.exit(mode, "commit", e)
 }
@@ -190,6 +222,7 @@ func (h *handle) Abort(_ context.Context, e Epoch) error {
 		s.violation("%s: abort of epoch %d, which committed", s.name, e)
 	}
 	delete(s.prepared, e)
+	delete(s.begun, e)
 	return h.exit(mode, "abort", e)
 }
 
@@ -207,6 +240,13 @@ func (h *handle) Recover(_ context.Context) ([]Epoch, error) {
 		return nil, fmt.Errorf("%s recover: %w", s.name, errInjected)
 	}
 	s.owner = h.inc
+	// The fence rolls back every open transaction of a predecessor: what
+	// was begun and not prepared is gone.
+	for e := range s.begun {
+		if _, ok := s.prepared[e]; !ok {
+			delete(s.begun, e)
+		}
+	}
 	if mode == failAfter {
 		return nil, fmt.Errorf("%s recover (after fencing): %w", s.name, errInjected)
 	}

@@ -3,13 +3,16 @@ package twophase
 import (
 	"context"
 	"errors"
+
+	"github.com/eoflow/pipeline/checkpoint"
 )
 
 // Epoch numbers the units of work that commit atomically: epoch N is
 // everything a job produced between barrier N-1 and barrier N, and it
-// commits together with checkpoint N, so an Epoch equals the checkpoint id
-// (checkpoint.ID). Epochs are 1-based; 0 means "none".
-type Epoch uint64
+// commits together with checkpoint N. It is the checkpoint id itself (an
+// alias, so no conversion sits between the coordinator and the protocol).
+// Epochs are 1-based; 0 means "none".
+type Epoch = checkpoint.ID
 
 // Participant is one resource that takes part in the commit of every epoch:
 // the Kafka transaction, or later a database with prepared transactions.
@@ -24,6 +27,11 @@ type Participant interface {
 	// It must be stable across restarts of the job, non-empty and unique
 	// within the job.
 	Name() string
+	// Begin opens epoch e: from now on the runtime hands the participant
+	// e's records (a Kafka transaction begins). A participant that holds
+	// one open transaction at a time (Kafka) needs Config.MaxInFlight 1.
+	// An error means e cannot commit; the epoch is aborted everywhere.
+	Begin(ctx context.Context, e Epoch) error
 	// Prepare makes everything of epoch e durable but invisible. After it
 	// returns nil, Commit(e) must succeed unless the participant was fenced
 	// or its resource failed, and e must survive a crash of this process

@@ -9,7 +9,7 @@ import (
 )
 
 // The table tests drive a Protocol with a script of inputs, one per line,
-// and compare the actions of each with a transcript, in the style of raft's
+// and compare the actions of each (its Ready) with a transcript, in the style of raft's
 // interaction tests:
 //
 //	start                      Start()
@@ -17,8 +17,9 @@ import (
 //	recover_failed P [fenced]  RecoverFailed(P, err)
 //	read E                     DecisionRead(E)
 //	read_failed                DecisionReadFailed(err)
-//	begin E / decide E         Begin(E) / Decide(E)
+//	barrier E / decide E       Barrier(E) / Decide(E)
 //	abort E                    Abort(E, reason)
+//	begun P E / begin_failed P E [fenced]
 //	prepared P E               Prepared(P, E)
 //	prepare_failed P E [fenced]
 //	committed P E / commit_failed P E [fenced]
@@ -29,7 +30,16 @@ import (
 
 var errBoom = errors.New("boom")
 
+// apply feeds one input line to m and returns the actions it emitted: the
+// Ready, which it then advances.
 func apply(m *Protocol, line string) ([]Action, error) {
+	err := input(m, line)
+	rd := m.Ready()
+	m.Advance()
+	return rd.Actions, err
+}
+
+func input(m *Protocol, line string) error {
 	f := strings.Fields(line)
 	epoch := func(i int) Epoch {
 		n, err := strconv.ParseUint(f[i], 10, 64)
@@ -62,8 +72,12 @@ func apply(m *Protocol, line string) ([]Action, error) {
 		return m.DecisionRead(epoch(1))
 	case "read_failed":
 		return m.DecisionReadFailed(cause())
-	case "begin":
-		return m.Begin(epoch(1))
+	case "barrier":
+		return m.Barrier(epoch(1))
+	case "begun":
+		return m.Begun(f[1], epoch(2))
+	case "begin_failed":
+		return m.BeginFailed(f[1], epoch(2), cause())
 	case "decide":
 		return m.Decide(epoch(1))
 	case "abort":
@@ -128,12 +142,29 @@ type step struct {
 }
 
 // resumed is the script that recovers k (the decision log) and db with
-// nothing in doubt and nothing decided.
+// nothing in doubt and nothing decided, MaxInFlight 1: epoch 1 opens.
 var resumed = []step{
 	{in: "start", want: "recover k; recover db"},
 	{in: "recovered k", want: "read_decision k"},
 	{in: "recovered db", want: ""},
-	{in: "read 0", want: "resume 0"},
+	{in: "read 0", want: "resume 0; begin k 1; begin db 1"},
+}
+
+// resumed2 is resumed with MaxInFlight 2: epochs 1 and 2 open.
+var resumed2 = []step{
+	{in: "start", want: "recover k; recover db"},
+	{in: "recovered k", want: "read_decision k"},
+	{in: "recovered db", want: ""},
+	{in: "read 0", want: "resume 0; begin k 1; begin db 1; begin k 2; begin db 2"},
+}
+
+// begun reports that k and db began each epoch.
+func begun(epochs ...Epoch) []step {
+	var out []step
+	for _, e := range epochs {
+		out = append(out, step{in: fmt.Sprintf("begun k %d", e), want: "*"}, step{in: fmt.Sprintf("begun db %d", e), want: "*"})
+	}
+	return out
 }
 
 // do is a step whose actions do not matter to the case.
@@ -155,7 +186,8 @@ func TestProtocolTransitions(t *testing.T) {
 		cfg   Config
 		steps []step
 	}{
-		{"recovery with nothing in doubt", two, resumed},
+		{"recovery with nothing in doubt opens the next epoch", two, resumed},
+		{"recovery with two in flight opens two epochs", pipelined, resumed2},
 		{"recovery settles in-doubt epochs by the decision log", Config{DecisionLog: "k", Participants: []string{"db", "s3"}}, []step{
 			{in: "start", want: "recover k; recover db; recover s3"},
 			{in: "recovered db 6,4,5,4", want: ""},
@@ -167,9 +199,11 @@ func TestProtocolTransitions(t *testing.T) {
 			{in: "committed s3 5", want: ""},
 			{in: "aborted k 6", want: ""},
 			{in: "committed db 5", want: "abort db 6"},
-			{in: "aborted db 6", want: "resume 5"},
-			{in: "begin 7", err: ErrOutOfOrder},
-			{in: "begin 6", want: "prepare k 6; prepare db 6; prepare s3 6"},
+			{in: "aborted db 6", want: "resume 5; begin k 6; begin db 6; begin s3 6"},
+			{in: "barrier 7", err: ErrOutOfOrder},
+			{in: "barrier 6", want: ""}, // nobody reported Begun yet
+			{in: "begun db 6", want: "prepare db 6"},
+			{in: "begun k 6", want: "prepare k 6"},
 		}},
 		{"the decision is read only after the decision log fenced", two, []step{
 			{in: "start", want: "recover k; recover db"},
@@ -177,13 +211,13 @@ func TestProtocolTransitions(t *testing.T) {
 			{in: "read 1", err: ErrNotOutstanding},
 			{in: "recovered k", want: "read_decision k"},
 			{in: "read 1", want: "commit db 1"},
-			{in: "committed db 1", want: "resume 1"},
+			{in: "committed db 1", want: "resume 1; begin k 2; begin db 2"},
 		}},
 		{"recover failure fails recovery", two, []step{
 			{in: "start", want: "recover k; recover db"},
 			{in: "recover_failed db", want: "fail(recover db last=0 recovering)"},
 			{in: "recovered k", want: ""},
-			{in: "begin 1", err: ErrFailed},
+			{in: "barrier 1", err: ErrFailed},
 		}},
 		{"fenced during recovery is permanent", two, []step{
 			{in: "start", want: "recover k; recover db"},
@@ -213,9 +247,10 @@ func TestProtocolTransitions(t *testing.T) {
 			{in: "recovered db 0", want: "fail(recover db last=0 recovering)"},
 		}},
 		{"inputs before recovery", two, []step{
-			{in: "begin 1", err: ErrNotRecovered},
+			{in: "barrier 1", err: ErrNotRecovered},
 			{in: "decide 1", err: ErrNotRecovered},
 			{in: "abort 1", err: ErrNotRecovered},
+			{in: "begun k 1", err: ErrNotOutstanding},
 			{in: "recovered k", err: ErrNotOutstanding},
 			{in: "start", want: "recover k; recover db"},
 			{in: "start", err: ErrStarted},
@@ -224,8 +259,13 @@ func TestProtocolTransitions(t *testing.T) {
 			{in: "recovered k", err: ErrNotOutstanding},
 		}},
 		{"one epoch, all well", two, script(resumed, []step{
-			{in: "begin 1", want: "prepare k 1; prepare db 1"},
-			{in: "begin 2", err: ErrTooManyInFlight},
+			{in: "begun k 1", want: ""},
+			{in: "barrier 2", err: ErrOutOfOrder},
+			{in: "barrier 1", want: "prepare k 1"}, // db waits for its Begun
+			{in: "barrier 1", err: ErrOutOfOrder},
+			{in: "barrier 2", err: ErrTooManyInFlight},
+			{in: "begun db 1", want: "prepare db 1"},
+			{in: "begun db 1", err: ErrNotOutstanding},
 			{in: "prepared db 1", want: ""},
 			{in: "prepared db 1", err: ErrNotOutstanding},
 			{in: "commit_failed k 1", err: ErrNotOutstanding},
@@ -233,68 +273,95 @@ func TestProtocolTransitions(t *testing.T) {
 			{in: "prepared k 1", want: "commit k 1"},
 			{in: "committed db 1", err: ErrNotOutstanding},
 			{in: "committed k 1", want: "decided 1; commit db 1"},
-			{in: "committed db 1", want: "done 1"},
-			{in: "begin 2", want: "prepare k 2; prepare db 2"},
+			{in: "committed db 1", want: "done 1; begin k 2; begin db 2"},
+			{in: "barrier 2", want: ""},
 		})},
 		{"the decision log alone", Config{DecisionLog: "k"}, []step{
 			{in: "start", want: "recover k"},
 			{in: "recovered k", want: "read_decision k"},
-			{in: "read 9", want: "resume 9"},
-			{in: "begin 10", want: "prepare k 10"},
+			{in: "read 9", want: "resume 9; begin k 10"},
+			{in: "barrier 10", want: ""},
+			{in: "begun k 10", want: "prepare k 10"},
 			{in: "prepared k 10", want: ""},
 			{in: "decide 10", want: "commit k 10"},
-			{in: "committed k 10", want: "decided 10; done 10"},
+			{in: "committed k 10", want: "decided 10; done 10; begin k 11"},
 		}},
-		{"decide in order, only begun epochs", two, script(resumed, []step{
+		{"decide in order, only epochs whose barrier arrived", two, script(resumed, []step{
 			{in: "decide 1", err: ErrOutOfOrder},
-			{in: "begin 1", want: "prepare k 1; prepare db 1"},
+			{in: "barrier 1", want: ""},
 			{in: "decide 2", err: ErrOutOfOrder},
 			{in: "decide 1", want: ""},
 			{in: "decide 1", err: ErrOutOfOrder},
 		})},
-		{"prepare failure aborts everywhere before the decision", two, script(resumed, []step{
-			{in: "begin 1", want: "prepare k 1; prepare db 1"},
+		{"prepare failure aborts everywhere before the decision", two, script(resumed, begun(1), []step{
+			{in: "barrier 1", want: "prepare k 1; prepare db 1"},
 			{in: "prepared k 1", want: ""},
 			{in: "prepare_failed db 1", want: "abort k 1; abort db 1; fail(prepare db 1 last=0)"},
 			{in: "aborted k 1", want: ""},
 			{in: "abort_failed db 1", want: ""}, // best effort: recovery aborts it
-			{in: "begin 2", err: ErrFailed},
+			{in: "barrier 2", err: ErrFailed},
 			{in: "decide 1", err: ErrFailed},
 		})},
-		{"fenced prepare is permanent and nothing commits after it", two, script(resumed, []step{
-			{in: "begin 1", want: "prepare k 1; prepare db 1"},
+		{"fenced prepare is permanent and nothing commits after it", two, script(resumed, begun(1), []step{
+			{in: "barrier 1", want: "prepare k 1; prepare db 1"},
 			{in: "decide 1", want: ""},
 			{in: "prepare_failed k 1 fenced", want: "abort k 1; abort db 1; fail(prepare k 1 last=0 permanent)"},
 			{in: "prepared db 1", want: ""},
 		})},
-		{"decision log commit failure leaves the epoch in doubt", pipelined, script(resumed, []step{
-			{in: "begin 1", want: "prepare k 1; prepare db 1"},
-			{in: "begin 2", want: "prepare k 2; prepare db 2"},
+		{"begin failure aborts everywhere", two, script(resumed, []step{
+			{in: "begun k 1", want: ""},
+			{in: "barrier 1", want: "prepare k 1"},
+			{in: "begin_failed db 1", want: "abort k 1; abort db 1; fail(begin db 1 last=0)"},
+			{in: "prepared k 1", want: ""},
+			{in: "barrier 2", err: ErrFailed},
+		})},
+		{"fenced begin is permanent", two, script(resumed, []step{
+			{in: "begin_failed k 1 fenced", want: "abort k 1; abort db 1; fail(begin k 1 last=0 permanent)"},
+			{in: "begun db 1", want: ""},
+		})},
+		{"begin failure after a done epoch", two, script(resumed, begun(1), []step{
+			do("barrier 1"), do("prepared k 1"), do("prepared db 1"),
+			{in: "decide 1", want: "commit k 1"},
+			{in: "committed k 1", want: "decided 1; commit db 1"},
+			{in: "committed db 1", want: "done 1; begin k 2; begin db 2"},
+			{in: "begun k 2", want: ""},
+			{in: "begin_failed db 2", want: "abort k 2; abort db 2; fail(begin db 2 last=1)"},
+		})},
+		{"abort of the open epoch", two, script(resumed, []step{
+			{in: "begun k 1", want: ""},
+			{in: "abort 2", err: ErrOutOfOrder},
+			{in: "abort 1", want: "abort k 1; abort db 1; fail(requested 1 last=0)"},
+			{in: "begun db 1", want: ""},
+			{in: "abort 1", err: ErrFailed},
+		})},
+		{"decision log commit failure leaves the epoch in doubt", pipelined, script(resumed2, begun(1, 2), []step{
+			{in: "barrier 1", want: "prepare k 1; prepare db 1"},
+			{in: "barrier 2", want: "prepare k 2; prepare db 2"},
 			do("prepared k 1"), do("prepared db 1"),
 			{in: "decide 1", want: "commit k 1"},
 			{in: "abort 1", err: ErrDecided},
 			// 1 is not aborted anywhere: its decision may have landed.
 			{in: "commit_failed k 1", want: "abort k 2; abort db 2; fail(decide k 1 in_doubt=1 last=0)"},
 		})},
-		{"an in-doubt decision that lands after the failure is reported", pipelined, script(resumed, []step{
-			do("begin 1"), do("begin 2"),
+		{"an in-doubt decision that lands after the failure is reported", pipelined, script(resumed2, begun(1, 2), []step{
+			do("barrier 1"), do("barrier 2"),
 			do("prepared k 1"), do("prepared db 1"),
 			{in: "decide 1", want: "commit k 1"},
 			{in: "prepare_failed db 2", want: "abort k 2; abort db 2; fail(prepare db 2 in_doubt=1 last=0)"},
 			{in: "committed k 1", want: "decided 1"}, // but no commit at db: recovery does it
 		})},
-		{"commit failure after the decision cannot undo it", pipelined, script(resumed, []step{
-			do("begin 1"), do("begin 2"),
+		{"commit failure after the decision cannot undo it", pipelined, script(resumed2, begun(1, 2), []step{
+			do("barrier 1"), do("barrier 2"),
 			do("prepared k 1"), do("prepared db 1"), do("prepared k 2"),
 			{in: "decide 1", want: "commit k 1"},
 			{in: "committed k 1", want: "decided 1; commit db 1"},
 			{in: "abort 1", err: ErrDecided},
 			{in: "commit_failed db 1 fenced", want: "abort k 2; abort db 2; fail(commit db 1 decided last=1 permanent)"},
 		})},
-		{"pipelined epochs commit in order, one commit per participant", pipelined, script(resumed, []step{
-			{in: "begin 1", want: "prepare k 1; prepare db 1"},
-			{in: "begin 2", want: "prepare k 2; prepare db 2"},
-			{in: "begin 3", err: ErrTooManyInFlight},
+		{"pipelined epochs commit in order, one commit per participant", pipelined, script(resumed2, begun(1, 2), []step{
+			{in: "barrier 1", want: "prepare k 1; prepare db 1"},
+			{in: "barrier 2", want: "prepare k 2; prepare db 2"},
+			{in: "barrier 3", err: ErrTooManyInFlight},
 			do("prepared k 2"), do("prepared db 2"),
 			{in: "decide 1", want: ""},
 			{in: "decide 2", want: ""}, // 2 is prepared, but 1 is not decided
@@ -302,19 +369,21 @@ func TestProtocolTransitions(t *testing.T) {
 			{in: "prepared db 1", want: "commit k 1"},
 			{in: "committed k 1", want: "decided 1; commit db 1; commit k 2"},
 			{in: "committed k 2", want: "decided 2"}, // db is still committing 1
-			{in: "committed db 1", want: "done 1; commit db 2"},
-			{in: "begin 3", want: "prepare k 3; prepare db 3"},
-			{in: "committed db 2", want: "done 2"},
+			{in: "committed db 1", want: "commit db 2; done 1; begin k 3; begin db 3"},
+			{in: "barrier 3", want: ""},
+			{in: "begun k 3", want: "prepare k 3"},
+			{in: "committed db 2", want: "done 2; begin k 4; begin db 4"},
 		})},
-		{"requested abort aborts every undecided epoch", pipelined, script(resumed, []step{
-			do("begin 1"), do("begin 2"),
+		{"requested abort aborts every undecided epoch, open ones too", pipelined, script(resumed2, []step{
+			do("begun k 1"), do("begun db 1"), do("barrier 1"),
 			{in: "abort 3", err: ErrOutOfOrder},
 			{in: "abort 2", want: "abort k 1; abort db 1; abort k 2; abort db 2; fail(requested 2 last=0)"},
 			{in: "prepared k 1", want: ""},
+			{in: "begun k 2", want: ""},
 			{in: "abort 1", err: ErrFailed},
 		})},
-		{"requested abort leaves a decided epoch alone", pipelined, script(resumed, []step{
-			do("begin 1"), do("begin 2"),
+		{"requested abort leaves a decided epoch alone", pipelined, script(resumed2, begun(1, 2), []step{
+			do("barrier 1"), do("barrier 2"),
 			do("prepared k 1"), do("prepared db 1"),
 			{in: "decide 1", want: "commit k 1"},
 			{in: "committed k 1", want: "decided 1; commit db 1"},
@@ -357,8 +426,8 @@ func TestProtocolTransitions(t *testing.T) {
 // nothing.
 func dump(m *Protocol) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "state=%v err=%v begun=%d requested=%d decided=%d deciding=%d committed=%v committing=%v out=%v",
-		m.state, m.err, m.lastBegun, m.lastRequested, m.lastDecided, m.deciding, m.committed, m.committing, m.out)
+	fmt.Fprintf(&b, "state=%v err=%v opened=%d barrier=%d requested=%d decided=%d deciding=%d committed=%v committing=%v out=%v",
+		m.state, m.err, m.lastOpened, m.lastBarrier, m.lastRequested, m.lastDecided, m.deciding, m.committed, m.committing, m.out)
 	for _, ep := range m.inFlight {
 		fmt.Fprintf(&b, " epoch{%+v}", *ep)
 	}
@@ -452,7 +521,10 @@ func TestCustomFenceClassifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Start()
-	acts, _ := m.RecoverFailed("k", errProducerFenced)
+	m.Ready()
+	m.Advance()
+	m.RecoverFailed("k", errProducerFenced)
+	acts := m.Ready().Actions
 	if len(acts) != 1 || acts[0].Kind != ActFail || !acts[0].Err.Permanent {
 		t.Fatalf("got %s, want a permanent fail", brief(acts))
 	}
@@ -464,11 +536,14 @@ func TestCustomFenceClassifier(t *testing.T) {
 func TestEnumStrings(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{StateRecovering.String(), "recovering"}, {StateFailed.String(), "failed"}, {State(0).String(), "State(0)"},
-		{PhasePreparing.String(), "preparing"}, {PhaseCommitting.String(), "committing"}, {Phase(0).String(), "Phase(0)"},
-		{StageDecide.String(), "decide"}, {StageRequested.String(), "requested"}, {Stage(0).String(), "Stage(0)"},
-		{ActReadDecision.String(), "read_decision"}, {ActFail.String(), "fail"}, {ActionKind(0).String(), "ActionKind(0)"},
+		{PhaseOpen.String(), "open"}, {PhasePreparing.String(), "preparing"}, {PhaseCommitting.String(), "committing"}, {Phase(0).String(), "Phase(0)"},
+		{StageDecide.String(), "decide"}, {StageRequested.String(), "requested"}, {StageBegin.String(), "begin"}, {Stage(0).String(), "Stage(0)"},
+		{ActReadDecision.String(), "read_decision"}, {ActFail.String(), "fail"}, {ActBegin.String(), "begin"}, {ActionKind(0).String(), "ActionKind(0)"},
 		{Action{Kind: ActCommit, Participant: "db", Epoch: 3}.String(), "commit db 3"},
 		{Action{Kind: ActResume, Epoch: 2}.String(), "resume 2"},
+		{Action{Kind: ActBegin, Participant: "k", Epoch: 3}.String(), "begin k 3"},
+		{Ready{}.String(), ""},
+		{Ready{Actions: []Action{{Kind: ActCommit, Participant: "k", Epoch: 1}, {Kind: ActDecided, Epoch: 1}}}.String(), "commit k 1; decided 1"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -478,7 +553,15 @@ func TestEnumStrings(t *testing.T) {
 
 func TestInFlightStatus(t *testing.T) {
 	m, _ := NewProtocol(Config{DecisionLog: "k", Participants: []string{"db"}, MaxInFlight: 2})
-	for _, in := range []string{"start", "recovered k", "recovered db", "read 0", "begin 1", "begin 2", "prepared k 1", "prepared db 1", "decide 1", "prepared db 2"} {
+	for _, in := range []string{"start", "recovered k", "recovered db", "read 0", "begun k 1", "begun db 1", "begun db 2"} {
+		if _, err := apply(m, in); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+	}
+	if got, want := fmt.Sprint(m.InFlight()), "[{1 open []} {2 open [k]}]"; got != want {
+		t.Fatalf("InFlight = %s, want %s", got, want)
+	}
+	for _, in := range []string{"barrier 1", "barrier 2", "prepared k 1", "prepared db 1", "decide 1", "prepared db 2"} {
 		if _, err := apply(m, in); err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
@@ -492,7 +575,51 @@ func TestInFlightStatus(t *testing.T) {
 	if got, want := fmt.Sprint(m.InFlight()), "[{1 committing [db]} {2 preparing [k]}]"; got != want {
 		t.Fatalf("InFlight = %s, want %s", got, want)
 	}
-	if m.LastDecided() != 1 || m.LastBegun() != 2 {
-		t.Fatalf("LastDecided %d LastBegun %d", m.LastDecided(), m.LastBegun())
+	if m.LastDecided() != 1 || m.LastBarrier() != 2 || m.LastOpened() != 2 {
+		t.Fatalf("LastDecided %d LastBarrier %d LastOpened %d", m.LastDecided(), m.LastBarrier(), m.LastOpened())
+	}
+}
+
+// Actions emitted between Ready and Advance are kept for the next Ready;
+// Ready without Advance repeats itself.
+func TestReadyAdvance(t *testing.T) {
+	m, _ := NewProtocol(Config{DecisionLog: "k", Participants: []string{"db"}})
+	if m.HasReady() || !m.Ready().Empty() {
+		t.Fatal("ready before any input")
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !m.HasReady() {
+		t.Fatal("no ready after Start")
+	}
+	rd := m.Ready()
+	if got := rd.String(); got != "recover k; recover db" {
+		t.Fatalf("ready %q", got)
+	}
+	if got := m.Ready().String(); got != "recover k; recover db" {
+		t.Fatalf("ready again %q", got)
+	}
+	// The outcome arrives before the caller advanced.
+	if err := m.Recovered("k", nil); err != nil {
+		t.Fatal(err)
+	}
+	m.Advance()
+	if got := m.Ready().String(); got != "read_decision k" {
+		t.Fatalf("after advance: %q, want the action emitted meanwhile", got)
+	}
+	m.Advance()
+	if m.HasReady() {
+		t.Fatalf("ready after advancing everything: %s", m.Ready())
+	}
+	m.Advance() // nothing handed out: drops nothing
+	if err := m.Recovered("db", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DecisionRead(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Ready().String(); got != "resume 0; begin k 1; begin db 1" {
+		t.Fatalf("batched ready %q", got)
 	}
 }

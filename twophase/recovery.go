@@ -27,36 +27,37 @@ func newRecovery(n int) *recovery {
 	}
 }
 
-// Start begins recovery: it returns a Recover for every participant, the
+// Start begins recovery: it emits a Recover for every participant, the
 // decision log first. Once the decision log recovered (fenced its
 // predecessor, so no decision can land any more), ReadDecision follows;
-// then every in-doubt epoch is settled, and ActResume ends recovery.
-func (m *Protocol) Start() ([]Action, error) {
+// then every in-doubt epoch is settled, ActResume ends recovery, and the
+// Begin of the next epoch follows at every participant.
+func (m *Protocol) Start() error {
 	if m.state != StateRecovering || m.rec.started {
-		return nil, fmt.Errorf("start recovery: %w", ErrStarted)
+		return fmt.Errorf("start recovery: %w", ErrStarted)
 	}
 	m.rec.started = true
 	for i := range m.names {
 		m.emitCall(ActRecover, i, 0)
 	}
-	return m.flush(), nil
+	return nil
 }
 
 // Recovered reports that participant fenced its predecessors and holds the
 // inDoubt epochs prepared, neither committed nor aborted. Each is settled by
 // the decision log: committed if e <= LastDecided, else aborted.
-func (m *Protocol) Recovered(participant string, inDoubt []Epoch) ([]Action, error) {
+func (m *Protocol) Recovered(participant string, inDoubt []Epoch) error {
 	i, err := m.outcome(ActRecover, participant, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s recovered: %w", participant, err)
+		return fmt.Errorf("%s recovered: %w", participant, err)
 	}
 	if m.state != StateRecovering {
-		return nil, nil
+		return nil
 	}
 	if slices.Contains(inDoubt, 0) {
 		m.fail(&FailError{Stage: StageRecover, Participant: participant,
 			Err: errors.New("participant reported epoch 0 in doubt; epochs start at 1")})
-		return m.flush(), nil
+		return nil
 	}
 	r := m.rec
 	r.recovered[i] = true
@@ -68,31 +69,31 @@ func (m *Protocol) Recovered(participant string, inDoubt []Epoch) ([]Action, err
 		m.plan(i)
 	}
 	m.tryResume()
-	return m.flush(), nil
+	return nil
 }
 
 // RecoverFailed reports that participant's Recover failed: recovery fails,
 // permanently if the participant was fenced by a newer instance.
-func (m *Protocol) RecoverFailed(participant string, cause error) ([]Action, error) {
+func (m *Protocol) RecoverFailed(participant string, cause error) error {
 	i, err := m.outcome(ActRecover, participant, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s failed to recover (%v): %w", participant, cause, err)
+		return fmt.Errorf("%s failed to recover (%v): %w", participant, cause, err)
 	}
 	if m.state != StateRecovering {
-		return nil, nil
+		return nil
 	}
 	m.fail(&FailError{Stage: StageRecover, Participant: m.names[i], Err: cause})
-	return m.flush(), nil
+	return nil
 }
 
 // DecisionRead reports the decision log's LastDecided: every epoch up to
 // last is decided, none after it.
-func (m *Protocol) DecisionRead(last Epoch) ([]Action, error) {
+func (m *Protocol) DecisionRead(last Epoch) error {
 	if _, err := m.outcome(ActReadDecision, m.names[decisionLog], 0); err != nil {
-		return nil, fmt.Errorf("decision read (%d): %w", last, err)
+		return fmt.Errorf("decision read (%d): %w", last, err)
 	}
 	if m.state != StateRecovering {
-		return nil, nil
+		return nil
 	}
 	r := m.rec
 	r.read, r.decided = true, last
@@ -102,19 +103,19 @@ func (m *Protocol) DecisionRead(last Epoch) ([]Action, error) {
 		}
 	}
 	m.tryResume()
-	return m.flush(), nil
+	return nil
 }
 
 // DecisionReadFailed reports that LastDecided failed: recovery fails.
-func (m *Protocol) DecisionReadFailed(cause error) ([]Action, error) {
+func (m *Protocol) DecisionReadFailed(cause error) error {
 	if _, err := m.outcome(ActReadDecision, m.names[decisionLog], 0); err != nil {
-		return nil, fmt.Errorf("decision read failed (%v): %w", cause, err)
+		return fmt.Errorf("decision read failed (%v): %w", cause, err)
 	}
 	if m.state != StateRecovering {
-		return nil, nil
+		return nil
 	}
 	m.fail(&FailError{Stage: StageReadDecision, Participant: m.names[decisionLog], Err: cause})
-	return m.flush(), nil
+	return nil
 }
 
 // plan lists how participant i's in-doubt epochs are settled, once both its
@@ -152,7 +153,8 @@ func (m *Protocol) settleNext(i int) {
 
 // tryResume ends recovery once every participant recovered, the decision
 // is known and every in-doubt epoch is settled: numbering continues after
-// the last decided epoch, which every participant has now committed.
+// the last decided epoch, which every participant has now committed, and
+// the next epochs open.
 func (m *Protocol) tryResume() {
 	r := m.rec
 	if m.state != StateRecovering || !r.read || len(m.outstanding) > 0 || slices.Contains(r.recovered, false) {
@@ -166,9 +168,10 @@ func (m *Protocol) tryResume() {
 	d := r.decided
 	m.rec = nil
 	m.state = StateRunning
-	m.lastBegun, m.lastRequested, m.lastDecided = d, d, d
+	m.lastOpened, m.lastBarrier, m.lastRequested, m.lastDecided = d, d, d, d
 	for i := range m.committed {
 		m.committed[i] = d
 	}
 	m.emit(Action{Kind: ActResume, Epoch: d})
+	m.open()
 }

@@ -39,15 +39,15 @@ import (
 type chooser interface{ IntN(n int) int }
 
 type simStats struct {
-	steps, begins, decided, done, resumes int
-	pipelined                             int // begins while another epoch was in flight
-	crashes, takeovers, phantoms          int
-	bogus, requestedAborts                int
-	fails                                 map[Stage]int
-	permanent                             int
-	settleCommit                          int // in-doubt epochs committed by recovery
-	zombieCalls                           int
-	staleResumes                          int // resumes of an instance fenced meanwhile
+	steps, barriers, opened, decided, done, resumes int
+	pipelined                                       int // barriers while another epoch was in flight
+	crashes, takeovers, phantoms                    int
+	bogus, requestedAborts, openAborts              int
+	fails                                           map[Stage]int
+	permanent                                       int
+	settleCommit                                    int // in-doubt epochs committed by recovery
+	zombieCalls                                     int
+	staleResumes                                    int // resumes of an instance fenced meanwhile
 }
 
 type world struct {
@@ -77,11 +77,12 @@ type incarnation struct {
 	// nothing orders the read after the decision log's other calls but
 	// the Protocol itself.
 	queues [][]Action
-	// failedAt is set once the Protocol emitted Fail; fencedSeen once an
-	// outcome reported ErrFenced.
+	// failed is set once a Ready held Fail; fencedSeen once an outcome
+	// reported ErrFenced.
 	failed      *FailError
 	fencedSeen  bool
 	resumed     bool
+	unadvanced  bool  // the last Ready was taken, Advance not called yet
 	lastDecided Epoch // newest Decided seen
 	lastDone    Epoch
 }
@@ -97,6 +98,7 @@ func newWorld(tb testing.TB, name string, ch chooser, stats *simStats) *world {
 	}
 	for _, s := range w.stores {
 		s.fault = w.fault
+		s.maxOpen = w.max
 	}
 	return w
 }
@@ -146,19 +148,24 @@ func (w *world) start() *incarnation {
 		in.handles = append(in.handles, &handle{s: s, inc: w.inc})
 	}
 	w.tracef("inc %d starts", in.id)
-	acts, err := m.Start()
-	w.accept(in, "start", acts, err, false)
+	w.feed(in, "start", m.Start, false)
 	return in
 }
 
-// accept checks the actions a Protocol emitted for one input and queues
-// its calls.
-func (w *world) accept(in *incarnation, input string, acts []Action, err error, fenced bool) {
+// feed makes one input to in's Protocol, checks what it emitted (read from
+// the outbox, white box, so the checks hold however the caller batches
+// Readies) and then, mostly, pumps the Ready; sometimes it leaves the
+// actions in the outbox to be batched with the next input's. mustFail: the
+// input is a fenced outcome that must fail the Protocol for good.
+func (w *world) feed(in *incarnation, input string, f func() error, mustFail bool) {
 	w.tb.Helper()
-	if err != nil {
+	m := in.m
+	before := len(m.out.acts)
+	wasFailed := m.State() == StateFailed
+	if err := f(); err != nil {
 		w.fatalf("inc %d: %s refused: %v", in.id, input, err)
 	}
-	wasFailed := in.failed != nil
+	acts := m.out.acts[before:]
 	if len(acts) > 0 {
 		w.tracef("inc %d: %s -> %s", in.id, input, brief(acts))
 	}
@@ -168,6 +175,54 @@ func (w *world) accept(in *incarnation, input string, acts []Action, err error, 
 		}
 		if in.fencedSeen && a.Kind == ActCommit {
 			w.fatalf("inc %d: %v after a fenced outcome", in.id, a)
+		}
+		switch a.Kind {
+		case ActResume:
+			// An instance fenced after it recovered every participant can
+			// still read the decision log and resume: harmless, as its
+			// first call will be refused, but the stores belong to its
+			// successor and need not look settled to it.
+			if w.owns(in) {
+				w.checkSettled(in, a.Epoch)
+			} else {
+				w.stats.staleResumes++
+			}
+		case ActFail:
+			if k != len(acts)-1 {
+				w.fatalf("inc %d: fail is not the last action of its input: %s", in.id, brief(acts))
+			}
+		}
+	}
+	if mustFail && !wasFailed {
+		if fe, ok := m.Err().(*FailError); !ok || !fe.Permanent {
+			w.fatalf("inc %d: fenced outcome of %s did not fail permanently: %s", in.id, input, brief(acts))
+		}
+	}
+	if n := len(m.InFlight()); n > w.max {
+		w.fatalf("inc %d: %d epochs in flight, max %d", in.id, n, w.max)
+	}
+	if w.ch.IntN(4) != 0 {
+		w.pump(in)
+	}
+}
+
+// pump takes in's Ready, as the runtime does, and queues its calls. It
+// advances at once, or leaves that for the next pump, so that inputs fed
+// between Ready and Advance are exercised: their actions must come with
+// the next Ready.
+func (w *world) pump(in *incarnation) {
+	m := in.m
+	if in.unadvanced {
+		m.Advance()
+		in.unadvanced = false
+	}
+	if !m.HasReady() {
+		return
+	}
+	rd := m.Ready()
+	for _, a := range rd.Actions {
+		if in.failed != nil && a.Kind != ActDecided {
+			w.fatalf("inc %d: %v after Fail in its Ready: %s", in.id, a, rd)
 		}
 		switch a.Kind {
 		case ActCommit:
@@ -197,23 +252,16 @@ func (w *world) accept(in *incarnation, input string, acts []Action, err error, 
 				}
 			}
 			w.stats.done++
-		case ActResume:
-			// An instance fenced after it recovered every participant can
-			// still read the decision log and resume: harmless, as its
-			// first call will be refused, but the stores belong to its
-			// successor and need not look settled to it.
-			if w.owns(in) {
-				w.checkSettled(in, a.Epoch)
-			} else {
-				w.stats.staleResumes++
+		case ActBegin:
+			if a.Epoch > in.lastDone+Epoch(w.max) {
+				w.fatalf("inc %d: %v with epoch %d done, max in flight %d", in.id, a, in.lastDone, w.max)
 			}
+			w.stats.opened++
+		case ActResume:
 			in.resumed = true
 			in.lastDecided, in.lastDone = a.Epoch, a.Epoch
 			w.stats.resumes++
 		case ActFail:
-			if k != len(acts)-1 {
-				w.fatalf("inc %d: fail is not the last action: %s", in.id, brief(acts))
-			}
 			in.failed = a.Err
 			w.stats.fails[a.Err.Stage]++
 			if a.Err.Permanent {
@@ -228,13 +276,10 @@ func (w *world) accept(in *incarnation, input string, acts []Action, err error, 
 			in.queues[i] = append(in.queues[i], a)
 		}
 	}
-	if fenced && !wasFailed && (in.failed == nil || !in.failed.Permanent) {
-		// An abort after a failure may report fenced without consequence;
-		// anything else must end the instance for good.
-		w.fatalf("inc %d: fenced outcome of %s did not fail permanently: %s", in.id, input, brief(acts))
-	}
-	if n := len(in.m.InFlight()); n > w.max {
-		w.fatalf("inc %d: %d epochs in flight, max %d", in.id, n, w.max)
+	if w.ch.IntN(3) == 0 {
+		in.unadvanced = true
+	} else {
+		m.Advance()
 	}
 }
 
@@ -261,7 +306,7 @@ func (w *world) checkSettled(in *incarnation, d Epoch) {
 }
 
 // execute makes the oldest queued call of participant i for in, feeds the
-// outcome back and accepts what follows.
+// outcome back and checks what follows.
 func (w *world) execute(in *incarnation, i int) {
 	a := in.queues[i][0]
 	in.queues[i] = in.queues[i][1:]
@@ -273,45 +318,52 @@ func (w *world) execute(in *incarnation, i int) {
 	}
 	ctx := context.Background()
 	h := in.handles[i]
-	var acts []Action
-	var err, perr error
+	m := in.m
+	var perr error
+	var f func() error
 	switch a.Kind {
 	case ActRecover:
 		var inDoubt []Epoch
 		inDoubt, perr = h.Recover(ctx)
 		if perr != nil {
-			acts, err = in.m.RecoverFailed(a.Participant, perr)
+			f = func() error { return m.RecoverFailed(a.Participant, perr) }
 		} else {
-			acts, err = in.m.Recovered(a.Participant, inDoubt)
+			f = func() error { return m.Recovered(a.Participant, inDoubt) }
 		}
 	case ActReadDecision:
 		var last Epoch
 		last, perr = h.LastDecided(ctx)
 		if perr != nil {
-			acts, err = in.m.DecisionReadFailed(perr)
+			f = func() error { return m.DecisionReadFailed(perr) }
 		} else {
-			acts, err = in.m.DecisionRead(last)
+			f = func() error { return m.DecisionRead(last) }
+		}
+	case ActBegin:
+		if perr = h.Begin(ctx, a.Epoch); perr != nil {
+			f = func() error { return m.BeginFailed(a.Participant, a.Epoch, perr) }
+		} else {
+			f = func() error { return m.Begun(a.Participant, a.Epoch) }
 		}
 	case ActPrepare:
 		if perr = h.Prepare(ctx, a.Epoch); perr != nil {
-			acts, err = in.m.PrepareFailed(a.Participant, a.Epoch, perr)
+			f = func() error { return m.PrepareFailed(a.Participant, a.Epoch, perr) }
 		} else {
-			acts, err = in.m.Prepared(a.Participant, a.Epoch)
+			f = func() error { return m.Prepared(a.Participant, a.Epoch) }
 		}
 	case ActCommit:
-		if in.m.State() == StateRecovering {
+		if m.State() == StateRecovering {
 			w.stats.settleCommit++
 		}
 		if perr = h.Commit(ctx, a.Epoch); perr != nil {
-			acts, err = in.m.CommitFailed(a.Participant, a.Epoch, perr)
+			f = func() error { return m.CommitFailed(a.Participant, a.Epoch, perr) }
 		} else {
-			acts, err = in.m.Committed(a.Participant, a.Epoch)
+			f = func() error { return m.Committed(a.Participant, a.Epoch) }
 		}
 	case ActAbort:
 		if perr = h.Abort(ctx, a.Epoch); perr != nil {
-			acts, err = in.m.AbortFailed(a.Participant, a.Epoch, perr)
+			f = func() error { return m.AbortFailed(a.Participant, a.Epoch, perr) }
 		} else {
-			acts, err = in.m.Aborted(a.Participant, a.Epoch)
+			f = func() error { return m.Aborted(a.Participant, a.Epoch) }
 		}
 	default:
 		w.fatalf("queued %v", a)
@@ -319,7 +371,7 @@ func (w *world) execute(in *incarnation, i int) {
 	fenced := errors.Is(perr, ErrFenced)
 	// Only the decision's and the settling calls' fenced outcomes must
 	// end the instance: an abort made after Fail is best effort.
-	mustFail := fenced && !(a.Kind == ActAbort && in.m.State() != StateRecovering)
+	mustFail := fenced && !(a.Kind == ActAbort && m.State() != StateRecovering)
 	if fenced {
 		in.fencedSeen = true
 	}
@@ -327,8 +379,32 @@ func (w *world) execute(in *incarnation, i int) {
 	if perr == nil {
 		outcome = fmt.Sprintf("%v ok", a)
 	}
-	w.accept(in, outcome, acts, err, mustFail)
+	running := m.State() == StateRunning
+	w.feed(in, outcome, f, mustFail)
+	if a.Kind == ActBegin && perr != nil && running {
+		w.checkBeginFailure(in, a)
+	}
 	w.checkStores()
+}
+
+// checkBeginFailure: a failed Begin of epoch e fails the job at StageBegin
+// and aborts e at every participant (the aborts are queued, or still in the
+// outbox).
+func (w *world) checkBeginFailure(in *incarnation, a Action) {
+	fe, ok := in.m.Err().(*FailError)
+	if !ok || fe.Stage != StageBegin || fe.Epoch != a.Epoch || fe.Participant != a.Participant {
+		w.fatalf("inc %d: failed %v did not fail the job at stage begin: %v", in.id, a, in.m.Err())
+	}
+	for _, s := range w.stores {
+		q := in.queues[slices.Index(in.m.names, s.name)]
+		aborted := slices.ContainsFunc(q, func(b Action) bool { return b.Kind == ActAbort && b.Epoch == a.Epoch }) ||
+			slices.ContainsFunc(in.m.out.acts, func(b Action) bool {
+				return b.Kind == ActAbort && b.Epoch == a.Epoch && b.Participant == s.name
+			})
+		if !aborted {
+			w.fatalf("inc %d: failed %v, but epoch %d is not aborted at %s", in.id, a, a.Epoch, s.name)
+		}
+	}
 }
 
 // checkStores checks what every participant holds against the decision
@@ -353,50 +429,54 @@ func (w *world) checkStores() {
 }
 
 // bogus feeds cur an input it must refuse, and checks that it changed
-// nothing.
+// nothing (nothing emitted either: the outbox is part of the state).
 func (w *world) bogus(in *incarnation) {
 	m := in.m
 	queued := func(kind ActionKind, i int) bool {
-		return slices.ContainsFunc(in.queues[i], func(a Action) bool { return a.Kind == kind })
+		return slices.ContainsFunc(in.queues[i], func(a Action) bool { return a.Kind == kind }) ||
+			slices.ContainsFunc(m.out.acts, func(a Action) bool { return a.Kind == kind })
 	}
 	i := w.ch.IntN(len(w.stores))
 	p := w.stores[i].name
-	const far = Epoch(1 << 40) // never begun, never in doubt
+	const far = Epoch(1 << 40) // never opened, never in doubt
 	var (
 		name string
-		f    func() ([]Action, error)
+		f    func() error
 	)
-	switch w.ch.IntN(9) {
+	switch w.ch.IntN(11) {
 	case 0:
-		name, f = "prepared by nobody", func() ([]Action, error) { return m.Prepared("nobody", 1) }
+		name, f = "prepared by nobody", func() error { return m.Prepared("nobody", 1) }
 	case 1:
-		name, f = "committed far ahead", func() ([]Action, error) { return m.Committed(p, far) }
+		name, f = "committed far ahead", func() error { return m.Committed(p, far) }
 	case 2:
-		name, f = "begin far ahead", func() ([]Action, error) { return m.Begin(far) }
+		name, f = "barrier far ahead", func() error { return m.Barrier(far) }
 	case 3:
-		name, f = "decide 0", func() ([]Action, error) { return m.Decide(0) }
+		name, f = "decide 0", func() error { return m.Decide(0) }
 	case 4:
-		name, f = "aborted far ahead", func() ([]Action, error) { return m.AbortFailed(p, far, errBoom) }
+		name, f = "aborted far ahead", func() error { return m.AbortFailed(p, far, errBoom) }
 	case 5:
 		if queued(ActReadDecision, len(w.stores)) {
 			return
 		}
-		name, f = "decision read unasked", func() ([]Action, error) { return m.DecisionRead(3) }
+		name, f = "decision read unasked", func() error { return m.DecisionRead(3) }
 	case 6:
 		name, f = "start again", m.Start
 	case 7:
 		if queued(ActRecover, i) {
 			return
 		}
-		name, f = "recovered unasked", func() ([]Action, error) { return m.Recovered(p, nil) }
+		name, f = "recovered unasked", func() error { return m.Recovered(p, nil) }
 	case 8:
-		name, f = "abort far ahead", func() ([]Action, error) { return m.Abort(far, errBoom) }
+		name, f = "abort far ahead", func() error { return m.Abort(far, errBoom) }
+	case 9:
+		name, f = "begun far ahead", func() error { return m.Begun(p, far) }
+	case 10:
+		name, f = "begin failed far ahead", func() error { return m.BeginFailed(p, far, errBoom) }
 	}
 	w.stats.bogus++
 	before := dump(m)
-	acts, err := f()
-	if err == nil || len(acts) > 0 {
-		w.fatalf("inc %d: bogus input %q accepted: %s, %v", in.id, name, brief(acts), err)
+	if err := f(); err == nil {
+		w.fatalf("inc %d: bogus input %q accepted", in.id, name)
 	}
 	if after := dump(m); after != before {
 		w.fatalf("inc %d: refused input %q changed the state:\nbefore %s\nafter  %s", in.id, name, before, after)
@@ -417,32 +497,29 @@ func (w *world) step() {
 		if m.State() != StateRunning {
 			return
 		}
-		e := m.LastBegun() + 1
-		before := len(m.inFlight)
-		full := before >= w.max
-		acts, err := m.Begin(e)
-		if full {
-			if !errors.Is(err, ErrTooManyInFlight) || len(acts) > 0 {
-				w.fatalf("inc %d: begin %d with %d in flight: %s, %v", in.id, e, w.max, brief(acts), err)
+		e := m.LastBarrier() + 1
+		if e > m.LastOpened() {
+			before := dump(m)
+			if err := m.Barrier(e); !errors.Is(err, ErrTooManyInFlight) || dump(m) != before {
+				w.fatalf("inc %d: barrier %d, not open (last opened %d): %v", in.id, e, m.LastOpened(), err)
 			}
 			return
 		}
-		w.stats.begins++
-		if before > 0 {
+		w.stats.barriers++
+		if slices.ContainsFunc(m.inFlight, func(ep *epochState) bool { return ep.phase != PhaseOpen }) {
 			w.stats.pipelined++
 		}
-		w.accept(in, fmt.Sprintf("begin %d", e), acts, err, false)
+		w.feed(in, fmt.Sprintf("barrier %d", e), func() error { return m.Barrier(e) }, false)
 	case r < 240: // the checkpoint coordinator hands out commit e
 		m := in.m
 		if m.State() != StateRunning {
 			return
 		}
 		e := m.lastRequested + 1
-		if e > m.LastBegun() {
+		if e > m.LastBarrier() {
 			return
 		}
-		acts, err := m.Decide(e)
-		w.accept(in, fmt.Sprintf("decide %d", e), acts, err, false)
+		w.feed(in, fmt.Sprintf("decide %d", e), func() error { return m.Decide(e) }, false)
 	case r < 260: // the failed instance restarts before making every abort
 		if in == w.cur && in.failed != nil {
 			w.restart()
@@ -470,16 +547,23 @@ func (w *world) step() {
 			return
 		}
 		ep := m.inFlight[w.ch.IntN(len(m.inFlight))]
-		acts, err := m.Abort(ep.epoch, errBoom)
 		if ep.phase == PhaseDeciding || ep.phase == PhaseCommitting {
-			if !errors.Is(err, ErrDecided) {
+			before := dump(m)
+			if err := m.Abort(ep.epoch, errBoom); !errors.Is(err, ErrDecided) || dump(m) != before {
 				w.fatalf("inc %d: abort of %v epoch %d: %v", in.id, ep.phase, ep.epoch, err)
 			}
 			return
 		}
 		w.stats.requestedAborts++
-		w.accept(in, fmt.Sprintf("abort %d", ep.epoch), acts, err, false)
+		if ep.phase == PhaseOpen {
+			w.stats.openAborts++
+		}
+		e := ep.epoch
+		w.feed(in, fmt.Sprintf("abort %d", e), func() error { return m.Abort(e, errBoom) }, false)
 	default: // a call completes
+		if !slices.ContainsFunc(in.queues, func(q []Action) bool { return len(q) > 0 }) {
+			w.pump(in) // the runtime takes the Ready it left
+		}
 		var ready []int
 		for i, q := range in.queues {
 			if len(q) > 0 {
@@ -517,6 +601,10 @@ func (w *world) finish() {
 			}
 			i := slices.IndexFunc(in.queues, func(q []Action) bool { return len(q) > 0 })
 			if i < 0 {
+				w.pump(in)
+				i = slices.IndexFunc(in.queues, func(q []Action) bool { return len(q) > 0 })
+			}
+			if i < 0 {
 				w.fatalf("inc %d: nothing to do, state %v", in.id, in.m.State())
 			}
 			w.execute(in, i)
@@ -528,10 +616,8 @@ func (w *world) finish() {
 	}
 	start := in.m.LastDecided()
 	for e := start + 1; e <= start+3; e++ {
-		acts, err := in.m.Begin(e)
-		w.accept(in, fmt.Sprintf("begin %d", e), acts, err, false)
-		acts, err = in.m.Decide(e)
-		w.accept(in, fmt.Sprintf("decide %d", e), acts, err, false)
+		w.feed(in, fmt.Sprintf("barrier %d", e), func() error { return in.m.Barrier(e) }, false)
+		w.feed(in, fmt.Sprintf("decide %d", e), func() error { return in.m.Decide(e) }, false)
 		drain(func() bool { return in.lastDone == e })
 	}
 	w.checkSettled(in, start+3)
@@ -558,16 +644,16 @@ func TestSimulation(t *testing.T) {
 		w := newWorld(t, name, rand.New(rand.NewPCG(seed, 0x2fa5e)), stats)
 		w.run(250)
 	}
-	t.Logf("%d seeds, %d steps: %d begun (%d while another was in flight), %d decided, %d done, %d resumed (%d after being fenced), %d crashes, %d takeovers (%d zombie calls), %d phantom fences, %d bogus inputs, %d requested aborts, %d in-doubt commits by recovery, fails %v (%d permanent)",
-		seeds, stats.steps, stats.begins, stats.pipelined, stats.decided, stats.done, stats.resumes, stats.staleResumes, stats.crashes, stats.takeovers, stats.zombieCalls,
-		stats.phantoms, stats.bogus, stats.requestedAborts, stats.settleCommit, stats.fails, stats.permanent)
+	t.Logf("%d seeds, %d steps: %d begins, %d barriers (%d while another was in flight), %d decided, %d done, %d resumed (%d after being fenced), %d crashes, %d takeovers (%d zombie calls), %d phantom fences, %d bogus inputs, %d requested aborts (%d of an open epoch), %d in-doubt commits by recovery, fails %v (%d permanent)",
+		seeds, stats.steps, stats.opened, stats.barriers, stats.pipelined, stats.decided, stats.done, stats.resumes, stats.staleResumes, stats.crashes, stats.takeovers, stats.zombieCalls,
+		stats.phantoms, stats.bogus, stats.requestedAborts, stats.openAborts, stats.settleCommit, stats.fails, stats.permanent)
 	// A simulation that never reaches the interesting cases proves nothing.
-	for _, st := range []Stage{StageRecover, StageReadDecision, StagePrepare, StageDecide, StageCommit, StageAbort, StageRequested} {
+	for _, st := range []Stage{StageRecover, StageReadDecision, StageBegin, StagePrepare, StageDecide, StageCommit, StageAbort, StageRequested} {
 		if stats.fails[st] == 0 {
 			t.Errorf("no failure at stage %v was simulated", st)
 		}
 	}
-	if stats.permanent == 0 || stats.settleCommit == 0 || stats.zombieCalls == 0 || stats.pipelined == 0 || stats.done < seeds*3 {
+	if stats.permanent == 0 || stats.settleCommit == 0 || stats.zombieCalls == 0 || stats.pipelined == 0 || stats.openAborts == 0 || stats.done < seeds*3 {
 		t.Errorf("schedules too tame: %+v", *stats)
 	}
 }

@@ -8,8 +8,9 @@ type EpochStatus struct {
 	Epoch Epoch
 	Phase Phase
 	// Waiting lists the participants the epoch waits for: those that have
-	// not prepared it (PhasePreparing), the decision log (PhaseDeciding),
-	// those that have not committed it (PhaseCommitting).
+	// not reported Begun (PhaseOpen), those that have not prepared it
+	// (PhasePreparing), the decision log (PhaseDeciding), those that have
+	// not committed it (PhaseCommitting).
 	Waiting []string
 }
 
@@ -24,9 +25,13 @@ func (m *Protocol) Err() error {
 	return m.err
 }
 
-// LastBegun returns the newest epoch begun (after recovery, the restored
-// one until the first Begin).
-func (m *Protocol) LastBegun() Epoch { return m.lastBegun }
+// LastOpened returns the newest epoch opened (ActBegin emitted); before
+// recovery ends, 0.
+func (m *Protocol) LastOpened() Epoch { return m.lastOpened }
+
+// LastBarrier returns the newest epoch whose barrier arrived (Barrier);
+// after recovery, the restored one until the first Barrier.
+func (m *Protocol) LastBarrier() Epoch { return m.lastBarrier }
 
 // LastDecided returns the newest epoch known decided: read from the
 // decision log at recovery, then each decision log commit. 0 before
@@ -44,7 +49,8 @@ func (m *Protocol) Participants() []string { return slices.Clone(m.names) }
 // MaxInFlight returns the configured limit on epochs in flight.
 func (m *Protocol) MaxInFlight() int { return m.cfg.MaxInFlight }
 
-// InFlight returns the epochs in flight, in epoch order. After a failure
+// InFlight returns the epochs in flight (open ones included), in epoch
+// order. After a failure
 // only the epochs left decided or in doubt remain.
 func (m *Protocol) InFlight() []EpochStatus {
 	out := make([]EpochStatus, len(m.inFlight))
@@ -52,6 +58,10 @@ func (m *Protocol) InFlight() []EpochStatus {
 		st := EpochStatus{Epoch: ep.epoch, Phase: ep.phase}
 		for i, n := range m.names {
 			switch ep.phase {
+			case PhaseOpen:
+				if !ep.begun[i] {
+					st.Waiting = append(st.Waiting, n)
+				}
 			case PhasePreparing:
 				if !ep.prepared[i] {
 					st.Waiting = append(st.Waiting, n)

@@ -5,7 +5,7 @@ import "strconv"
 // State is the Protocol's life cycle. The zero value is invalid, so an
 // uninitialised state is never mistaken for a real one.
 //
-//	Recovering --every in-doubt epoch settled (Resume)--> Running
+//	Recovering --every in-doubt epoch settled (Resume, Begin D+1)--> Running
 //	     |                                                   |
 //	     +------------------ any failure (Fail) -------------+--> Failed
 type State int
@@ -14,7 +14,8 @@ const (
 	// StateRecovering: participants are being fenced and their in-doubt
 	// epochs settled by the decision log. No epoch may begin.
 	StateRecovering State = 1 + iota
-	// StateRunning: epochs begin, prepare, are decided and commit.
+	// StateRunning: epochs are opened (Begin), prepare, are decided and
+	// commit.
 	StateRunning
 	// StateFailed: the job must stop and recover with a new Protocol (or,
 	// when fenced, exit). Nothing is prepared, decided or committed any more.
@@ -35,7 +36,8 @@ func (s State) String() string {
 
 // Phase is where one epoch in flight is. The zero value is invalid.
 //
-//	Preparing --all prepared--> Prepared --Decide(e), e-1 decided--> Deciding
+//	Open --Barrier(e)--> Preparing --all prepared--> Prepared
+//	  --Decide(e), e-1 decided--> Deciding
 //	  --decision log committed (Decided)--> Committing --all committed (Done)--> gone
 //
 // Before Deciding, a failure aborts the epoch everywhere. From Deciding on it
@@ -44,8 +46,14 @@ func (s State) String() string {
 type Phase int
 
 const (
-	// PhasePreparing: some participant has not prepared the epoch yet.
-	PhasePreparing Phase = 1 + iota
+	// PhaseOpen: Begin was emitted for the epoch at every participant, and
+	// its barrier has not reached them yet: the runtime hands them its
+	// records.
+	PhaseOpen Phase = 1 + iota
+	// PhasePreparing: the barrier arrived (Barrier); some participant has
+	// not prepared the epoch yet (a participant prepares only once it
+	// reported Begun).
+	PhasePreparing
 	// PhasePrepared: every participant prepared; the epoch waits for
 	// Decide, or for the previous epoch's decision.
 	PhasePrepared
@@ -59,6 +67,8 @@ const (
 
 func (p Phase) String() string {
 	switch p {
+	case PhaseOpen:
+		return "open"
 	case PhasePreparing:
 		return "preparing"
 	case PhasePrepared:
@@ -93,6 +103,9 @@ const (
 	StageAbort
 	// StageRequested: the caller aborted an epoch (Protocol.Abort).
 	StageRequested
+	// StageBegin: a participant's Begin failed; the epoch was not decided
+	// and is aborted everywhere.
+	StageBegin
 )
 
 func (s Stage) String() string {
@@ -111,6 +124,8 @@ func (s Stage) String() string {
 		return "abort"
 	case StageRequested:
 		return "requested"
+	case StageBegin:
+		return "begin"
 	}
 	return "Stage(" + strconv.Itoa(int(s)) + ")"
 }

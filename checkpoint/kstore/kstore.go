@@ -89,29 +89,42 @@ func describeCreated(ctx context.Context, adm *kadm.Client, topics []string) (ka
 // Latest returns the newest committed checkpoint of job, or nil when the
 // job has none. conn are the connection options (kclient.Options).
 func Latest(ctx context.Context, conn []kgo.Opt, job string) (*checkpoint.Record, error) {
-	var latest *checkpoint.Record
-	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
-		if string(r.Key) != job {
-			return nil // another job sharing the topic by mistake: not ours
-		}
-		if r.Value == nil {
-			latest = nil // a tombstone: the job's checkpoints were reset
-			return nil
-		}
-		rec, err := checkpoint.DecodeRecord(r.Value)
-		if err != nil {
-			return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-		if latest != nil && rec.ID <= latest.ID {
-			return fmt.Errorf("checkpoint %d at offset %d follows checkpoint %d: ids must increase", rec.ID, r.Offset, latest.ID)
-		}
-		latest = rec
-		return nil
-	})
-	if err != nil {
+	n := Newest{Job: job}
+	if err := kread.All(ctx, conn, checkpoint.TopicName(job), n.Add); err != nil {
 		return nil, err
 	}
-	return latest, nil
+	return n.Record, nil
+}
+
+// Newest folds a checkpoint topic, read in offset order with
+// read_committed, into the newest checkpoint of Job: Latest reads the
+// topic from Kafka, the broker-free simulation from its model, and both
+// decide alike.
+type Newest struct {
+	Job string
+	// Record is the newest checkpoint so far; nil for none (or after a
+	// tombstone: the job's checkpoints were reset).
+	Record *checkpoint.Record
+}
+
+// Add takes the next record of the topic.
+func (n *Newest) Add(r *kgo.Record) error {
+	if string(r.Key) != n.Job {
+		return nil // another job sharing the topic by mistake: not ours
+	}
+	if r.Value == nil {
+		n.Record = nil // a tombstone: the job's checkpoints were reset
+		return nil
+	}
+	rec, err := checkpoint.DecodeRecord(r.Value)
+	if err != nil {
+		return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	if n.Record != nil && rec.ID <= n.Record.ID {
+		return fmt.Errorf("checkpoint %d at offset %d follows checkpoint %d: ids must increase", rec.ID, r.Offset, n.Record.ID)
+	}
+	n.Record = rec
+	return nil
 }
 
 // ReadState calls fn with every committed changelog record of job's state

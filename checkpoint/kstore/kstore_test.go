@@ -12,7 +12,6 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/kafkatest"
-	"github.com/eoflow/pipeline/sink"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }
@@ -44,17 +43,22 @@ func TestCheckpointsRoundTripThroughKafka(t *testing.T) {
 		t.Fatalf("a new job has no checkpoint; got %v, %v", rec, err)
 	}
 
-	txn, err := sink.NewTxn(conn, job+"-txn", time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	txn := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(job+"-txn"))
+	commit := func(ctx context.Context) error {
+		if err := txn.Flush(ctx); err != nil {
+			return err
+		}
+		return txn.EndTransaction(ctx, kgo.TryCommit)
 	}
-	defer txn.Close()
-	if err := txn.Fence(ctx); err != nil {
-		t.Fatal(err)
+	abort := func(ctx context.Context) error {
+		if err := txn.AbortBufferedRecords(ctx); err != nil {
+			return err
+		}
+		return txn.EndTransaction(ctx, kgo.TryAbort)
 	}
 	epoch := func(end func(context.Context) error, id checkpoint.ID, offset int64, state map[string]string) {
 		t.Helper()
-		if err := txn.Begin(); err != nil {
+		if err := txn.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
 		for k, v := range state {
@@ -62,20 +66,20 @@ func TestCheckpointsRoundTripThroughKafka(t *testing.T) {
 			if v != "" {
 				value = []byte(v)
 			}
-			txn.Produce(ctx, StateRecord(job, []byte(k), value))
+			txn.Produce(ctx, StateRecord(job, []byte(k), value), nil)
 		}
 		r, err := CheckpointRecord(record(job, id, offset))
 		if err != nil {
 			t.Fatal(err)
 		}
-		txn.Produce(ctx, r)
+		txn.Produce(ctx, r, nil)
 		if err := end(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	epoch(txn.Commit, 1, 10, map[string]string{"a": "1", "b": "1"})
-	epoch(txn.Commit, 2, 20, map[string]string{"a": "2", "b": ""}) // b deleted
-	epoch(txn.Abort, 3, 30, map[string]string{"a": "never"})
+	epoch(commit, 1, 10, map[string]string{"a": "1", "b": "1"})
+	epoch(commit, 2, 20, map[string]string{"a": "2", "b": ""}) // b deleted
+	epoch(abort, 3, 30, map[string]string{"a": "never"})
 
 	rec, err := Latest(ctx, conn, job)
 	if err != nil {

@@ -1,7 +1,6 @@
 package savepoint
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -187,7 +186,7 @@ func manifestOf(rec *checkpoint.Record) *Manifest {
 			op.Kind = KindSource
 			for _, o := range rec.Offsets {
 				if slices.Contains(desc.Topics, o.Topic) {
-					op.Offsets = append(op.Offsets, Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+					op.Offsets = append(op.Offsets, o)
 				}
 			}
 		case checkpoint.KindAggregate:
@@ -435,9 +434,7 @@ func (c *checker) topics() {
 			}
 		}
 	}
-	slices.SortFunc(c.plan.Offsets, func(a, b checkpoint.SourceOffset) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	slices.SortFunc(c.plan.Offsets, checkpoint.CompareOffsets)
 	for _, op := range c.d.Operators {
 		for _, t := range op.Topics {
 			if !matched[t] {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/eoflow/pipeline/internal/wire"
 	"github.com/eoflow/pipeline/state"
 )
 
@@ -156,7 +157,7 @@ func (e *dataEncoder) add(kg state.KeyGroup, key, value []byte) error {
 		return fmt.Errorf("%w: operator %q, key %q: given key group %d, but the key belongs to group %d of %d",
 			ErrInvalidEntry, e.hdr.Operator, key, kg, want, e.hdr.KeyGroups)
 	}
-	size := uvarintLen(uint64(kg)) + uvarintLen(uint64(len(key))) + len(key) + uvarintLen(uint64(len(value))) + len(value)
+	size := wire.UvarintLen(uint64(kg)) + wire.UvarintLen(uint64(len(key))) + len(key) + wire.UvarintLen(uint64(len(value))) + len(value)
 	if size > maxBlockLen {
 		return fmt.Errorf("%w: operator %q, key %q: entry of %d bytes exceeds the %d-byte block limit", ErrInvalidEntry, e.hdr.Operator, key, size, maxBlockLen)
 	}
@@ -345,31 +346,15 @@ func (d *dataDecoder) each(fn func(kg state.KeyGroup, key, value []byte) error) 
 
 // entriesOf parses the verified body of the block at byte at.
 func (d *dataDecoder) entriesOf(at int64, n int, fn func(kg state.KeyGroup, key, value []byte) error) error {
-	b := d.body
-	off := 0
-	field := func(what string) ([]byte, error) {
-		l, w := uvarintAt(b[off:])
-		if w <= 0 || l > uint64(len(b)-off-w) {
-			return nil, d.corrupt(at, fmt.Sprintf("block body byte %d: %s does not fit the block", off, what))
-		}
-		off += w
-		s := b[off : off+int(l) : off+int(l)]
-		off += int(l)
-		return s, nil
-	}
+	r := wire.NewReader(d.body)
 	for i := range n {
-		g, w := uvarintAt(b[off:])
-		if w <= 0 {
-			return d.corrupt(at, fmt.Sprintf("block body byte %d: entry %d: key group does not fit the block", off, i))
-		}
-		off += w
-		key, err := field("key")
-		if err != nil {
-			return err
-		}
-		value, err := field("value")
-		if err != nil {
-			return err
+		g := r.Uvarint("key group")
+		key := r.Bytes("key")
+		value := r.Bytes("value")
+		if err := r.Err(); err != nil {
+			var e *wire.Error
+			errors.As(err, &e)
+			return d.corrupt(at, fmt.Sprintf("block body byte %d: entry %d: %s does not fit the block (%s)", e.Offset, i, e.What, e.Msg))
 		}
 		kg := state.KeyGroup(g)
 		switch {
@@ -387,8 +372,8 @@ func (d *dataDecoder) entriesOf(at int64, n int, fn func(kg state.KeyGroup, key,
 			return err
 		}
 	}
-	if off != len(b) {
-		return d.corrupt(at, fmt.Sprintf("%d bytes left in the block after its %d entries", len(b)-off, n))
+	if left := r.Len(); left != 0 {
+		return d.corrupt(at, fmt.Sprintf("%d bytes left in the block after its %d entries", left, n))
 	}
 	return nil
 }
@@ -455,33 +440,34 @@ func (d *dataDecoder) readBody(n int) error {
 	return nil
 }
 
-// uvarint reads a minimally encoded uvarint, appending its bytes to d.raw.
+// uvarint reads a minimally encoded uvarint (wire.ReadUvarint: the rule
+// of every binary format here), appending its bytes to d.raw.
 func (d *dataDecoder) uvarint(field string) (uint64, error) {
 	at := d.off
-	var x uint64
-	for i := 0; ; i++ {
-		c, err := d.r.ReadByte()
-		if err == io.EOF {
-			return 0, d.truncated(field)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("data file %s: %w", d.name, err)
-		}
-		d.off++
-		d.raw = append(d.raw, c)
-		if i == binary.MaxVarintLen64-1 && c > 1 {
-			return 0, d.corrupt(at, field+": varint overflows 64 bits")
-		}
-		x |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			if i > 0 && c == 0 {
-				// A trailing zero group: a second encoding of the same
-				// number, which canonical files never hold.
-				return 0, d.corrupt(at, field+": varint not minimally encoded")
-			}
-			return x, nil
-		}
+	x, err := wire.ReadUvarint(d)
+	switch {
+	case err == nil:
+		return x, nil
+	case errors.Is(err, wire.ErrTruncated):
+		return 0, d.truncated(field)
+	case errors.Is(err, wire.ErrOverflow), errors.Is(err, wire.ErrNotMinimal):
+		// A trailing zero group is a second encoding of the same number,
+		// which canonical files never hold.
+		return 0, d.corrupt(at, field+": "+err.Error())
 	}
+	return 0, fmt.Errorf("data file %s: %w", d.name, err)
+}
+
+// ReadByte reads one byte of a header, frame or trailer, counting it and
+// keeping it in d.raw for the CRC (io.ByteReader, for wire.ReadUvarint).
+func (d *dataDecoder) ReadByte() (byte, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	d.off++
+	d.raw = append(d.raw, c)
+	return c, nil
 }
 
 // checkCRC reads the 4-byte CRC that follows d.raw (and d.body, for a
@@ -515,26 +501,4 @@ func (d *dataDecoder) truncated(what string) error {
 	return corruptf("data file %s: truncated at byte %d, inside the %s", d.name, d.off, what)
 }
 
-// uvarintAt decodes a minimal uvarint from b: w <= 0 if it is truncated,
-// overflows or is not minimal.
-func uvarintAt(b []byte) (x uint64, w int) {
-	x, w = binary.Uvarint(b)
-	if w > 1 && b[w-1] == 0 {
-		return 0, -1
-	}
-	return x, w
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
-}
-
-func appendString[T string | []byte](dst []byte, s T) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
+func appendString[T string | []byte](dst []byte, s T) []byte { return wire.AppendBytes(dst, s) }

@@ -160,9 +160,7 @@ func (d *Descriptor) SourceOffsets(offsets []checkpoint.SourceOffset) (map[strin
 		return nil, fmt.Errorf("savepoint: the checkpoint has offsets of topics %s that no source of the configuration reads", quoteList(unknown))
 	}
 	for _, offs := range out {
-		slices.SortFunc(offs, func(a, b checkpoint.SourceOffset) int {
-			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-		})
+		slices.SortFunc(offs, checkpoint.CompareOffsets)
 	}
 	return out, nil
 }

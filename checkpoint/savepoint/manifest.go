@@ -93,12 +93,9 @@ type Operator struct {
 	Files []File `json:"files,omitempty"`
 }
 
-// Offset is the next offset to read from one partition.
-type Offset struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-}
+// Offset is the next offset to read from one partition, as the manifest
+// holds it.
+type Offset = checkpoint.SourceOffset
 
 // AggregateDesc is what an aggregate's state means: a restore into an
 // aggregate whose description differs is refused, because its state would
@@ -151,13 +148,9 @@ func (m *Manifest) Operator(id string) *Operator {
 func (m *Manifest) Offsets() []checkpoint.SourceOffset {
 	var out []checkpoint.SourceOffset
 	for _, op := range m.Operators {
-		for _, o := range op.Offsets {
-			out = append(out, checkpoint.SourceOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
-		}
+		out = append(out, op.Offsets...)
 	}
-	slices.SortFunc(out, func(a, b checkpoint.SourceOffset) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	slices.SortFunc(out, checkpoint.CompareOffsets)
 	return out
 }
 

@@ -176,13 +176,8 @@ func (w *Writer) Dir() string { return w.dir }
 // them (Descriptor.SourceOffsets groups a checkpoint's offsets by
 // source). Every partition 0..n-1 of each topic must be there.
 func (w *Writer) Source(id string, offsets []checkpoint.SourceOffset) error {
-	offs := make([]Offset, len(offsets))
-	for i, o := range offsets {
-		offs[i] = Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
-	}
-	slices.SortFunc(offs, func(a, b Offset) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	offs := slices.Clone(offsets)
+	slices.SortFunc(offs, checkpoint.CompareOffsets)
 	if err := errors.Join(validateOffsets(fmt.Sprintf("source %q", id), id, offs, map[string]string{})...); err != nil {
 		return fmt.Errorf("savepoint %s: %w", w.dir, err)
 	}

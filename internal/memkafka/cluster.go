@@ -58,6 +58,11 @@ type topic struct {
 
 type partition struct {
 	entries []entry
+	// settled is a prefix of entries known to hold no open transaction:
+	// an entry's transaction only ever leaves the open state, and new
+	// entries are appended past it, so the prefix never shrinks and
+	// stable need not rescan it.
+	settled int64
 }
 
 // entry is one offset of a partition: a record, or the control marker a
@@ -249,12 +254,12 @@ func (c *Cluster) end(t *txn, commit bool) {
 // stable is p's last stable offset: the first entry of a transaction
 // still open, or the high watermark; c.mu is held.
 func (p *partition) stable() int64 {
-	for i, e := range p.entries {
-		if e.txn != nil && e.txn.status == txnOpen {
-			return int64(i)
+	for ; p.settled < int64(len(p.entries)); p.settled++ {
+		if e := p.entries[p.settled]; e.txn != nil && e.txn.status == txnOpen {
+			break
 		}
 	}
-	return int64(len(p.entries))
+	return p.settled
 }
 
 // Offsets are a partition's log end (high watermark) and last stable
