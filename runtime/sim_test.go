@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -338,22 +339,9 @@ func newSimReader(w *world, offsets map[source.TopicPartition]int64) *simReader 
 		r.fetch[m], r.next[m] = off, off
 	}
 	slices.SortFunc(r.tps, func(a, b memkafka.TP) int {
-		if a.Topic != b.Topic {
-			return compareStrings(a.Topic, b.Topic)
-		}
-		return int(a.Partition - b.Partition)
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return r
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (r *simReader) Poll(_ context.Context, max int) ([]*kgo.Record, error) {

@@ -37,8 +37,8 @@ func newDriverWorld(t *testing.T) *driverWorld {
 	return w
 }
 
-// driver starts a new instance of the job and recovers it.
-func (w *driverWorld) driver(wantDecided Epoch) *Driver {
+// unrecovered starts a new instance of the job, not yet recovered.
+func (w *driverWorld) unrecovered() *Driver {
 	w.t.Helper()
 	w.instance++
 	d, err := NewDriver(DriverConfig{
@@ -48,6 +48,13 @@ func (w *driverWorld) driver(wantDecided Epoch) *Driver {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	return d
+}
+
+// driver starts a new instance of the job and recovers it.
+func (w *driverWorld) driver(wantDecided Epoch) *Driver {
+	w.t.Helper()
+	d := w.unrecovered()
 	got, err := d.Recover(context.Background())
 	if err != nil {
 		w.t.Fatalf("recover: %v", err)
@@ -241,14 +248,7 @@ func TestDriverAbort(t *testing.T) {
 
 func TestDriverRecoveryFailureIsRetried(t *testing.T) {
 	w := newDriverWorld(t)
-	w.instance++
-	d, err := NewDriver(DriverConfig{
-		DecisionLog:  &handle{s: w.log, inc: w.instance},
-		Participants: []Participant{&handle{s: w.db, inc: w.instance}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := w.unrecovered()
 	ctx := context.Background()
 	if err := d.Commit(ctx, 1); !errors.Is(err, ErrNotRecovered) {
 		t.Fatalf("commit before recovery: %v", err)
@@ -306,17 +306,10 @@ func TestDriverAbortsTheOpenEpoch(t *testing.T) {
 
 func TestDriverBeginFailureAtRecovery(t *testing.T) {
 	w := newDriverWorld(t)
-	w.instance++
-	d, err := NewDriver(DriverConfig{
-		DecisionLog:  &handle{s: w.log, inc: w.instance},
-		Participants: []Participant{&handle{s: w.db, inc: w.instance}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := w.unrecovered()
 	ctx := context.Background()
 	w.failNext["db begin"] = failAfter // begun, but reported failed
-	_, err = d.Recover(ctx)
+	_, err := d.Recover(ctx)
 	fe := failErr(t, err, StageBegin)
 	if fe.Epoch != 1 || fe.Participant != "db" || fe.Recovering || fe.Permanent {
 		t.Fatalf("%+v", fe)
