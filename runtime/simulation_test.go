@@ -21,6 +21,8 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/memkafka"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // The broker-free, deterministic simulation of the whole task graph
@@ -97,6 +99,10 @@ type simRun struct {
 	// every run ends with the job finishing its input.
 	faultSteps, steps int
 	crashes, restarts int
+	// paused: this attempt was paused past the transaction timeout, a
+	// fault whose failure may surface after faultSteps.
+	paused bool
+	pauses int
 	// bug, if set, is injected into the harness (TestSimulationFindsBugs).
 	bug simBug
 	// committed is what check has read of the committed topics.
@@ -273,6 +279,7 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		r.w.log("attempt %d killed %s", r.restarts, c.at)
 		stopped, err = false, nil
 	}()
+	r.paused = false
 	faulty := r.steps < r.faultSteps
 	if !faulty {
 		r.w.crashP = 0
@@ -310,6 +317,10 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		if errors.Is(ferr, errViolation) {
 			return false, ferr
 		}
+		if errors.Is(ferr, twophase.ErrFenced) || errors.Is(ferr, sink.ErrFenced) {
+			// No other instance ever runs here: nothing can have taken over.
+			return false, fmt.Errorf("%w: the job took a failure for a takeover and would exit: %v", errViolation, ferr)
+		}
 		r.w.log("attempt %d failed: %v", r.restarts, ferr)
 		if err := r.unexpected(ferr); err != nil {
 			return false, err
@@ -329,7 +340,7 @@ func (r *simRun) attempt() (stopped bool, err error) {
 // unexpected tells failures the job must survive (it restarts) from ones
 // that mean a bug: with no fault injected, a failure is a bug.
 func (r *simRun) unexpected(err error) error {
-	if r.w.crashP == 0 && r.steps >= r.faultSteps && !errors.Is(err, errCrashStep) {
+	if r.w.crashP == 0 && r.steps >= r.faultSteps && !r.paused && !errors.Is(err, errCrashStep) {
 		return fmt.Errorf("%w: a failure without any fault injected: %v", errViolation, err)
 	}
 	return nil
@@ -365,6 +376,7 @@ const (
 	stepTick
 	stepStop
 	stepSavepoint
+	stepPause
 	stepCrash
 )
 
@@ -430,6 +442,9 @@ func (s *simGraph) choose() (simStep, int) {
 	}
 	if r.steps < r.faultSteps && r.w.crashP > 0 {
 		add(stepCrash, 0, 1)
+		if r.pauses < 2 {
+			add(stepPause, 0, 1)
+		}
 	}
 	total := 0
 	for _, o := range opts {
@@ -573,6 +588,18 @@ func (s *simGraph) do(step simStep, arg int) error {
 		s.savepoint = &savepointRequest{dir: r.savepointDir(), done: make(chan savepointOutcome, 1)}
 		r.w.log("savepoint %s asked", s.savepoint.dir)
 		l.requestSavepoint(s.savepoint)
+	case stepPause:
+		// The process stops (a long GC pause, SIGSTOP, a frozen VM) past
+		// the transaction timeout: the coordinator aborts the open
+		// transaction, and the job must restart from its checkpoint, not
+		// take the aborted epoch for a takeover.
+		d := r.cfg.Kafka.TransactionTimeout + time.Duration(1+r.w.rng.IntN(5000))*time.Millisecond
+		r.w.log("paused for %v", d)
+		r.paused = true
+		r.pauses++
+		r.clock = r.clock.Add(d)
+		r.w.kafka.Advance(d)
+		l.onTick()
 	case stepCrash:
 		r.w.log("crash between steps")
 		panic(simCrash{at: "between steps"})
