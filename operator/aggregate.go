@@ -231,6 +231,11 @@ func (s *AggregateState) Output(groupKey string) []byte {
 func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
 	dst = append(dst, `{"key":`...)
 	dst = appendKey(dst, groupKey, s.keyKind)
+	return s.appendValues(dst)
+}
+
+// appendValues appends ,"<name>":<result> per value and the closing brace.
+func (s *AggregateState) appendValues(dst []byte) []byte {
 	for i, acc := range s.accs {
 		dst = append(dst, ',')
 		dst = appendString(dst, s.layout.names[i])
