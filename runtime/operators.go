@@ -31,7 +31,7 @@ func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []messa
 	return outs, nil
 }
 
-func (o *passThrough) snapshot() (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
+func (o *passThrough) snapshot(int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
 	return nil, nil, nil
 }
 
@@ -93,7 +93,7 @@ func (o *aggregateOp) output(in *kgo.Record, groupKey string, st *operator.Aggre
 	return o.p.outputs(&o.buf, in, view, key, value)
 }
 
-func (o *aggregateOp) snapshot() (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
+func (o *aggregateOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
 	delta := o.store.Snapshot()
 	if o.agg.Emit() == config.EmitOnCheckpoint {
 		for _, e := range delta.Entries {

@@ -141,15 +141,15 @@ type exportReport struct {
 // at the barrier, after the snapshot went to the sink and before any record
 // after the barrier: the state is exactly that of the checkpoint.
 func (e *export) exportState(op keyedOperator) error {
-	a, ok := op.(*aggregateOp)
+	a, ok := op.(stateful)
 	if !ok {
 		return nil // no state: the savepoint holds only offsets
 	}
-	ow := e.ops[a.agg.ID()]
+	ow := e.ops[a.operatorID()]
 	if ow == nil {
-		return fmt.Errorf("no savepoint writer for operator %q", a.agg.ID())
+		return fmt.Errorf("no savepoint writer for operator %q", a.operatorID())
 	}
-	return ow.WriteAll(a.store.Range(), a.store.All())
+	return ow.WriteAll(a.keyedStore().Range(), a.keyedStore().All())
 }
 
 // pendingSavepoint is a savepoint the coordinator loop waits to finish:
@@ -394,7 +394,7 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	}
 	keys := 0
 	for w, rs := range restorers {
-		store := ops[w].(*aggregateOp).store
+		store := ops[w].(stateful).keyedStore()
 		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
 			return fail(err)
 		}
@@ -413,12 +413,12 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	// The import is the epoch that recovery began.
 	var summary []checkpoint.StateSummary
 	for _, op := range ops {
-		agg, ok := op.(*aggregateOp)
+		agg, ok := op.(stateful)
 		if !ok {
 			continue
 		}
-		id := agg.agg.ID()
-		for e := range agg.store.All() {
+		id := agg.operatorID()
+		for e := range agg.keyedStore().All() {
 			rec := e.Record(id)
 			delete(stale, string(rec.Key))
 			txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value))
@@ -433,7 +433,7 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 		id = a.latest.ID + 1
 	}
 	a.savepointID = r.ID()
-	rec := a.newRecord(id, offsetList(offsets), mergeState(summary))
+	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil /* TODO savepoint event time */)
 	cr, err := kstore.CheckpointRecord(rec)
 	if err != nil {
 		return fail(err)
