@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -256,7 +257,12 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 	if id == "" {
 		id = fmt.Sprintf("%s-%d", kind, i)
 	}
-	return &Aggregator{layout: newLayout(names, funcs), path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
+	var ttl time.Duration
+	if kind == config.StepAggregate {
+		ttl = s.Aggregate.TTL
+	}
+	l := newLayout(names, funcs, ttl > 0)
+	return &Aggregator{layout: l, path: path, id: id, emit: emit, ttl: ttl, args: args, vals: make([]any, len(args))}, nil
 }
 
 // inputFields is need: the fields read by the expressions that see the

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eoflow/pipeline/config"
 )
@@ -174,5 +175,48 @@ func TestChainEventTime(t *testing.T) {
 	_, rerr = c.EventTime(jsonRecord(`{"k":"a","ts":"soon"}`), e)
 	if rerr == nil || rerr.Code != CodeType || rerr.Step != "sources[0].event_time.timestamp" {
 		t.Fatalf("bad ts: %+v", rerr)
+	}
+}
+
+// With aggregate.ttl a state keeps its update time (encoding version 3);
+// states written without a TTL restore into one with it (time unknown),
+// and the converse drops the time.
+func TestStateUpdateTimeWithTTL(t *testing.T) {
+	vals := []config.AggregateValue{val("count", config.AggCount, ""), val("sum", config.AggSum, "x")}
+	withTTL := mustCompile(t, keyByStep("k"), config.Step{Aggregate: &config.Aggregate{TTL: 3600e9, Values: vals}})
+	without := mustCompile(t, keyByStep("k"), aggStep("", vals...))
+	a, b := withTTL.Aggregator(), without.Aggregator()
+	if a.TTL() != time.Hour || b.TTL() != 0 {
+		t.Fatalf("TTL: %v %v", a.TTL(), b.TTL())
+	}
+	st := a.NewState()
+	r := jsonRecord(`{"k":"a","x":5}`)
+	withTTL.Process(r)
+	a.Add(st, r)
+	st.SetUpdated(1_700_000_000_123)
+	enc, _ := st.MarshalBinary()
+	if enc[0] != 3 {
+		t.Fatalf("version %d, want 3", enc[0])
+	}
+	back, err := a.DecodeState(enc)
+	if err != nil || back.Updated() != 1_700_000_000_123 || string(back.Output("a")) != string(st.Output("a")) {
+		t.Fatalf("round trip: %v %d %s", err, back.Updated(), back.Output("a"))
+	}
+	old, err := b.DecodeState(enc)
+	if err != nil || old.Updated() != 0 || string(old.Output("a")) != string(st.Output("a")) {
+		t.Fatalf("into a job without TTL: %v %s", err, old.Output("a"))
+	}
+	plain, _ := old.MarshalBinary()
+	if plain[0] != 1 {
+		t.Fatalf("without TTL the encoding is version %d, want 1", plain[0])
+	}
+	up, err := a.DecodeState(plain)
+	if err != nil || up.Updated() != 0 {
+		t.Fatalf("version 1 into a TTL job: %v %d", err, up.Updated())
+	}
+	for i := range enc {
+		if _, err := a.DecodeState(enc[:i]); err == nil {
+			t.Fatalf("truncated at %d: no error", i)
+		}
 	}
 }

@@ -38,7 +38,7 @@ type message struct {
 	rec *kgo.Record
 	// op is the input after the stateless steps (source → worker): its
 	// decoded, possibly mapped, value and its group key.
-	op      *operator.Record
+	op *operator.Record
 	// at is the input's event time in epoch milliseconds (source →
 	// worker, jobs with event time only).
 	at      int64

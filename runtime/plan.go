@@ -23,11 +23,11 @@ import (
 // plan is the compiled form of a job's configuration: what every task
 // evaluates, shared read-only by all of them (each clones what it mutates).
 type plan struct {
-	cfg    *config.Config
-	chain  *operator.Chain
-	agg    *operator.Aggregator // nil for a stateless job
+	cfg   *config.Config
+	chain *operator.Chain
+	agg   *operator.Aggregator // nil for a stateless job
 	// time is the job's event time and window (nil: neither).
-	time *timePlan
+	time   *timePlan
 	sinks  []sinkSpec
 	format map[string]config.Format // source topic -> value format
 	// metrics counts dead letters (set by the Job; nil in plan-only uses).
@@ -410,7 +410,11 @@ func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &aggregateOp{p: j.plan, agg: agg, store: store}, nil
+	op := &aggregateOp{p: j.plan, agg: agg, store: store}
+	if ttl := agg.TTL(); ttl > 0 {
+		op.expiry = &expiry{ttl: ttl.Milliseconds(), eventTime: j.plan.time != nil && len(j.plan.time.byTopic) > 0, now: j.now}
+	}
+	return op, nil
 }
 
 // restoringOperators builds one keyed operator per worker and, for a job

@@ -46,12 +46,12 @@ type sinkTask struct {
 	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary, et *checkpoint.EventTime) *checkpoint.Record
 	// timed: the job has event time, and every checkpoint record carries
 	// the barrier's.
-	timed bool
-	now       func() time.Time
-	log       *slog.Logger
-	faults    *fault.Injector
-	metrics   *metrics.Metrics
-	epoch     epochStats
+	timed   bool
+	now     func() time.Time
+	log     *slog.Logger
+	faults  *fault.Injector
+	metrics *metrics.Metrics
+	epoch   epochStats
 	// committed is told the offsets of every committed checkpoint.
 	committed func([]checkpoint.SourceOffset)
 	// limits say how large a record each topic accepts (fitRecord), and

@@ -39,7 +39,7 @@ var (
 	_ stateful = (*windowOp)(nil)
 )
 
-func (o *aggregateOp) operatorID() string      { return o.agg.ID() }
+func (o *aggregateOp) operatorID() string     { return o.agg.ID() }
 func (o *aggregateOp) keyedStore() keyedStore { return o.store }
 
 // windowOp is a windowed aggregate over the key groups of one worker. Its
@@ -67,7 +67,7 @@ type windowOp struct {
 	keys []string        // scratch of PopUntil
 }
 
-func (o *windowOp) operatorID() string      { return o.agg.ID() }
+func (o *windowOp) operatorID() string     { return o.agg.ID() }
 func (o *windowOp) keyedStore() keyedStore { return o.store }
 
 func (o *windowOp) summary() checkpoint.StateSummary {
