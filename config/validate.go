@@ -206,7 +206,7 @@ func (v *validator) sources() {
 
 // stepKinds are the keys that make a step what it is, in the order the
 // docs list them.
-var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate}
+var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate, StepWindow}
 
 func (v *validator) steps() {
 	keyBy, aggregate := -1, -1

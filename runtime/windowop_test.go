@@ -189,22 +189,17 @@ func TestWindowsShuffledWithinBoundAsSorted(t *testing.T) {
 		run := func(data [][]in) *windowHarness {
 			h := newWindowHarness(t, windowTestJob, windowEnv("tumbling: 200ms", fmt.Sprintf("%dms", ooo), "0s"), parts)
 			pos := make([]int, parts)
-			for {
-				progressed := false
+			for left := parts * perPart; left > 0; {
 				for p := range parts {
-					k := rng.IntN(8)
-					for ; k > 0 && pos[p] < len(data[p]); k-- {
+					for k := rng.IntN(8); k > 0 && pos[p] < len(data[p]); k-- {
 						x := data[p][pos[p]]
 						h.send(int32(p), int64(pos[p]), fmt.Sprintf(`{"n": %d, "ts": %d}`, x.n, x.ts))
 						pos[p]++
-						progressed = true
+						left--
 					}
 				}
 				if rng.IntN(5) == 0 {
 					h.barrier()
-				}
-				if !progressed {
-					break
 				}
 			}
 			for i, x := range lateIn {
