@@ -245,8 +245,28 @@ func (v *validator) steps() {
 			for _, f := range s.Map {
 				v.expr(kpath+"."+f.Name, f.Expr)
 			}
+		case StepWindow:
+			if v.c.Guarantee == AtMostOnce {
+				// Windows fire at checkpoint barriers, as on_checkpoint
+				// aggregates emit at them.
+				v.fail(kpath, "a window fires when a checkpoint's watermark passes its end, and guarantee: %s takes no checkpoints, so nothing would ever be written: use guarantee: %s (outputs may repeat after a crash) or %s",
+					AtMostOnce, AtLeastOnce, ExactlyOnce)
+			}
+			switch {
+			case aggregate >= 0:
+				v.fail(kpath, "a job has at most one aggregate or window; steps[%d] is one already", aggregate)
+			case keyBy < 0:
+				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
+			}
+			if aggregate < 0 {
+				aggregate = i
+			}
 		case StepAggregate:
 			v.aggregate(kpath, s.Aggregate)
+			if s.Aggregate != nil && s.Aggregate.TTL > 0 && v.c.Guarantee == AtMostOnce {
+				v.fail(kpath+".ttl", "keys expire at checkpoint barriers, and guarantee: %s takes no checkpoints: drop the ttl, or use guarantee: %s or %s",
+					AtMostOnce, AtLeastOnce, ExactlyOnce)
+			}
 			switch {
 			case aggregate >= 0:
 				v.fail(kpath, "a job has at most one aggregate; steps[%d] is one already", aggregate)
