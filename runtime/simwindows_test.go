@@ -1,12 +1,14 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -44,18 +46,29 @@ var parityWindowsJob = simJob{name: "parity-windows", config: parityWindowsYAML,
 		return "odd"
 	}}
 
-func init() { simJobs = append(simJobs, parityWindowsJob) }
+// sessionWindowsJob is parity-windows with session windows: a record late
+// but within allowed_lateness may bridge two sessions of its key.
+var sessionWindowsJob = simJob{name: "session-windows", windowed: true, keyOf: parityWindowsJob.keyOf,
+	config: strings.Replace(parityWindowsYAML, "tumbling: ${WINDOW:-10s}", "session: {gap: ${WINDOW:-1s}}", 1)}
+
+func init() { simJobs = append(simJobs, parityWindowsJob, sessionWindowsJob) }
+
+func (r *simRun) sessions() bool { return r.job.name == sessionWindowsJob.name }
 
 const (
 	simLateTopic  = "late"
 	simWindow     = 200 // ms
 	simOutOfOrder = 50  // ms
+	simGap        = 15  // ms: sessions of one key break often
 )
 
 // windowEnv sets the window's parameters: allowed lateness drawn per run.
 func (r *simRun) windowEnv(env map[string]string) {
 	env["LATE_TOPIC"] = simLateTopic
 	env["WINDOW"] = fmt.Sprintf("%dms", simWindow)
+	if r.sessions() {
+		env["WINDOW"] = fmt.Sprintf("%dms", simGap)
+	}
 	env["MAX_OOO"] = fmt.Sprintf("%dms", simOutOfOrder)
 	env["LATENESS"] = []string{"0s", "100ms"}[r.w.rng.IntN(2)]
 }
@@ -107,6 +120,8 @@ type windowOracle struct {
 func (r *simRun) windowOracle(offsets []int64) windowOracle {
 	o := windowOracle{windows: map[simWin]simAgg{}, late: map[simTP]bool{}, maxTime: make([]int64, simPartitions)}
 	ooo, lateness := int64(simOutOfOrder), r.lateness()
+	type event struct{ ts, n int64 }
+	byKey := map[string][]event{} // sessions: every counted input of a key
 	for p, off := range offsets {
 		max := int64(window.NoWatermark)
 		for i, in := range r.inputs[p][:off] {
@@ -121,6 +136,11 @@ func (r *simRun) windowOracle(offsets []int64) windowOracle {
 			if in.ts > max {
 				max = in.ts
 			}
+			if r.sessions() {
+				k := r.job.keyOf(in.n)
+				byKey[k] = append(byKey[k], event{in.ts, in.n})
+				continue
+			}
 			start := in.ts - ((in.ts%simWindow)+simWindow)%simWindow
 			w := simWin{r.job.keyOf(in.n), start, start + simWindow}
 			a := o.windows[w]
@@ -129,6 +149,26 @@ func (r *simRun) windowOracle(offsets []int64) windowOracle {
 			o.windows[w] = a
 		}
 		o.maxTime[p] = max
+	}
+	// Sessions, from scratch: a key's times in order, split where two
+	// are gap or more apart.
+	for k, evs := range byKey {
+		slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.ts, b.ts) })
+		var w simWin
+		var a simAgg
+		for i, e := range evs {
+			if i > 0 && e.ts >= evs[i-1].ts+simGap {
+				o.windows[w] = a
+				a = simAgg{}
+			}
+			if a.count == 0 {
+				w = simWin{k, e.ts, 0}
+			}
+			w.end = e.ts + simGap
+			a.count++
+			a.sum += e.n
+		}
+		o.windows[w] = a
 	}
 	return o
 }
