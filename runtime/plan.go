@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,7 +18,6 @@ import (
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
-	"github.com/eoflow/pipeline/window"
 )
 
 // plan is the compiled form of a job's configuration: what every task
@@ -89,28 +87,6 @@ func compile(cfg *config.Config) (*plan, error) {
 		if slices.Contains(ids, op.ID) {
 			p.checkpointed = append(p.checkpointed, op)
 		}
-	}
-	if w := p.timeWindow(); w != nil && !slices.ContainsFunc(p.checkpointed, func(d checkpoint.OperatorDesc) bool { return d.ID == w.id }) {
-		// STOPGAP until savepoint.DescribeConfig knows windows.
-		d := checkpoint.OperatorDesc{ID: w.id, Kind: checkpoint.KindWindow}
-		switch w.spec.Kind {
-		case window.Tumbling:
-			d.Window = checkpoint.WindowDesc{Kind: checkpoint.WindowTumbling, Size: w.spec.Size}
-		case window.Hopping:
-			d.Window = checkpoint.WindowDesc{Kind: checkpoint.WindowHopping, Size: w.spec.Size, Advance: w.spec.Advance}
-		case window.Session:
-			d.Window = checkpoint.WindowDesc{Kind: checkpoint.WindowSession, Gap: w.spec.Gap}
-		}
-		for _, v := range p.chain.Window().Values {
-			d.Values = append(d.Values, checkpoint.AggregateValue{Name: v.Name, Func: string(v.Func), Arg: v.Arg})
-		}
-		for _, s := range cfg.Steps {
-			if s.KeyBy != "" {
-				d.KeyBy = strings.TrimSpace(s.KeyBy)
-			}
-		}
-		p.checkpointed = append(p.checkpointed, d)
-		slices.SortFunc(p.checkpointed, func(a, b checkpoint.OperatorDesc) int { return strings.Compare(a.ID, b.ID) })
 	}
 	return p, nil
 }

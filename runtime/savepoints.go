@@ -233,9 +233,10 @@ func (s *savepoints) exporting() bool {
 }
 
 // completed is told that checkpoint id committed, with its offsets.
-func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset) {
+func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime) {
 	if p := s.pending[id]; p != nil {
 		p.completed, p.offsets = true, offsets
+		p.w.SetEventTime(et)
 		s.maybeFinish(p)
 	}
 }
@@ -433,7 +434,7 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 		id = a.latest.ID + 1
 	}
 	a.savepointID = r.ID()
-	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil /* TODO savepoint event time */)
+	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), importedEventTime(r.Manifest().EventTime, plan, j.plan.time))
 	cr, err := kstore.CheckpointRecord(rec)
 	if err != nil {
 		return fail(err)
@@ -459,5 +460,32 @@ func offsetList(offsets map[source.TopicPartition]int64) []checkpoint.SourceOffs
 	for tp, off := range offsets {
 		out = append(out, checkpoint.SourceOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
+	return out
+}
+
+// importedEventTime is the event time a job started from a savepoint
+// continues from: the savepoint's, with its partitions under their
+// topics' new names, for the topics the job reads with event time. Nil
+// when either side has none: the watermarks then start over, each
+// partition from its first record (CheckRestore noted it).
+func importedEventTime(et *savepoint.EventTime, plan *savepoint.RestorePlan, tp *timePlan) *checkpoint.EventTime {
+	if et == nil || tp == nil || len(tp.byTopic) == 0 {
+		return nil
+	}
+	rename := map[string]string{}
+	for _, t := range plan.Topics {
+		rename[t.From] = t.To
+	}
+	out := et.Checkpoint()
+	kept := out.Partitions[:0]
+	for _, p := range out.Partitions {
+		if to, ok := rename[p.Topic]; ok {
+			p.Topic = to
+		}
+		if tp.byTopic[p.Topic] != nil {
+			kept = append(kept, p)
+		}
+	}
+	out.Partitions = kept
 	return out
 }

@@ -179,6 +179,9 @@ func (r *simRun) catchUpWindows() error {
 	v := &r.committed
 	if v.windows == nil {
 		v.windows, v.late, v.watermark = map[simWin][]simAgg{}, map[simTP]int{}, window.NoWatermark
+		if r.base != nil {
+			v.watermark = r.baseWatermark
+		}
 	}
 	for _, out := range v.tail(r.w, "out") {
 		var o struct {
@@ -233,15 +236,30 @@ func (r *simRun) checkWindows(when string) error {
 		}
 		watermark = rec.EventTime.Watermark
 	}
+	if rec == nil && r.base != nil {
+		copy(offsets, r.base) // nothing committed: still where the savepoint was
+		watermark = r.baseWatermark
+	}
 	want := r.windowOracle(offsets)
 	if err := r.checkEventTime(when, rec, want); err != nil {
 		return err
+	}
+	// A continuation's outputs go on from its savepoint's: what that
+	// fired, the run before committed.
+	var base windowOracle
+	if r.base != nil {
+		base = r.windowOracle(r.base)
+		for tp := range base.late {
+			delete(want.late, tp)
+		}
+		want.bad -= base.bad
 	}
 	exact := r.guarantee == config.ExactlyOnce
 	lateness := r.lateness()
 	fired := map[simWin]simAgg{}
 	for w, a := range want.windows {
-		if watermark != window.NoWatermark && w.end+lateness <= watermark {
+		if watermark != window.NoWatermark && w.end+lateness <= watermark &&
+			(r.baseWatermark == window.NoWatermark || r.base == nil || w.end+lateness > r.baseWatermark) {
 			fired[w] = a
 		}
 	}

@@ -238,6 +238,9 @@ func (s *sinkTask) decide(ctx context.Context, b *barrier) commitResult {
 	at := s.now()
 	res := commitResult{id: b.id, err: err, at: at, offsets: b.offsets, alignment: alignment, commit: at.Sub(commitStart),
 		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
+	if s.timed {
+		res.eventTime = recordEventTime(b.watermark, b.times)
+	}
 	if err != nil {
 		return res
 	}
