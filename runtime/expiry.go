@@ -38,7 +38,7 @@ func (e *expiry) touch(st *operator.AggregateState, at int64, created bool, key 
 	}
 	if created {
 		st.SetUpdated(t)
-		e.timers.Add(satAdd(t, e.ttl), key)
+		e.timers.Add(window.SatAdd(t, e.ttl), key)
 		return true
 	}
 	if t <= st.Updated() {
@@ -61,7 +61,7 @@ func (e *expiry) expire(store *state.Store[*operator.AggregateState], watermark 
 			st, _ := store.Get(en.Key)
 			// A state restored without an update time (written before the
 			// TTL was set) counts from its first barrier here.
-			e.timers.Add(satAdd(st.Updated(), e.ttl), string(en.Key))
+			e.timers.Add(window.SatAdd(st.Updated(), e.ttl), string(en.Key))
 		}
 	}
 	if now == window.NoWatermark {
@@ -77,12 +77,12 @@ func (e *expiry) expire(store *state.Store[*operator.AggregateState], watermark 
 		case st.Updated() == 0:
 			st.SetUpdated(now)
 			store.Put(kb, st)
-			e.timers.Add(satAdd(now, e.ttl), key)
-		case satAdd(st.Updated(), e.ttl) <= now:
+			e.timers.Add(window.SatAdd(now, e.ttl), key)
+		case window.SatAdd(st.Updated(), e.ttl) <= now:
 			store.Delete(kb)
 			n++
 		default:
-			e.timers.Add(satAdd(st.Updated(), e.ttl), key)
+			e.timers.Add(window.SatAdd(st.Updated(), e.ttl), key)
 		}
 	}
 	return n

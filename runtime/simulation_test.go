@@ -119,13 +119,13 @@ type simRun struct {
 	// A continuation (run --from-savepoint) restores plan from the
 	// savepoint; base is the savepoint's offsets per input partition,
 	// where its outputs must go on from.
-	plan     *savepoint.RestorePlan
-	base     []int64
+	plan *savepoint.RestorePlan
+	base []int64
 	// baseWatermark is the savepoint's watermark (windowed jobs): what
 	// it fired, the run before committed.
 	baseWatermark int64
-	baseWant map[string]simAgg
-	baseBad  int
+	baseWant      map[string]simAgg
+	baseBad       int
 }
 
 const (

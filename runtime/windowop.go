@@ -102,19 +102,7 @@ func (o *windowOp) due(ws *operator.WindowState) (int64, bool) {
 	for _, w := range ws.Windows[1:] {
 		end = min(end, w.End)
 	}
-	return satAdd(end, o.w.lateness), true
-}
-
-// satAdd is a+b, saturating instead of overflowing.
-func satAdd(a, b int64) int64 {
-	s := a + b
-	if (b > 0 && s < a) || (b < 0 && s > a) {
-		if b > 0 {
-			return 1<<63 - 1
-		}
-		return -1 << 63
-	}
-	return s
+	return window.SatAdd(end, o.w.lateness), true
 }
 
 func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message) {

@@ -1,212 +1,239 @@
-// Package window: placeholder until the full package lands (same API).
 package window
 
 import (
-	"container/heap"
 	"errors"
+	"fmt"
 	"math"
-	"sort"
 )
 
+// NoWatermark is the time of nothing yet: a partition that has not
+// delivered a record, a job whose watermark has not started.
+const NoWatermark = math.MinInt64
+
+// Kind is the shape of a window.
 type Kind uint8
 
 const (
-	Tumbling Kind = 1 + iota
-	Hopping
-	Session
+	Tumbling Kind = 1 + iota // fixed windows of Size
+	Hopping                  // windows of Size starting every Advance
+	Session                  // per key, records less than Gap apart
 )
 
+func (k Kind) String() string {
+	switch k {
+	case Tumbling:
+		return "tumbling"
+	case Hopping:
+		return "hopping"
+	case Session:
+		return "session"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Spec is a window shape, in milliseconds. Tumbling uses Size; Hopping
+// Size and Advance (0 < Advance <= Size); Session Gap.
 type Spec struct {
-	Kind                Kind
+	Kind               Kind
 	Size, Advance, Gap int64
 }
 
+// Validate reports what is wrong with s, or nil.
 func (s Spec) Validate() error {
 	switch s.Kind {
 	case Tumbling:
 		if s.Size <= 0 {
-			return errors.New("size must be positive")
+			return fmt.Errorf("tumbling window: size %d ms must be positive", s.Size)
+		}
+		if s.Advance != 0 || s.Gap != 0 {
+			return errors.New("tumbling window: only size is used")
 		}
 	case Hopping:
-		if s.Size <= 0 || s.Advance <= 0 || s.Advance > s.Size {
-			return errors.New("bad hopping window")
+		if s.Size <= 0 || s.Advance <= 0 {
+			return fmt.Errorf("hopping window: size %d ms and advance %d ms must be positive", s.Size, s.Advance)
+		}
+		if s.Advance > s.Size {
+			return fmt.Errorf("hopping window: advance %d ms is more than size %d ms (records between windows would be in none)", s.Advance, s.Size)
+		}
+		if s.Gap != 0 {
+			return errors.New("hopping window: gap is not used")
 		}
 	case Session:
 		if s.Gap <= 0 {
-			return errors.New("gap must be positive")
+			return fmt.Errorf("session window: gap %d ms must be positive", s.Gap)
+		}
+		if s.Size != 0 || s.Advance != 0 {
+			return errors.New("session window: only gap is used")
 		}
 	default:
-		return errors.New("unknown kind")
+		return fmt.Errorf("unknown window kind %d", s.Kind)
 	}
 	return nil
 }
 
+// Window is the half-open interval [Start, End) of epoch milliseconds.
 type Window struct{ Start, End int64 }
 
+// Contains reports whether ts is in w.
 func (w Window) Contains(ts int64) bool { return w.Start <= ts && ts < w.End }
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
+// Overlaps reports whether w and o share a millisecond.
+func (w Window) Overlaps(o Window) bool { return w.Start < o.End && o.Start < w.End }
 
+// Assign appends the windows ts belongs to, by Start: one for tumbling,
+// up to ceil(Size/Advance) for hopping, and for a session the proto-window
+// [ts, ts+Gap) that MergeSession merges. s must be valid. Windows that
+// would reach beyond int64 are cut at its ends.
 func (s Spec) Assign(dst []Window, ts int64) []Window {
 	switch s.Kind {
 	case Tumbling:
-		start := floorDiv(ts, s.Size) * s.Size
-		return append(dst, Window{start, start + s.Size})
+		r := offset(ts, s.Size)
+		return append(dst, Window{SatAdd(ts, -r), SatAdd(ts, s.Size-r)})
 	case Hopping:
-		last := floorDiv(ts, s.Advance) * s.Advance
-		first := last
-		for first-s.Advance > ts-s.Size {
-			first -= s.Advance
-		}
-		for st := first; st <= last; st += s.Advance {
-			if ts < st+s.Size {
-				dst = append(dst, Window{st, st + s.Size})
+		// The latest window containing ts starts at the multiple of
+		// Advance at or below it; the k-th before it, Advance*k earlier,
+		// still contains ts while its end is after ts: for k up to
+		// (last - ts + Size - 1) / Advance (last - ts is in (-Advance, 0]).
+		r := offset(ts, s.Advance)
+		for k := (s.Size - r - 1) / s.Advance; k >= 0; k-- {
+			back := r + k*s.Advance // ts minus the k-th window's start
+			if k > 0 && SatAdd(ts, s.Advance-back) == math.MinInt64 {
+				continue // starts below int64 and the next starts at its bottom: keep that one
 			}
+			dst = append(dst, Window{SatAdd(ts, -back), SatAdd(ts, s.Size-back)})
 		}
 		return dst
 	case Session:
-		return append(dst, Window{ts, ts + s.Gap})
+		return append(dst, Window{ts, SatAdd(ts, s.Gap)})
 	}
 	return dst
 }
 
+// alignDown is the largest multiple of size at or below ts (floor, for
+// negative ts too), saturating at math.MinInt64.
+func alignDown(ts, size int64) int64 { return SatAdd(ts, -offset(ts, size)) }
+
+// offset is ts minus the multiple of size at or below it: 0 <= r < size.
+func offset(ts, size int64) int64 {
+	r := ts % size
+	if r < 0 {
+		r += size
+	}
+	return r
+}
+
+// SatAdd is a+b, saturating at the ends of int64 instead of wrapping.
+func SatAdd(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
+}
+
+// MergeSession adds the proto-window w (Assign of a session Spec) to a
+// key's sessions, which are sorted by Start and do not overlap. It returns
+// the new sessions (sorted, not overlapping; sessions is not modified),
+// the session w became (into: w widened over every session it bridges),
+// and the indices into sessions of those merged into it, ascending.
+// Merging is transitive: a record that overlaps two sessions joins them.
 func MergeSession(sessions []Window, w Window) (out []Window, into Window, merged []int) {
 	into = w
 	for i, s := range sessions {
-		if s.Start < into.End && into.Start < s.End {
+		if s.Overlaps(into) {
 			merged = append(merged, i)
 			into.Start, into.End = min(into.Start, s.Start), max(into.End, s.End)
 		}
 	}
-	// a widened window may now overlap more: repeat until stable
-	for changed := true; changed; {
+	// Sorted and disjoint sessions: those overlapping w are consecutive,
+	// and widening into can only reach ones already adjacent to them
+	// that overlap the widened interval.
+	for changed := len(merged) > 0; changed; {
 		changed = false
-		for i, s := range sessions {
-			in := false
-			for _, m := range merged {
-				if m == i {
-					in = true
-				}
-			}
-			if !in && s.Start < into.End && into.Start < s.End {
-				merged = append(merged, i)
-				into.Start, into.End = min(into.Start, s.Start), max(into.End, s.End)
-				changed = true
-			}
+		lo, hi := merged[0], merged[len(merged)-1]
+		if lo > 0 && sessions[lo-1].Overlaps(into) {
+			merged = append([]int{lo - 1}, merged...)
+			into.Start = min(into.Start, sessions[lo-1].Start)
+			changed = true
+		}
+		if hi+1 < len(sessions) && sessions[hi+1].Overlaps(into) {
+			merged = append(merged, hi+1)
+			into.End = max(into.End, sessions[hi+1].End)
+			changed = true
 		}
 	}
-	sort.Ints(merged)
+	out = make([]Window, 0, len(sessions)+1-len(merged))
+	placed := false
 	for i, s := range sessions {
-		keep := true
-		for _, m := range merged {
-			if m == i {
-				keep = false
-			}
+		if len(merged) > 0 && i >= merged[0] && i <= merged[len(merged)-1] {
+			continue
 		}
-		if keep {
-			out = append(out, s)
+		if !placed && s.Start > into.Start {
+			out = append(out, into)
+			placed = true
 		}
+		out = append(out, s)
 	}
-	out = append(out, into)
-	sort.Slice(out, func(a, b int) bool { return out[a].Start < out[b].Start })
+	if !placed {
+		out = append(out, into)
+	}
 	return out, into, merged
 }
 
-const NoWatermark = math.MinInt64
-
+// Fires reports whether window w is complete at job watermark wm, with
+// allowed lateness: End + lateness <= wm. Nothing fires before the
+// watermark starts (NoWatermark).
 func Fires(w Window, lateness, wm int64) bool {
 	if wm == NoWatermark {
 		return false
 	}
-	return w.End <= wm-lateness
+	return SatAdd(w.End, lateness) <= wm
 }
 
+// PartitionClock is one source partition's largest event time
+// (NoWatermark before its first record).
 type PartitionClock struct{ Max int64 }
 
+// NewPartitionClock is the clock of a partition that has delivered
+// nothing.
 func NewPartitionClock() PartitionClock { return PartitionClock{Max: NoWatermark} }
 
-func (c *PartitionClock) Observe(ts, ooo, lateness int64) bool {
-	if c.Max != NoWatermark && ts < c.Max-ooo-lateness {
+// Observe takes the event time ts of the partition's next record and
+// reports whether the record is late: behind the partition's watermark
+// (Max before it, minus maxOutOfOrderness) by more than lateness. A late
+// record does not move Max; any other raises it to ts if ts is greater.
+// Nothing is late before the first record.
+func (c *PartitionClock) Observe(ts, maxOutOfOrderness, lateness int64) (late bool) {
+	if c.Max != NoWatermark && ts < SatAdd(SatAdd(c.Max, -maxOutOfOrderness), -lateness) {
 		return true
 	}
 	c.Max = max(c.Max, ts)
 	return false
 }
 
-func (c PartitionClock) Watermark(ooo int64) int64 {
+// Watermark is Max minus maxOutOfOrderness (NoWatermark before the first
+// record).
+func (c PartitionClock) Watermark(maxOutOfOrderness int64) int64 {
 	if c.Max == NoWatermark {
 		return NoWatermark
 	}
-	return c.Max - ooo
+	return SatAdd(c.Max, -maxOutOfOrderness)
 }
 
-func JobWatermark(prev int64, wms []int64) int64 {
-	if len(wms) == 0 {
+// JobWatermark is the job's watermark after prev, given the watermarks of
+// the partitions that hold it back: the greater of prev and their least.
+// A partition at NoWatermark holds it at prev; with no partitions it is
+// prev. It never goes back.
+func JobWatermark(prev int64, partitionWatermarks []int64) int64 {
+	if len(partitionWatermarks) == 0 {
 		return prev
 	}
-	m := wms[0]
-	for _, w := range wms[1:] {
-		m = min(m, w)
+	least := partitionWatermarks[0]
+	for _, w := range partitionWatermarks[1:] {
+		least = min(least, w)
 	}
-	return max(prev, m)
-}
-
-type Timers struct {
-	times timeHeap
-	keys  map[int64]map[string]struct{}
-}
-
-type timeHeap []int64
-
-func (h timeHeap) Len() int           { return len(h) }
-func (h timeHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timeHeap) Push(x any)        { *h = append(*h, x.(int64)) }
-func (h *timeHeap) Pop() any          { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
-
-func (t *Timers) Add(at int64, key string) {
-	if t.keys == nil {
-		t.keys = map[int64]map[string]struct{}{}
-	}
-	ks, ok := t.keys[at]
-	if !ok {
-		ks = map[string]struct{}{}
-		t.keys[at] = ks
-		heap.Push(&t.times, at)
-	}
-	ks[key] = struct{}{}
-}
-
-func (t *Timers) PopUntil(at int64, dst []string) []string {
-	seen := map[string]bool{}
-	for len(t.times) > 0 && t.times[0] <= at {
-		tm := heap.Pop(&t.times).(int64)
-		ks := make([]string, 0, len(t.keys[tm]))
-		for k := range t.keys[tm] {
-			ks = append(ks, k)
-		}
-		delete(t.keys, tm)
-		sort.Strings(ks)
-		for _, k := range ks {
-			if !seen[k] {
-				seen[k] = true
-				dst = append(dst, k)
-			}
-		}
-	}
-	return dst
-}
-
-func (t *Timers) Len() int {
-	n := 0
-	for _, ks := range t.keys {
-		n += len(ks)
-	}
-	return n
+	return max(prev, least)
 }
