@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +32,7 @@ var windowParams = windowcheck.Params{Size: 1000, MaxOutOfOrderness: 200, Allowe
 func newWindowJob(t *testing.T, interval string, p windowcheck.Params) *job {
 	j := newJob(t, "exactly_once")
 	j.config = "../../examples/parity-windows/config.yaml"
+	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
 	j.env["LATE_TOPIC"] = j.env["JOB_NAME"] + "-late"
 	j.env["CHECKPOINT_INTERVAL"] = interval
 	j.env["WINDOW"] = fmt.Sprintf("%dms", p.Size)
@@ -184,5 +190,115 @@ func TestParityWindowsExactUnderSIGKILL(t *testing.T) {
 			j.terminate()
 			j.noOpenTransactions()
 		})
+	}
+}
+
+// A partition that has delivered nothing holds the watermark back, before
+// and after a restart: no window fires, however far the other partitions
+// are. Once it delivers, the windows fire, exactly as the oracle says.
+func TestSilentPartitionHoldsTheWatermark(t *testing.T) {
+	p := windowParams
+	j := newWindowJob(t, "50ms", p)
+	data := windowcheck.Generate(3, windowPartitions, 400, p, 0, time.Now().Add(-time.Hour).UnixMilli())
+	silent := data[3]
+	data[3] = nil
+	in := &windowInput{j: j, data: data, next: make([]int, windowPartitions)}
+	for !in.done() {
+		in.write(500)
+	}
+	j.start()
+	j.awaitCheckpoints(3)
+	j.kill()
+	j.start()
+	j.awaitCheckpoints(3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if outs, err := windowcheck.ReadOutputs(ctx, j.conn, j.env["OUTPUT_TOPIC"]); err != nil || len(outs) != 0 {
+		t.Fatalf("with partition 3 silent, before and after a restart: %d outputs (%v), want none", len(outs), err)
+	}
+	if !strings.Contains(j.metrics(), `pipeline_watermark_timestamp_seconds{pipeline="`+j.env["JOB_NAME"]+`"} 0`) {
+		t.Errorf("the watermark moved with a silent partition:\n%s", j.metrics())
+	}
+	in.data[3] = silent
+	for !in.done() {
+		in.write(500)
+	}
+	rep := j.awaitWindows(p, false)
+	t.Logf("after partition 3 delivered: %v", rep)
+}
+
+// A savepoint taken mid-window (with SIGTERM --stop-with-savepoint) and
+// restored with another worker count continues to exactly the oracle's
+// output: the open windows moved with their key groups, the watermarks
+// with the offsets.
+func TestWindowSavepointRestoredWithOtherWorkers(t *testing.T) {
+	p := windowParams
+	j := newWindowJob(t, "100ms", p)
+	j.env["WORKERS"] = "1"
+	data := windowcheck.Generate(5, windowPartitions, 2000, p, 0.01, time.Now().Add(-time.Hour).UnixMilli())
+	in := &windowInput{j: j, data: data, next: make([]int, windowPartitions)}
+	sp := filepath.Join(t.TempDir(), "sp")
+	j.args = []string{"--stop-with-savepoint", sp}
+	j.start()
+	for range 25 { // half the input, while the job runs
+		in.write(40)
+		time.Sleep(20 * time.Millisecond)
+	}
+	j.awaitCheckpoints(2)
+	j.terminate()
+	code, out, errOut := j.pipelineCmd("savepoint", "inspect", sp)
+	if code != 0 || !strings.Contains(out, "(window)") || !strings.Contains(out, "window  tumbling 1s") || !strings.Contains(out, "event time") {
+		t.Fatalf("savepoint inspect: %d\n%s%s", code, out, errOut)
+	}
+	j.env["WORKERS"] = "3"
+	j.args = []string{"--from-savepoint", sp}
+	j.start()
+	for !in.done() {
+		in.write(200)
+	}
+	rep := j.awaitWindows(p, false)
+	t.Logf("continued with 3 workers: %v", rep)
+	j.terminate()
+}
+
+// metrics scrapes the running job's /metrics (ADMIN_LISTEN must be on).
+func (j *job) metrics() string {
+	j.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := adminAddr.FindAllStringSubmatch(j.output(), -1); m != nil {
+			resp, err := http.Get("http://" + m[len(m)-1][1] + "/metrics")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return string(b)
+			}
+		}
+		if time.Now().After(deadline) {
+			j.t.Fatalf("no /metrics of the running job:\n%s", j.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var lastCheckpoint = regexp.MustCompile(`pipeline_checkpoint_last_completed_id\{[^}]*\} ([0-9]+)`)
+
+// awaitCheckpoints waits until the running job completed n more
+// checkpoints than when called.
+func (j *job) awaitCheckpoints(n int) {
+	j.t.Helper()
+	id := func() int {
+		m := lastCheckpoint.FindStringSubmatch(j.metrics())
+		if m == nil {
+			return 0
+		}
+		v, _ := strconv.Atoi(m[1])
+		return v
+	}
+	deadline := time.Now().Add(time.Minute)
+	for start := id(); id() < start+n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			j.t.Fatalf("no %d checkpoints within a minute:\n%s", n, j.output())
+		}
 	}
 }
