@@ -108,6 +108,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	exportReports := make(chan exportReport, 2*len(ops))
 
 	for w, op := range ops {
+		if wo, ok := op.(*windowOp); ok {
+			wo.watermark = watermark // what has fired before this attempt
+		}
 		workerIns[w] = make(chan batch, workerQueue)
 		workerOuts[w] = workerIns[w]
 		wt := &workerTask{

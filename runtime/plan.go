@@ -18,6 +18,7 @@ import (
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/window"
 )
 
 // plan is the compiled form of a job's configuration: what every task
@@ -404,7 +405,7 @@ func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 			// A new set of operators: the open windows are theirs.
 			j.openWindows = new(atomic.Int64)
 		}
-		return &windowOp{p: j.plan, w: wp, agg: agg, store: store, open: j.openWindows}, nil
+		return &windowOp{p: j.plan, w: wp, agg: agg, store: store, open: j.openWindows, watermark: window.NoWatermark}, nil
 	}
 	store, err := state.New[*operator.AggregateState](agg.ID(), groups, state.RangeFor(w, j.workers, groups), aggCodec{agg})
 	if err != nil {

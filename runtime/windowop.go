@@ -63,6 +63,10 @@ type windowOp struct {
 	open *atomic.Int64
 	buf  outBuf
 
+	// watermark is the job's watermark at the last barrier: a window
+	// that ends (plus lateness) at or before it has fired.
+	watermark int64
+
 	wins []window.Window // scratch of Assign
 	keys []string        // scratch of PopUntil
 }
@@ -108,6 +112,12 @@ func (o *windowOp) due(ws *operator.WindowState) (int64, bool) {
 func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message) {
 	defer o.p.chain.Recycle(m.op)
 	o.buildTimers()
+	if o.missedAll(m.at) {
+		// Only with idle_timeout: a partition taken for idle delivered a
+		// record for windows fired meanwhile. It is late, as if its
+		// partition had been behind.
+		return nil, o.late(m)
+	}
 	key := m.op.GroupKey
 	slot := o.store.Slot([]byte(key))
 	ws, ok := slot.Get()
@@ -142,13 +152,43 @@ func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message)
 	return out, nil
 }
 
+// missedAll reports whether every window of a record at event time at has
+// fired already. Never without idle_timeout: the source's lateness rule
+// keeps such records out (see eventtime.go).
+func (o *windowOp) missedAll(at int64) bool {
+	if o.watermark == window.NoWatermark {
+		return false
+	}
+	o.wins = o.w.spec.Assign(o.wins[:0], at)
+	last := o.wins[len(o.wins)-1] // ends last
+	return window.Fires(last, o.w.lateness, o.watermark)
+}
+
+// late is the late output of m, or nothing when late records are dropped.
+func (o *windowOp) late(m message) []message {
+	result := config.LateSideOutput
+	if o.w.lateTopic == "" {
+		result = config.LateDrop
+	}
+	if o.p.metrics != nil {
+		o.p.metrics.LateRecord(string(result))
+	}
+	if o.w.lateTopic == "" {
+		return nil
+	}
+	return []message{{kind: msgLate, rec: o.w.lateRecord(m.rec, m.at, o.watermark)}}
+}
+
 // addFixed adds the record to each tumbling or hopping window it belongs
 // to, all or nothing: the values are the same record's in every window, so
 // if one fails the first does, before anything changed.
 func (o *windowOp) addFixed(ws *operator.WindowState, m message) ([]int, *operator.RecordError) {
 	o.wins = o.w.spec.Assign(o.wins[:0], m.at)
 	var updated []int
-	for n, win := range o.wins {
+	for _, win := range o.wins {
+		if window.Fires(win, o.w.lateness, o.watermark) {
+			continue // fired already (idle_timeout only): the later ones take it
+		}
 		i, found := slices.BinarySearchFunc(ws.Windows, win.Start, func(ow operator.OpenWindow, start int64) int {
 			switch {
 			case ow.Start < start:
@@ -163,7 +203,7 @@ func (o *windowOp) addFixed(ws *operator.WindowState, m message) ([]int, *operat
 			st = ws.Windows[i].State
 		}
 		if _, rerr := o.agg.Add(st, m.op); rerr != nil {
-			if n > 0 {
+			if len(updated) > 0 {
 				panic("window: a value failed in one window after succeeding in another")
 			}
 			return nil, rerr
@@ -250,6 +290,7 @@ func (o *windowOp) output(key string, win operator.OpenWindow) ([]*kgo.Record, *
 func (o *windowOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
 	o.buildTimers()
 	fired := 0
+	o.watermark = max(o.watermark, watermark)
 	if watermark != window.NoWatermark {
 		o.keys = o.timers.PopUntil(watermark, o.keys[:0])
 		for _, key := range o.keys {

@@ -58,7 +58,7 @@ func newWindowHarness(tb testing.TB, yaml string, env map[string]string, partiti
 		tb.Fatal(err)
 	}
 	h := &windowHarness{tb: tb, r: p.newRouter(1), watermark: window.NoWatermark,
-		op: &windowOp{p: p, w: p.timeWindow(), agg: agg, store: store, open: new(atomic.Int64)}}
+		op: &windowOp{p: p, w: p.timeWindow(), agg: agg, store: store, open: new(atomic.Int64), watermark: window.NoWatermark}}
 	h.r.clocks = newClocks(p.time, nil, time.Now)
 	for i := range partitions {
 		h.parts = append(h.parts, checkpoint.SourceOffset{Topic: "in", Partition: int32(i)})
@@ -271,4 +271,64 @@ func sinkHeader(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// With idle_timeout a partition silent for that long stops holding the
+// watermark back; without it, it holds it for ever.
+func TestIdlePartitionReleasesTheWatermark(t *testing.T) {
+	for _, idle := range []string{"0s", "5s"} {
+		now := time.Unix(100, 0)
+		cfg := parseConfig(t, []byte(strings.Replace(windowTestJob, "max_out_of_orderness: ${OOO}", "max_out_of_orderness: ${OOO}, idle_timeout: "+idle, 1)),
+			windowEnv("tumbling: 1s", "0s", "0s"))
+		p, err := compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClocks(p.time, nil, func() time.Time { return now })
+		parts := []checkpoint.SourceOffset{{Topic: "in", Partition: 0}, {Topic: "in", Partition: 1}}
+		cl := c.of("in", 0)
+		cl.Observe(7000, 0, 0)
+		cl.lastRead = now
+		now = now.Add(6 * time.Second)
+		cl.lastRead = now // partition 0 keeps reading; partition 1 never did
+		wm := jobWatermark(window.NoWatermark, c.at(parts))
+		want := int64(window.NoWatermark)
+		if idle == "5s" {
+			want = 7000
+		}
+		if wm != want {
+			t.Errorf("idle_timeout %s: watermark %d, want %d", idle, wm, want)
+		}
+	}
+}
+
+// A record whose windows all fired already (possible only when an idle
+// partition delivers again) goes to the late output, not into a second
+// result of a fired window.
+func TestRecordForAFiredWindowIsLate(t *testing.T) {
+	h := newWindowHarness(t, windowTestJob, windowEnv("tumbling: 1s", "0s", "0s"), 1)
+	h.send(0, 0, `{"n": 1, "ts": 500}`)
+	h.send(0, 1, `{"n": 3, "ts": 2500}`)
+	h.barrier()
+	if len(h.outputs) != 1 {
+		t.Fatalf("outputs %v", h.outputs)
+	}
+	// As if from a partition taken for idle: not late at its source, but
+	// its window [0, 1s) fired.
+	msgs := []message{{kind: msgRecord, rec: &kgo.Record{Topic: "in", Partition: 1, Offset: 0, Value: []byte(`{"n": 5, "ts": 700}`)}, at: 700}}
+	msgs[0].op = &operator.Record{Value: msgs[0].rec.Value, Topic: "in"}
+	if _, err := h.r.chain.Process(msgs[0].op); err != nil {
+		t.Fatal(err)
+	}
+	outs, side := h.op.process(msgs[0])
+	if len(outs) != 0 || len(side) != 1 || side[0].kind != msgLate || sinkHeader(side[0].rec, HeaderLateWindowEnd) != "1970-01-01T00:00:01Z" {
+		t.Fatalf("outputs %v, side %+v", outs, side)
+	}
+	h.send(0, 2, `{"n": 7, "ts": 3500}`)
+	h.barrier()
+	for _, o := range h.outputs {
+		if o.WindowStart == "1970-01-01T00:00:00Z" && o.Count != 1 {
+			t.Fatalf("the fired window counted again: %+v", h.outputs)
+		}
+	}
 }
