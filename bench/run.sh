@@ -61,6 +61,20 @@ kafka_libs=${KAFKATEST_CACHE:-$HOME/.cache/eoflow-pipeline}/kafka-4.1.1/libs
 echo "== workload: $n records, $keys keys, $parts partitions"
 input="bench-$run-in"
 bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$input" -n "$n" -keys "$keys" -partitions "$parts"
+# The windowed contenders read the same records with event time spread
+# evenly over BENCH_EVENT_SECONDS (default 10) seconds: 1 s windows of
+# n/10 records each, closed at the end by a sentinel per partition.
+case ",$contenders," in
+*,all,* | *windowed*)
+  winput="bench-$run-win"
+  wexpect=$(mktemp)
+  secs=${BENCH_EVENT_SECONDS:-10}
+  bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$winput" -n "$n" -keys "$keys" -partitions "$parts" \
+    -event-rate $((n / secs)) -expect "$wexpect"
+  windowed_args=(-windowed-input "$winput" -windowed-expect "$(cat "$wexpect")")
+  ;;
+*) windowed_args=() ;;
+esac
 
 echo "== contenders"
 mkdir -p "$(dirname "$out")"
@@ -68,14 +82,14 @@ raw="$out.jsonl"
 : >"$raw"
 bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run" -out "$raw" \
   -contenders "$contenders" -probe "$probe" -probe-rate "$rate" -keys "$keys" -partitions "$parts" \
-  -kafka-libs "$kafka_libs" -flink-jar "$fjar"
+  -kafka-libs "$kafka_libs" -flink-jar "$fjar" "${windowed_args[@]}"
 
 echo "== report"
 note=
 if [ -n "$quick" ]; then
   note="**Quick run** (BENCH_N=$n): proves the harness end to end; the numbers are dominated by start-up and are not the 5,000,000-record benchmark."
 fi
-settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. Flink: a local MiniCluster job, parallelism = nproc, heap state, checkpoint interval = the interval, KafkaSink EXACTLY_ONCE (transactions committed on checkpoint completion) or AT_LEAST_ONCE. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records."
+settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. Flink: a local MiniCluster job, parallelism = nproc, heap state, checkpoint interval = the interval, KafkaSink EXACTLY_ONCE (transactions committed on checkpoint completion) or AT_LEAST_ONCE. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records. Windowed contenders: their own copy of the records with ts spread over BENCH_EVENT_SECONDS (10) seconds of event time; Kafka Streams TimeWindows.ofSizeAndGrace(1s, 0) + suppress(untilWindowCloses); Flink forBoundedOutOfOrderness(0) + TumblingEventTimeWindows(1s) with an AggregateFunction."
 chart=
 if python3 -c 'import matplotlib' 2>/dev/null || pip install --quiet matplotlib >/dev/null 2>&1 || python3 -m pip install --quiet --user matplotlib >/dev/null 2>&1; then
   chart=$(basename "$out").png

@@ -12,8 +12,13 @@ import (
 
 // RecordVersion is the newest format EncodeRecord writes. A decoder must
 // keep reading every version ever written (testdata/record-v1.golden pins
-// v1, record-v2.golden v2, record-v3.golden v3).
-const RecordVersion = 3
+// v1, record-v2.golden v2, record-v3.golden v3, record-v4.golden v4).
+const RecordVersion = 4
+
+// recordV3 is the format of a record with Operators but without event
+// time: still written for such a record, so a job without event time
+// stays readable by the builds before v4.
+const recordV3 = 3
 
 // recordV1 is the format of a record without Savepoint: EncodeRecord still
 // writes it for such records, so one record keeps exactly one encoding and
@@ -60,6 +65,21 @@ const recordV2 = 2
 //
 // and, after the state summaries, string savepoint (may be empty).
 //
+// Format v4 (a record with EventTime, or with a window operator) is v3
+// with one more operator kind,
+//
+//	byte    kind: 3 window
+//	window: as aggregate, then byte window kind (1 tumbling, 2 hopping,
+//	        3 session), uvarint size, uvarint advance, uvarint gap (ms)
+//
+// and, after the savepoint, the event time:
+//
+//	byte    1 if the record has EventTime, else 0
+//	varint  job watermark, Unix ms (zig-zag; math.MinInt64: none)
+//	uvarint t, then t topics, each:
+//	  string topic; uvarint n (>= 1); n × (uvarint partition, varint
+//	  largest event time)
+//
 // where string = uvarint length + bytes. Offsets are grouped by topic so a
 // topic's name is written once, not once per partition. Varints must be
 // minimal and lists sorted without duplicates, so every record has exactly
@@ -92,8 +112,10 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	start := len(dst)
 	version := byte(recordV1)
 	switch {
-	case len(r.Operators) > 0:
+	case r.EventTime != nil || hasWindow(r.Operators):
 		version = RecordVersion
+	case len(r.Operators) > 0:
+		version = recordV3
 	case r.Savepoint != "":
 		version = recordV2
 	}
@@ -134,6 +156,9 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	if version >= 2 {
 		dst = appendString(dst, r.Savepoint)
 	}
+	if version >= 4 {
+		dst = appendEventTime(dst, r.EventTime)
+	}
 	binary.BigEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+headerLen:], castagnoli))
 	return dst, nil
 }
@@ -159,6 +184,46 @@ func DecodeRecord(b []byte) (*Record, error) {
 	return decodePayload(payload, version)
 }
 
+func hasWindow(ops []OperatorDesc) bool {
+	for _, op := range ops {
+		if op.Kind == KindWindow {
+			return true
+		}
+	}
+	return false
+}
+
+// appendEventTime appends the v4 event time (et may be nil).
+func appendEventTime(dst []byte, et *EventTime) []byte {
+	if et == nil {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	dst = binary.AppendVarint(dst, et.Watermark)
+	ps := et.Partitions
+	topics := 0
+	for i := range ps {
+		if i == 0 || ps[i].Topic != ps[i-1].Topic {
+			topics++
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(topics))
+	for i := 0; i < len(ps); {
+		j := i + 1
+		for j < len(ps) && ps[j].Topic == ps[i].Topic {
+			j++
+		}
+		dst = appendString(dst, ps[i].Topic)
+		dst = binary.AppendUvarint(dst, uint64(j-i))
+		for _, p := range ps[i:j] {
+			dst = binary.AppendUvarint(dst, uint64(p.Partition))
+			dst = binary.AppendVarint(dst, p.MaxEventTime)
+		}
+		i = j
+	}
+	return dst
+}
+
 // appendOperator appends the v3 description of one operator.
 func appendOperator(dst []byte, op *OperatorDesc) []byte {
 	dst = append(dst, byte(op.Kind))
@@ -175,6 +240,12 @@ func appendOperator(dst []byte, op *OperatorDesc) []byte {
 		dst = appendString(dst, v.Name)
 		dst = appendString(dst, v.Func)
 		dst = appendString(dst, v.Arg)
+	}
+	if op.Kind == KindWindow {
+		dst = append(dst, byte(op.Window.Kind))
+		dst = binary.AppendUvarint(dst, uint64(op.Window.Size))
+		dst = binary.AppendUvarint(dst, uint64(op.Window.Advance))
+		dst = binary.AppendUvarint(dst, uint64(op.Window.Gap))
 	}
 	return dst
 }
@@ -234,7 +305,14 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 			d.fail("savepoint", -1, "empty in a v2 record")
 		}
 	}
-	if d.err == nil && version >= 3 && len(r.Operators) == 0 {
+	if version >= 4 {
+		r.EventTime = d.eventTime()
+		if d.err == nil && r.EventTime == nil && !hasWindow(r.Operators) {
+			// v3 is the one encoding of a record without either.
+			d.failHere("event_time", -1, "neither event time nor a window in a v4 record")
+		}
+	}
+	if d.err == nil && version == recordV3 && len(r.Operators) == 0 {
 		// v1 or v2 is the one encoding of a record without operators.
 		d.failHere("operator_ids", -1, "none in a v3 record")
 	}
@@ -300,7 +378,11 @@ func (d *decoder) operator(id string, index int) OperatorDesc {
 				op.Topics[j] = d.string("operators.topic", index)
 			}
 		}
-	case KindAggregate:
+	case KindAggregate, KindWindow:
+		if op.Kind == KindWindow && d.version < 4 {
+			d.fail("operators.kind", index, fmt.Sprintf("kind %d is v4 and later", op.Kind))
+			break
+		}
 		op.KeyBy = d.string("operators.key_by", index)
 		if n := d.count("operators.values", index); n > 0 {
 			op.Values = make([]AggregateValue, n)
@@ -315,7 +397,53 @@ func (d *decoder) operator(id string, index int) OperatorDesc {
 	default:
 		d.fail("operators.kind", index, fmt.Sprintf("unknown kind %d", op.Kind))
 	}
+	if op.Kind == KindWindow && d.err == nil {
+		op.Window = WindowDesc{
+			Kind:    WindowKind(d.byte("operators.window.kind", index)),
+			Size:    d.millis("operators.window.size", index),
+			Advance: d.millis("operators.window.advance", index),
+			Gap:     d.millis("operators.window.gap", index),
+		}
+	}
 	return op
+}
+
+// millis reads a non-negative duration in milliseconds.
+func (d *decoder) millis(field string, index int) int64 {
+	x := d.uvarint(field, index)
+	if x > math.MaxInt64 {
+		d.fail(field, index, "beyond int64")
+	}
+	return int64(x)
+}
+
+// eventTime reads the v4 event time (nil if the record has none).
+func (d *decoder) eventTime() *EventTime {
+	switch d.byte("event_time", -1) {
+	case 0:
+		return nil
+	case 1:
+	default:
+		d.fail("event_time", -1, "flag not 0 or 1")
+		return nil
+	}
+	et := &EventTime{Watermark: d.varint("event_time.watermark", -1)}
+	for t, topics := 0, d.count("event_time.topics", -1); t < topics && d.err == nil; t++ {
+		topic := d.string("event_time.topic", t)
+		if t > 0 && topic <= et.Partitions[len(et.Partitions)-1].Topic {
+			d.fail("event_time.topic", t, "topics not sorted or repeated")
+		}
+		n := d.count("event_time.partitions", t)
+		if n == 0 {
+			d.fail("event_time.partitions", t, "a topic without partitions")
+		}
+		for range n {
+			p := d.int32("event_time.partition", len(et.Partitions))
+			ts := d.varint("event_time.max_event_time", len(et.Partitions))
+			et.Partitions = append(et.Partitions, PartitionTime{Topic: topic, Partition: int32(p), MaxEventTime: ts})
+		}
+	}
+	return et
 }
 
 func (d *decoder) byte(field string, index int) byte {

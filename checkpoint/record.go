@@ -50,6 +50,38 @@ type Record struct {
 	// of savepoint.CheckRestore, shared by restarts). Empty in records of
 	// builds before format v3: a restart from one cannot check.
 	Operators []OperatorDesc
+	// EventTime is the event-time progress at the checkpoint, for a job
+	// whose sources have event time (format v4); nil for any other job, so
+	// its records keep their older encoding.
+	EventTime *EventTime
+}
+
+// NoEventTime is the event time of a partition that has not read a
+// record yet, and the watermark that no record has moved: minus infinity,
+// which holds every watermark computed from it back.
+const NoEventTime = math.MinInt64
+
+// EventTime is where event time stood at a checkpoint's barrier. A restore
+// continues from exactly it, so lateness and window firing decide the same
+// way after a crash as without one.
+type EventTime struct {
+	// Watermark is the job's watermark W(N), in Unix milliseconds
+	// (NoEventTime: none yet). Every window ending at or before it minus
+	// its allowed lateness has fired.
+	Watermark int64
+	// Partitions are the largest event time each source partition had read
+	// before the barrier (NoEventTime: none yet), sorted by topic then
+	// partition. The largest time, not the partition's watermark, is kept:
+	// a restart with another max_out_of_orderness derives its watermark
+	// from it.
+	Partitions []PartitionTime
+}
+
+// PartitionTime is the largest event time read from one partition.
+type PartitionTime struct {
+	Topic        string
+	Partition    int32
+	MaxEventTime int64
 }
 
 // OperatorDesc is what one stateful operator's state means.
@@ -63,6 +95,61 @@ type OperatorDesc struct {
 	// the group keys; Values are its values in configured order.
 	KeyBy  string
 	Values []AggregateValue
+	// Window (windows) is the window of a KindWindow operator, which also
+	// has KeyBy and Values.
+	Window WindowDesc
+}
+
+// WindowDesc is the shape of a windowed aggregate's windows, in
+// milliseconds: what its state's window starts mean.
+type WindowDesc struct {
+	Kind               WindowKind
+	Size, Advance, Gap int64
+}
+
+// WindowKind is tumbling, hopping or session. The zero value is none.
+type WindowKind byte
+
+const (
+	WindowTumbling WindowKind = 1 + iota // Size
+	WindowHopping                        // Size, Advance
+	WindowSession                        // Gap
+)
+
+// validate checks w as the window of an operator that has one (windowed)
+// or none.
+func (w WindowDesc) validate(windowed bool) error {
+	if !windowed {
+		if w != (WindowDesc{}) {
+			return errors.New("an aggregate has no window")
+		}
+		return nil
+	}
+	var ok bool
+	switch w.Kind {
+	case WindowTumbling:
+		ok = w.Size > 0 && w.Advance == 0 && w.Gap == 0
+	case WindowHopping:
+		ok = w.Size > 0 && w.Advance > 0 && w.Advance <= w.Size && w.Gap == 0
+	case WindowSession:
+		ok = w.Gap > 0 && w.Size == 0 && w.Advance == 0
+	}
+	if !ok {
+		return fmt.Errorf("window %v (size %d ms, advance %d ms, gap %d ms): not a valid window", w.Kind, w.Size, w.Advance, w.Gap)
+	}
+	return nil
+}
+
+func (k WindowKind) String() string {
+	switch k {
+	case WindowTumbling:
+		return "tumbling"
+	case WindowHopping:
+		return "hopping"
+	case WindowSession:
+		return "session"
+	}
+	return fmt.Sprintf("WindowKind(%d)", byte(k))
 }
 
 // OperatorKind is what a stateful operator is. The zero value is invalid.
@@ -73,6 +160,9 @@ const (
 	KindSource OperatorKind = 1 + iota
 	// KindAggregate: its state is one accumulator per value per group key.
 	KindAggregate
+	// KindWindow: its state is one accumulator per value per group key and
+	// window (format v4).
+	KindWindow
 )
 
 func (k OperatorKind) String() string {
@@ -81,6 +171,8 @@ func (k OperatorKind) String() string {
 		return "source"
 	case KindAggregate:
 		return "aggregate"
+	case KindWindow:
+		return "window"
 	}
 	return fmt.Sprintf("OperatorKind(%d)", byte(k))
 }
@@ -169,6 +261,7 @@ func (r *Record) Validate() error {
 		}
 	}
 	errs = append(errs, r.validateOperators()...)
+	errs = append(errs, r.validateEventTime()...)
 	for i, s := range r.State {
 		if s.Operator == "" {
 			errs = append(errs, fmt.Errorf("state[%d]: empty operator", i))
@@ -178,6 +271,32 @@ func (r *Record) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateEventTime checks EventTime's partitions: sorted, without
+// duplicates. The watermark is not compared with them: it never moves
+// back, so it may stay ahead of a partition added later.
+func (r *Record) validateEventTime() []error {
+	if r.EventTime == nil {
+		return nil
+	}
+	var errs []error
+	if len(r.OperatorIDs) > 0 && len(r.Operators) == 0 {
+		errs = append(errs, errors.New("event_time: the operators must be described too (format v4 describes every operator)"))
+	}
+	ps := r.EventTime.Partitions
+	for i, p := range ps {
+		if p.Topic == "" {
+			errs = append(errs, fmt.Errorf("event_time.partitions[%d]: empty topic", i))
+		}
+		if p.Partition < 0 {
+			errs = append(errs, fmt.Errorf("event_time.partitions[%d] %s/%d: negative partition", i, p.Topic, p.Partition))
+		}
+		if i > 0 && cmp.Or(cmp.Compare(ps[i-1].Topic, p.Topic), cmp.Compare(ps[i-1].Partition, p.Partition)) >= 0 {
+			errs = append(errs, fmt.Errorf("event_time.partitions[%d] %s/%d: not after %s/%d (sorted by topic, partition; no duplicates)", i, p.Topic, p.Partition, ps[i-1].Topic, ps[i-1].Partition))
+		}
+	}
+	return errs
 }
 
 // validateOperators checks Operators against OperatorIDs: absent, or one
@@ -197,7 +316,7 @@ func (r *Record) validateOperators() []error {
 		}
 		switch op.Kind {
 		case KindSource:
-			if op.KeyBy != "" || len(op.Values) > 0 {
+			if op.KeyBy != "" || len(op.Values) > 0 || op.Window != (WindowDesc{}) {
 				errs = append(errs, fmt.Errorf("%s: a source has topics only", at))
 			}
 			for j, t := range op.Topics {
@@ -205,9 +324,12 @@ func (r *Record) validateOperators() []error {
 					errs = append(errs, fmt.Errorf("%s: topics[%d] %q: empty, or not after %q (sorted, no duplicates)", at, j, t, op.Topics[max(j-1, 0)]))
 				}
 			}
-		case KindAggregate:
+		case KindAggregate, KindWindow:
 			if len(op.Topics) > 0 {
 				errs = append(errs, fmt.Errorf("%s: an aggregate has no topics", at))
+			}
+			if err := op.Window.validate(op.Kind == KindWindow); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at, err))
 			}
 			if len(op.Values) == 0 {
 				errs = append(errs, fmt.Errorf("%s: an aggregate has at least one value", at))

@@ -24,7 +24,26 @@ const (
 	goldenV1 = "testdata/record-v1.golden"
 	goldenV2 = "testdata/record-v2.golden"
 	goldenV3 = "testdata/record-v3.golden"
+	goldenV4 = "testdata/record-v4.golden"
 )
+
+// goldenRecordV4 is the record pinned in testdata/record-v4.golden: the
+// v3 record with a window operator and its event time (one partition has
+// read nothing yet). Never change it.
+func goldenRecordV4() *Record {
+	r := goldenRecordV3()
+	r.OperatorIDs = append(r.OperatorIDs, "window-3")
+	r.Operators = append(r.Operators, OperatorDesc{ID: "window-3", Kind: KindWindow, KeyBy: "customer", Values: []AggregateValue{
+		{Name: "n", Func: "count"},
+	}, Window: WindowDesc{Kind: WindowHopping, Size: 300_000, Advance: 60_000}})
+	r.EventTime = &EventTime{Watermark: 1748779195000, Partitions: []PartitionTime{
+		{Topic: "events", Partition: 0, MaxEventTime: 1748779200000},
+		{Topic: "events", Partition: 1, MaxEventTime: NoEventTime},
+		{Topic: "events", Partition: 2, MaxEventTime: 1748779199000},
+		{Topic: "more-events", Partition: 0, MaxEventTime: -5},
+	}}
+	return r
+}
 
 // goldenRecordV3 is the record pinned in testdata/record-v3.golden: the
 // v1 record with its operators described (a source reading two topics,
@@ -102,6 +121,8 @@ func writeHexFile(t *testing.T, path string, b []byte) {
 		fn = "goldenRecordV2()"
 	case 3:
 		fn = "goldenRecordV3()"
+	case 4:
+		fn = "goldenRecordV4()"
 	}
 	fmt.Fprintf(&out, "# checkpoint record, format v%d: %s in record_test.go. Never edit.\n", b[0], fn)
 	for len(b) > 0 {
@@ -129,6 +150,7 @@ func TestRecordGolden(t *testing.T) {
 		{1, goldenV1, goldenRecord},
 		{2, goldenV2, goldenRecordV2},
 		{3, goldenV3, goldenRecordV3},
+		{4, goldenV4, goldenRecordV4},
 	} {
 		t.Run(fmt.Sprintf("v%d", tt.version), func(t *testing.T) {
 			if _, err := os.Stat(tt.path); errors.Is(err, os.ErrNotExist) && *writeGolden {
@@ -210,8 +232,13 @@ func TestDecodeRecordRejects(t *testing.T) {
 		msg  string
 	}{
 		{"empty", nil, ErrCorruptRecord, "empty value"},
-		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 3"},
-		{"a newer version", append([]byte{4}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 4"},
+		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 4"},
+		{"a newer version", append([]byte{5}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 5"},
+		{"v3 window operator", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{3}, "k", 1, "n", "count", "", []byte{1}, 5, 0, 0, 0, 0, "")...)), ErrCorruptRecord, "kind 3 is v4 and later"},
+		{"v4 with neither event time nor window", sealVersion(4, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0})...)), ErrCorruptRecord, "neither event time nor a window"},
+		{"v4 event time flag", sealVersion(4, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{2})...)), ErrCorruptRecord, "flag not 0 or 1"},
+		{"v4 event time topics unsorted", sealVersion(4, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{1}, 0, 2, "b", 1, 0, 0, "a", 1, 0, 0)...)), ErrCorruptRecord, "event_time.topic[1]: topics not sorted"},
+		{"v4 hopping advance beyond size", sealVersion(4, payload(append(append([]any{}, head...), 1, "a", []byte{3}, "k", 1, "n", "count", "", []byte{2}, 5, 6, 0, 0, 0, "", []byte{0})...)), ErrCorruptRecord, "not a valid window"},
 		{"v3 without operators", sealVersion(3, payload(append(append([]any{}, head...), 0, 0, 0, "")...)), ErrCorruptRecord, "operator_ids: none in a v3 record"},
 		{"v3 operator of unknown kind", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{9}, 0, 0, "")...)), ErrCorruptRecord, "operators.kind[0]: unknown kind 9"},
 		{"v3 aggregate without values", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 0, 0, 0, "")...)), ErrCorruptRecord, "an aggregate has at least one value"},
@@ -358,12 +385,33 @@ func randomRecord(rng *rand.Rand) *Record {
 				for range 1 + rng.IntN(4) {
 					op.Values = append(op.Values, AggregateValue{Name: str(8), Func: str(5), Arg: str(10)[1:]})
 				}
+				if rng.IntN(3) == 0 {
+					op.Kind = KindWindow
+					size := 1 + rng.Int64N(math.MaxInt64)>>rng.IntN(63)
+					op.Window = []WindowDesc{
+						{Kind: WindowTumbling, Size: size},
+						{Kind: WindowHopping, Size: size, Advance: 1 + rng.Int64N(size)},
+						{Kind: WindowSession, Gap: size},
+					}[rng.IntN(3)]
+				}
 			} else {
 				for i := range rng.IntN(3) {
 					op.Topics = append(op.Topics, fmt.Sprintf("topic-%d", i))
 				}
 			}
 			r.Operators = append(r.Operators, op)
+		}
+	}
+	if rng.IntN(3) == 0 && (len(r.Operators) > 0 || len(r.OperatorIDs) == 0) {
+		r.EventTime = &EventTime{Watermark: int64(rng.Uint64())}
+		seen := map[PartitionTime]bool{}
+		for _, o := range r.Offsets {
+			pt := PartitionTime{Topic: o.Topic, Partition: o.Partition}
+			if !seen[pt] && rng.IntN(4) > 0 {
+				seen[pt] = true
+				pt.MaxEventTime = []int64{NoEventTime, int64(rng.Uint64())}[rng.IntN(2)]
+				r.EventTime.Partitions = append(r.EventTime.Partitions, pt)
+			}
 		}
 	}
 	return r

@@ -157,6 +157,18 @@ type Source struct {
 	Start StartPosition `yaml:"start"`
 	// Format of record values: json or raw. Default json.
 	Format Format `yaml:"format"`
+	// EventTime turns on event time for this source: watermarks per partition. nil: none.
+	EventTime *EventTime `yaml:"event_time"`
+}
+
+// EventTime says how a source's records are placed in event time.
+type EventTime struct {
+	// Timestamp is an expression giving the record's event time: RFC 3339 text or epoch milliseconds. Empty: the Kafka record timestamp.
+	Timestamp string `yaml:"timestamp"`
+	// MaxOutOfOrderness bounds the disorder per partition: a partition's watermark is its largest event time minus this. Default 0.
+	MaxOutOfOrderness time.Duration `yaml:"max_out_of_orderness"`
+	// IdleTimeout: a partition without records for this long (processing time) stops holding the watermark back. Default 0: off (deterministic).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 // Step is one stage of the chain. Exactly one of Filter, Map, KeyBy and
@@ -174,6 +186,8 @@ type Step struct {
 	KeyBy string `yaml:"key_by"`
 	// Aggregate reduces records per group key.
 	Aggregate *Aggregate `yaml:"aggregate"`
+	// Window is a windowed aggregate per group key.
+	Window *Window `yaml:"window"`
 }
 
 // StepKind names what a Step does.
@@ -184,6 +198,7 @@ const (
 	StepMap       StepKind = "map"
 	StepKeyBy     StepKind = "key_by"
 	StepAggregate StepKind = "aggregate"
+	StepWindow    StepKind = "window"
 )
 
 // Kind reports which of the step's fields is set.
@@ -197,6 +212,8 @@ func (s Step) Kind() StepKind {
 		return StepKeyBy
 	case s.Aggregate != nil:
 		return StepAggregate
+	case s.Window != nil:
+		return StepWindow
 	}
 	return ""
 }
@@ -213,6 +230,8 @@ type Aggregate struct {
 	// on_checkpoint (each changed key once per checkpoint: an upsert
 	// stream). Default every_record.
 	Emit EmitMode `yaml:"emit"`
+	// TTL deletes a key's state when it was not updated for this long: event time when every source has event_time, else processing time. Default 0: never.
+	TTL time.Duration `yaml:"ttl"`
 	// Values are the named aggregates, e.g. "count: count()",
 	// "sum: sum(n)", in output order. Required (at least one).
 	Values []AggregateValue `yaml:"values"`
@@ -289,4 +308,47 @@ type Logging struct {
 	Level string `yaml:"level"`
 	// Format: text or json. Default text.
 	Format string `yaml:"format"`
+}
+
+type Window struct {
+	Tumbling        time.Duration    `yaml:"tumbling"`
+	Hopping         *Hopping         `yaml:"hopping"`
+	Session         *Session         `yaml:"session"`
+	AllowedLateness time.Duration    `yaml:"allowed_lateness"`
+	Emit            WindowEmit       `yaml:"emit"`
+	LateRecords     LateRecords      `yaml:"late_records"`
+	LateTopic       string           `yaml:"late_topic"`
+	Values          []AggregateValue `yaml:"values"`
+}
+type Hopping struct {
+	Size    time.Duration `yaml:"size"`
+	Advance time.Duration `yaml:"advance"`
+}
+type Session struct {
+	Gap time.Duration `yaml:"gap"`
+}
+type WindowEmit string
+
+const (
+	EmitOnWindowClose WindowEmit = "on_window_close"
+	EmitEveryUpdate   WindowEmit = "every_update"
+)
+
+type LateRecords string
+
+const (
+	LateSideOutput LateRecords = "side_output"
+	LateDrop       LateRecords = "drop"
+)
+
+func (w Window) Kind() string {
+	switch {
+	case w.Tumbling != 0:
+		return "tumbling"
+	case w.Hopping != nil:
+		return "hopping"
+	case w.Session != nil:
+		return "session"
+	}
+	return ""
 }

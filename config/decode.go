@@ -383,9 +383,9 @@ func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
 		d.fail(n, path, "duration needs a unit, e.g. 1s (got %s)", s)
 		return
 	}
-	dur, err := time.ParseDuration(s)
+	dur, err := parseDuration(s)
 	if err != nil {
-		d.fail(n, path, "invalid duration %q: want a number with a unit (ns, us, ms, s, m, h), e.g. 250ms, 1s, 1m30s", s)
+		d.fail(n, path, "invalid duration %q: want a number with a unit (ns, us, ms, s, m, h, d), e.g. 250ms, 1s, 1m30s, 7d", s)
 		return
 	}
 	if dur < 0 {
@@ -558,4 +558,26 @@ func describe(n *yaml.Node) string {
 		return "the timestamp " + v
 	}
 	return fmt.Sprintf("%q", v)
+}
+
+// parseDuration is time.ParseDuration plus days: a leading whole number
+// of days ("7d", "1d12h"), since state TTLs are written in days.
+func parseDuration(s string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(s, "d")
+	if !ok {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.ParseUint(days, 10, 16)
+	if err != nil {
+		return time.ParseDuration(s) // its error names the problem
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if rest == "" {
+		return d, nil
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil || strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, "+") {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	return d + r, nil
 }

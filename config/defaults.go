@@ -69,6 +69,17 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if s.Aggregate != nil && s.Aggregate.Emit == "" {
 			s.Aggregate.Emit = EmitEveryRecord
 		}
+		if w := s.Window; w != nil {
+			if w.Emit == "" {
+				w.Emit = EmitOnWindowClose
+			}
+			if w.LateRecords == "" {
+				w.LateRecords = LateSideOutput
+			}
+			if w.LateTopic == "" && w.LateRecords == LateSideOutput {
+				w.LateTopic = c.Name + "-late"
+			}
+		}
 	}
 	for i := range c.Sinks {
 		s := &c.Sinks[i]

@@ -202,7 +202,7 @@ func TestParseErrors(t *testing.T) {
 			name: "bad and negative durations",
 			yaml: minimal + "checkpoint:\n  timeout: soon\n  min_pause: -1s\n",
 			want: []string{
-				`c.yaml:9:12: checkpoint.timeout: invalid duration "soon": want a number with a unit (ns, us, ms, s, m, h), e.g. 250ms, 1s, 1m30s`,
+				`c.yaml:9:12: checkpoint.timeout: invalid duration "soon": want a number with a unit (ns, us, ms, s, m, h, d), e.g. 250ms, 1s, 1m30s, 7d`,
 				"c.yaml:10:14: checkpoint.min_pause: duration -1s is negative",
 			},
 		},

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoad(t *testing.T) {
@@ -79,5 +80,18 @@ func TestLoadUnreadable(t *testing.T) {
 				t.Errorf("error %v is not %v", err, tt.is)
 			}
 		})
+	}
+}
+
+func TestParseDurationDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "90s": 90 * time.Second, "0d": 0} {
+		if got, err := parseDuration(in); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"d", "1.5d", "-1d", "1d-1h", "7days", "1dd"} {
+		if got, err := parseDuration(bad); err == nil {
+			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
+		}
 	}
 }

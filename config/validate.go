@@ -201,12 +201,105 @@ func (v *validator) sources() {
 			readBy[t] = i
 		}
 		v.enum(path+".format", "format", string(s.Format), string(FormatJSON), string(FormatRaw))
+		if et := s.EventTime; et != nil {
+			v.millis(path+".event_time.max_out_of_orderness", et.MaxOutOfOrderness)
+			v.millis(path+".event_time.idle_timeout", et.IdleTimeout)
+		}
+	}
+}
+
+// millis checks that a duration is whole milliseconds: event time is
+// kept in epoch milliseconds.
+func (v *validator) millis(path string, d time.Duration) {
+	if d%time.Millisecond != 0 {
+		v.fail(path, "%v is not whole milliseconds: event time is kept in milliseconds, write e.g. %v", d, d.Round(time.Millisecond))
+	}
+}
+
+// positiveMillis checks a window size, advance or gap.
+func (v *validator) positiveMillis(path string, d time.Duration) {
+	if d <= 0 {
+		v.fail(path, "must be more than 0, e.g. 1m")
+		return
+	}
+	v.millis(path, d)
+}
+
+// window checks a window step: one shape, lateness, emit, late records.
+func (v *validator) window(path string, w *Window) {
+	var shapes []string
+	for _, k := range []string{"tumbling", "hopping", "session"} {
+		if v.written(path + "." + k) {
+			shapes = append(shapes, k)
+		}
+	}
+	switch len(shapes) {
+	case 0:
+		v.fail(path, "a window needs a shape: tumbling: 5m, hopping: {size: 5m, advance: 1m} or session: {gap: 30m}")
+	case 1:
+		switch shapes[0] {
+		case "tumbling":
+			v.positiveMillis(path+".tumbling", w.Tumbling)
+		case "hopping":
+			if w.Hopping == nil {
+				v.fail(path+".hopping", "want a mapping {size, advance}")
+				break
+			}
+			v.positiveMillis(path+".hopping.size", w.Hopping.Size)
+			v.positiveMillis(path+".hopping.advance", w.Hopping.Advance)
+			if w.Hopping.Advance > w.Hopping.Size && w.Hopping.Size > 0 {
+				v.fail(path+".hopping.advance", "%v is more than size %v: records between two windows would be in none; for windows that do not overlap use tumbling: %v",
+					w.Hopping.Advance, w.Hopping.Size, w.Hopping.Size)
+			}
+		case "session":
+			if w.Session == nil {
+				v.fail(path+".session", "want a mapping {gap}")
+				break
+			}
+			v.positiveMillis(path+".session.gap", w.Session.Gap)
+		}
+	default:
+		v.fail(path, "a window has one shape, this one sets %s: keep one", strings.Join(shapes, " and "))
+	}
+	v.millis(path+".allowed_lateness", w.AllowedLateness)
+	if string(w.Emit) == string(EmitEveryRecord) || string(w.Emit) == string(EmitOnCheckpoint) {
+		v.fail(path+".emit", "%s is an aggregate's emit mode; a window emits %s (once, when it fires) or %s (each change)", w.Emit, EmitOnWindowClose, EmitEveryUpdate)
+	} else {
+		v.enum(path+".emit", "emit mode", string(w.Emit), string(EmitOnWindowClose), string(EmitEveryUpdate))
+	}
+	v.enum(path+".late_records", "late_records", string(w.LateRecords), string(LateSideOutput), string(LateDrop))
+	lpath := path + ".late_topic"
+	if w.LateRecords == LateDrop && v.written(lpath) {
+		v.fail(lpath, "late_records: drop writes no late topic: remove late_topic, or set late_records: side_output")
+	}
+	if w.LateRecords == LateSideOutput && w.LateTopic != "" && v.topic(lpath, w.LateTopic) {
+		for i, s := range v.c.Sources {
+			if slices.Contains(s.Topics, w.LateTopic) {
+				v.fail(lpath, "%q is read by sources[%d] (id %q): late records need a topic of their own", w.LateTopic, i, s.ID)
+			}
+		}
+		for i, s := range v.c.Sinks {
+			switch w.LateTopic {
+			case s.Topic:
+				v.fail(lpath, "%q is also the output topic of sinks[%d]: late records need a topic of their own", w.LateTopic, i)
+			case s.DeadLetterTopic:
+				v.fail(lpath, "%q is also the dead-letter topic of sinks[%d]: late records need a topic of their own", w.LateTopic, i)
+			}
+		}
+	}
+	if len(w.Values) == 0 {
+		v.fail(path+".values", "at least one value is required, e.g. count: count()")
+	}
+	for i, s := range v.c.Sources {
+		if s.EventTime == nil {
+			v.fail(path, "a window needs event time: add \"event_time: {}\" to sources[%d] (the Kafka record timestamp), or event_time: {timestamp: <field>}", i)
+		}
 	}
 }
 
 // stepKinds are the keys that make a step what it is, in the order the
 // docs list them.
-var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate}
+var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate, StepWindow}
 
 func (v *validator) steps() {
 	keyBy, aggregate := -1, -1
@@ -245,8 +338,43 @@ func (v *validator) steps() {
 			for _, f := range s.Map {
 				v.expr(kpath+"."+f.Name, f.Expr)
 			}
+		case StepWindow:
+			if s.Window != nil {
+				v.window(kpath, s.Window)
+			}
+			if v.c.Guarantee == AtMostOnce {
+				// Windows fire at checkpoint barriers, as on_checkpoint
+				// aggregates emit at them.
+				v.fail(kpath, "a window fires when a checkpoint's watermark passes its end, and guarantee: %s takes no checkpoints, so nothing would ever be written: use guarantee: %s (outputs may repeat after a crash) or %s",
+					AtMostOnce, AtLeastOnce, ExactlyOnce)
+			}
+			switch {
+			case aggregate >= 0:
+				v.fail(kpath, "a job has at most one aggregate or window; steps[%d] is one already", aggregate)
+			case keyBy < 0:
+				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
+			}
+			if aggregate < 0 {
+				aggregate = i
+			}
 		case StepAggregate:
 			v.aggregate(kpath, s.Aggregate)
+			if s.Aggregate != nil && s.Aggregate.TTL > 0 {
+				v.millis(kpath+".ttl", s.Aggregate.TTL)
+				timed := 0
+				for _, src := range v.c.Sources {
+					if src.EventTime != nil {
+						timed++
+					}
+				}
+				if timed > 0 && timed < len(v.c.Sources) {
+					v.fail(kpath+".ttl", "the TTL runs in event time when the sources have event_time, and %d of %d have it: give every source event_time, or none (processing time)", timed, len(v.c.Sources))
+				}
+			}
+			if s.Aggregate != nil && s.Aggregate.TTL > 0 && v.c.Guarantee == AtMostOnce {
+				v.fail(kpath+".ttl", "keys expire at checkpoint barriers, and guarantee: %s takes no checkpoints: drop the ttl, or use guarantee: %s or %s",
+					AtMostOnce, AtLeastOnce, ExactlyOnce)
+			}
 			switch {
 			case aggregate >= 0:
 				v.fail(kpath, "a job has at most one aggregate; steps[%d] is one already", aggregate)

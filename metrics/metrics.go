@@ -49,6 +49,8 @@ type Metrics struct {
 	savepoints        *prometheus.CounterVec
 	savepointDuration prometheus.Gauge
 
+	et eventTime
+
 	kafka *kafkaClients
 }
 
@@ -155,6 +157,8 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.savepoints.WithLabelValues("completed")
 	m.savepoints.WithLabelValues("failed")
 	m.savepointDuration = f.gauge("savepoint_duration_seconds", "How long the last completed savepoint took, from its request to its directory being complete.")
+
+	m.et = newEventTime(m, f)
 
 	m.SetInfo("unknown", "unknown")
 	return m

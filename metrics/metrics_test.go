@@ -35,7 +35,9 @@ var wantFamilies = []string{
 	"pipeline_dead_letter_records_total",
 	"pipeline_dead_letter_truncated_total",
 	"pipeline_end_to_end_latency_seconds",
+	"pipeline_expired_keys_total",
 	"pipeline_info",
+	"pipeline_late_records_total",
 	"pipeline_records_in_total",
 	"pipeline_records_out_total",
 	"pipeline_restarts_total",
@@ -49,6 +51,11 @@ var wantFamilies = []string{
 	"pipeline_transaction_commit_duration_seconds",
 	"pipeline_transaction_fenced_total",
 	"pipeline_transaction_timeout_seconds",
+	"pipeline_watermark_lag_seconds",
+	"pipeline_watermark_partition_timestamp_seconds",
+	"pipeline_watermark_timestamp_seconds",
+	"pipeline_windows_fired_total",
+	"pipeline_windows_open",
 }
 
 func scrapeExercised(t *testing.T) string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/expr-lang/expr/vm"
@@ -29,6 +30,7 @@ type Aggregator struct {
 	path   string
 	id     string
 	emit   config.EmitMode
+	ttl    time.Duration
 	args   []*Expr // nil entries for count()
 
 	vm   vm.VM
@@ -52,10 +54,14 @@ type layout struct {
 	// prefixes[i] is value i's name as encoded (length, bytes).
 	header   []byte
 	prefixes [][]byte
+	// ttl: states record when they were last updated (aggregate.ttl is
+	// set), at updatedOffset in the block, and are encoded as version 3.
+	ttl           bool
+	updatedOffset uintptr
 }
 
 // newLayout builds the layout of the named values.
-func newLayout(names []string, funcs []config.AggregateFunc) *layout {
+func newLayout(names []string, funcs []config.AggregateFunc, ttl bool) *layout {
 	fields := []reflect.StructField{
 		{Name: "State", Type: reflect.TypeFor[AggregateState]()},
 		{Name: "Accs", Type: reflect.ArrayOf(len(funcs), reflect.TypeFor[Accumulator]())},
@@ -64,7 +70,14 @@ func newLayout(names []string, funcs []config.AggregateFunc) *layout {
 		acc, _ := NewAccumulator(fn) // validated by the caller
 		fields = append(fields, reflect.StructField{Name: "A" + strconv.Itoa(i), Type: reflect.TypeOf(acc).Elem()})
 	}
-	l := &layout{names: names, funcs: funcs, block: reflect.StructOf(fields)}
+	if ttl {
+		// Only a state with a TTL pays for its update time.
+		fields = append(fields, reflect.StructField{Name: "Updated", Type: reflect.TypeFor[int64]()})
+	}
+	l := &layout{names: names, funcs: funcs, block: reflect.StructOf(fields), ttl: ttl}
+	if ttl {
+		l.updatedOffset = l.block.Field(len(fields) - 1).Offset
+	}
 	for i := range funcs {
 		l.offsets = append(l.offsets, l.block.Field(2+i).Offset)
 	}
@@ -112,8 +125,12 @@ func (l *layout) newState() *AggregateState {
 // Clone returns an Aggregator sharing the compiled expressions, with its
 // own scratch space, for another goroutine.
 func (a *Aggregator) Clone() *Aggregator {
-	return &Aggregator{layout: a.layout, path: a.path, id: a.id, emit: a.emit, args: a.args, vals: make([]any, len(a.args))}
+	return &Aggregator{layout: a.layout, path: a.path, id: a.id, emit: a.emit, ttl: a.ttl, args: a.args, vals: make([]any, len(a.args))}
 }
+
+// TTL is aggregate.ttl: a key not updated for this long is deleted (0:
+// never).
+func (a *Aggregator) TTL() time.Duration { return a.ttl }
 
 // Path is the config path of the step, e.g. "steps[1].aggregate".
 func (a *Aggregator) Path() string { return a.path }
@@ -210,6 +227,30 @@ type AggregateState struct {
 	keyKind keyKind
 }
 
+// Updated is when the state was last updated, in epoch milliseconds
+// (event or processing time, as the runtime's TTL keeps it); 0: unknown,
+// and always 0 without aggregate.ttl.
+func (s *AggregateState) Updated() int64 {
+	if !s.layout.ttl {
+		return 0
+	}
+	return *s.updatedAt()
+}
+
+// SetUpdated records when the state was last updated, for aggregate.ttl
+// (a no-op without it).
+func (s *AggregateState) SetUpdated(ms int64) {
+	if s.layout.ttl {
+		*s.updatedAt() = ms
+	}
+}
+
+// updatedAt is where the block of a state with a TTL keeps the update
+// time.
+func (s *AggregateState) updatedAt() *int64 {
+	return (*int64)(unsafe.Add(unsafe.Pointer(s), s.layout.updatedOffset))
+}
+
 // Value returns the current result of the named value.
 func (s *AggregateState) Value(name string) (any, bool) {
 	i := slices.Index(s.layout.names, name)
@@ -231,6 +272,11 @@ func (s *AggregateState) Output(groupKey string) []byte {
 func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
 	dst = append(dst, `{"key":`...)
 	dst = appendKey(dst, groupKey, s.keyKind)
+	return s.appendValues(dst)
+}
+
+// appendValues appends ,"<name>":<result> per value and the closing brace.
+func (s *AggregateState) appendValues(dst []byte) []byte {
 	for i, acc := range s.accs {
 		dst = append(dst, ',')
 		dst = appendString(dst, s.layout.names[i])
@@ -245,6 +291,10 @@ func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
 const (
 	stateVersion        = 1
 	stateVersionKeyKind = 2
+	// stateVersionTTL: version 3, byte key kind (0 string), varint
+	// updated time, then as version 1 after its version byte. Only an
+	// aggregate with a TTL writes it.
+	stateVersionTTL = 3
 )
 
 // AppendBinary appends the changelog encoding of the state:
@@ -261,9 +311,14 @@ const (
 // as version 1, byte for byte as before key kinds were kept; a version 1
 // state restores with a string key.
 func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
-	if s.keyKind == keyString {
+	switch {
+	case s.layout.ttl:
+		b = append(b, stateVersionTTL, byte(s.keyKind))
+		b = binary.AppendVarint(b, s.Updated())
+		b = append(b, s.layout.header[1:]...)
+	case s.keyKind == keyString:
 		b = append(b, s.layout.header...)
-	} else {
+	default:
 		b = append(b, stateVersionKeyKind, byte(s.keyKind))
 		b = append(b, s.layout.header[1:]...)
 	}
@@ -305,6 +360,7 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 		return err
 	}
 	s.accs, s.keyKind = t.accs, t.keyKind
+	s.SetUpdated(t.Updated())
 	return nil
 }
 
@@ -312,7 +368,9 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 // of into, a new state of that layout; on error into is left half decoded.
 func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	r := wire.NewReader(b)
-	into.keyKind = readStateHeader(&r)
+	var updated int64
+	into.keyKind, updated = readStateHeader(&r)
+	into.SetUpdated(updated)
 	n := r.Uvarint("values")
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("decode aggregate state: %w", err)
@@ -349,22 +407,26 @@ func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
 	return closeState(&r, "aggregate")
 }
 
-// readStateHeader reads the version and the key kind of an AggregateState
-// encoding.
-func readStateHeader(r *wire.Reader) keyKind {
+// readStateHeader reads the version, the key kind and (version 3) the
+// update time of an AggregateState encoding.
+func readStateHeader(r *wire.Reader) (keyKind, int64) {
 	switch v := r.Byte("version"); {
 	case r.Err() != nil:
 	case v == stateVersion:
-	case v == stateVersionKeyKind:
-		if k := keyKind(r.Byte("key kind")); r.Err() == nil && k != keyNumber && k != keyBool {
+	case v == stateVersionKeyKind, v == stateVersionTTL:
+		k := keyKind(r.Byte("key kind"))
+		if r.Err() == nil && k != keyNumber && k != keyBool && (v == stateVersionKeyKind || k != keyString) {
 			r.Fail("key kind", fmt.Sprintf("unknown key kind %d", k))
-		} else {
-			return k
+			return keyString, 0
 		}
+		if v == stateVersionTTL {
+			return k, r.Varint("updated")
+		}
+		return k, 0
 	default:
 		r.Fail("version", fmt.Sprintf("unknown encoding version %d", v))
 	}
-	return keyString
+	return keyString, 0
 }
 
 // mismatch explains why an encoding belongs to another configuration,

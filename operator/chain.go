@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -21,7 +22,10 @@ import (
 type Chain struct {
 	steps []step
 	agg   *Aggregator
-	keyed bool
+	// window is the window step's configuration when the chain ends in a
+	// window (agg then holds its values), nil otherwise.
+	window *config.Window
+	keyed  bool
 	// firstPath names the first step (the first to need the decoded
 	// value) in decode errors; "steps" when there is none.
 	firstPath string
@@ -71,15 +75,19 @@ func Compile(steps []config.Step) (*Chain, error) {
 		kind := s.Kind()
 		if n := kindsSet(s); n != 1 {
 			if n == 0 {
-				fail(i, "", base, "step has no kind: set one of filter, map, key_by, aggregate")
+				fail(i, "", base, "step has no kind: set one of filter, map, key_by, aggregate, window")
 			} else {
-				fail(i, kind, base, "step has %d kinds: set exactly one of filter, map, key_by, aggregate", n)
+				fail(i, kind, base, "step has %d kinds: set exactly one of filter, map, key_by, aggregate, window", n)
 			}
 			continue
 		}
 		path := base + "." + string(kind)
 		if c.agg != nil {
-			fail(i, kind, path, "no step may follow the aggregate (%s)", c.agg.path)
+			what := "aggregate"
+			if c.window != nil {
+				what = "window"
+			}
+			fail(i, kind, path, "no step may follow the %s (%s)", what, c.agg.path)
 			continue
 		}
 		switch kind {
@@ -129,8 +137,11 @@ func Compile(steps []config.Step) (*Chain, error) {
 				st.fields = append(st.fields, e)
 			}
 			c.steps = append(c.steps, st)
-		case config.StepAggregate:
+		case config.StepAggregate, config.StepWindow:
 			agg, aerrs := compileAggregate(i, path, s, c.keyed)
+			if kind == config.StepWindow {
+				c.window = s.Window
+			}
 			errs = append(errs, aerrs...)
 			if agg == nil {
 				// Still remember that an aggregate was here, so steps after
@@ -155,7 +166,7 @@ func Compile(steps []config.Step) (*Chain, error) {
 // first only).
 func kindsSet(s config.Step) int {
 	n := 0
-	for _, set := range []bool{s.Filter != "", s.Map != nil, s.KeyBy != "", s.Aggregate != nil} {
+	for _, set := range []bool{s.Filter != "", s.Map != nil, s.KeyBy != "", s.Aggregate != nil, s.Window != nil} {
 		if set {
 			n++
 		}
@@ -163,40 +174,52 @@ func kindsSet(s config.Step) int {
 	return n
 }
 
+// compileAggregate compiles an aggregate step or the values of a window
+// step: both fold named values per group key.
 func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregator, []error) {
+	kind := s.Kind()
 	var errs []error
 	fail := func(p, format string, args ...any) {
-		errs = append(errs, &CompileError{Path: p, Step: i, Kind: config.StepAggregate, Message: fmt.Sprintf(format, args...)})
+		errs = append(errs, &CompileError{Path: p, Step: i, Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
 	if !keyed {
 		// Without a key every record would share one group: possible, but
 		// an aggregate without key_by is far more often a forgotten step.
 		fail(path, `needs a key_by step before it (for one global group: key_by: '"all"')`)
 	}
-	a := s.Aggregate
-	emit := a.Emit
-	switch emit {
-	case "":
-		emit = config.EmitEveryRecord
-	case config.EmitEveryRecord, config.EmitOnCheckpoint:
-	default:
-		fail(path+".emit", "unknown emit mode %q: want every_record or on_checkpoint", emit)
+	var emit config.EmitMode
+	var values []config.AggregateValue
+	reserved := map[string]string{"key": "the output field of the group key"}
+	if kind == config.StepWindow {
+		values = s.Window.Values
+		reserved["window_start"] = "the output field of the window's start"
+		reserved["window_end"] = "the output field of the window's end"
+	} else {
+		a := s.Aggregate
+		values, emit = a.Values, a.Emit
+		switch emit {
+		case "":
+			emit = config.EmitEveryRecord
+		case config.EmitEveryRecord, config.EmitOnCheckpoint:
+		default:
+			fail(path+".emit", "unknown emit mode %q: want every_record or on_checkpoint", emit)
+		}
 	}
-	if len(a.Values) == 0 {
+	if len(values) == 0 {
 		fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
 	var names []string
 	var funcs []config.AggregateFunc
 	var args []*Expr
 	seen := map[string]bool{}
-	for _, v := range a.Values {
+	for _, v := range values {
 		vpath := path + ".values." + v.Name
 		switch {
 		case v.Name == "":
 			fail(vpath, "value name is empty")
 			continue
-		case v.Name == "key":
-			fail(vpath, `"key" is the output field of the group key; choose another name`)
+		case reserved[v.Name] != "":
+			fail(vpath, "%q is %s; choose another name", v.Name, reserved[v.Name])
 			continue
 		case seen[v.Name]:
 			fail(vpath, "duplicate value %q", v.Name)
@@ -218,7 +241,7 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 		case v.Func != config.AggCount:
 			var ce *CompileError
 			if e, ce = compileExpr(vpath, v.Arg, exprAny); ce != nil {
-				ce.Step, ce.Kind = i, config.StepAggregate
+				ce.Step, ce.Kind = i, kind
 				errs = append(errs, ce)
 				continue
 			}
@@ -232,9 +255,14 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 	}
 	id := s.ID
 	if id == "" {
-		id = fmt.Sprintf("aggregate-%d", i)
+		id = fmt.Sprintf("%s-%d", kind, i)
 	}
-	return &Aggregator{layout: newLayout(names, funcs), path: path, id: id, emit: emit, args: args, vals: make([]any, len(args))}, nil
+	var ttl time.Duration
+	if kind == config.StepAggregate {
+		ttl = s.Aggregate.TTL
+	}
+	l := newLayout(names, funcs, ttl > 0)
+	return &Aggregator{layout: l, path: path, id: id, emit: emit, ttl: ttl, args: args, vals: make([]any, len(args))}, nil
 }
 
 // inputFields is need: the fields read by the expressions that see the
@@ -294,7 +322,7 @@ func (c *Chain) AlsoRead(exprs ...*Expr) {
 // Clone returns a Chain sharing the compiled programs, for another
 // goroutine.
 func (c *Chain) Clone() *Chain {
-	n := &Chain{steps: c.steps, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped}
+	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped}
 	n.dec.maps = c.maps
 	if c.agg != nil {
 		n.agg = c.agg.Clone()
@@ -319,8 +347,13 @@ func (c *Chain) Recycle(r *Record) {
 // GroupKey after Process.
 func (c *Chain) Keyed() bool { return c.keyed }
 
-// Aggregator is the chain's aggregate step, nil if it has none.
+// Aggregator is the chain's aggregate step, or the values of its window
+// step; nil if it has neither.
 func (c *Chain) Aggregator() *Aggregator { return c.agg }
+
+// Window is the chain's window step, nil if it has none (Aggregator then
+// folds its values).
+func (c *Chain) Window() *config.Window { return c.window }
 
 // Process runs the stateless steps on r: it decodes the value (every JSON
 // record is decoded, even with no steps, so a non-JSON value on a JSON

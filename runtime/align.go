@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/window"
 )
 
 // aligner aligns checkpoint barriers over a task's inputs. Once an input
@@ -50,7 +51,7 @@ func (a *aligner) pending() bool { return a.aligning != nil }
 // of the inputs' source offsets and all their state summaries.
 func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 	if a.aligning == nil {
-		a.aligning = &barrier{id: b.id}
+		a.aligning = &barrier{id: b.id, watermark: window.NoWatermark}
 	} else if a.aligning.id != b.id {
 		return nil, fmt.Errorf("barrier %d from input %d while aligning barrier %d", b.id, from, a.aligning.id)
 	}
@@ -58,6 +59,8 @@ func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 		return nil, fmt.Errorf("barrier %d arrived twice from input %d", b.id, from)
 	}
 	a.aligning.offsets = unionOffsets(a.aligning.offsets, b)
+	a.aligning.times = unionTimes(a.aligning.times, b.times)
+	a.aligning.watermark = max(a.aligning.watermark, b.watermark) // the same from every worker
 	a.aligning.state = append(a.aligning.state, b.state...)
 	a.blocked[from] = true
 	a.arrived++

@@ -44,8 +44,10 @@ type commitResult struct {
 	id  checkpoint.ID
 	err error
 	at  time.Time
-	// offsets are the checkpoint's source offsets (for its savepoint).
-	offsets []checkpoint.SourceOffset
+	// offsets are the checkpoint's source offsets and eventTime its event
+	// time (nil: the job has none), for its savepoint.
+	offsets   []checkpoint.SourceOffset
+	eventTime *checkpoint.EventTime
 	// alignment is how long the sink held inputs back for barrier N,
 	// commit the transaction's commit round trip.
 	alignment, commit time.Duration
@@ -234,7 +236,7 @@ func (l *coordinatorLoop) act() error {
 			}
 			delete(l.triggered, id)
 			delete(l.outcomes, id)
-			l.sp.completed(id, res.offsets)
+			l.sp.completed(id, res.offsets, res.eventTime)
 			if id == l.finalID {
 				l.log.Info("final checkpoint committed", "checkpoint", id)
 				l.finalDone = true

@@ -14,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/window"
 )
 
 // Channel capacities, in batches. Small: they only smooth hand-overs; a
@@ -85,6 +86,15 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	txn, plain, ops := a.txn, a.plain, a.ops
 	lastID, lastAt := a.last()
 	g := &graph{job: j, readers: readers}
+	timed := j.plan.time != nil && len(j.plan.time.byTopic) > 0
+	var restoredTime *checkpoint.EventTime
+	if a.latest != nil {
+		restoredTime = a.latest.EventTime
+	}
+	watermark := int64(window.NoWatermark)
+	if restoredTime != nil {
+		watermark = restoredTime.Watermark
+	}
 	nSources := len(readers)
 
 	reports := make(chan taskReport, 1024)
@@ -98,12 +108,16 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	exportReports := make(chan exportReport, 2*len(ops))
 
 	for w, op := range ops {
+		if wo, ok := op.(*windowOp); ok {
+			wo.watermark = watermark // what has fired before this attempt
+		}
 		workerIns[w] = make(chan batch, workerQueue)
 		workerOuts[w] = workerIns[w]
 		wt := &workerTask{
 			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
+			timed: timed, watermark: watermark, metrics: j.metrics,
 		}
 		g.workers = append(g.workers, wt)
 		tasks = append(tasks, wt.id)
@@ -113,6 +127,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
 			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults, metrics: j.metrics,
 		}
+		if timed {
+			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
+		}
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)
 	}
@@ -121,7 +138,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
 		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
-		beforeCommit: j.beforeCommit, align: newAligner(len(ops)),
+		beforeCommit: j.beforeCommit, align: newAligner(len(ops)), timed: timed,
 	}
 	tasks = append(tasks, g.sink.id)
 	if txn == nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/window"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden from the current code")
@@ -175,7 +177,7 @@ func TestHotPathOutputsUnchanged(t *testing.T) {
 				}
 			}
 			if i%3 == 2 || i == len(inputs)-1 {
-				outputs, changes, summary := op.snapshot()
+				outputs, changes, summary := op.snapshot(window.NoWatermark)
 				fmt.Fprintf(&out, "snapshot %+v\n", summary)
 				for _, o := range outputs {
 					writeRecord(&out, "  checkpoint output", o)

@@ -12,6 +12,7 @@ import (
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/window"
 )
 
 // The per-record path of the benchmark's keyed sum (bench/jobs/keyed-sum.yaml)
@@ -78,7 +79,7 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 		msgs, _ := r.route(in)
 		op.process(msgs[0])
 	}
-	op.snapshot()
+	op.snapshot(window.NoWatermark)
 	b.SetBytes(int64(len(inputs[0].Value)))
 	b.ReportAllocs()
 	i := 0
@@ -94,7 +95,7 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 			b.Fatalf("process: %d outputs, %d dead letters", len(outs), len(dls))
 		}
 		if i%100_000 == 0 {
-			op.snapshot()
+			op.snapshot(window.NoWatermark)
 		}
 	}
 }
@@ -119,7 +120,7 @@ func BenchmarkKeyedSumSnapshot(b *testing.B) {
 			op.process(m)
 		}
 		b.StartTimer()
-		_, changes, _ := op.snapshot()
+		_, changes, _ := op.snapshot(window.NoWatermark)
 		if len(changes) != keys {
 			b.Fatalf("%d changes, want %d", len(changes), keys)
 		}

@@ -9,6 +9,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -34,7 +35,10 @@ type Job struct {
 	conn    []kgo.Opt
 	plan    *plan
 	workers int
-	now     func() time.Time
+	// openWindows counts the open windows of the current attempt's window
+	// operators (emptyOperator starts it anew).
+	openWindows *atomic.Int64
+	now         func() time.Time
 	// restartBackoff is the first wait before a restart; it doubles up to
 	// maxBackoff while attempts keep failing without completing a
 	// checkpoint.
@@ -132,6 +136,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 		for _, t := range src.Topics {
 			j.metrics.Input(t)
 		}
+	}
+	if w := j.plan.timeWindow(); w != nil && w.lateTopic != "" {
+		j.metrics.Output(w.lateTopic)
 	}
 	for _, s := range cfg.Sinks {
 		j.metrics.Output(s.Topic)
@@ -342,6 +349,11 @@ func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
 		field := fmt.Sprintf("sinks[%d].replication_factor", i)
 		ask(s.Topic, s.Partitions, s.ReplicationFactor, field)
 		ask(s.DeadLetterTopic, -1, s.ReplicationFactor, field)
+		// The late topic, like a dead-letter topic, takes the brokers'
+		// partition count and the sinks' replication.
+		if w := j.plan.timeWindow(); w != nil && w.lateTopic != "" {
+			ask(w.lateTopic, -1, s.ReplicationFactor, field)
+		}
 	}
 	topics := make([]string, 0, len(wants))
 	for t := range wants {

@@ -23,6 +23,11 @@ const (
 	msgState
 	// msgBarrier: checkpoint barrier N.
 	msgBarrier
+	// msgLate: an input record behind its partition's watermark by more
+	// than the window's allowed_lateness, already built for the late
+	// topic. Like a dead letter it travels the records' path, so that it
+	// lands in the epoch of its input.
+	msgLate
 )
 
 // message is the unit on the task graph's channels, sent in batches.
@@ -33,7 +38,10 @@ type message struct {
 	rec *kgo.Record
 	// op is the input after the stateless steps (source → worker): its
 	// decoded, possibly mapped, value and its group key.
-	op      *operator.Record
+	op *operator.Record
+	// at is the input's event time in epoch milliseconds (source →
+	// worker, jobs with event time only).
+	at      int64
 	barrier *barrier
 }
 
@@ -43,6 +51,11 @@ type barrier struct {
 	id      checkpoint.ID
 	offsets []checkpoint.SourceOffset
 	state   []checkpoint.StateSummary
+	// times are the partitions' event times (jobs with event time only),
+	// filled by the sources like offsets; watermark is the job's
+	// watermark W(N) that the workers computed from them.
+	times     []eventTime
+	watermark int64
 }
 
 // batch is what goes over a channel: the messages of one input, in order.

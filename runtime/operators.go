@@ -31,7 +31,7 @@ func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []messa
 	return outs, nil
 }
 
-func (o *passThrough) snapshot() (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
+func (o *passThrough) snapshot(int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
 	return nil, nil, nil
 }
 
@@ -44,6 +44,8 @@ type aggregateOp struct {
 	// timestamps of on_checkpoint outputs.
 	changedAt map[string]int64
 	buf       outBuf
+	// expiry deletes keys not updated for aggregate.ttl (nil: no TTL).
+	expiry *expiry
 }
 
 func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []message) {
@@ -59,6 +61,9 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 	changed, rerr := o.agg.Add(st, m.op)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
+	}
+	if o.expiry != nil {
+		changed = o.expiry.touch(st, m.at, !ok, m.op.GroupKey) || changed
 	}
 	if changed || !ok {
 		slot.Put(key, st)
@@ -93,7 +98,12 @@ func (o *aggregateOp) output(in *kgo.Record, groupKey string, st *operator.Aggre
 	return o.p.outputs(&o.buf, in, view, key, value)
 }
 
-func (o *aggregateOp) snapshot() (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
+func (o *aggregateOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
+	if o.expiry != nil {
+		if n := o.expiry.expire(o.store, watermark); n > 0 && o.p.metrics != nil {
+			o.p.metrics.KeysExpired(o.agg.ID(), n)
+		}
+	}
 	delta := o.store.Snapshot()
 	if o.agg.Emit() == config.EmitOnCheckpoint {
 		for _, e := range delta.Entries {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -17,14 +18,17 @@ import (
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/window"
 )
 
 // plan is the compiled form of a job's configuration: what every task
 // evaluates, shared read-only by all of them (each clones what it mutates).
 type plan struct {
-	cfg    *config.Config
-	chain  *operator.Chain
-	agg    *operator.Aggregator // nil for a stateless job
+	cfg   *config.Config
+	chain *operator.Chain
+	agg   *operator.Aggregator // nil for a stateless job
+	// time is the job's event time and window (nil: neither).
+	time   *timePlan
 	sinks  []sinkSpec
 	format map[string]config.Format // source topic -> value format
 	// metrics counts dead letters (set by the Job; nil in plan-only uses).
@@ -56,6 +60,9 @@ func compile(cfg *config.Config) (*plan, error) {
 	} else {
 		p.chain, p.agg = chain, chain.Aggregator()
 	}
+	tp, tprobs := compileTime(cfg, p.chain, p.agg)
+	problems = append(problems, tprobs...)
+	p.time = tp
 	for i, s := range cfg.Sinks {
 		spec := sinkSpec{topic: s.Topic, format: s.Format}
 		if s.Key != "" {
@@ -173,6 +180,9 @@ type router struct {
 	chain   *operator.Chain
 	workers int
 	groups  int
+	// clocks are the event-time clocks of the task's partitions (nil
+	// without event time).
+	clocks *clocks
 
 	// records is the unused rest of a chunk of operator.Records: each
 	// input takes one and hands it to a worker with its message, so one
@@ -199,6 +209,13 @@ func (p *plan) newRouter(workers int) *router {
 			}
 		}
 	}
+	if p.time != nil {
+		for _, st := range p.time.byTopic {
+			if st.expr != nil {
+				chain.AlsoRead(st.expr)
+			}
+		}
+	}
 	return &router{p: p, chain: chain, workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
 }
 
@@ -219,6 +236,29 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: r.p.format[rec.Topic],
 	}
+	var (
+		at   int64
+		late *clock // the clock of a late record's partition
+	)
+	if r.clocks != nil {
+		if cl := r.clocks.of(rec.Topic, rec.Partition); cl != nil {
+			var terr *operator.RecordError
+			if at, terr = r.eventTime(cl.src, rec, op); terr != nil {
+				r.chain.Recycle(op)
+				return r.p.deadLetters(rec, terr), int(uint32(rec.Partition) % uint32(r.workers))
+			}
+			if cl.src.idle > 0 {
+				cl.lastRead = r.clocks.now()
+			}
+			lateness := int64(0)
+			if r.p.time.window != nil {
+				lateness = r.p.time.window.lateness
+			}
+			if cl.Observe(at, cl.src.outOfOrder, lateness) && r.p.time.window != nil {
+				late = cl
+			}
+		}
+	}
 	keep, rerr := r.chain.Process(op)
 	switch {
 	case !r.chain.Keyed():
@@ -238,8 +278,39 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		}
 		return nil, worker
 	}
-	r.one[0] = message{kind: msgRecord, rec: rec, op: op}
+	if late != nil {
+		r.chain.Recycle(op)
+		return r.late(rec, at, late), worker
+	}
+	r.one[0] = message{kind: msgRecord, rec: rec, op: op, at: at}
 	return r.one[:], worker
+}
+
+// eventTime is rec's event time: its source's timestamp expression, or
+// the Kafka record timestamp.
+func (r *router) eventTime(st *sourceTime, rec *kgo.Record, op *operator.Record) (int64, *operator.RecordError) {
+	if st.expr == nil {
+		return rec.Timestamp.UnixMilli(), nil
+	}
+	return r.chain.EventTime(op, st.expr)
+}
+
+// late is what becomes of a late record: the record for the late topic,
+// or nothing when late records are dropped. Either way it is counted.
+func (r *router) late(rec *kgo.Record, at int64, cl *clock) []message {
+	w := r.p.time.window
+	result := config.LateSideOutput
+	if w.lateTopic == "" {
+		result = config.LateDrop
+	}
+	if r.p.metrics != nil {
+		r.p.metrics.LateRecord(string(result))
+	}
+	if w.lateTopic == "" {
+		return nil
+	}
+	r.one[0] = message{kind: msgLate, rec: w.lateRecord(rec, at, cl.Watermark(cl.src.outOfOrder))}
+	return r.one[:]
 }
 
 // partitionWorker spreads the partitions of a job without key_by over the
@@ -290,7 +361,7 @@ func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, va
 
 // newRecord fills in checkpoint N's job-wide fields, and the savepoint
 // the attempt's state came from.
-func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st []checkpoint.StateSummary) *checkpoint.Record {
+func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset, st []checkpoint.StateSummary, et *checkpoint.EventTime) *checkpoint.Record {
 	j := a.j
 	rec := &checkpoint.Record{
 		ID:                id,
@@ -304,9 +375,18 @@ func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset,
 		State:             st,
 		Savepoint:         a.savepointID,
 		Operators:         j.plan.checkpointed,
+		EventTime:         et,
 	}
 	rec.Normalize()
 	return rec
+}
+
+// timeWindow is the job's window step (nil: none).
+func (p *plan) timeWindow() *windowPlan {
+	if p.time == nil {
+		return nil
+	}
+	return p.time.window
 }
 
 // emptyOperator builds worker w's keyed operator with no state.
@@ -316,11 +396,26 @@ func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 	}
 	groups := j.cfg.Checkpoint.KeyGroups
 	agg := j.plan.agg.Clone()
+	if wp := j.plan.timeWindow(); wp != nil {
+		store, err := state.New[*operator.WindowState](agg.ID(), groups, state.RangeFor(w, j.workers, groups), windowCodec{agg})
+		if err != nil {
+			return nil, err
+		}
+		if w == 0 {
+			// A new set of operators: the open windows are theirs.
+			j.openWindows = new(atomic.Int64)
+		}
+		return &windowOp{p: j.plan, w: wp, agg: agg, store: store, open: j.openWindows, watermark: window.NoWatermark}, nil
+	}
 	store, err := state.New[*operator.AggregateState](agg.ID(), groups, state.RangeFor(w, j.workers, groups), aggCodec{agg})
 	if err != nil {
 		return nil, err
 	}
-	return &aggregateOp{p: j.plan, agg: agg, store: store}, nil
+	op := &aggregateOp{p: j.plan, agg: agg, store: store}
+	if ttl := agg.TTL(); ttl > 0 {
+		op.expiry = &expiry{ttl: ttl.Milliseconds(), eventTime: j.plan.time != nil && len(j.plan.time.byTopic) > 0, now: j.now}
+	}
+	return op, nil
 }
 
 // restoringOperators builds one keyed operator per worker and, for a job
@@ -340,7 +435,7 @@ func (j *Job) restoringOperators(expected int) ([]keyedOperator, []*state.Restor
 	}
 	restorers := make([]*state.Restorer, j.workers)
 	for w, op := range ops {
-		store := op.(*aggregateOp).store
+		store := op.(stateful).keyedStore()
 		store.Grow(expected)
 		r, err := state.NewRestorer(j.cfg.Checkpoint.KeyGroups, store.Range())
 		if err != nil {
@@ -386,7 +481,7 @@ func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record, r
 	}
 	keys := 0
 	for w, op := range ops {
-		keys += op.(*aggregateOp).store.Len()
+		keys += op.(stateful).keyedStore().Len()
 		if gone := restorers[w].Unclaimed(); len(gone) > 0 {
 			return nil, 0, fmt.Errorf("%w: the state topic holds state of operators %v, which the configuration no longer has", ErrIncompatible, gone)
 		}

@@ -141,15 +141,15 @@ type exportReport struct {
 // at the barrier, after the snapshot went to the sink and before any record
 // after the barrier: the state is exactly that of the checkpoint.
 func (e *export) exportState(op keyedOperator) error {
-	a, ok := op.(*aggregateOp)
+	a, ok := op.(stateful)
 	if !ok {
 		return nil // no state: the savepoint holds only offsets
 	}
-	ow := e.ops[a.agg.ID()]
+	ow := e.ops[a.operatorID()]
 	if ow == nil {
-		return fmt.Errorf("no savepoint writer for operator %q", a.agg.ID())
+		return fmt.Errorf("no savepoint writer for operator %q", a.operatorID())
 	}
-	return ow.WriteAll(a.store.Range(), a.store.All())
+	return ow.WriteAll(a.keyedStore().Range(), a.keyedStore().All())
 }
 
 // pendingSavepoint is a savepoint the coordinator loop waits to finish:
@@ -233,9 +233,10 @@ func (s *savepoints) exporting() bool {
 }
 
 // completed is told that checkpoint id committed, with its offsets.
-func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset) {
+func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime) {
 	if p := s.pending[id]; p != nil {
 		p.completed, p.offsets = true, offsets
+		p.w.SetEventTime(et)
 		s.maybeFinish(p)
 	}
 }
@@ -394,7 +395,7 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	}
 	keys := 0
 	for w, rs := range restorers {
-		store := ops[w].(*aggregateOp).store
+		store := ops[w].(stateful).keyedStore()
 		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
 			return fail(err)
 		}
@@ -413,12 +414,12 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	// The import is the epoch that recovery began.
 	var summary []checkpoint.StateSummary
 	for _, op := range ops {
-		agg, ok := op.(*aggregateOp)
+		agg, ok := op.(stateful)
 		if !ok {
 			continue
 		}
-		id := agg.agg.ID()
-		for e := range agg.store.All() {
+		id := agg.operatorID()
+		for e := range agg.keyedStore().All() {
 			rec := e.Record(id)
 			delete(stale, string(rec.Key))
 			txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value))
@@ -433,7 +434,7 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 		id = a.latest.ID + 1
 	}
 	a.savepointID = r.ID()
-	rec := a.newRecord(id, offsetList(offsets), mergeState(summary))
+	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), importedEventTime(r.Manifest().EventTime, plan, j.plan.time))
 	cr, err := kstore.CheckpointRecord(rec)
 	if err != nil {
 		return fail(err)
@@ -459,5 +460,32 @@ func offsetList(offsets map[source.TopicPartition]int64) []checkpoint.SourceOffs
 	for tp, off := range offsets {
 		out = append(out, checkpoint.SourceOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
+	return out
+}
+
+// importedEventTime is the event time a job started from a savepoint
+// continues from: the savepoint's, with its partitions under their
+// topics' new names, for the topics the job reads with event time. Nil
+// when either side has none: the watermarks then start over, each
+// partition from its first record (CheckRestore noted it).
+func importedEventTime(et *savepoint.EventTime, plan *savepoint.RestorePlan, tp *timePlan) *checkpoint.EventTime {
+	if et == nil || tp == nil || len(tp.byTopic) == 0 {
+		return nil
+	}
+	rename := map[string]string{}
+	for _, t := range plan.Topics {
+		rename[t.From] = t.To
+	}
+	out := et.Checkpoint()
+	kept := out.Partitions[:0]
+	for _, p := range out.Partitions {
+		if to, ok := rename[p.Topic]; ok {
+			p.Topic = to
+		}
+		if tp.byTopic[p.Topic] != nil {
+			kept = append(kept, p)
+		}
+	}
+	out.Partitions = kept
 	return out
 }

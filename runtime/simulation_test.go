@@ -23,6 +23,7 @@ import (
 	"github.com/eoflow/pipeline/internal/memkafka"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/twophase"
+	"github.com/eoflow/pipeline/window"
 )
 
 // The broker-free, deterministic simulation of the whole task graph
@@ -46,7 +47,7 @@ import (
 
 var (
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed of the simulation, and print its trace")
-	simSeeds = flag.Int("sim.seeds", 0, "run this many seeds per job and guarantee (default: 1000, 400 with -short, 50 under -race)")
+	simSeeds = flag.Int("sim.seeds", 0, "run this many seeds per job and guarantee (default: 1000, 300 with -short, 50 under -race)")
 )
 
 // simJob is a job the simulation runs, with its oracle.
@@ -55,6 +56,9 @@ type simJob struct {
 	config string // YAML; ${GUARANTEE} is set per run
 	// keyOf is the oracle's key of input n.
 	keyOf func(n int64) string
+	// windowed: the job is parity-windows (simwindows_test.go), whose
+	// inputs carry an event time and whose oracle is by window.
+	windowed bool
 }
 
 var simJobs = []simJob{
@@ -81,6 +85,7 @@ var paritySumYAML = func() string {
 type simInput struct {
 	n   int64
 	bad bool
+	ts  int64 // event time, epoch ms (windowed jobs)
 }
 
 // simRun is one seeded run of one job under one guarantee.
@@ -114,10 +119,13 @@ type simRun struct {
 	// A continuation (run --from-savepoint) restores plan from the
 	// savepoint; base is the savepoint's offsets per input partition,
 	// where its outputs must go on from.
-	plan     *savepoint.RestorePlan
-	base     []int64
-	baseWant map[string]simAgg
-	baseBad  int
+	plan *savepoint.RestorePlan
+	base []int64
+	// baseWatermark is the savepoint's watermark (windowed jobs): what
+	// it fired, the run before committed.
+	baseWatermark int64
+	baseWant      map[string]simAgg
+	baseBad       int
 }
 
 const (
@@ -139,6 +147,9 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": job.name, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
 		"GUARANTEE": string(g), "CHECKPOINT_INTERVAL": []string{"20ms", "100ms", "1s"}[rng.IntN(3)], "ADMIN_LISTEN": "off",
 	}
+	if job.windowed {
+		r.windowEnv(env)
+	}
 	r.cfg = parseConfig(t, []byte(job.config), env)
 	r.cfg.Workers = 1 + rng.IntN(3)
 	j, err := New(r.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -152,12 +163,19 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 	for n := range int64(30 + rng.IntN(200)) {
 		r.pending = append(r.pending, simInput{n: n + 1, bad: rng.IntN(40) == 0})
 	}
+	if job.windowed {
+		r.drawEventTimes()
+	}
 	r.drawFaults()
 	return r
 }
 
 func (r *simRun) createTopics(t testing.TB) {
-	for _, topic := range []string{"in", "out", r.cfg.Sinks[0].DeadLetterTopic, kstore.StateTopic(r.job.name), checkpoint.TopicName(r.job.name)} {
+	topics := []string{"in", "out", r.cfg.Sinks[0].DeadLetterTopic, kstore.StateTopic(r.job.name), checkpoint.TopicName(r.job.name)}
+	if r.job.windowed {
+		topics = append(topics, simLateTopic)
+	}
+	for _, topic := range topics {
 		n := 1
 		if topic == "in" {
 			n = simPartitions
@@ -200,6 +218,10 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 	if c.plan, err = savepoint.CheckRestore(rd.Manifest(), savepoint.DescribeConfig(c.cfg), opts); err != nil {
 		return nil, fmt.Errorf("%w: savepoint %s refused: %v", errViolation, dir, err)
 	}
+	c.baseWatermark = window.NoWatermark
+	if et := rd.Manifest().EventTime; et != nil && et.Watermark != nil {
+		c.baseWatermark = *et.Watermark
+	}
 	c.base = make([]int64, simPartitions)
 	for _, o := range c.plan.Offsets {
 		c.base[o.Partition] = o.Offset
@@ -224,6 +246,9 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 func inputValue(in simInput) []byte {
 	if in.bad {
 		return []byte(`{"n": oops`)
+	}
+	if in.ts != 0 {
+		return fmt.Appendf(nil, `{"n": %d, "ts": %d}`, in.n, in.ts)
 	}
 	return fmt.Appendf(nil, `{"n": %d}`, in.n)
 }
@@ -253,6 +278,9 @@ func (r *simRun) run() error {
 			return r.checkEnd()
 		}
 		r.restarts++
+		// A restart is a step too: an attempt that fails before its graph
+		// runs (a restore refused over and over) must not loop forever.
+		r.steps++
 	}
 	return fmt.Errorf("no end after %d steps (%d crashes, %d restarts): the job stopped making progress", r.steps, r.crashes, r.restarts)
 }
@@ -695,6 +723,11 @@ type committedView struct {
 	last   map[string]simAgg        // key -> output with the highest count
 	dead   int
 	newest kstore.Newest
+	// parity-windows: every committed output by window, the late topic's
+	// records by input, and the newest checkpoint's watermark.
+	windows   map[simWin][]simAgg
+	late      map[simTP]int
+	watermark int64
 }
 
 type simAgg struct{ count, sum int64 }
@@ -733,6 +766,9 @@ func (r *simRun) catchUp() error {
 			return err
 		}
 	}
+	if r.job.windowed {
+		return r.catchUpWindows()
+	}
 	for _, out := range v.tail(r.w, "out") {
 		var o struct {
 			Key        string
@@ -765,6 +801,9 @@ func (r *simRun) check(when string) error {
 		return fmt.Errorf("%w at %s: %v", errViolation, when, err)
 	}
 	v := &r.committed
+	if r.job.windowed {
+		return r.checkWindows(when)
+	}
 	rec := v.newest.Record
 	offsets := make([]int64, simPartitions)
 	if rec == nil && r.base != nil {
@@ -913,7 +952,7 @@ func simDefaultSeeds(full int) int {
 	case raceEnabled:
 		return max(full/20, 40)
 	case testing.Short():
-		return full * 2 / 5
+		return full * 3 / 10
 	}
 	return full
 }

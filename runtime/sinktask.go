@@ -43,12 +43,15 @@ type sinkTask struct {
 	commits <-chan checkpoint.ID
 	results chan<- commitResult
 	// newRecord fills the job-wide fields of checkpoint N.
-	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary) *checkpoint.Record
-	now       func() time.Time
-	log       *slog.Logger
-	faults    *fault.Injector
-	metrics   *metrics.Metrics
-	epoch     epochStats
+	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary, et *checkpoint.EventTime) *checkpoint.Record
+	// timed: the job has event time, and every checkpoint record carries
+	// the barrier's.
+	timed   bool
+	now     func() time.Time
+	log     *slog.Logger
+	faults  *fault.Injector
+	metrics *metrics.Metrics
+	epoch   epochStats
 	// committed is told the offsets of every committed checkpoint.
 	committed func([]checkpoint.SourceOffset)
 	// limits say how large a record each topic accepts (fitRecord), and
@@ -135,7 +138,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 	}
 	return s.align.each(b, func(m message) error {
 		switch m.kind {
-		case msgRecord, msgDeadLetter:
+		case msgRecord, msgDeadLetter, msgLate:
 			rec := s.fitRecord(m)
 			if s.guarantee == config.ExactlyOnce {
 				s.txn.Produce(ctx, rec)
@@ -214,7 +217,11 @@ func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
 // the epoch at every participant: everything of it is on the brokers,
 // invisible until the decision.
 func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
-	rec, err := kstore.CheckpointRecord(s.newRecord(b.id, b.offsets, mergeState(b.state)))
+	var et *checkpoint.EventTime
+	if s.timed {
+		et = recordEventTime(b.watermark, b.times)
+	}
+	rec, err := kstore.CheckpointRecord(s.newRecord(b.id, b.offsets, mergeState(b.state), et))
 	if err != nil {
 		return err
 	}
@@ -231,6 +238,9 @@ func (s *sinkTask) decide(ctx context.Context, b *barrier) commitResult {
 	at := s.now()
 	res := commitResult{id: b.id, err: err, at: at, offsets: b.offsets, alignment: alignment, commit: at.Sub(commitStart),
 		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
+	if s.timed {
+		res.eventTime = recordEventTime(b.watermark, b.times)
+	}
 	if err != nil {
 		return res
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/window"
 )
 
 // pollBatch is the most records a source hands on per poll.
@@ -136,6 +137,14 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) {
 // the partitions' next offsets: the input prefix of epoch id.
 func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 	b := &barrier{id: id, offsets: s.reader.Positions()}
+	if c := s.router.clocks; c != nil {
+		b.times = c.at(b.offsets)
+		for _, t := range b.times {
+			if t.MaxEventTime != window.NoWatermark {
+				s.metrics.SetPartitionWatermark(t.Topic, t.Partition, t.watermark)
+			}
+		}
+	}
 	out := make([]batch, len(s.workers))
 	for w := range out {
 		out[w] = batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}

@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/window"
 )
 
 // keyedOperator is the stateful end of the chain as one worker runs it, on
@@ -15,10 +17,12 @@ type keyedOperator interface {
 	// process applies one input and returns the output records to send on
 	// (none when the operator emits only at checkpoints), or dead letters.
 	process(m message) (out []*kgo.Record, deadLetters []message)
-	// snapshot is called at barrier N: the outputs to emit for the epoch
-	// (on_checkpoint mode), the changelog records of the keys changed
-	// since the previous snapshot, and the size of the state.
-	snapshot() (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary)
+	// snapshot is called at barrier N, with the job's watermark W(N)
+	// (window.NoWatermark without event time): the outputs to emit for
+	// the epoch (on_checkpoint mode, windows that fire), the changelog
+	// records of the keys changed since the previous snapshot, and the
+	// size of the state.
+	snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary)
 }
 
 // workerTask runs the keyed operator for its key groups. Its inputs are
@@ -37,6 +41,11 @@ type workerTask struct {
 	exportReports chan<- exportReport
 
 	align aligner
+	// timed: the job has event time; watermark is W of the last barrier
+	// (window.NoWatermark: none yet).
+	timed     bool
+	watermark int64
+	metrics   *metrics.Metrics
 	// What handling inputs produced, for run to send on: messages for the
 	// sink, the barriers acked and the savepoint exports made, in order.
 	out      []message
@@ -79,7 +88,7 @@ func (w *workerTask) handle(b batch) error {
 				w.out = append(w.out, message{kind: msgRecord, rec: r})
 			}
 			w.out = append(w.out, dls...)
-		case msgDeadLetter:
+		case msgDeadLetter, msgLate:
 			w.out = append(w.out, m)
 		case msgBarrier:
 			return w.onBarrier(b.from, m.barrier)
@@ -97,7 +106,15 @@ func (w *workerTask) onBarrier(from int, b *barrier) error {
 	}
 	// Every input is at barrier N: the state is that of exactly the
 	// records before it. Snapshot, then send the barrier on.
-	outputs, changes, summary := w.op.snapshot()
+	done.watermark = window.NoWatermark
+	if w.timed {
+		w.watermark = jobWatermark(w.watermark, done.times)
+		done.watermark = w.watermark
+		if w.index == 0 && w.metrics != nil { // every worker computes the same
+			w.metrics.SetWatermark(w.watermark)
+		}
+	}
+	outputs, changes, summary := w.op.snapshot(done.watermark)
 	for _, r := range outputs {
 		w.out = append(w.out, message{kind: msgRecord, rec: r})
 	}

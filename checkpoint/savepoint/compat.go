@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
 )
@@ -189,9 +190,12 @@ func manifestOf(rec *checkpoint.Record) *Manifest {
 					op.Offsets = append(op.Offsets, o)
 				}
 			}
-		case checkpoint.KindAggregate:
+		case checkpoint.KindAggregate, checkpoint.KindWindow:
 			op.Kind = KindAggregate
 			a := &AggregateDesc{KeyBy: desc.KeyBy}
+			if desc.Kind == checkpoint.KindWindow {
+				op.Kind, a.Window = KindWindow, windowDescOf(desc.Window)
+			}
 			for _, v := range desc.Values {
 				a.Values = append(a.Values, Value{Name: v.Name, Func: v.Func, Arg: v.Arg})
 			}
@@ -204,6 +208,7 @@ func manifestOf(rec *checkpoint.Record) *Manifest {
 		}
 		m.Operators = append(m.Operators, op)
 	}
+	m.EventTime = EventTimeOf(rec.EventTime)
 	return m
 }
 
@@ -250,7 +255,7 @@ func (c *checker) keyGroups() {
 func (c *checker) operators() {
 	var missing []string // `"id" (N keys)`, for one message
 	for _, op := range c.m.Operators {
-		if op.Kind != KindAggregate {
+		if !stateful(op.Kind) {
 			continue
 		}
 		cur := c.d.Operator(op.ID)
@@ -260,8 +265,8 @@ func (c *checker) operators() {
 			c.plan.Dropped = append(c.plan.Dropped, op.ID)
 		case cur.Kind != op.Kind:
 			if !c.opts.AllowDroppedState {
-				c.fail(fmt.Sprintf("give the aggregate back the id %q and the %s another id, or pass %s to start without the aggregate's state", op.ID, kindNoun(cur.Kind), FlagAllowDroppedState),
-					"operator %q is an aggregate in the %s (%s) but %s in the config (%s)", op.ID, c.from, keys(op.Keys), kindPhrase(cur.Kind), cur.Path)
+				c.fail(fmt.Sprintf("give the %s back the id %q and the %s another id, or pass %s to start without the %s's state", op.Kind, op.ID, kindNoun(cur.Kind), FlagAllowDroppedState, op.Kind),
+					"operator %q is %s in the %s (%s) but %s in the config (%s)", op.ID, kindPhrase(op.Kind), c.from, keys(op.Keys), kindPhrase(cur.Kind), cur.Path)
 			}
 			c.plan.Dropped = append(c.plan.Dropped, op.ID)
 		default:
@@ -279,7 +284,7 @@ func (c *checker) operators() {
 			"%s %s %s not in the config", noun, strings.Join(missing, ", "), verb)
 	}
 	for _, op := range c.d.Operators {
-		if op.Kind == KindAggregate && c.m.Operator(op.ID) == nil {
+		if stateful(op.Kind) && c.m.Operator(op.ID) == nil {
 			c.plan.Empty = append(c.plan.Empty, op.ID)
 		}
 	}
@@ -306,6 +311,10 @@ func (c *checker) aggregate(op *Operator, cur *OperatorDesc) bool {
 	was, now := op.Aggregate, cur.Aggregate
 	fix := fmt.Sprintf("put back the key_by and values the %s was taken with; or, to start %q empty, give the aggregate a new id and pass %s", c.from, op.ID, FlagAllowDroppedState)
 	n := len(c.problems)
+	if was.Window != nil && now.Window != nil && *was.Window != *now.Window {
+		c.fail(fmt.Sprintf("put back the window the %s was taken with; or, to start %q empty, give the window a new id and pass %s", c.from, op.ID, FlagAllowDroppedState),
+			"operator %q: window was %s, the config has %s (its open windows are stored by their start and end)", op.ID, was.Window, now.Window)
+	}
 	if was.KeyBy != now.KeyBy {
 		c.fail(fix, "operator %q: key_by was '%s', the config has '%s' (its state is stored under the keys the old expression computed)", op.ID, was.KeyBy, now.KeyBy)
 	}
@@ -475,6 +484,16 @@ func (c *checker) notes() {
 		note("%s start without state", plural(p.Empty, "aggregate"))
 	}
 	p.Notes = append(p.Notes, c.reordered...)
+	timed := false
+	for _, op := range d.Operators {
+		timed = timed || op.EventTime
+	}
+	switch {
+	case m.EventTime != nil && !timed:
+		note("the %s has event time (watermark %s) but the config's sources have no event_time: it is not used", c.from, watermarkText(m.EventTime.Watermark))
+	case m.EventTime == nil && timed && len(m.Operators) > 0:
+		note("the %s has no event time: the watermarks start over, each partition from its first record", c.from)
+	}
 	if len(p.NewTopics) == 1 {
 		note("%s starts at its source's start position", plural(p.NewTopics, "topic"))
 	} else if len(p.NewTopics) > 1 {
@@ -517,7 +536,7 @@ func isAre(items []string) string {
 // kindNoun names what an operator of kind k is: "source", "aggregate",
 // "filter step".
 func kindNoun(k Kind) string {
-	if k == KindSource || k == KindAggregate {
+	if k == KindSource || stateful(k) {
 		return string(k)
 	}
 	return string(k) + " step"
@@ -540,4 +559,12 @@ func short(fp string) string {
 		return "(none)"
 	}
 	return fp
+}
+
+// watermarkText renders a watermark for a note: RFC 3339, or "none yet".
+func watermarkText(ms *int64) string {
+	if ms == nil {
+		return "none yet"
+	}
+	return time.UnixMilli(*ms).UTC().Format(time.RFC3339Nano)
 }

@@ -36,6 +36,8 @@ type OperatorDesc struct {
 	Path string
 	// Topics (sources) are the topics it reads.
 	Topics []string
+	// EventTime (sources) says the source has event_time.
+	EventTime bool
 	// Aggregate (aggregates) describes its state.
 	Aggregate *AggregateDesc
 }
@@ -53,7 +55,8 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 	for i, s := range cfg.Sources {
 		d.Operators = append(d.Operators, OperatorDesc{
 			ID: s.ID, Kind: KindSource, Path: fmt.Sprintf("sources[%d]", i),
-			Topics: slices.Compact(slices.Sorted(slices.Values(s.Topics))),
+			Topics:    slices.Compact(slices.Sorted(slices.Values(s.Topics))),
+			EventTime: s.EventTime != nil,
 		})
 	}
 	keyBy := ""
@@ -65,6 +68,12 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 		case config.StepAggregate:
 			a := &AggregateDesc{KeyBy: keyBy}
 			for _, v := range s.Aggregate.Values {
+				a.Values = append(a.Values, Value{Name: v.Name, Func: string(v.Func), Arg: strings.TrimSpace(v.Arg)})
+			}
+			op.Aggregate = a
+		case config.StepWindow:
+			a := &AggregateDesc{KeyBy: keyBy, Window: configWindow(s.Window)}
+			for _, v := range s.Window.Values {
 				a.Values = append(a.Values, Value{Name: v.Name, Func: string(v.Func), Arg: strings.TrimSpace(v.Arg)})
 			}
 			op.Aggregate = a
@@ -83,8 +92,11 @@ func (d *Descriptor) Checkpointed() []checkpoint.OperatorDesc {
 		switch op.Kind {
 		case KindSource:
 			out = append(out, checkpoint.OperatorDesc{ID: op.ID, Kind: checkpoint.KindSource, Topics: op.Topics})
-		case KindAggregate:
+		case KindAggregate, KindWindow:
 			desc := checkpoint.OperatorDesc{ID: op.ID, Kind: checkpoint.KindAggregate, KeyBy: op.Aggregate.KeyBy}
+			if op.Kind == KindWindow {
+				desc.Kind, desc.Window = checkpoint.KindWindow, op.Aggregate.Window.checkpointDesc()
+			}
 			for _, v := range op.Aggregate.Values {
 				desc.Values = append(desc.Values, checkpoint.AggregateValue{Name: v.Name, Func: v.Func, Arg: v.Arg})
 			}
@@ -105,11 +117,12 @@ func (d *Descriptor) Operator(id string) *OperatorDesc {
 	return nil
 }
 
-// Aggregates are the aggregate operators, in configuration order.
+// Aggregates are the operators with keyed state (aggregates and windows),
+// in configuration order.
 func (d *Descriptor) Aggregates() []OperatorDesc {
 	var out []OperatorDesc
 	for _, op := range d.Operators {
-		if op.Kind == KindAggregate {
+		if stateful(op.Kind) {
 			out = append(out, op)
 		}
 	}
@@ -178,4 +191,17 @@ func quoteList(ids []string) string {
 		return q[0]
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// configWindow is the shape of a window step.
+func configWindow(w *config.Window) *WindowDesc {
+	switch {
+	case w.Tumbling > 0:
+		return &WindowDesc{Kind: "tumbling", SizeMs: w.Tumbling.Milliseconds()}
+	case w.Hopping != nil:
+		return &WindowDesc{Kind: "hopping", SizeMs: w.Hopping.Size.Milliseconds(), AdvanceMs: w.Hopping.Advance.Milliseconds()}
+	case w.Session != nil:
+		return &WindowDesc{Kind: "session", GapMs: w.Session.Gap.Milliseconds()}
+	}
+	return &WindowDesc{}
 }

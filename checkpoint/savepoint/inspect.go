@@ -23,6 +23,8 @@ type Summary struct {
 	Guarantee         string            `json:"guarantee"`
 	Sources           []SourceSummary   `json:"sources"`
 	Operators         []OperatorSummary `json:"operators"`
+	// EventTime (jobs with event time) is where the watermarks resume.
+	EventTime *EventTime `json:"event_time,omitempty"`
 }
 
 // SourceSummary is one source and where its partitions resume.
@@ -60,13 +62,13 @@ func (r *Reader) Summary() Summary {
 		Dir: r.dir, ID: r.id, Version: m.Version, Job: m.Job, Created: m.Created,
 		CheckpointID: m.CheckpointID, ConfigFingerprint: m.ConfigFingerprint,
 		KeyGroups: m.KeyGroups, Guarantee: m.Guarantee,
-		Sources: []SourceSummary{}, Operators: []OperatorSummary{},
+		Sources: []SourceSummary{}, Operators: []OperatorSummary{}, EventTime: m.EventTime,
 	}
 	for _, op := range m.Operators {
 		switch op.Kind {
 		case KindSource:
 			s.Sources = append(s.Sources, SourceSummary{ID: op.ID, Offsets: op.Offsets})
-		case KindAggregate:
+		case KindAggregate, KindWindow:
 			o := OperatorSummary{ID: op.ID, Kind: op.Kind, Aggregate: *op.Aggregate, Keys: op.Keys, Bytes: op.Bytes, Files: len(op.Files)}
 			for _, f := range op.Files {
 				o.FileBytes += f.Size
@@ -136,8 +138,18 @@ func (s Summary) WriteText(w io.Writer) error {
 			keys = fmt.Sprintf("%d keys", op.Keys)
 		}
 		fmt.Fprintf(&b, "  %s (%s): %s, %s in %s (%s on disk)\n", op.ID, op.Kind, keys, humanBytes(int64(op.Bytes)), files, humanBytes(op.FileBytes))
+		if op.Aggregate.Window != nil {
+			fmt.Fprintf(&b, "    window  %s\n", op.Aggregate.Window)
+		}
 		fmt.Fprintf(&b, "    key_by  %s\n", op.Aggregate.KeyBy)
 		fmt.Fprintf(&b, "    values  %s\n", renderValues(op.Aggregate.Values))
+	}
+	if et := s.EventTime; et != nil {
+		b.WriteString("event time\n")
+		fmt.Fprintf(&b, "  watermark    %s\n", watermarkText(et.Watermark))
+		for _, p := range et.Partitions {
+			fmt.Fprintf(&b, "    %s/%d: largest event time %s\n", p.Topic, p.Partition, watermarkText(p.MaxEventTime))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

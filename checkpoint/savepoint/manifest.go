@@ -72,6 +72,9 @@ type Manifest struct {
 	// Guarantee is the job's delivery guarantee then. Informational.
 	Guarantee string     `json:"guarantee"`
 	Operators []Operator `json:"operators"`
+	// EventTime (jobs with event time only) is where event time stood at
+	// the checkpoint: the restore continues the watermarks from it.
+	EventTime *EventTime `json:"event_time,omitempty"`
 }
 
 // Operator is one stateful operator of the savepoint.
@@ -103,6 +106,8 @@ type Offset = checkpoint.SourceOffset
 type AggregateDesc struct {
 	// KeyBy is the text of the key_by expression that made the group keys.
 	KeyBy string `json:"key_by"`
+	// Window (windows only) is the shape of the windows the state holds.
+	Window *WindowDesc `json:"window,omitempty"`
 	// Values are the aggregate's values in configured order.
 	Values []Value `json:"values"`
 }
@@ -193,16 +198,23 @@ func (m *Manifest) Validate() error {
 				fail("%s: a source has offsets only, no aggregate, keys, bytes or files", at)
 			}
 			errs = append(errs, validateOffsets(at, op.ID, op.Offsets, topics)...)
-		case KindAggregate:
+		case KindAggregate, KindWindow:
 			if len(op.Offsets) > 0 {
-				fail("%s: an aggregate has no offsets", at)
+				fail("%s: an %s has no offsets", at, op.Kind)
 			}
 			errs = append(errs, validateAggregate(at, op.Aggregate)...)
+			switch {
+			case op.Kind == KindWindow && op.Aggregate != nil:
+				errs = append(errs, validateWindow(at, op.Aggregate.Window)...)
+			case op.Aggregate != nil && op.Aggregate.Window != nil:
+				fail("%s: an aggregate has no window", at)
+			}
 			errs = append(errs, validateFiles(at, op, m.KeyGroups, files)...)
 		default:
-			fail("%s: unknown kind %q (this build knows %q and %q)", at, op.Kind, KindSource, KindAggregate)
+			fail("%s: unknown kind %q (this build knows %q, %q and %q)", at, op.Kind, KindSource, KindAggregate, KindWindow)
 		}
 	}
+	errs = append(errs, validateEventTime(m.EventTime, m.Offsets())...)
 	return errors.Join(errs...)
 }
 

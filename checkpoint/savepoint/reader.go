@@ -179,7 +179,7 @@ func (r *Reader) Scan(operator string, rng state.Range, fn func(Entry) error) er
 	switch {
 	case op == nil:
 		return fmt.Errorf("savepoint %s: no operator %q", r.dir, operator)
-	case op.Kind != KindAggregate:
+	case !stateful(op.Kind):
 		return fmt.Errorf("savepoint %s: operator %q is a %s: its state is offsets (Manifest.Offsets), not entries", r.dir, operator, op.Kind)
 	}
 	for _, f := range op.Files {

@@ -79,11 +79,13 @@ type Writer struct {
 
 	mu struct {
 		sync.Mutex
-		ops      map[string]*opState
-		open     int   // parts created, not closed
-		failed   error // the first part that failed; Commit refuses
-		done     bool  // committed or aborted
-		progress Progress
+		ops map[string]*opState
+		// eventTime is the checkpoint's (SetEventTime), nil: none.
+		eventTime *EventTime
+		open      int   // parts created, not closed
+		failed    error // the first part that failed; Commit refuses
+		done      bool  // committed or aborted
+		progress  Progress
 		// next* are the totals at which Progress is called next.
 		nextEntries, nextBytes int64
 	}
@@ -191,7 +193,13 @@ func (w *Writer) Aggregate(id string, desc AggregateDesc) (*OperatorWriter, erro
 	if err := errors.Join(validateAggregate(fmt.Sprintf("aggregate %q", id), &desc)...); err != nil {
 		return nil, fmt.Errorf("savepoint %s: %w", w.dir, err)
 	}
-	if err := w.declare(id, &opState{kind: KindAggregate, agg: desc}); err != nil {
+	kind := KindAggregate
+	if desc.Window != nil {
+		kind = KindWindow
+		w := *desc.Window
+		desc.Window = &w
+	}
+	if err := w.declare(id, &opState{kind: kind, agg: desc}); err != nil {
 		return nil, err
 	}
 	return &OperatorWriter{w: w, id: id}, nil
@@ -502,14 +510,14 @@ func (w *Writer) manifestLocked() *Manifest {
 		Format: FormatName, Version: Version,
 		Job: w.meta.Job, Created: w.meta.Created, CheckpointID: w.meta.CheckpointID,
 		ConfigFingerprint: w.meta.ConfigFingerprint, KeyGroups: w.meta.KeyGroups, Guarantee: w.meta.Guarantee,
-		Operators: []Operator{},
+		Operators: []Operator{}, EventTime: w.mu.eventTime,
 	}
 	for id, st := range w.mu.ops {
 		op := Operator{ID: id, Kind: st.kind}
 		switch st.kind {
 		case KindSource:
 			op.Offsets = st.offsets
-		case KindAggregate:
+		case KindAggregate, KindWindow:
 			agg := st.agg
 			op.Aggregate = &agg
 			op.Files = slices.SortedFunc(slices.Values(st.files), func(a, b File) int { return cmp.Compare(a.KeyGroupStart, b.KeyGroupStart) })

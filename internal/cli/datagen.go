@@ -23,6 +23,8 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	from := fs.Int64("from", 1, "first number (with -resume: when the topic holds none)")
 	count := fs.Int64("count", 0, "how many numbers; 0 writes until interrupted")
 	rate := fs.Float64("rate", 0, "records per second; 0 is as fast as the broker takes them")
+	eventTime := fs.Bool("ts", false, `add "ts": the time of writing in epoch milliseconds (the parity-windows input)`)
+	disorder := fs.Duration("disorder", 0, "with -ts: move each ts back by a random amount up to this (out-of-order input)")
 	resume := fs.Bool("resume", false, "continue after the highest number the topic holds, writing in transactions, so that restarts (a crash included) leave 1..n each once")
 	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
 		return code
@@ -35,6 +37,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	n, err := datagen.Numbers(ctx, []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}, datagen.Options{
 		Topic: *topic, Partitions: int32(*partitions), From: *from, Count: *count, Rate: *rate, Resume: *resume,
+		EventTime: *eventTime, Disorder: *disorder,
 		Progress: func(written int64) { fmt.Fprintf(stderr, "datagen: %d written\n", written) },
 		Started: func(first int64) {
 			if *resume {

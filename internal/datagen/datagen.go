@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -33,6 +34,34 @@ type Options struct {
 	// Started, when set, is called once with the first number to write
 	// (From, or where Resume continues).
 	Started func(from int64)
+	// EventTime adds "ts": the wall-clock time of writing in epoch
+	// milliseconds, moved back by a uniformly random amount up to
+	// Disorder: the input of an event-time job (parity-windows).
+	EventTime bool
+	Disorder  time.Duration
+}
+
+// value is number n's record value under o.
+func (o *Options) value(n int64) []byte {
+	if !o.EventTime {
+		return Value(n)
+	}
+	ts := time.Now().UnixMilli()
+	if d := o.Disorder.Milliseconds(); d > 0 {
+		ts -= rand.Int64N(d + 1)
+	}
+	return ValueAt(n, ts)
+}
+
+// ValueAt is the JSON value of number n at event time ts (epoch ms):
+// {"n":n,"ts":ts}.
+func ValueAt(n, ts int64) []byte {
+	b := make([]byte, 0, 40)
+	b = append(b, `{"n":`...)
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	return append(b, '}')
 }
 
 // Value is the JSON value of number n: {"n":n}.
@@ -119,7 +148,7 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 		}
 		// Not ctx: a record handed over must not be dropped by the stop,
 		// or the count returned would lie.
-		cl.Produce(context.Background(), &kgo.Record{Value: Value(o.From + i)}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Value: o.value(o.From + i)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case failed <- err:
@@ -203,7 +232,7 @@ func numbersInTransactions(ctx context.Context, cl *kgo.Client, o Options) (int6
 			}
 			began = time.Now()
 		}
-		cl.Produce(context.Background(), &kgo.Record{Value: Value(o.From + i)}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Value: o.value(o.From + i)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case failed <- err:

@@ -46,6 +46,12 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.Fenced()
 	m.Restarted("commit_failed")
 	m.SetState("sums", 2, 128)
+	m.SetPartitionWatermark("numbers", 0, now.Add(-5*time.Second).UnixMilli())
+	m.SetWatermark(now.Add(-6 * time.Second).UnixMilli())
+	m.SetOpenWindows("per-10s", 2)
+	m.WindowsFired("per-10s", 1)
+	m.LateRecord("side_output")
+	m.KeysExpired("sums", 1)
 
 	// No broker is needed: a client builds its metrics when created.
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), m.KafkaHooks("exercise"))

@@ -14,7 +14,7 @@ import (
 type contender struct {
 	Name     string
 	Kind     string // limit, txn-copier, pipeline, kstreams, flink
-	Job      string // passthrough or keyed-sum
+	Job      string // passthrough, keyed-sum or windowed
 	Guar     string
 	Interval string
 	Daemon   bool
@@ -95,6 +95,28 @@ func contenders(o options) []contender {
 			})
 		}
 	}
+	// Windowed: per key and 1 s tumbling window of event time (the ts
+	// field), the count and sum of amount, one output per window once it
+	// closes, exactly once; same input (workload -event-rate) for all.
+	cs = append(cs, contender{
+		Name: "pipeline-windowed-exactly_once-1s", Kind: "pipeline", Job: "windowed", Guar: "exactly_once", Interval: "1s", Daemon: true,
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{o.pipeline, "run", "-c", filepath.Join(o.jobs, "windowed.yaml")}, []string{
+				"JOB_NAME=" + id, "GUARANTEE=exactly_once", "CHECKPOINT_INTERVAL=1s",
+				"KAFKA_BROKERS=" + o.brokers, "INPUT_TOPIC=" + o.windowedInput, "OUTPUT_TOPIC=" + out,
+				"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info"}
+		},
+	}, contender{
+		Name: "kstreams-windowed-exactly_once_v2-1s", Kind: "kstreams", Job: "windowed", Guar: "exactly_once_v2", Interval: "1s", Daemon: true,
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{"java", "-Xmx1g", "-cp", o.kstreamsJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once_v2", "1000", strconv.Itoa(runtime.NumCPU())}, nil
+		},
+	}, contender{
+		Name: "flink-windowed-exactly_once-1s", Kind: "flink", Job: "windowed", Guar: "exactly_once", Interval: "1s", Daemon: true,
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{"java", "-Xmx1g", "-cp", o.flinkJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once", "1000", strconv.Itoa(runtime.NumCPU())}, nil
+		},
+	})
 	// Apache Flink: a local MiniCluster job in one JVM (bench/peers/flink),
 	// parallelism = nproc, checkpoints at the interval; under exactly_once
 	// its transactional sink commits when a checkpoint completes.

@@ -54,6 +54,8 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "give up on a contender after this long without new output")
 	flag.BoolVar(&o.keep, "keep", false, "keep each contender's topics (deleted after measuring by default)")
 	flag.BoolVar(&o.list, "list", false, "print the contender names and exit")
+	flag.StringVar(&o.windowedInput, "windowed-input", "", "input topic of the windowed contenders (workload -event-rate); none: they are skipped")
+	flag.Int64Var(&o.windowedExpect, "windowed-expect", 0, "window outputs the windowed input gives (workload -expect)")
 	flag.Parse()
 	cs := contenders(o)
 	if o.list {
@@ -93,6 +95,10 @@ func main() {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for _, c := range cs {
+		if c.Job == "windowed" && o.windowedInput == "" {
+			log.Printf("runner: %s skipped: no -windowed-input", c.Name)
+			continue
+		}
 		log.Printf("runner: %s ...", c.Name)
 		r, err := measure(context.Background(), o, adm, c)
 		if err != nil {
@@ -113,12 +119,35 @@ func main() {
 }
 
 type options struct {
-	brokers, input, run, contenders, out        string
+	brokers, input, run, contenders, out string
+	// windowedInput is the input of the windowed contenders (workload
+	// -event-rate), windowedExpect the number of window outputs it gives.
+	windowedInput                               string
+	windowedExpect                              int64
 	pipeline, plaincopy, kstreamsJar, kafkaLibs string
 	flinkJar, jobs                              string
 	probe, probeRate, keys, partitions          int
 	idle                                        time.Duration
 	list, keep                                  bool
+}
+
+// windowEndOf returns the "window_end" field (RFC 3339) of a window
+// output in unix ms, or -1.
+func windowEndOf(v []byte) int64 {
+	i := bytes.Index(v, []byte(`"window_end":"`))
+	if i < 0 {
+		return -1
+	}
+	rest := v[i+len(`"window_end":"`):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return -1
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(rest[:j]))
+	if err != nil {
+		return -1
+	}
+	return t.UnixMilli()
 }
 
 // tsOf returns the "ts" field of a flat JSON value, or -1.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/internal/kread"
+
 	"github.com/eoflow/pipeline/bench/benchresult"
 )
 
@@ -28,6 +31,10 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	r := result{Name: c.Name, Kind: c.Kind, Job: c.Job, Guarantee: c.Guar, Interval: c.Interval}
 	id := "bench-" + o.run + "-" + c.Name
 	out := id + "-out"
+	windowed := c.Job == "windowed"
+	if windowed {
+		o.input = o.windowedInput
+	}
 	ends, err := adm.ListEndOffsets(ctx, o.input)
 	if err != nil {
 		return r, fmt.Errorf("input end offsets: %w", err)
@@ -52,6 +59,7 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	if err != nil {
 		return r, err
 	}
+	rd.windowed = windowed
 	defer rd.close()
 	go rd.run(ctx)
 
@@ -74,9 +82,17 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	go smp.run(ctx)
 	defer func() { stop(cmd, exited) }()
 
-	// Drain.
-	if err := rd.waitFor(ctx, total, o.idle, exited); err != nil {
-		return r, fmt.Errorf("drain %d records (log %s): %w", total, logf.Name(), err)
+	// Drain. A windowed contender writes one output per (key, window),
+	// as many as the workload counted; the input's sentinels close the
+	// last windows.
+	outputs := total
+	if windowed {
+		if outputs, err = expectedWindows(ctx, o); err != nil {
+			return r, err
+		}
+	}
+	if err := rd.waitFor(ctx, outputs, o.idle, exited); err != nil {
+		return r, fmt.Errorf("drain %d records into %d outputs (log %s): %w", total, outputs, logf.Name(), err)
 	}
 	smp.sample()
 	last := time.Unix(0, rd.lastAt.Load())
@@ -90,6 +106,9 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	r.CPUSecPerMillion = cpu / (float64(total) / 1e6)
 	r.PeakRSSMiB = float64(hwm) / 1024
 
+	if windowed {
+		return measureWindowLatency(ctx, o, rd, r, outputs, logf.Name())
+	}
 	// Latency probe.
 	if c.Daemon && o.probe > 0 {
 		probeStart := time.Now().UnixMilli()
@@ -212,8 +231,11 @@ type reader struct {
 	// when the contender's first write reached the brokers.
 	firstAppend atomic.Int64
 	probeFrom   atomic.Int64 // unix ms; records with ts >= this are probes
-	mu          sync.Mutex
-	lat         []float64 // ms
+	// windowed: outputs are windows; the latency of one whose window ends
+	// at or after probeFrom is from its window_end to now.
+	windowed bool
+	mu       sync.Mutex
+	lat      []float64 // ms
 }
 
 func newReader(brokers, topic string) (*reader, error) {
@@ -244,7 +266,11 @@ func (r *reader) run(ctx context.Context) {
 			if at := rec.Timestamp.UnixNano(); r.firstAppend.Load() == 0 || at < r.firstAppend.Load() {
 				r.firstAppend.Store(at) // only this goroutine writes it
 			}
-			if ts := tsOf(rec.Value); ts >= from {
+			ts := tsOf(rec.Value)
+			if r.windowed {
+				ts = windowEndOf(rec.Value)
+			}
+			if ts >= from {
 				r.mu.Lock()
 				r.lat = append(r.lat, float64(now.UnixMilli()-ts))
 				r.mu.Unlock()
@@ -345,4 +371,88 @@ func (s *sampler) get() (float64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cpu, s.hwm
+}
+
+// measureWindowLatency is the latency probe of a windowed contender: for
+// o.probe/o.probeRate seconds, records with ts = now, then one record per
+// partition 5 s of event time later so that the probe's windows close.
+// The latency of a window is the time its result became visible minus its
+// end (wall clock, since its records' event time is): what the watermark,
+// the window's firing and the commit add after the window is complete.
+// Before the probe, the drained outputs must have been exactly the
+// expected number.
+func measureWindowLatency(ctx context.Context, o options, rd *reader, r result, drained int64, logName string) (result, error) {
+	time.Sleep(duplicateGrace)
+	if got := rd.count.Load(); got != drained {
+		return r, fmt.Errorf("%d window outputs, want %d: %d repeated (log %s)", got, drained, got-drained, logName)
+	}
+	if o.probe <= 0 {
+		return r, nil
+	}
+	rd.probeFrom.Store(time.Now().UnixMilli())
+	if err := produceProbe(ctx, o, o.probe); err != nil {
+		return r, fmt.Errorf("probe: %w", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...), kgo.DefaultProduceTopic(o.input), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return r, err
+	}
+	defer cl.Close()
+	closeAt := time.Now().Add(5 * time.Second).UnixMilli()
+	for p := range int32(o.partitions) {
+		k := fmt.Sprintf("sentinel-%d", p) // one key per partition, as the workload's
+		v := fmt.Appendf(nil, `{"key":"%s","amount":0,"ts":%d,"pad":"probe"}`, k, closeAt)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Partition: p, Value: v}).FirstErr(); err != nil {
+			return r, fmt.Errorf("probe sentinel: %w", err)
+		}
+	}
+	// The probe's windows: at most one per key and second; wait until the
+	// outputs stop coming.
+	for last, since := rd.count.Load(), time.Now(); time.Since(since) < 3*time.Second; time.Sleep(100 * time.Millisecond) {
+		if n := rd.count.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	lat := rd.latencies()
+	r.LatencySamples = len(lat)
+	r.LatencyP50ms, r.LatencyP99ms = pct(lat, 0.50), pct(lat, 0.99)
+	return r, nil
+}
+
+// expectedWindows is how many (key, 1 s window) outputs the windowed input
+// gives as it stands: the windows that end at or before the least of the
+// partitions' largest ts (the watermark with no out-of-orderness). Every
+// batch of records appended to it (the workload, each contender's probe)
+// ends with a record per partition at one later ts, so that is each
+// partition's largest too, and every engine closes the same windows.
+func expectedWindows(ctx context.Context, o options) (int64, error) {
+	type window struct {
+		key string
+		sec int64
+	}
+	windows := map[window]struct{}{}
+	largest := map[int32]int64{}
+	err := kread.All(ctx, []kgo.Opt{kgo.SeedBrokers(strings.Split(o.brokers, ",")...)}, o.input, func(r *kgo.Record) error {
+		ts := tsOf(r.Value)
+		windows[window{string(r.Key), ts / 1000}] = struct{}{}
+		largest[r.Partition] = max(largest[r.Partition], ts)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the windowed input: %w", err)
+	}
+	wm := int64(math.MaxInt64)
+	for _, ts := range largest {
+		wm = min(wm, ts)
+	}
+	var n int64
+	for w := range windows {
+		if (w.sec+1)*1000 <= wm {
+			n++
+		}
+	}
+	if o.windowedExpect > 0 && n < o.windowedExpect {
+		return 0, fmt.Errorf("the windowed input gives %d windows, fewer than the workload's %d", n, o.windowedExpect)
+	}
+	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func TestFlinkContenders(t *testing.T) {
 	}
 	seen := 0
 	for _, c := range contenders(o) {
-		if c.Kind != "flink" {
+		if c.Kind != "flink" || c.Job == "windowed" {
 			continue
 		}
 		seen++
@@ -118,5 +119,35 @@ func TestFlinkContenders(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("%d Flink contenders, want %d", seen, len(want))
+	}
+}
+
+// The windowed contenders of the three engines read the windowed input and
+// start the peers' WindowedSum with the keyed sum's argument convention.
+func TestWindowedContenders(t *testing.T) {
+	o := options{brokers: "b:9092", input: "in", windowedInput: "win", flinkJar: "flink.jar", kstreamsJar: "ks.jar", jobs: "jobs", pipeline: "pipeline"}
+	kinds := map[string]bool{}
+	for _, c := range contenders(o) {
+		if c.Job != "windowed" {
+			continue
+		}
+		kinds[c.Kind] = true
+		argv, env := c.Cmd("out", "id")
+		switch c.Kind {
+		case "pipeline":
+			if argv[3] != "jobs/windowed.yaml" || !slices.Contains(env, "INPUT_TOPIC=win") {
+				t.Errorf("%s: %q %q", c.Name, argv, env)
+			}
+		default:
+			if argv[4] != "bench.WindowedSum" || argv[6] != "win" || argv[7] != "out" {
+				t.Errorf("%s: %q", c.Name, argv)
+			}
+		}
+	}
+	if len(kinds) != 3 {
+		t.Errorf("windowed contenders of %v, want pipeline, kstreams and flink", kinds)
+	}
+	if got := windowEndOf([]byte(`{"key":"k1","window_start":"2026-12-04T10:00:00Z","window_end":"2026-12-04T10:00:01Z","count":1,"sum":2}`)); got != 1796378401000 {
+		t.Errorf("windowEndOf = %d", got)
 	}
 }

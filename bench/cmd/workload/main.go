@@ -31,6 +31,8 @@ func main() {
 	parts := flag.Int("partitions", 8, "partitions of the topic")
 	size := flag.Int("size", 100, "approximate record value size in bytes (padded with a \"pad\" field)")
 	seed := flag.Uint64("seed", 1, "random seed for keys and amounts")
+	flag.IntVar(&eventRate, "event-rate", 0, "windowed input: ts advances by 1/rate s per record from an hour ago (instead of the time of writing), every partition ends with a sentinel record 10 s of event time later so that every window closes, and -expect gets the number of (key, 1 s window) outputs")
+	flag.StringVar(&expectFile, "expect", "", "with -event-rate: file to write the expected number of 1 s window outputs to")
 	flag.Parse()
 	if *brokers == "" {
 		log.Fatal("workload: -brokers or KAFKA_BOOTSTRAP required")
@@ -39,6 +41,11 @@ func main() {
 		log.Fatalf("workload: %v", err)
 	}
 }
+
+var (
+	eventRate  int
+	expectFile string
+)
 
 func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	ctx := context.Background()
@@ -64,9 +71,22 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 		first error
 	)
 	start := time.Now()
+	base := start.Add(-time.Hour).UnixMilli() / 1000 * 1000
+	type window struct {
+		key string
+		sec int64
+	}
+	windows := map[window]struct{}{}
+	var lastTs int64
 	for i := 0; i < n; i++ {
 		k := "k" + strconv.Itoa(rng.IntN(keys))
-		v := datagen.Event(k, rng.IntN(1000)+1, time.Now().UnixMilli(), size)
+		ts := time.Now().UnixMilli()
+		if eventRate > 0 {
+			ts = base + int64(i)*1000/int64(eventRate)
+			windows[window{k, ts / 1000}] = struct{}{}
+			lastTs = ts
+		}
+		v := datagen.Event(k, rng.IntN(1000)+1, ts, size)
 		wg.Add(1)
 		cl.Produce(ctx, &kgo.Record{Key: []byte(k), Value: v}, func(_ *kgo.Record, err error) {
 			defer wg.Done()
@@ -83,8 +103,35 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	if first != nil {
 		return first
 	}
+	if eventRate > 0 {
+		// One record per partition 10 s of event time after the last: every
+		// window of the input closes, in every contender.
+		for p := range int32(parts) {
+			// A key of its own per partition: Kafka Streams keeps state per
+			// partition, and one key in many would be many windows there.
+			k := fmt.Sprintf("sentinel-%d", p)
+			r := &kgo.Record{Key: []byte(k), Partition: p, Value: datagen.Event(k, 0, lastTs+10_000, size)}
+			if err := sentinel(ctx, brokers, topic, r); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(expectFile, []byte(strconv.Itoa(len(windows))+"\n"), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("windowed input: %d events/s of event time, %d (key, 1 s window) outputs expected\n", eventRate, len(windows))
+	}
 	el := time.Since(start)
 	fmt.Printf("produced %d records (%d keys, %d partitions) to %s in %s (%.0f records/s)\n",
 		n, keys, parts, topic, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
+}
+
+// sentinel writes r to its partition.
+func sentinel(ctx context.Context, brokers, topic string, r *kgo.Record) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return cl.ProduceSync(ctx, r).FirstErr()
 }

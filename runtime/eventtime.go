@@ -1,0 +1,267 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/window"
+)
+
+// Event time (../shared/design/windows.md). Each source task keeps, per
+// partition it reads, the largest event time seen (window.PartitionClock)
+// and decides there, from that partition's log alone, whether a record is
+// late. Barrier N carries every partition's largest event time; each
+// worker, once aligned, computes the job's watermark
+//
+//	W(N) = max(W(N-1), min over non-idle partitions of (max - max_out_of_orderness))
+//
+// from the same barriers, so every worker computes the same W(N), fires
+// the windows whose end plus allowed_lateness is at most W(N), and then
+// snapshots. The checkpoint record stores W(N) and each partition's
+// largest event time (not its watermark, so a changed
+// max_out_of_orderness applies on restore), and a restore continues from
+// exactly there.
+//
+// Why a record that is not late never meets a fired window: it is not late
+// when ts >= max_p - ooo - L, where max_p is its partition's largest event
+// time before it. Any W so far is at most that partition's watermark at
+// some earlier barrier, which is at most max_p - ooo. So ts >= W - L: the
+// record's windows end after ts, hence after W - L, and fire only at a
+// later barrier. Window contents thus depend on the input alone, not on
+// barriers, crashes or the checkpoint interval.
+
+// timePlan is how a job with event time places records in it.
+type timePlan struct {
+	// byTopic is the event time of each source topic (sources without
+	// event_time have none: a window needs every source to have it).
+	byTopic map[string]*sourceTime
+	// window is the job's window step (nil: none, e.g. an aggregate with
+	// a TTL in event time).
+	window *windowPlan
+}
+
+// sourceTime is one source's event_time, compiled.
+type sourceTime struct {
+	expr       *operator.Expr // nil: the Kafka record timestamp
+	outOfOrder int64          // max_out_of_orderness, ms
+	idle       time.Duration  // idle_timeout; 0: off
+}
+
+// windowPlan is the window step, compiled.
+type windowPlan struct {
+	id       string
+	spec     window.Spec
+	lateness int64 // allowed_lateness, ms
+	emit     config.WindowEmit
+	// lateTopic receives late records ("" when they are dropped).
+	lateTopic string
+}
+
+// compileTime compiles the sources' event_time and the window step; nil
+// when the job has neither.
+func compileTime(cfg *config.Config, chain *operator.Chain, agg *operator.Aggregator) (*timePlan, config.Errors) {
+	var problems config.Errors
+	tp := &timePlan{byTopic: map[string]*sourceTime{}}
+	for i, src := range cfg.Sources {
+		et := src.EventTime
+		if et == nil {
+			continue
+		}
+		st := &sourceTime{outOfOrder: et.MaxOutOfOrderness.Milliseconds(), idle: et.IdleTimeout}
+		if et.Timestamp != "" {
+			path := fmt.Sprintf("sources[%d].event_time.timestamp", i)
+			e, err := operator.CompileExpr(path, et.Timestamp)
+			if err != nil {
+				problems = append(problems, compileProblems(cfg, err)...)
+				continue
+			}
+			st.expr = e
+		}
+		for _, t := range src.Topics {
+			tp.byTopic[t] = st
+		}
+	}
+	if chain != nil && chain.Window() != nil && agg != nil {
+		w := chain.Window()
+		wp := &windowPlan{id: agg.ID(), lateness: w.AllowedLateness.Milliseconds(), emit: w.Emit}
+		switch {
+		case w.Tumbling > 0:
+			wp.spec = window.Spec{Kind: window.Tumbling, Size: w.Tumbling.Milliseconds()}
+		case w.Hopping != nil:
+			wp.spec = window.Spec{Kind: window.Hopping, Size: w.Hopping.Size.Milliseconds(), Advance: w.Hopping.Advance.Milliseconds()}
+		case w.Session != nil:
+			wp.spec = window.Spec{Kind: window.Session, Gap: w.Session.Gap.Milliseconds()}
+		}
+		if wp.emit == "" {
+			wp.emit = config.EmitOnWindowClose
+		}
+		if w.LateRecords != config.LateDrop {
+			wp.lateTopic = w.LateTopic
+			if wp.lateTopic == "" {
+				wp.lateTopic = cfg.Name + "-late"
+			}
+		}
+		tp.window = wp
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	if len(tp.byTopic) == 0 && tp.window == nil {
+		return nil, nil
+	}
+	return tp, nil
+}
+
+// eventTime is where one partition stood in event time at a barrier.
+type eventTime struct {
+	checkpoint.PartitionTime
+	// watermark is MaxEventTime minus the source's max_out_of_orderness.
+	watermark int64
+	// idle: no record for idle_timeout; the partition does not hold the
+	// job's watermark back.
+	idle bool
+}
+
+// clocks are the event-time clocks of the partitions one source task
+// reads.
+type clocks struct {
+	plan *timePlan
+	now  func() time.Time
+	// started is when the task began: a partition that never delivered
+	// counts as idle idle_timeout after it.
+	started time.Time
+	by      map[partitionKey]*clock
+}
+
+type clock struct {
+	window.PartitionClock
+	src      *sourceTime
+	lastRead time.Time
+}
+
+// newClocks starts the clocks at the checkpoint's event time (nil: none).
+func newClocks(tp *timePlan, restored *checkpoint.EventTime, now func() time.Time) *clocks {
+	c := &clocks{plan: tp, now: now, started: now(), by: map[partitionKey]*clock{}}
+	if restored != nil {
+		for _, p := range restored.Partitions {
+			if src := tp.byTopic[p.Topic]; src != nil {
+				c.by[partitionKey{p.Topic, p.Partition}] = &clock{PartitionClock: window.PartitionClock{Max: p.MaxEventTime}, src: src}
+			}
+		}
+	}
+	return c
+}
+
+// of is the clock of rec's partition (nil: its source has no event time).
+func (c *clocks) of(topic string, partition int32) *clock {
+	k := partitionKey{topic, partition}
+	if cl := c.by[k]; cl != nil {
+		return cl
+	}
+	src := c.plan.byTopic[topic]
+	if src == nil {
+		return nil
+	}
+	cl := &clock{PartitionClock: window.NewPartitionClock(), src: src}
+	c.by[k] = cl
+	return cl
+}
+
+// at is where the partitions of positions stand, for barrier N.
+func (c *clocks) at(positions []checkpoint.SourceOffset) []eventTime {
+	now := c.now()
+	out := make([]eventTime, 0, len(positions))
+	for _, p := range positions {
+		cl := c.of(p.Topic, p.Partition)
+		if cl == nil {
+			continue
+		}
+		et := eventTime{
+			PartitionTime: checkpoint.PartitionTime{Topic: p.Topic, Partition: p.Partition, MaxEventTime: cl.Max},
+			watermark:     cl.Watermark(cl.src.outOfOrder),
+		}
+		if cl.src.idle > 0 {
+			last := cl.lastRead
+			if last.IsZero() {
+				last = c.started
+			}
+			et.idle = now.Sub(last) >= cl.src.idle
+		}
+		out = append(out, et)
+	}
+	return out
+}
+
+// jobWatermark is W(N) from W(N-1) and the partitions at barrier N.
+func jobWatermark(prev int64, times []eventTime) int64 {
+	wms := make([]int64, 0, len(times))
+	for _, t := range times {
+		if !t.idle {
+			wms = append(wms, t.watermark)
+		}
+	}
+	return window.JobWatermark(prev, wms)
+}
+
+// unionTimes adds b's partitions to have, once per partition.
+func unionTimes(have, add []eventTime) []eventTime {
+	if len(have) == 0 {
+		return append(have, add...)
+	}
+	for _, t := range add {
+		if !slices.ContainsFunc(have, func(h eventTime) bool { return h.Topic == t.Topic && h.Partition == t.Partition }) {
+			have = append(have, t)
+		}
+	}
+	return have
+}
+
+// recordEventTime is what a checkpoint record stores of event time.
+func recordEventTime(watermark int64, times []eventTime) *checkpoint.EventTime {
+	et := &checkpoint.EventTime{Watermark: watermark}
+	for _, t := range times {
+		et.Partitions = append(et.Partitions, t.PartitionTime)
+	}
+	slices.SortFunc(et.Partitions, func(a, b checkpoint.PartitionTime) int {
+		return checkpoint.CompareOffsets(
+			checkpoint.SourceOffset{Topic: a.Topic, Partition: a.Partition},
+			checkpoint.SourceOffset{Topic: b.Topic, Partition: b.Partition})
+	})
+	return et
+}
+
+// Headers of a record in the late topic, besides the source's
+// (sink.HeaderTopic, HeaderPartition, HeaderOffset).
+const (
+	HeaderLateWindowStart = "pipeline.late.window_start" // RFC 3339: the (latest) window the record missed
+	HeaderLateWindowEnd   = "pipeline.late.window_end"
+	HeaderLateWatermark   = "pipeline.late.watermark" // its partition's watermark when it was read
+)
+
+// lateRecord is rec as written to the late topic: its key, value and
+// timestamp unchanged, with headers saying where it was read, the window
+// it missed (the latest one of a hopping window's) and its partition's
+// watermark.
+func (w *windowPlan) lateRecord(rec *kgo.Record, at, watermark int64) *kgo.Record {
+	wins := w.spec.Assign(nil, at)
+	missed := wins[len(wins)-1]
+	hdr := func(k string, v []byte) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: v} }
+	return &kgo.Record{
+		Topic: w.lateTopic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Headers: []kgo.RecordHeader{
+			hdr(sink.HeaderTopic, []byte(rec.Topic)),
+			hdr(sink.HeaderPartition, fmt.Appendf(nil, "%d", rec.Partition)),
+			hdr(sink.HeaderOffset, fmt.Appendf(nil, "%d", rec.Offset)),
+			hdr(HeaderLateWindowStart, operator.AppendTime(nil, missed.Start)),
+			hdr(HeaderLateWindowEnd, operator.AppendTime(nil, missed.End)),
+			hdr(HeaderLateWatermark, operator.AppendTime(nil, watermark)),
+		},
+	}
+}
