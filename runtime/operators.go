@@ -85,17 +85,38 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 // output is the result record of key for every sink. The value is
 // encoded once, straight into the output buffer, and shared by the sinks.
 func (o *aggregateOp) output(in *kgo.Record, groupKey string, st *operator.AggregateState) ([]*kgo.Record, *operator.RecordError) {
-	key := o.buf.cut(append(o.buf.start(), groupKey...))
-	value := o.buf.cut(st.AppendOutput(o.buf.start(), groupKey))
+	return o.p.keyedOutputs(&o.buf, in, groupKey, o.buf.cut(st.AppendOutput(o.buf.start(), groupKey)))
+}
+
+// keyedOutputs is the output of a keyed operator for every sink: value
+// (encoded in buf) keyed by groupKey, unless a sink's key expression,
+// which reads the output object, says otherwise.
+func (p *plan) keyedOutputs(buf *outBuf, in *kgo.Record, groupKey string, value []byte) ([]*kgo.Record, *operator.RecordError) {
+	key := buf.cut(append(buf.start(), groupKey...))
 	var view *operator.Record
-	for _, s := range o.p.sinks {
+	for _, s := range p.sinks {
 		if s.key != nil {
-			// A sink key expression reads the output object.
 			view = &operator.Record{Value: value, Timestamp: in.Timestamp, Format: config.FormatJSON}
 			break
 		}
 	}
-	return o.p.outputs(&o.buf, in, view, key, value)
+	return p.outputs(buf, in, view, key, value)
+}
+
+// changelog is a snapshot's delta as records for the job's state topic.
+func (p *plan) changelog(delta state.Delta) []*kgo.Record {
+	recs := delta.Records()
+	if len(recs) == 0 {
+		return nil
+	}
+	topic := kstore.StateTopic(p.cfg.Name)
+	all := make([]kgo.Record, len(recs))
+	changes := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		all[i] = kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
+		changes[i] = &all[i]
+	}
+	return changes
 }
 
 func (o *aggregateOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
@@ -125,15 +146,7 @@ func (o *aggregateOp) snapshot(watermark int64) (outputs, changes []*kgo.Record,
 		}
 		clear(o.changedAt)
 	}
-	if recs := delta.Records(); len(recs) > 0 {
-		topic := kstore.StateTopic(o.p.cfg.Name)
-		all := make([]kgo.Record, len(recs))
-		changes = make([]*kgo.Record, len(recs))
-		for i, r := range recs {
-			all[i] = kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
-			changes[i] = &all[i]
-		}
-	}
+	changes = o.p.changelog(delta)
 	return outputs, changes, []checkpoint.StateSummary{o.summary()}
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
@@ -271,17 +270,8 @@ func (o *windowOp) addSession(ws *operator.WindowState, m message) ([]int, *oper
 // output is the result record of one window of key for every sink, with
 // the window's last millisecond as its timestamp.
 func (o *windowOp) output(key string, win operator.OpenWindow) ([]*kgo.Record, *operator.RecordError) {
-	k := o.buf.cut(append(o.buf.start(), key...))
 	value := o.buf.cut(win.State.AppendWindowOutput(o.buf.start(), key, win.Start, win.End))
-	in := &kgo.Record{Timestamp: time.UnixMilli(win.End - 1)}
-	var view *operator.Record
-	for _, s := range o.p.sinks {
-		if s.key != nil {
-			view = &operator.Record{Value: value, Timestamp: in.Timestamp, Format: config.FormatJSON}
-			break
-		}
-	}
-	return o.p.outputs(&o.buf, in, view, k, value)
+	return o.p.keyedOutputs(&o.buf, &kgo.Record{Timestamp: time.UnixMilli(win.End - 1)}, key, value)
 }
 
 // snapshot fires every window whose end plus allowed_lateness is at most
@@ -337,16 +327,7 @@ func (o *windowOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, su
 		}
 		m.SetOpenWindows(o.agg.ID(), o.open.Load())
 	}
-	delta := o.store.Snapshot()
-	if recs := delta.Records(); len(recs) > 0 {
-		topic := kstore.StateTopic(o.p.cfg.Name)
-		all := make([]kgo.Record, len(recs))
-		changes = make([]*kgo.Record, len(recs))
-		for i, r := range recs {
-			all[i] = kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
-			changes[i] = &all[i]
-		}
-	}
+	changes = o.p.changelog(o.store.Snapshot())
 	return outputs, changes, []checkpoint.StateSummary{o.summary()}
 }
 
