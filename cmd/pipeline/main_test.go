@@ -233,18 +233,33 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 // (so that every epoch changes state), restarting it after each kill. It
 // writes at least total numbers and returns how many it wrote.
 func crashes(t *testing.T, j *job, total int64, randomKills int, seed uint64) int64 {
-	rng := rand.New(rand.NewPCG(seed, 0))
 	var written int64
 	piece := max(100, total/200)
+	crashLoop(t, j, func() {
+		j.numbers(written+1, piece)
+		written += piece
+		time.Sleep(50 * time.Millisecond)
+	}, randomKills, rand.New(rand.NewPCG(seed, 0)))
+	if written < total {
+		j.numbers(written+1, total-written)
+		written = total
+	}
+	return written
+}
+
+// crashLoop kills the job at every fault point (armed in the child: 2 or 3
+// hits of it, so the kill lands in a running job with state, not only at
+// start-up) and then randomKills times at random moments, restarting it
+// after each kill, while feed writes a piece of input each call.
+func crashLoop(t *testing.T, j *job, feed func(), randomKills int, rng *rand.Rand) {
+	t.Helper()
 	feedUntil := func(stop func() bool) {
 		deadline := time.Now().Add(time.Minute)
 		for !stop() {
 			if time.Now().After(deadline) {
-				t.Fatalf("seed %d: the job did not die within a minute", seed)
+				t.Fatal("the job did not die within a minute")
 			}
-			j.numbers(written+1, piece)
-			written += piece
-			time.Sleep(50 * time.Millisecond)
+			feed()
 		}
 	}
 	dead := func() bool {
@@ -257,12 +272,10 @@ func crashes(t *testing.T, j *job, total int64, randomKills int, seed uint64) in
 		}
 	}
 	for _, p := range fault.Points {
-		// Hit 2 or 3 of the point: the kill lands in a running job with
-		// state, not only at start-up.
 		j.start(fmt.Sprintf("%s=%s@%d", fault.EnvVar, p, 2+rng.IntN(2)))
 		feedUntil(dead)
 		if !strings.Contains(j.output(), "fault: killing the process at "+string(p)) {
-			t.Fatalf("seed %d: the job exited, but not at %s", seed, p)
+			t.Fatalf("the job exited, but not at %s", p)
 		}
 	}
 	for range randomKills {
@@ -271,11 +284,6 @@ func crashes(t *testing.T, j *job, total int64, randomKills int, seed uint64) in
 		feedUntil(func() bool { return time.Now().After(at) })
 		j.kill()
 	}
-	if written < total {
-		j.numbers(written+1, total-written)
-		written = total
-	}
-	return written
 }
 
 // The exactly-once proof with real process crashes (DESIGN.md §3,

@@ -15,7 +15,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/windowcheck"
 )
 
@@ -113,40 +112,12 @@ func (j *job) awaitWindows(p windowcheck.Params, restart bool) windowcheck.Repor
 // windowCrashes writes the input in pieces while killing the job at every
 // fault point and at random moments, restarting it after each kill.
 func windowCrashes(t *testing.T, j *job, in *windowInput, randomKills int, rng *rand.Rand) {
-	feedUntil := func(stop func() bool) {
-		deadline := time.Now().Add(time.Minute)
-		for !stop() {
-			if time.Now().After(deadline) {
-				t.Fatal("the job did not die within a minute")
-			}
-			if in.write(10) == 0 {
-				t.Fatal("the input ran out before the job died: raise WINDOW_RECORDS")
-			}
-			time.Sleep(40 * time.Millisecond)
+	crashLoop(t, j, func() {
+		if in.write(10) == 0 {
+			t.Fatal("the input ran out before the job died: raise WINDOW_RECORDS")
 		}
-	}
-	dead := func() bool {
-		select {
-		case <-j.exited:
-			j.cmd = nil
-			return true
-		default:
-			return false
-		}
-	}
-	for _, p := range fault.Points {
-		j.start(fmt.Sprintf("%s=%s@%d", fault.EnvVar, p, 2+rng.IntN(2)))
-		feedUntil(dead)
-		if !strings.Contains(j.output(), "fault: killing the process at "+string(p)) {
-			t.Fatalf("the job exited, but not at %s", p)
-		}
-	}
-	for range randomKills {
-		j.start()
-		at := time.Now().Add(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
-		feedUntil(func() bool { return time.Now().After(at) })
-		j.kill()
-	}
+		time.Sleep(40 * time.Millisecond)
+	}, randomKills, rng)
 	for !in.done() {
 		in.write(1000)
 	}
