@@ -179,7 +179,9 @@ func kstreamsPeer(rs []result, r result) *result {
 	if iv == "" || iv == "-" {
 		return nil
 	}
-	return find(rs, func(x result) bool { return x.Kind == "kstreams" && x.Job == r.Job && x.Guarantee == g && x.Interval == iv })
+	return find(rs, func(x result) bool {
+		return x.Kind == "kstreams" && x.Job == r.Job && x.Guarantee == g && x.Interval == iv
+	})
 }
 
 func targets(b *strings.Builder, rs []result) {
