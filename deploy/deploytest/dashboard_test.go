@@ -130,6 +130,10 @@ func TestDashboardShowsWhatTheIssueAsks(t *testing.T) {
 		"dead letters":       "pipeline_dead_letter_records_total",
 		"restarts":           "pipeline_restarts_total",
 		"state size":         "pipeline_state_bytes",
+		"watermark lag":      "pipeline_watermark_lag_seconds",
+		"open windows":       "pipeline_windows_open",
+		"late records":       "pipeline_late_records_total",
+		"expired keys":       "pipeline_expired_keys_total",
 	} {
 		if !strings.Contains(all.String(), metric) {
 			t.Errorf("no panel shows %s (%s)", what, metric)
