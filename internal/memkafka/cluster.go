@@ -49,7 +49,10 @@ type Cluster struct {
 	topics        map[string]*topic
 	ids           map[string]*txnID
 	groups        map[string]map[TP]int64
-	nextPID       int64
+	// members is the group coordinator's membership of each group
+	// (group.go).
+	members map[string]*group
+	nextPID int64
 }
 
 type topic struct {

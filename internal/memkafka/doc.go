@@ -28,6 +28,13 @@
 //     Nobody else owns the id, though: the producer may go on.
 //  5. Offsets committed to a group inside a transaction (TxnCommitOffsets)
 //     take effect when the transaction commits, and never if it aborts.
+//  6. Consumer-group membership as KIP-447 needs it (group.go): members
+//     join into generations, a static member replaced by a process with
+//     its instance id is fenced without a rebalance, and an offset commit
+//     made on behalf of a member (TxnCommitOffsetsAs) is refused for an
+//     old generation (kerr.IllegalGeneration), a replaced instance
+//     (kerr.FencedInstanceID) or a stranger (kerr.UnknownMemberID).
+//     TestGroupModelMatchesTheRealBroker checks each against Kafka.
 //
 // What a producer with an old epoch is told depends on who checks, not on
 // why its epoch is old, exactly as Kafka 4 and franz-go answer (the

@@ -144,6 +144,13 @@ func (p *Producer) Produce(r Record) (Record, error) {
 // TxnCommitOffsets commits offsets to group as part of the transaction
 // (KIP-98's TxnOffsetCommit): they take effect when it commits.
 func (p *Producer) TxnCommitOffsets(group string, offsets map[TP]int64) error {
+	return p.txnCommitOffsets(group, nil, offsets)
+}
+
+// txnCommitOffsets is TxnCommitOffsets, on behalf of member m when not
+// nil: AddOffsetsToTxn (the transaction coordinator checks the producer),
+// then TxnOffsetCommit (the group coordinator checks the member).
+func (p *Producer) txnCommitOffsets(group string, m *GroupMember, offsets map[TP]int64) error {
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
 	for tp := range offsets {
@@ -154,6 +161,11 @@ func (p *Producer) TxnCommitOffsets(group string, offsets map[TP]int64) error {
 	t, err := p.open(p.checkOffsets)
 	if err != nil {
 		return err
+	}
+	if m != nil {
+		if err := p.c.group(group).check(*m, true); err != nil {
+			return err
+		}
 	}
 	if t.offsets == nil {
 		t.offsets = map[string]map[TP]int64{}
