@@ -125,6 +125,7 @@ func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message)
 	}
 	var updated []int // indices into ws.Windows of the windows the record changed
 	var rerr *operator.RecordError
+	opened := len(ws.Windows)
 	if o.w.spec.Kind == window.Session {
 		updated, rerr = o.addSession(ws, m)
 	} else {
@@ -134,8 +135,12 @@ func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message)
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
 	slot.Put([]byte(key), ws)
-	if due, ok := o.due(ws); ok {
-		o.timers.Add(due, key)
+	// A timer per new window (a session's end moves with each record):
+	// most records only add to windows that already have one.
+	if len(ws.Windows) != opened || o.w.spec.Kind == window.Session {
+		if due, ok := o.due(ws); ok {
+			o.timers.Add(due, key)
+		}
 	}
 	if o.w.emit != config.EmitEveryUpdate {
 		return nil, nil

@@ -12,6 +12,7 @@ import org.apache.flink.api.common.serialization.SimpleStringSchema;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.RestOptions;
@@ -51,6 +52,11 @@ public final class WindowedSum {
     Runtime.getRuntime().addShutdownHook(new Thread(() -> KeyedSum.deleteTree(tmp)));
     conf.set(CoreOptions.TMP_DIRS, tmp.toString());
     conf.set(RestOptions.BIND_PORT, "0");
+    // The open windows of 100,000 keys outgrow the 5 MB a checkpoint may
+    // hold in the JobManager's memory: checkpoint to files, as a real
+    // deployment would.
+    conf.set(CheckpointingOptions.CHECKPOINT_STORAGE, "filesystem");
+    conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, tmp.resolve("checkpoints").toUri().toString());
     StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(threads, conf);
     env.enableCheckpointing(intervalMs, exactlyOnce ? CheckpointingMode.EXACTLY_ONCE : CheckpointingMode.AT_LEAST_ONCE);
 
