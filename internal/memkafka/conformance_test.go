@@ -337,9 +337,14 @@ func (r *realSide) produce(p int, tp TP, value string) error {
 }
 
 func (r *realSide) txnCommitOffsets(p int, group string, tp TP, offset int64) error {
-	// What a transactional commit of consumed offsets sends (KIP-98): add
-	// the group to the transaction, then TxnOffsetCommit with the
-	// producer's id and epoch, and no group generation.
+	return r.txnCommitOffsetsAs(p, group, GroupMember{Generation: -1}, tp, offset)
+}
+
+// txnCommitOffsetsAs is what a transactional commit of consumed offsets
+// sends (KIP-98): add the group to the transaction, then TxnOffsetCommit
+// with the producer's id and epoch, on behalf of group member m (KIP-447;
+// no member and generation -1: on behalf of no one).
+func (r *realSide) txnCommitOffsetsAs(p int, group string, m GroupMember, tp TP, offset int64) error {
 	cl, c := r.producers[p], ctx(r.t)
 	id, epoch, err := cl.ProducerID(c)
 	if err != nil {
@@ -356,17 +361,20 @@ func (r *realSide) txnCommitOffsets(p int, group string, tp TP, offset int64) er
 	}
 	commit := kmsg.NewPtrTxnOffsetCommitRequest()
 	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = r.ids[p], group, id, epoch
-	commit.Generation = -1
+	commit.Generation, commit.MemberID = m.Generation, m.MemberID
+	if m.InstanceID != "" {
+		commit.InstanceID = &m.InstanceID
+	}
 	part := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 	part.Partition, part.Offset, part.LeaderEpoch = tp.Partition, offset, -1
 	topic := kmsg.NewTxnOffsetCommitRequestTopic()
 	topic.Topic, topic.Partitions = tp.Topic, []kmsg.TxnOffsetCommitRequestTopicPartition{part}
 	commit.Topics = []kmsg.TxnOffsetCommitRequestTopic{topic}
-	commitResp, err := commit.RequestWith(c, cl)
+	resp, err := commit.RequestWith(c, cl)
 	if err != nil {
 		return err
 	}
-	for _, t := range commitResp.Topics {
+	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 				return err

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eoflow/pipeline/internal/kafkatest"
 )
@@ -217,46 +216,6 @@ func (r *realGroupSide) settle(group string) (int32, error) {
 			return 0, fmt.Errorf("the group never settled: generations %v", gens)
 		}
 	}
-}
-
-func (r *realGroupSide) txnCommitOffsetsAs(p int, group string, m GroupMember, tp TP, offset int64) error {
-	cl, c := r.producers[p], ctx(r.t)
-	id, epoch, err := cl.ProducerID(c)
-	if err != nil {
-		return err
-	}
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = r.ids[p], id, epoch, group
-	addResp, err := add.RequestWith(c, cl)
-	if err != nil {
-		return err
-	}
-	if err := kerr.ErrorForCode(addResp.ErrorCode); err != nil {
-		return err
-	}
-	commit := kmsg.NewPtrTxnOffsetCommitRequest()
-	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = r.ids[p], group, id, epoch
-	commit.Generation, commit.MemberID = m.Generation, m.MemberID
-	if m.InstanceID != "" {
-		commit.InstanceID = &m.InstanceID
-	}
-	part := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	part.Partition, part.Offset, part.LeaderEpoch = tp.Partition, offset, -1
-	topic := kmsg.NewTxnOffsetCommitRequestTopic()
-	topic.Topic, topic.Partitions = tp.Topic, []kmsg.TxnOffsetCommitRequestTopicPartition{part}
-	commit.Topics = []kmsg.TxnOffsetCommitRequestTopic{topic}
-	resp, err := commit.RequestWith(c, cl)
-	if err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // A member that leaves starts a new generation, and can commit no more;
