@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,72 @@ func TestWindowErrorsEach(t *testing.T) {
 				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+func TestWindowSummary(t *testing.T) {
+	const window = "  - id: per-minute\n    window:\n      tumbling: 1m\n      values: {n: count()}\n"
+	const head = `job "job": exactly_once, 1 source (1 topic), 2 steps, 1 sink, checkpoint every 1s; `
+	for _, tc := range []struct {
+		edits []string
+		want  string
+	}{
+		{nil, "tumbling 1m windows in event time, late records to job-late"},
+		{[]string{"      tumbling: 1m\n", "      hopping: {size: 1h30m, advance: 90s}\n      allowed_lateness: 1h\n      emit: every_update\n      late_records: drop\n"},
+			"hopping 1h30m windows every 1m30s in event time (allowed lateness 1h), emitted on every update, late records dropped"},
+		{[]string{"      tumbling: 1m\n", "      session: {gap: 2d}\n      late_topic: late\n"},
+			"session windows (gap 2d) in event time, late records to late"},
+		{[]string{window, "  - aggregate: {ttl: 7d, values: {n: count()}}\n"},
+			"keys expire 7d after their last update, in event time"},
+		{[]string{window, "  - aggregate: {ttl: 36h, values: {n: count()}}\n", "    event_time: {timestamp: ts, max_out_of_orderness: 5s}\n", ""},
+			"keys expire 36h after their last update, in processing time"},
+	} {
+		c, err := Parse("c.yaml", []byte(editWindowJob(t, tc.edits...)), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Summary(); got != head+tc.want {
+			t.Errorf("Summary() = %s\nwant        %s", got, head+tc.want)
+		}
+	}
+}
+
+func TestWindowFingerprint(t *testing.T) {
+	// Jobs without event time, windows or TTLs keep the fingerprints their
+	// checkpoints were written with.
+	for yaml, want := range map[string]string{
+		full:    "04088505813f9ed5c866c058452d51b42ac8eb8914a2fca02f7a586ae00e6195",
+		minimal: "3b2c78d38b20f58bd00d43e6a0d2184ece6de3c2e77d76d8069c077e92046397",
+	} {
+		if got := mustParse(t, yaml, nil).Fingerprint(); got != want {
+			t.Errorf("Fingerprint() = %s, was %s", got, want)
+		}
+	}
+	const window = "  - id: per-minute\n    window:\n      tumbling: 1m\n      values: {n: count()}\n"
+	base := mustParse(t, windowJob, nil).Fingerprint()
+	seen := map[string]string{base: "the base"}
+	for _, edits := range [][]string{
+		{"tumbling: 1m", "tumbling: 2m"},
+		{"tumbling: 1m", "hopping: {size: 1m, advance: 30s}"},
+		{"tumbling: 1m", "hopping: {size: 1m, advance: 20s}"},
+		{"tumbling: 1m", "session: {gap: 1m}"},
+		{"      tumbling: 1m\n", "      tumbling: 1m\n      allowed_lateness: 1s\n"},
+		{"      tumbling: 1m\n", "      tumbling: 1m\n      emit: every_update\n"},
+		{"      tumbling: 1m\n", "      tumbling: 1m\n      late_records: drop\n"},
+		{"      tumbling: 1m\n", "      tumbling: 1m\n      late_topic: late\n"},
+		{"{n: count()}", "{n: count(), s: sum(x)}"},
+		{"timestamp: ts", "timestamp: ts2"},
+		{"max_out_of_orderness: 5s", "max_out_of_orderness: 6s"},
+		{"max_out_of_orderness: 5s", "max_out_of_orderness: 5s, idle_timeout: 1m"},
+		{window, "  - aggregate: {values: {n: count()}}\n"},
+		{window, "  - aggregate: {ttl: 7d, values: {n: count()}}\n"},
+		{window, "  - aggregate: {ttl: 8d, values: {n: count()}}\n"},
+		{"    event_time: {timestamp: ts, max_out_of_orderness: 5s}\n", "", window, "  - aggregate: {values: {n: count()}}\n"},
+	} {
+		fp := mustParse(t, editWindowJob(t, edits...), nil).Fingerprint()
+		if prev, dup := seen[fp]; dup {
+			t.Errorf("%q: the fingerprint of %s", edits, prev)
+		}
+		seen[fp] = fmt.Sprintf("%q", edits)
 	}
 }
