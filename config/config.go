@@ -171,8 +171,8 @@ type EventTime struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
-// Step is one stage of the chain. Exactly one of Filter, Map, KeyBy and
-// Aggregate is set.
+// Step is one stage of the chain. Exactly one of Filter, Map, KeyBy,
+// Aggregate and Window is set.
 type Step struct {
 	// ID is the stable operator id (state maps to operators by it).
 	// Default "<kind>-<index>", e.g. "aggregate-3".
@@ -310,23 +310,56 @@ type Logging struct {
 	Format string `yaml:"format"`
 }
 
+// Window is a windowed aggregate per group key, in event time: every
+// source needs EventTime. Exactly one of Tumbling, Hopping and Session is
+// set. Kafka Streams windowedBy; Flink window(...).
 type Window struct {
-	Tumbling        time.Duration    `yaml:"tumbling"`
-	Hopping         *Hopping         `yaml:"hopping"`
-	Session         *Session         `yaml:"session"`
-	AllowedLateness time.Duration    `yaml:"allowed_lateness"`
-	Emit            WindowEmit       `yaml:"emit"`
-	LateRecords     LateRecords      `yaml:"late_records"`
-	LateTopic       string           `yaml:"late_topic"`
-	Values          []AggregateValue `yaml:"values"`
+	// Tumbling is the size of fixed windows aligned to the epoch:
+	// [k·size, (k+1)·size). More than 0, whole milliseconds.
+	Tumbling time.Duration `yaml:"tumbling"`
+	// Hopping is windows of Size starting every Advance.
+	Hopping *Hopping `yaml:"hopping"`
+	// Session is per-key windows of activity separated by Gap.
+	Session *Session `yaml:"session"`
+	// AllowedLateness: a window fires at the first checkpoint whose
+	// watermark is at least its end plus this, and a record behind its
+	// partition's watermark by more is late. Default 0. Flink
+	// allowedLateness; Kafka Streams grace.
+	AllowedLateness time.Duration `yaml:"allowed_lateness"`
+	// Emit is on_window_close (one output per window, when it fires) or
+	// every_update (the running value at each change). Default
+	// on_window_close.
+	Emit WindowEmit `yaml:"emit"`
+	// LateRecords is side_output (late records to LateTopic) or drop.
+	// Default side_output.
+	LateRecords LateRecords `yaml:"late_records"`
+	// LateTopic receives late records, unchanged, with headers naming the
+	// window they missed. Default "<name>-late" with side_output, "" with
+	// drop (where setting it is an error).
+	LateTopic string `yaml:"late_topic"`
+	// Values are the named aggregates, as Aggregate.Values. Required (at
+	// least one).
+	Values []AggregateValue `yaml:"values"`
 }
+
+// Hopping windows overlap: a record is in Size/Advance of them.
 type Hopping struct {
-	Size    time.Duration `yaml:"size"`
+	// Size of each window. More than 0, whole milliseconds.
+	Size time.Duration `yaml:"size"`
+	// Advance between the starts of two windows: more than 0, at most
+	// Size, whole milliseconds.
 	Advance time.Duration `yaml:"advance"`
 }
+
+// Session windows group a key's records less than Gap apart: a session
+// is [first, last + Gap).
 type Session struct {
+	// Gap of inactivity that ends a session. More than 0, whole
+	// milliseconds.
 	Gap time.Duration `yaml:"gap"`
 }
+
+// WindowEmit says when a window emits.
 type WindowEmit string
 
 const (
@@ -334,6 +367,7 @@ const (
 	EmitEveryUpdate   WindowEmit = "every_update"
 )
 
+// LateRecords says what happens to a record too late for its windows.
 type LateRecords string
 
 const (
@@ -341,6 +375,8 @@ const (
 	LateDrop       LateRecords = "drop"
 )
 
+// Kind names the window's shape: "tumbling", "hopping", "session", or ""
+// when none is set.
 func (w Window) Kind() string {
 	switch {
 	case w.Tumbling != 0:

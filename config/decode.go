@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -576,7 +577,7 @@ func parseDuration(s string) (time.Duration, error) {
 		return d, nil
 	}
 	r, err := time.ParseDuration(rest)
-	if err != nil || strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, "+") {
+	if err != nil || strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, "+") || r > math.MaxInt64-d {
 		return 0, fmt.Errorf("invalid duration %q", s)
 	}
 	return d + r, nil

@@ -19,6 +19,9 @@ func FuzzParse(f *testing.F) {
 		"sources: [{topics: 'a,,b', start: 2024-01-01T00:00:00Z}]\n",
 		"- [\n",
 		"$${}",
+		windowJob,
+		"sources: [{topics: a, event_time: {max_out_of_orderness: 1d1ms}}]\nsteps:\n  - key_by: k\n  - window: {hopping: {size: 1m, advance: 1m}, late_records: drop, values: {n: count()}}\n",
+		"steps:\n  - window: {session: {gap: 1us}, tumbling: 0s}\n  - aggregate: {ttl: 7d, emit: on_window_close}\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -89,7 +89,7 @@ func TestParseDurationDays(t *testing.T) {
 			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"d", "1.5d", "-1d", "1d-1h", "7days", "1dd"} {
+	for _, bad := range []string{"d", "1.5d", "-1d", "1d-1h", "7days", "1dd", "1d2562047h"} {
 		if got, err := parseDuration(bad); err == nil {
 			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
 		}

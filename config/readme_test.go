@@ -65,3 +65,30 @@ func schemaPaths(t reflect.Type, prefix string) []string {
 	}
 	return out
 }
+
+// TestReadmeExamplesParse loads every YAML example of the configuration
+// reference as `pipeline validate` would (expressions aside).
+func TestReadmeExamplesParse(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
+	text := string(data)
+	i, j := strings.Index(text, "<!-- config-reference:start -->"), strings.Index(text, "<!-- config-reference:end -->")
+	if i < 0 || j < i {
+		t.Fatal("README.md has no configuration reference section")
+	}
+	blocks := strings.Split(text[i:j], "```yaml\n")[1:]
+	if len(blocks) < 2 {
+		t.Fatalf("%d YAML examples in the reference, want the annotated job and the windowed one", len(blocks))
+	}
+	for n, b := range blocks {
+		yaml, _, ok := strings.Cut(b, "```")
+		if !ok {
+			t.Fatalf("example %d is not closed", n)
+		}
+		if _, err := Parse("README.md", []byte(yaml), env(nil)); err != nil {
+			t.Errorf("example %d:\n%s", n, err)
+		}
+	}
+}

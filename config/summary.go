@@ -6,11 +6,18 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // Summary is one line describing the job, printed by `pipeline validate`:
 //
 //	job "parity-sum": exactly_once, 1 source (2 topics), 3 steps, 1 sink, checkpoint every 1s
+//
+// followed, for a job with a window or a TTL, by what they do:
+//
+//	...; tumbling 5m windows in event time (allowed lateness 1m), late records to orders-late
+//	...; keys expire 7d after their last update, in processing time
 func (c *Config) Summary() string {
 	topics := 0
 	for _, s := range c.Sources {
@@ -20,11 +27,76 @@ func (c *Config) Summary() string {
 	if c.Guarantee == AtMostOnce {
 		checkpoints = "no checkpoints"
 	}
-	return fmt.Sprintf("job %q: %s, %s (%s), %s, %s, %s",
+	line := fmt.Sprintf("job %q: %s, %s (%s), %s, %s, %s",
 		c.Name, c.Guarantee,
 		plural(len(c.Sources), "source"), plural(topics, "topic"),
 		plural(len(c.Steps), "step"), plural(len(c.Sinks), "sink"),
 		checkpoints)
+	for _, s := range c.Steps {
+		if w := s.Window; w != nil {
+			line += "; " + w.summary()
+		}
+		if a := s.Aggregate; a != nil && a.TTL > 0 {
+			clock := "processing time"
+			if c.eventTime() {
+				clock = "event time"
+			}
+			line += fmt.Sprintf("; keys expire %s after their last update, in %s", short(a.TTL), clock)
+		}
+	}
+	return line
+}
+
+// eventTime reports whether every source has event time.
+func (c *Config) eventTime() bool {
+	for _, s := range c.Sources {
+		if s.EventTime == nil {
+			return false
+		}
+	}
+	return len(c.Sources) > 0
+}
+
+// summary describes a window: "tumbling 5m windows in event time (allowed
+// lateness 1m), late records to orders-late".
+func (w *Window) summary() string {
+	var shape string
+	switch w.Kind() {
+	case "tumbling":
+		shape = "tumbling " + short(w.Tumbling) + " windows"
+	case "hopping":
+		shape = fmt.Sprintf("hopping %s windows every %s", short(w.Hopping.Size), short(w.Hopping.Advance))
+	case "session":
+		shape = "session windows (gap " + short(w.Session.Gap) + ")"
+	}
+	shape += " in event time"
+	if w.AllowedLateness > 0 {
+		shape += " (allowed lateness " + short(w.AllowedLateness) + ")"
+	}
+	if w.Emit == EmitEveryUpdate {
+		shape += ", emitted on every update"
+	}
+	if w.LateRecords == LateDrop {
+		return shape + ", late records dropped"
+	}
+	return shape + ", late records to " + w.LateTopic
+}
+
+// short writes a duration as it is usually written in a file: "7d", "5m",
+// "1h30m", "250ms".
+func short(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= day && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 func plural(n int, noun string) string {
@@ -35,8 +107,9 @@ func plural(n int, noun string) string {
 }
 
 // Fingerprint identifies what the job computes: a hex SHA-256 over a
-// canonical form of the sources (ids, formats, topics as a set), the steps
-// (ids, kinds, expressions, aggregate values in order), the sinks and the
+// canonical form of the sources (ids, formats, topics as a set, event
+// time), the steps (ids, kinds, expressions, aggregate values in order,
+// TTLs, window shapes, lateness and late records), the sinks and the
 // number of key groups. Settings that change how the job runs but not what
 // it computes (brokers, timeouts, checkpoint interval, start position,
 // workers, admin, logging) leave it unchanged, so a checkpoint can tell
@@ -57,6 +130,11 @@ func (c *Config) Fingerprint() string {
 		topics := slices.Compact(slices.Sorted(slices.Values(s.Topics)))
 		put(s.ID, string(s.Format), strconv.Itoa(len(topics)))
 		put(topics...)
+		// Only where set, so a job without event time keeps the
+		// fingerprint its checkpoints were written with.
+		if et := s.EventTime; et != nil {
+			put("event_time", et.Timestamp, et.MaxOutOfOrderness.String(), et.IdleTimeout.String())
+		}
 	}
 	put("steps", strconv.Itoa(len(c.Steps)))
 	for _, s := range c.Steps {
@@ -67,6 +145,22 @@ func (c *Config) Fingerprint() string {
 		if a := s.Aggregate; a != nil {
 			put(string(a.Emit), strconv.Itoa(len(a.Values)))
 			for _, v := range a.Values {
+				put(v.Name, string(v.Func), v.Arg)
+			}
+			if a.TTL > 0 {
+				put("ttl", a.TTL.String())
+			}
+		}
+		if w := s.Window; w != nil {
+			put(w.Kind(), w.Tumbling.String())
+			if h := w.Hopping; h != nil {
+				put(h.Size.String(), h.Advance.String())
+			}
+			if g := w.Session; g != nil {
+				put(g.Gap.String())
+			}
+			put(w.AllowedLateness.String(), string(w.Emit), string(w.LateRecords), w.LateTopic, strconv.Itoa(len(w.Values)))
+			for _, v := range w.Values {
 				put(v.Name, string(v.Func), v.Arg)
 			}
 		}

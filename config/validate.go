@@ -218,11 +218,14 @@ func (v *validator) millis(path string, d time.Duration) {
 
 // positiveMillis checks a window size, advance or gap.
 func (v *validator) positiveMillis(path string, d time.Duration) {
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		v.fail(path, "must be more than 0, e.g. 1m")
-		return
+	case d < time.Millisecond:
+		v.fail(path, "%v is less than a millisecond: event time is kept in milliseconds, write e.g. 1ms", d)
+	default:
+		v.millis(path, d)
 	}
-	v.millis(path, d)
 }
 
 // window checks a window step: one shape, lateness, emit, late records.
@@ -290,10 +293,14 @@ func (v *validator) window(path string, w *Window) {
 	if len(w.Values) == 0 {
 		v.fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
+	var untimed []string
 	for i, s := range v.c.Sources {
 		if s.EventTime == nil {
-			v.fail(path, "a window needs event time: add \"event_time: {}\" to sources[%d] (the Kafka record timestamp), or event_time: {timestamp: <field>}", i)
+			untimed = append(untimed, fmt.Sprintf("sources[%d]", i))
 		}
+	}
+	if len(untimed) > 0 {
+		v.fail(path, "a window needs event time: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", strings.Join(untimed, " and "))
 	}
 }
 
@@ -303,6 +310,14 @@ var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate, StepWi
 
 func (v *validator) steps() {
 	keyBy, aggregate := -1, -1
+	// atMostOne names what a job has one of at most: "aggregate" while
+	// the steps are aggregates, "aggregate or window" once one is a window.
+	atMostOne := func(s Step) string {
+		if s.Kind() == StepWindow || (aggregate >= 0 && v.c.Steps[aggregate].Kind() == StepWindow) {
+			return "aggregate or window"
+		}
+		return "aggregate"
+	}
 	for i, s := range v.c.Steps {
 		path := fmt.Sprintf("steps[%d]", i)
 		// What the file wrote decides the kind: `filter: ""` is a filter
@@ -315,7 +330,7 @@ func (v *validator) steps() {
 		}
 		switch len(kinds) {
 		case 0:
-			v.fail(path, "a step needs one of filter, map, key_by or aggregate")
+			v.fail(path, "a step needs one of filter, map, key_by, aggregate or window")
 			continue
 		case 1:
 		default:
@@ -350,7 +365,7 @@ func (v *validator) steps() {
 			}
 			switch {
 			case aggregate >= 0:
-				v.fail(kpath, "a job has at most one aggregate or window; steps[%d] is one already", aggregate)
+				v.fail(kpath, "a job has at most one %s; steps[%d] is one already", atMostOne(s), aggregate)
 			case keyBy < 0:
 				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
 			}
@@ -377,7 +392,7 @@ func (v *validator) steps() {
 			}
 			switch {
 			case aggregate >= 0:
-				v.fail(kpath, "a job has at most one aggregate; steps[%d] is one already", aggregate)
+				v.fail(kpath, "a job has at most one %s; steps[%d] is one already", atMostOne(s), aggregate)
 			case keyBy < 0:
 				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
 			}
