@@ -128,14 +128,18 @@ const (
 //  1. The key-group count must be equal: a key's group is hash(key) mod
 //     the count, so another count puts every key in the wrong group. The
 //     number of workers may change freely.
-//  2. State maps to operators by id. An aggregate of the savepoint whose id
-//     the configuration does not have, or gives to another kind of step,
-//     is refused unless AllowDroppedState. An aggregate of the
+//  2. State maps to operators by id. An aggregate or window of the
+//     savepoint whose id the configuration does not have, or gives to
+//     another kind of step (an aggregate that became a window too), is
+//     refused unless AllowDroppedState. An aggregate or window of the
 //     configuration that the savepoint does not have starts empty.
 //  3. An aggregate restored must have the same key_by expression text and
 //     the same values (names, functions and arguments): its state is one
 //     encoded accumulator per value per group key, each under its value's
 //     name, so values may be reordered but not renamed, added or removed.
+//     A window also keeps its shape (kind, size, advance, gap): its state
+//     holds its open windows by their start and end. Its allowed_lateness
+//     and its sources' max_out_of_orderness may change (neither is stored).
 //  4. Offsets belong to partitions, not to sources: a savepoint topic
 //     (after RemapTopics) resumes wherever the configuration reads it, so
 //     a source may be renamed, split or merged. A savepoint topic nobody
@@ -146,7 +150,8 @@ const (
 //     source's start position.
 //
 // Differences that do not stop a restore (job name, fingerprint,
-// guarantee, dropped state) are in RestorePlan.Notes. A refusal is an
+// guarantee, dropped state, event time that only one side has) are in
+// RestorePlan.Notes. A refusal is an
 // *IncompatibleError.
 func CheckRestore(m *Manifest, d *Descriptor, opts RestoreOptions) (*RestorePlan, error) {
 	return check(&checker{m: m, d: d, opts: opts, plan: &RestorePlan{}, from: "savepoint"})
@@ -235,6 +240,8 @@ type checker struct {
 	restart bool
 	// reordered are notes of aggregates whose values were reordered.
 	reordered []string
+	// droppedKinds are the kinds of plan.Dropped, in its order.
+	droppedKinds []Kind
 }
 
 func (c *checker) fail(fix, format string, args ...any) {
@@ -254,6 +261,7 @@ func (c *checker) keyGroups() {
 // partitions (see topics), so a source may be renamed, split or merged.
 func (c *checker) operators() {
 	var missing []string // `"id" (N keys)`, for one message
+	var missingKinds []Kind
 	for _, op := range c.m.Operators {
 		if !stateful(op.Kind) {
 			continue
@@ -262,13 +270,16 @@ func (c *checker) operators() {
 		switch {
 		case cur == nil:
 			missing = append(missing, fmt.Sprintf("%q (%s)", op.ID, keys(op.Keys)))
+			missingKinds = append(missingKinds, op.Kind)
 			c.plan.Dropped = append(c.plan.Dropped, op.ID)
+			c.droppedKinds = append(c.droppedKinds, op.Kind)
 		case cur.Kind != op.Kind:
 			if !c.opts.AllowDroppedState {
 				c.fail(fmt.Sprintf("give the %s back the id %q and the %s another id, or pass %s to start without the %s's state", op.Kind, op.ID, kindNoun(cur.Kind), FlagAllowDroppedState, op.Kind),
 					"operator %q is %s in the %s (%s) but %s in the config (%s)", op.ID, kindPhrase(op.Kind), c.from, keys(op.Keys), kindPhrase(cur.Kind), cur.Path)
 			}
 			c.plan.Dropped = append(c.plan.Dropped, op.ID)
+			c.droppedKinds = append(c.droppedKinds, op.Kind)
 		default:
 			if c.aggregate(&op, cur) {
 				c.plan.Restore = append(c.plan.Restore, op.ID)
@@ -276,12 +287,13 @@ func (c *checker) operators() {
 		}
 	}
 	if len(missing) > 0 && !c.opts.AllowDroppedState {
-		noun, verb := "aggregate", "has state in the "+c.from+" but is"
+		noun := stateNoun(missingKinds)
+		plural, verb := noun, "has state in the "+c.from+" but is"
 		if len(missing) > 1 {
-			noun, verb = "aggregates", "have state in the "+c.from+" but are"
+			plural, verb = noun+"s", "have state in the "+c.from+" but are"
 		}
-		c.fail(fmt.Sprintf("state maps to operators by id (steps[].id): give the aggregate back its id, or pass %s to start without that state", FlagAllowDroppedState),
-			"%s %s %s not in the config", noun, strings.Join(missing, ", "), verb)
+		c.fail(fmt.Sprintf("state maps to operators by id (steps[].id): give the %s back its id, or pass %s to start without that state", noun, FlagAllowDroppedState),
+			"%s %s %s not in the config", plural, strings.Join(missing, ", "), verb)
 	}
 	for _, op := range c.d.Operators {
 		if stateful(op.Kind) && c.m.Operator(op.ID) == nil {
@@ -309,7 +321,7 @@ func keys(n uint64) string {
 // and reports whether its state can be restored.
 func (c *checker) aggregate(op *Operator, cur *OperatorDesc) bool {
 	was, now := op.Aggregate, cur.Aggregate
-	fix := fmt.Sprintf("put back the key_by and values the %s was taken with; or, to start %q empty, give the aggregate a new id and pass %s", c.from, op.ID, FlagAllowDroppedState)
+	fix := fmt.Sprintf("put back the key_by and values the %s was taken with; or, to start %q empty, give the %s a new id and pass %s", c.from, op.ID, op.Kind, FlagAllowDroppedState)
 	n := len(c.problems)
 	if was.Window != nil && now.Window != nil && *was.Window != *now.Window {
 		c.fail(fmt.Sprintf("put back the window the %s was taken with; or, to start %q empty, give the window a new id and pass %s", c.from, op.ID, FlagAllowDroppedState),
@@ -473,15 +485,20 @@ func (c *checker) notes() {
 		}
 	}
 	if len(p.Dropped) > 0 {
-		note("state of %s is dropped (%s)", plural(p.Dropped, "aggregate"), FlagAllowDroppedState)
+		note("state of %s is dropped (%s)", plural(p.Dropped, stateNoun(c.droppedKinds)), FlagAllowDroppedState)
 	}
 	if len(p.DroppedTopics) > 0 {
 		note("offsets of %s are dropped (%s)", plural(p.DroppedTopics, "topic"), FlagAllowDroppedState)
 	}
+	var emptyKinds []Kind
+	for _, id := range p.Empty {
+		emptyKinds = append(emptyKinds, d.Operator(id).Kind)
+	}
+	empty := stateNoun(emptyKinds)
 	if len(p.Empty) == 1 {
-		note("%s starts without state", plural(p.Empty, "aggregate"))
+		note("%s starts without state", plural(p.Empty, empty))
 	} else if len(p.Empty) > 1 {
-		note("%s start without state", plural(p.Empty, "aggregate"))
+		note("%s start without state", plural(p.Empty, empty))
 	}
 	p.Notes = append(p.Notes, c.reordered...)
 	timed := false
@@ -540,6 +557,15 @@ func kindNoun(k Kind) string {
 		return string(k)
 	}
 	return string(k) + " step"
+}
+
+// stateNoun names operators with state of the given kinds in a message:
+// "aggregate" or "window" when they are all of one kind, else "operator".
+func stateNoun(kinds []Kind) string {
+	if len(kinds) > 0 && !slices.ContainsFunc(kinds, func(k Kind) bool { return k != kinds[0] }) {
+		return string(kinds[0])
+	}
+	return "operator"
 }
 
 // kindPhrase is kindNoun with its article.

@@ -49,6 +49,13 @@ func parseConfig(t testing.TB, yaml string) *config.Config {
 // Open reads it.
 func savepointOf(t testing.TB, yaml string) *Manifest {
 	t.Helper()
+	return savepointWith(t, yaml, nil)
+}
+
+// savepointWith is savepointOf with the checkpoint's event time et (nil:
+// none).
+func savepointWith(t testing.TB, yaml string, et *checkpoint.EventTime) *Manifest {
+	t.Helper()
 	d := DescribeConfig(parseConfig(t, yaml))
 	dir := filepath.Join(t.TempDir(), "sp")
 	w, err := Create(dir, d.Meta(42, testMeta(8).Created), Options{})
@@ -83,6 +90,7 @@ func savepointOf(t testing.TB, yaml string) *Manifest {
 			t.Fatal(err)
 		}
 	}
+	w.SetEventTime(et)
 	if _, err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +230,7 @@ func recordOf(t testing.TB, yaml string) *checkpoint.Record {
 	}
 	for _, op := range rec.Operators {
 		rec.OperatorIDs = append(rec.OperatorIDs, op.ID)
-		if op.Kind == checkpoint.KindAggregate {
+		if op.Kind == checkpoint.KindAggregate || op.Kind == checkpoint.KindWindow {
 			rec.State = append(rec.State, checkpoint.StateSummary{Operator: op.ID, Keys: 1, Bytes: 5})
 		}
 	}

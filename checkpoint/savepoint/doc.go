@@ -27,7 +27,19 @@
 //     (the text of its key_by expression; its values' names, functions and
 //     arguments in order), its number of keys and of key+value bytes, and
 //     its data files, each with its key-group range, keys, bytes, size and
-//     SHA-256. The ranges tile [0, key groups) in order.
+//     SHA-256. The ranges tile [0, key groups) in order;
+//   - a window ("kind": "window", KindWindow): the same as an aggregate,
+//     its descriptor with the window's shape in milliseconds
+//     ("window": {"kind": "tumbling", "size_ms": 10000}, or "hopping" with
+//     size_ms and advance_ms, or "session" with gap_ms). Its state is one
+//     value per group key holding the key's open windows, in the same data
+//     files.
+//
+// A job with event time also has "event_time": the watermark and each
+// partition's largest event time at the checkpoint, in epoch ms, null for
+// none yet; partitions sorted, once each, and only partitions a source
+// holds an offset of. A manifest without windows or event time has
+// neither field and is byte for byte what it was before they existed.
 //
 // A data file holds entries (key group, key, value) in key-group then key
 // order, in CRC-32C-checked blocks between a checksummed header and
@@ -59,7 +71,8 @@
 //     totals, and the file's SHA-256. Damage is an error wrapping
 //     ErrCorrupt that names the file and the byte; never a panic.
 //  3. A reader reads every version ever written. Version 1 is pinned by
-//     testdata/v1; a change to either encoding is a new version with a new
+//     testdata/v1, and its window and event time fields by
+//     testdata/v1-windows; a change to either encoding is a new version with a new
 //     golden directory, and the old one keeps passing.
 //  4. Reader.ID, the SHA-256 of the manifest, identifies the content: it
 //     covers every data file through their SHA-256, wherever the copy is.
@@ -82,6 +95,12 @@
 //     `operator "sums": value "sum" was sum(n), the config has sum(amount)`.
 //     Expressions are compared as text: reformatting one is a change.
 //     Values may be reordered: each one's state is stored under its name.
+//     A window keeps its state under the same rule, and only if its shape
+//     (kind, size, advance, gap) is unchanged: its open windows are stored
+//     by their start and end. An aggregate that became a window, or the
+//     reverse, is a change of kind (rule 2). allowed_lateness and
+//     max_out_of_orderness may change: neither is stored. Event time that
+//     only one side has is a note: the watermarks start over.
 //  4. Offsets belong to partitions, not to sources, so sources may be
 //     renamed, split or merged. Topics may be renamed with --remap-topic
 //     old=new; a savepoint topic that nobody reads after remapping is

@@ -1,8 +1,8 @@
 package savepoint
 
 import (
+	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -69,23 +69,34 @@ func (w *WindowDesc) checkpointDesc() checkpoint.WindowDesc {
 	return checkpoint.WindowDesc{}
 }
 
+// validateWindow checks that w is one well-formed shape, saying which
+// rule it breaks; the shape is shown as savepoint.json holds it.
 func validateWindow(at string, w *WindowDesc) []error {
 	if w == nil {
 		return []error{fmt.Errorf("%s: a window needs its shape (aggregate.window)", at)}
 	}
-	var ok bool
+	var rule string
 	switch w.Kind {
 	case "tumbling":
-		ok = w.SizeMs > 0 && w.AdvanceMs == 0 && w.GapMs == 0
+		if w.SizeMs <= 0 || w.AdvanceMs != 0 || w.GapMs != 0 {
+			rule = "a tumbling window has a size_ms above 0 and no advance_ms or gap_ms"
+		}
 	case "hopping":
-		ok = w.SizeMs > 0 && w.AdvanceMs > 0 && w.AdvanceMs <= w.SizeMs && w.GapMs == 0
+		if w.SizeMs <= 0 || w.AdvanceMs <= 0 || w.AdvanceMs > w.SizeMs || w.GapMs != 0 {
+			rule = "a hopping window has a size_ms above 0, an advance_ms above 0 and at most size_ms, and no gap_ms"
+		}
 	case "session":
-		ok = w.GapMs > 0 && w.SizeMs == 0 && w.AdvanceMs == 0
+		if w.GapMs <= 0 || w.SizeMs != 0 || w.AdvanceMs != 0 {
+			rule = "a session window has a gap_ms above 0 and no size_ms or advance_ms"
+		}
+	default:
+		rule = "kind must be tumbling, hopping or session"
 	}
-	if !ok {
-		return []error{fmt.Errorf("%s: aggregate.window %+v: not a valid tumbling, hopping or session window", at, *w)}
+	if rule == "" {
+		return nil
 	}
-	return nil
+	b, _ := json.Marshal(w)
+	return []error{fmt.Errorf("%s: aggregate.window %s: %s", at, b, rule)}
 }
 
 // EventTime is where event time stood at the savepoint's checkpoint, for
@@ -150,6 +161,14 @@ func validateEventTime(e *EventTime, offsets []checkpoint.SourceOffset) []error 
 	if e == nil {
 		return nil
 	}
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	read := make(map[tp]bool, len(offsets))
+	for _, o := range offsets {
+		read[tp{o.Topic, o.Partition}] = true
+	}
 	var errs []error
 	for i, p := range e.Partitions {
 		at := fmt.Sprintf("event_time.partitions[%d] %s/%d", i, p.Topic, p.Partition)
@@ -159,7 +178,7 @@ func validateEventTime(e *EventTime, offsets []checkpoint.SourceOffset) []error 
 				errs = append(errs, fmt.Errorf("%s: not after %s/%d (sorted by topic, then partition, once each)", at, prev.Topic, prev.Partition))
 			}
 		}
-		if !slices.ContainsFunc(offsets, func(o checkpoint.SourceOffset) bool { return o.Topic == p.Topic && o.Partition == p.Partition }) {
+		if !read[tp{p.Topic, p.Partition}] {
 			errs = append(errs, fmt.Errorf("%s: no source holds this partition's offset", at))
 		}
 	}

@@ -109,12 +109,13 @@ func writeSavepoint(t testing.TB, dir string, stores []*state.Store[[]byte], opt
 	return m
 }
 
-// readAll scans every aggregate of the savepoint over all key groups.
+// readAll scans every aggregate and window of the savepoint over all key
+// groups.
 func readAll(t testing.TB, r *Reader) []testEntry {
 	t.Helper()
 	var out []testEntry
 	for _, op := range r.Manifest().Operators {
-		if op.Kind != KindAggregate {
+		if !stateful(op.Kind) {
 			continue
 		}
 		err := r.Scan(op.ID, state.Range{Start: 0, End: state.KeyGroup(r.Manifest().KeyGroups)}, func(e Entry) error {

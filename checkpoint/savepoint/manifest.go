@@ -40,9 +40,9 @@ const (
 // with partitions and workers, by about a hundred bytes each.
 const maxManifestSize = 64 << 20
 
-// Kind is what an operator is. Only sources and aggregates have state;
-// Descriptor also uses the step kinds of the configuration ("filter",
-// "map", "key_by") to name what became of an id.
+// Kind is what an operator is. Only sources, aggregates and windows
+// (KindWindow) have state; Descriptor also uses the step kinds of the
+// configuration ("filter", "map", "key_by") to name what became of an id.
 type Kind string
 
 const (
@@ -200,7 +200,7 @@ func (m *Manifest) Validate() error {
 			errs = append(errs, validateOffsets(at, op.ID, op.Offsets, topics)...)
 		case KindAggregate, KindWindow:
 			if len(op.Offsets) > 0 {
-				fail("%s: an %s has no offsets", at, op.Kind)
+				fail("%s: %s has no offsets", at, kindPhrase(op.Kind))
 			}
 			errs = append(errs, validateAggregate(at, op.Aggregate)...)
 			switch {

@@ -187,17 +187,20 @@ func (w *Writer) Source(id string, offsets []checkpoint.SourceOffset) error {
 }
 
 // Aggregate declares the aggregate id, whose state means desc (see
-// DescribeConfig), and returns the writer of its parts.
+// DescribeConfig), and returns the writer of its parts. A desc with a
+// Window declares a window operator (KindWindow): its state is written
+// the same way.
 func (w *Writer) Aggregate(id string, desc AggregateDesc) (*OperatorWriter, error) {
 	desc.Values = slices.Clone(desc.Values)
-	if err := errors.Join(validateAggregate(fmt.Sprintf("aggregate %q", id), &desc)...); err != nil {
-		return nil, fmt.Errorf("savepoint %s: %w", w.dir, err)
-	}
-	kind := KindAggregate
+	kind, errs := KindAggregate, validateAggregate(fmt.Sprintf("aggregate %q", id), &desc)
 	if desc.Window != nil {
 		kind = KindWindow
-		w := *desc.Window
-		desc.Window = &w
+		win := *desc.Window
+		desc.Window = &win
+		errs = append(errs, validateWindow(fmt.Sprintf("window %q", id), desc.Window)...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("savepoint %s: %w", w.dir, err)
 	}
 	if err := w.declare(id, &opState{kind: kind, agg: desc}); err != nil {
 		return nil, err
