@@ -34,6 +34,27 @@ func (c *Chain) EventTime(r *Record, e *Expr) (int64, *RecordError) {
 // millisecond is truncated towards the past, as epoch milliseconds are)
 // or decimal milliseconds, a time.Time is itself. The error has no Step.
 func EventTimeOf(v any) (int64, *RecordError) {
+	ms, err := eventTimeOf(v)
+	if err != nil {
+		return 0, err
+	}
+	return ms, CheckEventTime(ms)
+}
+
+// CheckEventTime refuses the two event times the window arithmetic
+// cannot represent: math.MinInt64 is the "no watermark yet" value, so a
+// partition whose record carries it would never start its clock, and no
+// window can contain math.MaxInt64 (a window ends at an exclusive bound,
+// and a session's would be empty). Both are a RecordError (CodeType), so
+// the record goes to the dead letters instead of corrupting the windows.
+func CheckEventTime(ms int64) *RecordError {
+	if ms == math.MinInt64 || ms == math.MaxInt64 {
+		return &RecordError{Code: CodeType, Reason: "event time " + strconv.FormatInt(ms, 10) + " is outside the representable range (the smallest and largest int64 are reserved)"}
+	}
+	return nil
+}
+
+func eventTimeOf(v any) (int64, *RecordError) {
 	fail := func(why string) (int64, *RecordError) {
 		return 0, &RecordError{Code: CodeType, Reason: "event time " + why}
 	}

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -142,6 +143,11 @@ func TestEventTimeOf(t *testing.T) {
 		{"yesterday", 0, "RFC 3339"},
 		{nil, 0, "null"},
 		{true, 0, "got bool"},
+		{int64(math.MinInt64), 0, "outside the representable range"},
+		{int64(math.MaxInt64), 0, "outside the representable range"},
+		{"-9223372036854775808", 0, "outside the representable range"},
+		{int64(math.MinInt64 + 1), math.MinInt64 + 1, ""},
+		{int64(math.MaxInt64 - 1), math.MaxInt64 - 1, ""},
 	} {
 		got, err := EventTimeOf(tc.in)
 		switch {

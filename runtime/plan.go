@@ -290,7 +290,8 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 // the Kafka record timestamp.
 func (r *router) eventTime(st *sourceTime, rec *kgo.Record, op *operator.Record) (int64, *operator.RecordError) {
 	if st.expr == nil {
-		return rec.Timestamp.UnixMilli(), nil
+		ms := rec.Timestamp.UnixMilli()
+		return ms, operator.CheckEventTime(ms)
 	}
 	return r.chain.EventTime(op, st.expr)
 }

@@ -332,3 +332,24 @@ func TestRecordForAFiredWindowIsLate(t *testing.T) {
 		}
 	}
 }
+
+// The two event times the window arithmetic reserves (the smallest int64
+// is "no watermark", no window can hold the largest) are dead letters:
+// two such records do not open two sessions with the same start, and the
+// partition's clock is not stuck at "no watermark".
+func TestExtremeEventTimesAreDeadLetters(t *testing.T) {
+	h := newWindowHarness(t, windowTestJob, windowEnv("session: {gap: 100ms}", "0s", "0s"), 1)
+	h.send(0, 0, `{"n": 1, "ts": 9223372036854775807}`)
+	h.send(0, 1, `{"n": 3, "ts": 9223372036854775807}`)
+	h.send(0, 2, `{"n": 5, "ts": -9223372036854775808}`)
+	if h.dead != 3 || h.op.open.Load() != 0 {
+		t.Fatalf("dead letters %d (want 3), open windows %d (want 0)", h.dead, h.op.open.Load())
+	}
+	h.send(0, 3, `{"n": 7, "ts": 1000}`)
+	h.send(0, 4, `{"n": 9, "ts": 5000}`)
+	h.barrier()
+	want := []windowOutput{{Key: "odd", WindowStart: "1970-01-01T00:00:01Z", WindowEnd: "1970-01-01T00:00:01.1Z", Count: 1, Sum: 7}}
+	if got := h.sorted(); !slices.Equal(got, want) {
+		t.Fatalf("outputs %+v, want %+v", got, want)
+	}
+}
