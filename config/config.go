@@ -27,6 +27,7 @@ type Config struct {
 	Sinks      []Sink     `yaml:"sinks"`
 	Admin      Admin      `yaml:"admin"`
 	Logging    Logging    `yaml:"logging"`
+	Scale      Scale      `yaml:"scale"`
 
 	// file and where are set by Parse: the file name and where each path
 	// was written, for problems found after loading (see Errorf).
@@ -285,6 +286,38 @@ type Sink struct {
 	// creates them. Default -1, the brokers' default.replication.factor.
 	ReplicationFactor int `yaml:"replication_factor"`
 }
+
+// Scale says whether the job runs as one process or shares its work among
+// many through a Kafka consumer group.
+type Scale struct {
+	// Mode is single (one process owns every partition; a second one
+	// fences the first) or group (every process started with the same
+	// configuration and its own instance id joins the consumer group
+	// named after the job, which deals out the source partitions and the
+	// partitions of <name>-repartition). Default single. Moving a job
+	// between modes goes through a savepoint. Kafka Streams: every
+	// instance of an application.id.
+	Mode ScaleMode `yaml:"mode"`
+	// Partitions is the number of partitions of the internal repartition
+	// and state topics in group mode: each owns a fixed range of key
+	// groups, so it is the most processes that can share the keyed work.
+	// Fixed for the job's life, like checkpoint.key_groups. Default 32,
+	// at most checkpoint.key_groups.
+	Partitions int `yaml:"partitions"`
+	// SessionTimeout is how long the group waits for a process that
+	// stopped answering before it deals the process's partitions to the
+	// others. Default 10s; the brokers allow 6s to 30m by default
+	// (group.min/max.session.timeout.ms). Kafka: session.timeout.ms.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+}
+
+// ScaleMode is Scale.Mode.
+type ScaleMode string
+
+const (
+	ScaleSingle ScaleMode = "single"
+	ScaleGroup  ScaleMode = "group"
+)
 
 // Admin is the HTTP listener for /metrics, health and the admin API.
 type Admin struct {

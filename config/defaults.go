@@ -15,6 +15,8 @@ const (
 	DefaultPartitions         = -1 // the brokers' num.partitions
 	DefaultAdminListen        = "127.0.0.1:8080"
 	DefaultSavepointDir       = "./savepoints"
+	DefaultScalePartitions    = 32
+	DefaultSessionTimeout     = 10 * time.Second
 	// AdminOff is the admin.listen value that disables the listener;
 	// after loading, Admin.Listen is then empty.
 	AdminOff = "off"
@@ -45,6 +47,15 @@ func applyDefaults(c *Config, set func(path string) bool) {
 	}
 	if !set("checkpoint.key_groups") {
 		c.Checkpoint.KeyGroups = DefaultKeyGroups
+	}
+	if c.Scale.Mode == "" {
+		c.Scale.Mode = ScaleSingle
+	}
+	if !set("scale.partitions") {
+		c.Scale.Partitions = min(DefaultScalePartitions, max(1, c.Checkpoint.KeyGroups))
+	}
+	if !set("scale.session_timeout") {
+		c.Scale.SessionTimeout = DefaultSessionTimeout
 	}
 	if !set("checkpoint.replication_factor") {
 		c.Checkpoint.ReplicationFactor = DefaultReplicationFactor

@@ -154,7 +154,7 @@ func TestParseErrors(t *testing.T) {
 			name: "merge key",
 			yaml: minimal + "base: &b {level: info}\nlogging:\n  <<: *b\n",
 			want: []string{
-				"c.yaml:8:1: base: unknown field; allowed: name, guarantee, workers, kafka, checkpoint, sources, steps, sinks, admin, logging",
+				"c.yaml:8:1: base: unknown field; allowed: name, guarantee, workers, kafka, checkpoint, sources, steps, sinks, admin, logging, scale",
 				"c.yaml:10:3: logging: merge keys (<<) are not supported; write the settings out",
 			},
 		},

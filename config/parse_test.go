@@ -144,6 +144,7 @@ func TestParseFull(t *testing.T) {
 		Sinks:   []Sink{{Topic: "totals-by-user", Key: "user", Format: FormatJSON, DeadLetterTopic: "orders-dlq", Partitions: 6, ReplicationFactor: 3}},
 		Admin:   Admin{Listen: "0.0.0.0:9000", Token: "t0ken", SavepointDir: "/var/lib/pipeline/savepoints"},
 		Logging: Logging{Level: "debug", Format: "json"},
+		Scale:   Scale{Mode: ScaleSingle, Partitions: 32, SessionTimeout: 10 * time.Second},
 	}
 	if got := public(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(full) =\n%+v\nwant\n%+v", got, want)
@@ -183,6 +184,7 @@ func TestParseDefaults(t *testing.T) {
 		Sinks:   []Sink{{Topic: "out", Format: FormatJSON, DeadLetterTopic: "job-dead-letter", Partitions: -1, ReplicationFactor: -1}},
 		Admin:   Admin{Listen: "127.0.0.1:8080", SavepointDir: "./savepoints"},
 		Logging: Logging{Level: "info", Format: "text"},
+		Scale:   Scale{Mode: ScaleSingle, Partitions: 32, SessionTimeout: 10 * time.Second},
 	}
 	if got := public(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(minimal) =\n%+v\nwant\n%+v", got, want)

@@ -38,6 +38,7 @@ func validate(c *Config, d *decoder) Errors {
 	v.sinks()
 	v.ids()
 	v.admin()
+	v.scale()
 	return v.errs
 }
 
@@ -155,6 +156,35 @@ func (v *validator) checkpoint() {
 	}
 }
 
+// scale checks the scale section: in group mode, what group mode cannot
+// run yet is refused here rather than half-working.
+func (v *validator) scale() {
+	sc := v.c.Scale
+	v.enum("scale.mode", "mode", string(sc.Mode), string(ScaleSingle), string(ScaleGroup))
+	if kg := v.c.Checkpoint.KeyGroups; sc.Partitions < 1 || (kg >= 1 && sc.Partitions > kg) {
+		v.fail("scale.partitions", "%d is out of range: want 1 to checkpoint.key_groups (%d), since each partition owns at least one key group", sc.Partitions, kg)
+	}
+	if sc.SessionTimeout < time.Second {
+		v.fail("scale.session_timeout", "%s is too short: at least 1s (the brokers' default minimum is 6s)", sc.SessionTimeout)
+	}
+	if sc.Mode != ScaleGroup {
+		return
+	}
+	if v.c.Guarantee == AtMostOnce {
+		v.fail("scale.mode", "group mode needs checkpoints, which at_most_once does not take; an at_most_once job already shares its partitions among every process started with the same name (its consumer group): use scale.mode: single")
+	}
+	for i, src := range v.c.Sources {
+		if src.EventTime != nil {
+			v.fail(fmt.Sprintf("sources[%d].event_time", i), "event time is not supported in group mode yet (the watermark would have to cross the repartition topic): use scale.mode: single")
+		}
+	}
+	for i, st := range v.c.Steps {
+		if st.Window != nil {
+			v.fail(fmt.Sprintf("steps[%d].window", i), "windows are not supported in group mode yet: use scale.mode: single")
+		}
+	}
+}
+
 // internalTopics are the topics the job creates for itself.
 func (v *validator) internalTopics() map[string]string {
 	if v.c.Name == "" {
@@ -163,6 +193,8 @@ func (v *validator) internalTopics() map[string]string {
 	return map[string]string{
 		v.c.Name + "-checkpoints": "checkpoint",
 		v.c.Name + "-state":       "state",
+		v.c.Name + "-repartition": "repartition",
+		v.c.Name + "-group-state": "group state",
 	}
 }
 

@@ -47,6 +47,13 @@ type attempt struct {
 	restored    int
 	offsets     map[source.TopicPartition]int64
 
+	// Group mode only: the assignment the attempt runs on, how the
+	// epoch's offsets are committed to the group (in its transaction),
+	// and the key of the member's checkpoint records.
+	member        *assignment
+	commitOffsets func(ctx context.Context, offsets []checkpoint.SourceOffset) error
+	recordKey     string
+
 	closers []func()
 }
 
@@ -238,9 +245,12 @@ func (a *attempt) run(ctx, parent context.Context) (progressed bool, err error) 
 		return false, err
 	}
 	defer g.close()
-	added := make(chan []source.TopicPartition, 1)
-	g.watch = newPartitionWatch(j, a.adm, a.offsets, added)
-	g.loop.partitionsAdded = added
+	if a.member == nil {
+		// In group mode the group deals out added partitions.
+		added := make(chan []source.TopicPartition, 1)
+		g.watch = newPartitionWatch(j, a.adm, a.offsets, added)
+		g.loop.partitionsAdded = added
+	}
 	eg, gctx := errgroup.WithContext(ctx)
 	g.start(gctx, eg)
 	err = eg.Wait()

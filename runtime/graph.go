@@ -145,8 +145,14 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		return g, nil
 	}
 	g.sink.driver = a.driver
-	g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
-	g.sink.committed = g.offsets.publish
+	if a.member == nil {
+		// Single mode shows its progress as the group's offsets; in
+		// group mode they are committed in the epoch's transaction.
+		g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
+		g.sink.committed = g.offsets.publish
+	} else {
+		g.sink.recordKey, g.sink.commitOffsets, g.sink.shuffle = a.recordKey, a.commitOffsets, j.shuffle
+	}
 
 	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
 		Interval:        cfg.Checkpoint.Interval,

@@ -65,6 +65,10 @@ type Job struct {
 	savepoints chan *savepointRequest
 	// from is the savepoint to start from (nil: the job's own checkpoints).
 	from *savepointRestore
+	// instance is the process's instance id and shuffle the keyed work's
+	// layout, in group mode (shuffle nil: single mode).
+	instance string
+	shuffle  *shuffle
 }
 
 // Stop asks the job to stop gracefully: it takes a final checkpoint, so
@@ -96,6 +100,11 @@ func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i }
 // withBeforeCommit runs fn before each epoch's commit (tests).
 func withBeforeCommit(fn func(checkpoint.ID)) Option { return func(j *Job) { j.beforeCommit = fn } }
 
+// WithInstanceID names this process in a group-mode job: its static
+// membership of the job's consumer group and its transactional id
+// (<job>-<id>). Every process of the job needs its own.
+func WithInstanceID(id string) Option { return func(j *Job) { j.instance = id } }
+
 // WithMetrics reports the job's metrics to m (default: a private registry).
 func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = m } }
 
@@ -123,6 +132,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	}
 	for _, o := range opts {
 		o(j)
+	}
+	if j.shuffle = newShuffle(cfg); j.shuffle != nil {
+		if j.instance == "" {
+			return nil, fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
+		}
+		if !validInstanceID(j.instance) {
+			return nil, fmt.Errorf("instance id %q: use letters, digits, '.', '_' and '-' only (it is part of a transactional id)", j.instance)
+		}
+		p.shuffle = j.shuffle
 	}
 	if j.metrics == nil {
 		j.metrics = metrics.New(nil, cfg.Name)
@@ -175,6 +193,21 @@ func (j *Job) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	if j.shuffle != nil {
+		m, err := newMembership(j)
+		if err != nil {
+			return err
+		}
+		defer m.close()
+		defer func() {
+			// Out of the group at once, so the others take over now
+			// (a static member is otherwise waited for).
+			lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			m.leave(lctx)
+		}()
+		run = j.groupRun(m)
+	}
 	backoff := j.restartBackoff
 	for attempt := 1; ; attempt++ {
 		progressed, err := run(ctx)
@@ -189,6 +222,13 @@ func (j *Job) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			j.status.set(StateStopped, nil)
 			return nil
+		}
+		if errors.Is(err, errRebalanced) {
+			j.status.set(StateRestarting, err)
+			j.metrics.Restarted("rebalance")
+			j.log.Info("the consumer group rebalanced; starting over on the new assignment", "attempt", attempt)
+			backoff = j.restartBackoff
+			continue
 		}
 		if errors.Is(err, errPartitionsAdded) {
 			// Not a failure: the attempt ended at a checkpoint to take the
@@ -240,6 +280,17 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, j.maxBackoff)
 	}
+}
+
+// validInstanceID: an instance id becomes part of a transactional id and
+// of a checkpoint record's key.
+func validInstanceID(id string) bool {
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return id != "" && len(id) <= 200
 }
 
 // startOffsets gives every source partition its offset: the checkpointed

@@ -28,6 +28,10 @@ const (
 	// topic. Like a dead letter it travels the records' path, so that it
 	// lands in the epoch of its input.
 	msgLate
+	// msgShuffle: an input record on its way to the repartition topic
+	// (group mode, source side), already built. It goes into the
+	// epoch's transaction under every guarantee, as state does.
+	msgShuffle
 )
 
 // message is the unit on the task graph's channels, sent in batches.

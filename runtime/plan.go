@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,6 +41,9 @@ type plan struct {
 	// for every checkpoint record: what a restart checks the
 	// configuration against (savepoint.CheckRestart).
 	checkpointed []checkpoint.OperatorDesc
+	// shuffle is the keyed work's layout in group mode (nil: single
+	// mode; set by the Job).
+	shuffle *shuffle
 }
 
 // sinkSpec is one configured sink, compiled.
@@ -226,6 +230,18 @@ func (p *plan) newRouter(workers int) *router {
 // (the messages themselves, and the operator.Record they carry, are the
 // receiver's to keep).
 func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
+	if sh := r.p.shuffle; sh != nil && r.p.agg != nil {
+		if rec.Topic != sh.repartition {
+			return r.shuffleOut(sh, rec)
+		}
+		orig, err := unshuffle(rec)
+		if err != nil {
+			// Not written by this job's source side: a dead letter,
+			// never a silent drop.
+			return r.p.deadLetters(rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()}), int(uint32(rec.Partition) % uint32(r.workers))
+		}
+		rec = orig
+	}
 	if len(r.records) == 0 {
 		r.records = make([]operator.Record, recordChunk)
 	}
@@ -284,6 +300,77 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 	}
 	r.one[0] = message{kind: msgRecord, rec: rec, op: op, at: at}
 	return r.one[:], worker
+}
+
+// shuffleOut is the source side of a group-mode keyed job: the stateless
+// steps decide whether rec goes on and to which key group; a kept record
+// goes, unchanged, to the repartition partition that owns its key group
+// (through any worker, which passes it to the sink), and its owner runs
+// the steps again and the keyed operator. Dead letters are written here,
+// once.
+func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record) ([]message, int) {
+	op := &operator.Record{
+		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		Format: r.p.format[rec.Topic],
+	}
+	worker := int(uint32(rec.Partition) % uint32(r.workers))
+	keep, rerr := r.chain.Process(op)
+	if rerr != nil {
+		r.chain.Recycle(op)
+		return r.p.deadLetters(rec, rerr), worker
+	}
+	if !keep {
+		r.chain.Recycle(op)
+		return nil, worker
+	}
+	kg := state.KeyGroupOf([]byte(op.GroupKey), r.groups)
+	r.chain.Recycle(op)
+	out := &kgo.Record{
+		Topic: sh.repartition, Partition: sh.partitionOf(kg),
+		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Headers: append(slices.Clip(rec.Headers),
+			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(rec.Topic)},
+			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
+			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, rec.Offset, 10)},
+		),
+	}
+	r.one[0] = message{kind: msgShuffle, rec: out}
+	return r.one[:], worker
+}
+
+// unshuffle rebuilds the input record a repartition record carries: its
+// key, value, timestamp and headers, and where it was read.
+func unshuffle(rec *kgo.Record) (*kgo.Record, error) {
+	orig := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
+	var found int
+	for _, h := range rec.Headers {
+		switch h.Key {
+		case headerSourceTopic:
+			orig.Topic = string(h.Value)
+			found++
+		case headerSourcePartition:
+			p, err := strconv.ParseInt(string(h.Value), 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+			}
+			orig.Partition = int32(p)
+			found++
+		case headerSourceOffset:
+			o, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+			}
+			orig.Offset = o
+			found++
+		default:
+			orig.Headers = append(orig.Headers, h)
+		}
+	}
+	if found != 3 {
+		return nil, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
+	}
+	return orig, nil
 }
 
 // eventTime is rec's event time: its source's timestamp expression, or

@@ -74,6 +74,13 @@ type sinkTask struct {
 	// beforeCommit, if set, runs on the committing goroutine before each
 	// commit (tests: hold a commit open and watch the graph go on).
 	beforeCommit func(checkpoint.ID)
+
+	// Group mode: the key of the member's checkpoint records, how the
+	// epoch's barrier offsets join its transaction, and the keyed work's
+	// layout (state records go to their key group's partition).
+	recordKey     string
+	commitOffsets func(ctx context.Context, offsets []checkpoint.SourceOffset) error
+	shuffle       *shuffle
 }
 
 // maxHeldWhileCommitting bounds what the sink takes in while an epoch
@@ -146,7 +153,13 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 				s.plain.Produce(ctx, rec)
 			}
 			s.epoch.output(rec)
+		case msgShuffle:
+			s.txn.Produce(ctx, m.rec)
+			s.epoch.shuffled++
 		case msgState:
+			if s.shuffle != nil {
+				s.shuffle.place(m.rec)
+			}
 			s.txn.Produce(ctx, m.rec)
 			s.epoch.stateBytes += int64(len(m.rec.Key) + len(m.rec.Value))
 			return s.faults.Hit(fault.WhileWritingState)
@@ -221,12 +234,27 @@ func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
 	if s.timed {
 		et = recordEventTime(b.watermark, b.times)
 	}
-	rec, err := kstore.CheckpointRecord(s.newRecord(b.id, b.offsets, mergeState(b.state), et))
+	var rec *kgo.Record
+	var err error
+	if s.recordKey != "" {
+		rec, err = kstore.CheckpointRecordKeyed(s.newRecord(b.id, b.offsets, mergeState(b.state), et), s.recordKey)
+	} else {
+		rec, err = kstore.CheckpointRecord(s.newRecord(b.id, b.offsets, mergeState(b.state), et))
+	}
 	if err != nil {
 		return err
 	}
 	s.txn.Produce(ctx, rec)
-	return s.driver.Prepare(ctx, b.id)
+	if err := s.driver.Prepare(ctx, b.id); err != nil {
+		return err
+	}
+	if s.commitOffsets != nil {
+		// After the flush: the transaction holds records (the checkpoint
+		// record at least), so the client will end it at the
+		// coordinator, and the offsets with it.
+		return s.commitOffsets(ctx, b.offsets)
+	}
+	return nil
 }
 
 // decide commits prepared epoch N (the coordinator handed out its commit)
@@ -280,6 +308,8 @@ type epochStats struct {
 	flows      map[string]*flowCount
 	outputs    int64
 	stateBytes int64
+	// shuffled counts the records sent to the repartition topic.
+	shuffled   int64
 	alignStart time.Time
 	// sampled input timestamps of outputs, for end-to-end latency: one
 	// in sampleEvery keeps the cost off the hot path.
@@ -292,7 +322,7 @@ const sampleEvery = 16
 
 func (e *epochStats) reset() {
 	clear(e.flows)
-	e.outputs, e.stateBytes, e.sampled = 0, 0, e.sampled[:0]
+	e.outputs, e.stateBytes, e.shuffled, e.sampled = 0, 0, 0, e.sampled[:0]
 }
 
 func (e *epochStats) output(r *kgo.Record) {

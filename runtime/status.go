@@ -38,6 +38,22 @@ type Status struct {
 	RestoredFrom string `json:"restored_from_savepoint,omitempty"`
 	// LastSavepoint is the newest savepoint this process wrote.
 	LastSavepoint *SavepointInfo `json:"last_savepoint,omitempty"`
+	// Group is this process's place in a group-mode job (scale.mode:
+	// group); absent in single mode.
+	Group *GroupInfo `json:"group,omitempty"`
+}
+
+// GroupInfo is a group-mode process: who it is in the job's consumer
+// group, and what the group's current generation gave it.
+type GroupInfo struct {
+	Instance   string `json:"instance"`
+	MemberID   string `json:"member_id"`
+	Generation int32  `json:"generation"`
+	// Assigned are the partitions it owns, "topic/partition".
+	Assigned []string `json:"assigned"`
+	// Members are the instance ids of the group's members, as last
+	// seen.
+	Members []string `json:"members"`
 }
 
 // SavepointInfo is a savepoint written, as POST /api/v1/savepoints
@@ -176,6 +192,17 @@ func (st *status) restored(id checkpoint.ID, at time.Time, offsets map[source.To
 	})
 }
 
+// assigned records a group-mode process's new assignment.
+func (st *status) assigned(a *assignment, members []string) {
+	g := &GroupInfo{Instance: a.member.InstanceID, MemberID: a.member.MemberID, Generation: a.member.Generation, Members: slices.Clone(members)}
+	for _, tp := range a.partitions() {
+		g.Assigned = append(g.Assigned, tp.String())
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Group = g
+}
+
 func (st *status) savepoint(s savepoint.Summary) {
 	info := NewSavepointInfo(s)
 	st.mu.Lock()
@@ -205,6 +232,10 @@ func (st *status) snapshot() Status {
 	defer st.mu.Unlock()
 	s := st.s
 	s.Partitions = slices.Clone(st.s.Partitions)
+	if g := st.s.Group; g != nil {
+		c := *g
+		s.Group = &c
+	}
 	return s
 }
 

@@ -88,7 +88,7 @@ func (w *workerTask) handle(b batch) error {
 				w.out = append(w.out, message{kind: msgRecord, rec: r})
 			}
 			w.out = append(w.out, dls...)
-		case msgDeadLetter, msgLate:
+		case msgDeadLetter, msgLate, msgShuffle:
 			w.out = append(w.out, m)
 		case msgBarrier:
 			return w.onBarrier(b.from, m.barrier)

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
@@ -77,6 +79,9 @@ type Txn struct {
 	promise func(*kgo.Record, error)
 	// recovered is the checkpoint LastDecided read: the one to restore.
 	recovered *checkpoint.Record
+	// recordKey is the key of this producer's checkpoint records: the
+	// job's name, or "<job>/<instance>" for a group member (MemberTxn).
+	recordKey string
 }
 
 var _ twophase.DecisionLog = (*Txn)(nil)
@@ -99,9 +104,134 @@ func NewTxn(conn []kgo.Opt, job string, timeout time.Duration, extra ...kgo.Opt)
 	if err != nil {
 		return nil, err
 	}
-	t := &Txn{cl: cl, conn: conn, job: job, id: transactionalID, timeout: timeout}
+	t := &Txn{cl: cl, conn: conn, job: job, id: transactionalID, timeout: timeout, recordKey: job}
 	t.promise = t.failed.promise
 	return t, nil
+}
+
+// MemberTransactionalID is the transactional id of instance's process of
+// a group-mode job: stable across its restarts, so a restart fences its
+// own predecessor, and known to the other members, so one of them can
+// fence it when it leaves the group without ending its transaction.
+func MemberTransactionalID(job, instance string) string { return job + "-" + instance }
+
+// MemberRecordKey is the key of a group member's checkpoint records in
+// the job's checkpoint topic (a single-mode job's key is the job name).
+func MemberRecordKey(job, instance string) string { return job + "/" + instance }
+
+// NewMemberTxn is the transactional producer of instance's process of a
+// group-mode job (MemberTransactionalID); its checkpoint records are keyed
+// MemberRecordKey. internal are the topics whose records carry their
+// partition (the repartition and state topics): every other record is
+// partitioned by its key as usual.
+func NewMemberTxn(conn []kgo.Opt, job, instance string, internal []string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
+	id := MemberTransactionalID(job, instance)
+	opts := append(append([]kgo.Opt{}, conn...),
+		kgo.TransactionalID(id),
+		kgo.TransactionTimeout(timeout),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordPartitioner(manualFor(internal)),
+	)
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	t := &Txn{cl: cl, conn: conn, job: job, id: id, timeout: timeout, recordKey: MemberRecordKey(job, instance)}
+	t.promise = t.failed.promise
+	return t, nil
+}
+
+// manualFor partitions the records of topics by their Partition field
+// and every other record as the client does by default.
+func manualFor(topics []string) kgo.Partitioner {
+	manual := map[string]bool{}
+	for _, t := range topics {
+		manual[t] = true
+	}
+	return partitionerFunc(func(topic string) kgo.TopicPartitioner {
+		if manual[topic] {
+			return kgo.ManualPartitioner().ForTopic(topic)
+		}
+		return defaultPartitioner.ForTopic(topic)
+	})
+}
+
+// defaultPartitioner is franz-go's default (kgo.RecordPartitioner's doc):
+// keyed records by the murmur2 hash of the key, as the Java client does.
+var defaultPartitioner = kgo.UniformBytesPartitioner(64<<10, true, true, nil)
+
+type partitionerFunc func(topic string) kgo.TopicPartitioner
+
+func (f partitionerFunc) ForTopic(topic string) kgo.TopicPartitioner { return f(topic) }
+
+// GroupMember is who commits offsets through a transaction (KIP-447):
+// the group coordinator accepts them only from a member of the group's
+// current generation, so a process the group has moved on from (a
+// zombie) cannot commit.
+type GroupMember struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+}
+
+// CommitOffsets adds offsets, the next offset to read of each partition,
+// to the open transaction on behalf of m: they commit or abort with it.
+// Call it after the transaction's records were produced: a transaction
+// that produced nothing is ended by the client without asking the
+// coordinator, and offsets added to it would stay pending. A member of an
+// old generation gets ILLEGAL_GENERATION, a replaced static member
+// FENCED_INSTANCE_ID, a stranger UNKNOWN_MEMBER_ID; the transaction can
+// then only abort.
+func (t *Txn) CommitOffsets(ctx context.Context, m GroupMember, offsets []checkpoint.SourceOffset) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	id, epoch, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("committing offsets: %w", err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = t.id, id, epoch, m.Group
+	addResp, err := add.RequestWith(ctx, t.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(addResp.ErrorCode)
+	}
+	if err != nil {
+		return fmt.Errorf("adding the offsets of group %s to the transaction: %w", m.Group, err)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = t.id, m.Group, id, epoch
+	commit.Generation, commit.MemberID = m.Generation, m.MemberID
+	if m.InstanceID != "" {
+		commit.InstanceID = &m.InstanceID
+	}
+	byTopic := map[string]int{}
+	for _, o := range offsets {
+		i, ok := byTopic[o.Topic]
+		if !ok {
+			i = len(commit.Topics)
+			byTopic[o.Topic] = i
+			topic := kmsg.NewTxnOffsetCommitRequestTopic()
+			topic.Topic = o.Topic
+			commit.Topics = append(commit.Topics, topic)
+		}
+		part := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		part.Partition, part.Offset, part.LeaderEpoch = o.Partition, o.Offset, -1
+		commit.Topics[i].Partitions = append(commit.Topics[i].Partitions, part)
+	}
+	resp, err := commit.RequestWith(ctx, t.cl)
+	if err != nil {
+		return fmt.Errorf("committing offsets of group %s: %w", m.Group, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return fmt.Errorf("committing offsets of group %s as member %s (generation %d): %s/%d: %w", m.Group, m.MemberID, m.Generation, rt.Topic, rp.Partition, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Fence initializes the producer id now. The transaction coordinator then
@@ -142,7 +272,7 @@ func (t *Txn) Recover(ctx context.Context) ([]twophase.Epoch, error) {
 // (read_committed, after the fence, so no open transaction stalls the
 // read); Recovered returns it.
 func (t *Txn) LastDecided(ctx context.Context) (twophase.Epoch, error) {
-	rec, err := kstore.Latest(ctx, t.conn, t.job)
+	rec, err := kstore.LatestKeyed(ctx, t.conn, t.job, t.recordKey)
 	if err != nil {
 		return 0, fmt.Errorf("reading the latest checkpoint: %w", err)
 	}

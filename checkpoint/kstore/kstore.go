@@ -17,9 +17,10 @@ import (
 // StateTopic returns the name of job's compacted state changelog topic.
 func StateTopic(job string) string { return job + "-state" }
 
-// topicConfigs for both internal topics: compacted, with segments that roll
-// so compaction actually runs on a busy job.
-func topicConfigs() map[string]*string {
+// TopicConfigs are the configs of a compacted internal topic (checkpoints
+// and state): compacted, with segments that roll so compaction actually
+// runs on a busy job.
+func TopicConfigs() map[string]*string {
 	s := func(v string) *string { return &v }
 	return map[string]*string{
 		"cleanup.policy":            s("compact"),
@@ -35,7 +36,7 @@ func topicConfigs() map[string]*string {
 func Ensure(ctx context.Context, adm *kadm.Client, job string, replication int) error {
 	topics := []string{checkpoint.TopicName(job), StateTopic(job)}
 	for _, topic := range topics {
-		resp, err := adm.CreateTopic(ctx, 1, int16(replication), topicConfigs(), topic)
+		resp, err := adm.CreateTopic(ctx, 1, int16(replication), TopicConfigs(), topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -89,7 +90,14 @@ func describeCreated(ctx context.Context, adm *kadm.Client, topics []string) (ka
 // Latest returns the newest committed checkpoint of job, or nil when the
 // job has none. conn are the connection options (kclient.Options).
 func Latest(ctx context.Context, conn []kgo.Opt, job string) (*checkpoint.Record, error) {
-	n := Newest{Job: job}
+	return LatestKeyed(ctx, conn, job, job)
+}
+
+// LatestKeyed returns the newest committed checkpoint record of job's
+// checkpoint topic with the given key: a group-mode member keeps its own
+// records there under a key of its own (sink.MemberRecordKey).
+func LatestKeyed(ctx context.Context, conn []kgo.Opt, job, key string) (*checkpoint.Record, error) {
+	n := Newest{Job: key}
 	if err := kread.All(ctx, conn, checkpoint.TopicName(job), n.Add); err != nil {
 		return nil, err
 	}
@@ -101,6 +109,8 @@ func Latest(ctx context.Context, conn []kgo.Opt, job string) (*checkpoint.Record
 // topic from Kafka, the broker-free simulation from its model, and both
 // decide alike.
 type Newest struct {
+	// Job is the key of the records folded: the job's name, or a group
+	// member's own key (sink.MemberRecordKey); others are skipped.
 	Job string
 	// Record is the newest checkpoint so far; nil for none (or after a
 	// tombstone: the job's checkpoints were reset).
@@ -144,6 +154,16 @@ func CheckpointRecord(rec *checkpoint.Record) (*kgo.Record, error) {
 		return nil, err
 	}
 	return &kgo.Record{Topic: checkpoint.TopicName(rec.Job), Key: []byte(rec.Job), Value: value}, nil
+}
+
+// CheckpointRecordKeyed is CheckpointRecord under another key: a group
+// member's (sink.MemberRecordKey), which single-mode readers skip.
+func CheckpointRecordKeyed(rec *checkpoint.Record, key string) (*kgo.Record, error) {
+	r, err := CheckpointRecord(rec)
+	if err == nil {
+		r.Key = []byte(key)
+	}
+	return r, err
 }
 
 // StateRecord builds the Kafka record of one changelog entry.

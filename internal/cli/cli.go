@@ -24,7 +24,7 @@ const usage = `pipeline: stateful Kafka-to-Kafka stream processing with exactly-
 Usage:
   pipeline run -c FILE              run the job until SIGINT or SIGTERM (a final checkpoint, exit 0)
       [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
-      [--stop-with-savepoint DIR] [--progress]
+      [--stop-with-savepoint DIR] [--progress] [--instance-id ID]
   pipeline validate -c FILE         check a job file; print every problem, or a summary and
       [--from-savepoint PATH ...]   the operator ids (and whether the savepoint fits)
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic

@@ -25,9 +25,26 @@ import (
 )
 
 const runSynopsis = `  pipeline run [-c FILE] [--progress] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
-      [--stop-with-savepoint DIR]
+      [--stop-with-savepoint DIR] [--instance-id ID]
       run the job until SIGINT or SIGTERM: the first takes a final checkpoint
       and exits 0, a second stops at once (the epoch in flight is aborted)`
+
+// resolveInstanceID is a group-mode process's instance id: the flag,
+// else $PIPELINE_INSTANCE_ID, else the host name (one process per host,
+// as a container gets).
+func resolveInstanceID(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := os.Getenv("PIPELINE_INSTANCE_ID"); env != "" {
+		return env, nil
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "", fmt.Errorf("scale.mode is group: give this process an instance id with --instance-id or $PIPELINE_INSTANCE_ID (the host name is unknown: %v)", err)
+	}
+	return host, nil
+}
 
 // runJob is `pipeline run -c FILE`: load, compile, run until SIGINT or
 // SIGTERM.
@@ -39,6 +56,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	showProgress := fs.Bool("progress", isTerminal(stderr), "print a progress line to stderr every few seconds: records in and out with their rates, lag, the last checkpoint, dead letters (default: on when stderr is a terminal)")
 	progressInterval := fs.Duration("progress-every", progressEvery, "how often --progress prints")
 	stopWithSavepoint := fs.String("stop-with-savepoint", "", "on SIGINT/SIGTERM, write the final checkpoint as a savepoint into `DIR` (which must not exist yet)")
+	instanceID := fs.String("instance-id", "", "this process's `ID` in a group-mode job (scale.mode: group): its static membership of the job's consumer group and its transactional id; every process needs its own (default $PIPELINE_INSTANCE_ID, else the host name)")
 	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
 		return code
 	}
@@ -66,6 +84,18 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var jobOpts []runtime.Option
+	if cfg.Scale.Mode == config.ScaleGroup {
+		if *stopWithSavepoint != "" || restore.path != "" {
+			fmt.Fprintln(stderr, "pipeline run: savepoints of a group-mode job (scale.mode: group) are not supported yet: take or restore them with scale.mode: single")
+			return exitUsage
+		}
+		id, err := resolveInstanceID(*instanceID)
+		if err != nil {
+			fmt.Fprintf(stderr, "pipeline run: %v\n", err)
+			return exitUsage
+		}
+		jobOpts = append(jobOpts, runtime.WithInstanceID(id))
+	}
 	if restore.path != "" {
 		opt, err := restore.option(cfg)
 		if err != nil {
