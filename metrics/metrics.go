@@ -50,6 +50,7 @@ type Metrics struct {
 	savepointDuration prometheus.Gauge
 
 	et eventTime
+	grp group
 
 	kafka *kafkaClients
 }
@@ -159,6 +160,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.savepointDuration = f.gauge("savepoint_duration_seconds", "How long the last completed savepoint took, from its request to its directory being complete.")
 
 	m.et = newEventTime(m, f)
+	m.grp = newGroup(f)
 
 	m.SetInfo("unknown", "unknown")
 	return m

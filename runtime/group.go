@@ -106,21 +106,14 @@ const (
 )
 
 // assignment is one generation's share of a process: the partitions the
-// group gave it, with the offsets the group has committed for them (-1:
-// none yet), and who it is in that generation.
+// group gave it (sorted) and who it is in that generation. Each attempt
+// on it fetches their committed offsets anew (restoreMember).
 type assignment struct {
-	member  sink.GroupMember
-	offsets map[source.TopicPartition]int64
+	member sink.GroupMember
+	tps    []source.TopicPartition
 }
 
-func (a *assignment) partitions() []source.TopicPartition {
-	tps := make([]source.TopicPartition, 0, len(a.offsets))
-	for tp := range a.offsets {
-		tps = append(tps, tp)
-	}
-	sortPartitions(tps)
-	return tps
-}
+func (a *assignment) partitions() []source.TopicPartition { return a.tps }
 
 func sortPartitions(tps []source.TopicPartition) {
 	sort.Slice(tps, func(a, b int) bool {
@@ -153,8 +146,12 @@ type membership struct {
 	// those that leave.
 	members []string
 
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
+	// closing is closed first by close: the group's loop may be waiting
+	// in a callback for a run loop that is gone, and closing the client
+	// waits for that loop.
+	closing chan struct{}
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
 }
 
 func newMembership(j *Job) (*membership, error) {
@@ -162,6 +159,7 @@ func newMembership(j *Job) (*membership, error) {
 	m := &membership{
 		group: cfg.Name, instance: j.instance, log: j.log,
 		assigned: make(chan *assignment), revoked: make(chan chan struct{}), fatal: make(chan error, 1),
+		closing: make(chan struct{}),
 	}
 	topics := j.groupTopics()
 	opts := append(append([]kgo.Opt{}, j.conn...),
@@ -185,6 +183,7 @@ func newMembership(j *Job) (*membership, error) {
 	}
 	cl.PauseFetchTopics(topics...)
 	m.cl = cl
+	j.metrics.SetGroupMember(j.instance)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.wg.Add(1)
@@ -209,29 +208,28 @@ func (j *Job) groupTopics() []string {
 }
 
 // onFetched runs in the group's loop once a generation is assigned and
-// its committed offsets are stable: it hands the assignment to the run
-// loop.
+// its committed offsets are stable: it hands the assignment (the
+// partitions the offsets were fetched for) to the run loop.
 func (m *membership) onFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	memberID, generation := cl.GroupMetadata()
-	a := &assignment{
-		member:  sink.GroupMember{Group: m.group, MemberID: memberID, InstanceID: m.instance, Generation: generation},
-		offsets: map[source.TopicPartition]int64{},
-	}
+	a := &assignment{member: sink.GroupMember{Group: m.group, MemberID: memberID, InstanceID: m.instance, Generation: generation}}
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				a.offsets[source.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = p.Offset
+				a.tps = append(a.tps, source.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			}
 		}
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			a.offsets[source.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = p.Offset
+			a.tps = append(a.tps, source.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 		}
 	}
+	sortPartitions(a.tps)
 	select {
 	case m.assigned <- a:
 	case <-ctx.Done():
+	case <-m.closing:
 	}
 	return nil
 }
@@ -245,10 +243,13 @@ func (m *membership) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string]
 	case m.revoked <- done:
 	case <-ctx.Done():
 		return
+	case <-m.closing:
+		return
 	}
 	select {
 	case <-done:
 	case <-ctx.Done():
+	case <-m.closing:
 	}
 }
 
@@ -284,9 +285,21 @@ func (m *membership) leave(ctx context.Context) {
 	member := kmsg.NewLeaveGroupRequestMember()
 	member.MemberID, member.InstanceID = memberID, &m.instance
 	req.Members = append(req.Members, member)
-	resp, err := req.RequestWith(ctx, m.cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
+	var err error
+	for try := 0; try < 3 && ctx.Err() == nil; try++ {
+		// The group's coordinator may have moved (a broker restarted):
+		// a failed request looks it up again.
+		var resp *kmsg.LeaveGroupResponse
+		if resp, err = req.RequestWith(ctx, m.cl); err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 	if err != nil {
 		m.log.Warn("leaving the consumer group; the others take over this process's partitions after scale.session_timeout", "err", err)
@@ -294,6 +307,7 @@ func (m *membership) leave(ctx context.Context) {
 }
 
 func (m *membership) close() {
+	close(m.closing)
 	m.cancel()
 	m.cl.Close()
 	m.wg.Wait()
@@ -358,6 +372,53 @@ func (m *membership) fenceDeparted(ctx context.Context, adm *kadm.Client, j *Job
 	m.members = now
 }
 
+// awaitSettled waits until every transaction that wrote to the given
+// partitions of topic before now is decided and its markers written: the
+// last stable offset reaches the high watermark seen first. The group's
+// offsets are stable once the marker reaches the offsets topic, but the
+// previous owner's last commit may still be marking the state partitions:
+// a restore to the last stable offset before that would miss its state
+// while the offsets include its input (restoring old sums under new
+// offsets). Every writer's transaction is decided by now (the previous
+// owner ended its epoch before the group moved on, a departed member was
+// fenced), so this is a wait for markers; it gives up after timeout (the
+// transaction timeout: the coordinator aborts what is older).
+func awaitSettled(ctx context.Context, adm *kadm.Client, topic string, partitions []int32, timeout time.Duration) error {
+	if len(partitions) == 0 {
+		return nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("listing the last stable offsets of %s: %w", topic, err)
+		}
+		var behind []int32
+		for _, p := range partitions {
+			end, ok1 := ends.Lookup(topic, p)
+			lso, ok2 := stable.Lookup(topic, p)
+			if !ok1 || !ok2 || end.Err != nil || lso.Err != nil || lso.Offset < end.Offset {
+				behind = append(behind, p)
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("partitions %v of %s still hold an undecided transaction after %v", behind, topic, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // fenceTransactionalID initializes id's producer: the transaction
 // coordinator aborts what id left open and fences its last producer.
 func fenceTransactionalID(ctx context.Context, conn []kgo.Opt, id string, timeout time.Duration) error {
@@ -396,6 +457,11 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 		}
 		m.fenceDeparted(ctx, adm, j)
 		j.status.assigned(a, m.members)
+		perTopic := map[string]int{}
+		for _, tp := range a.tps {
+			perTopic[tp.Topic]++
+		}
+		j.metrics.SetAssignment(a.member.Generation, perTopic, len(m.members))
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type result struct {
@@ -446,7 +512,7 @@ func memberVerdict(err error) error {
 
 // groupAttempt runs the task graph once over assignment asg.
 func (j *Job) groupAttempt(ctx, parent context.Context, asg *assignment) (progressed bool, err error) {
-	if len(asg.offsets) == 0 {
+	if len(asg.tps) == 0 {
 		j.log.Info("the group assigned nothing to this process (more processes than partitions); waiting", "generation", asg.member.Generation)
 		<-ctx.Done()
 		return false, ctx.Err()
@@ -485,6 +551,16 @@ func (a *attempt) prepareGroup(ctx context.Context) error {
 	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return err
 	}
+	single, _, err := kstore.Modes(ctx, j.conn, cfg.Name)
+	if err != nil {
+		return fmt.Errorf("reading the checkpoint topic: %w", err)
+	}
+	if single != nil {
+		// Its state and offsets are the single-mode job's: group mode
+		// would start over and write every output again.
+		return fmt.Errorf("%w: job %s ran in single mode (its last checkpoint is %d): run it with scale.mode: single, or under a new name (a job moves between modes only through a savepoint, not yet supported for group mode)",
+			ErrIncompatible, cfg.Name, single.ID)
+	}
 	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.agg != nil, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return err
 	}
@@ -514,15 +590,34 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 			return fmt.Errorf("creating internal topic %s: %w", t.name, err)
 		}
 	}
-	md, err := adm.Metadata(ctx, s.repartition, s.state)
-	if err != nil {
-		return fmt.Errorf("describing the internal topics: %w", err)
+	// A topic just created reaches every broker's metadata a moment
+	// later.
+	var md kadm.Metadata
+	for try := 0; ; try++ {
+		var err error
+		if md, err = adm.Metadata(ctx, s.repartition, s.state); err != nil {
+			return fmt.Errorf("describing the internal topics: %w", err)
+		}
+		missing := ""
+		for _, name := range []string{s.repartition, s.state} {
+			if td, ok := md.Topics[name]; !ok || td.Err != nil || len(td.Partitions) == 0 {
+				missing = name
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if try == 50 {
+			return fmt.Errorf("internal topic %s: not found 10s after creating it", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	for _, name := range []string{s.repartition, s.state} {
-		td, ok := md.Topics[name]
-		if !ok || td.Err != nil {
-			return fmt.Errorf("internal topic %s: not found after creating it", name)
-		}
+		td := md.Topics[name]
 		if n := len(td.Partitions); n != s.partitions {
 			return fmt.Errorf("%w: internal topic %s has %d partitions but scale.partitions is %d: it is fixed for the job's life (set it back to %d, or move the job to a new name through a savepoint)",
 				ErrIncompatible, name, n, s.partitions, n)
@@ -558,7 +653,13 @@ func (a *attempt) recoverMember(ctx context.Context) error {
 		plain = p
 		a.closers = append(a.closers, p.Close)
 	}
-	return a.recoverWith(ctx, txn, plain)
+	if err := a.recoverWith(ctx, txn, plain); err != nil {
+		return err
+	}
+	pid, epoch := txn.Producer()
+	j.log.Info("member attempt", "generation", a.member.member.Generation, "member_id", a.member.member.MemberID,
+		"producer_id", pid, "producer_epoch", epoch, "assigned", a.member.partitions())
+	return nil
 }
 
 // restoreMember sets the start offset of every assigned partition (the
@@ -573,11 +674,21 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 		}
 		a.savepointID = a.latest.Savepoint
 	}
+	// Fetched for every attempt, not once per assignment: an attempt that
+	// failed and restarts on the same assignment must continue from what
+	// its predecessor committed, as its state does.
+	committed, err := fetchStableOffsets(ctx, a.adm, j.cfg.Name, a.member.partitions(), j.cfg.Kafka.TransactionTimeout)
+	if err != nil {
+		return err
+	}
 	a.offsets = map[source.TopicPartition]int64{}
 	var owned []int32
 	fresh := map[string][]source.TopicPartition{} // by source id
 	for _, tp := range a.member.partitions() {
-		off := a.member.offsets[tp]
+		off, ok := committed[tp]
+		if !ok {
+			off = -1
+		}
 		if tp.Topic == j.shuffle.repartition {
 			owned = append(owned, tp.Partition)
 			a.offsets[tp] = max(off, 0)
@@ -605,13 +716,54 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 			a.offsets[tp] = off
 		}
 	}
+	if err := awaitSettled(ctx, a.adm, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
+		return err
+	}
 	read := func(ctx context.Context, fn func(key, value []byte) error) error {
 		if len(owned) == 0 {
 			return nil
 		}
 		return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) }, owned...)
 	}
-	var err error
 	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
 	return err
+}
+
+// fetchStableOffsets reads the group's committed offsets of tps, waiting
+// while a transaction that commits offsets for them is undecided
+// (UNSTABLE_OFFSET_COMMIT, KIP-447), at most timeout. A partition without
+// a committed offset is absent.
+func fetchStableOffsets(ctx context.Context, adm *kadm.Client, group string, tps []source.TopicPartition, timeout time.Duration) (map[source.TopicPartition]int64, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		fetched, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if err != nil {
+			return nil, fmt.Errorf("fetching the offsets of group %s: %w", group, err)
+		}
+		out := map[source.TopicPartition]int64{}
+		var unstable error
+		for _, tp := range tps {
+			r, ok := fetched.Lookup(tp.Topic, tp.Partition)
+			switch {
+			case !ok:
+			case errors.Is(r.Err, kerr.UnstableOffsetCommit):
+				unstable = r.Err
+			case r.Err != nil:
+				return nil, fmt.Errorf("fetching the offset of %s from group %s: %w", tp, group, r.Err)
+			case r.At >= 0:
+				out[tp] = r.At
+			}
+		}
+		if unstable == nil {
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("fetching the offsets of group %s: still %w after %v", group, unstable, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -54,8 +54,13 @@ func (j *Job) checkBeforeRestart(ctx context.Context, adm *kadm.Client) error {
 	}
 	var latest *checkpoint.Record
 	if topics.Has(cpTopic) {
-		if latest, err = kstore.Latest(ctx, j.conn, name); err != nil {
+		var members bool
+		if latest, members, err = kstore.Modes(ctx, j.conn, name); err != nil {
 			return fmt.Errorf("reading the latest checkpoint: %w", err)
+		}
+		if members && latest == nil {
+			return fmt.Errorf("%w: job %s ran in group mode (scale.mode: group; its members' checkpoint records are in %s): run it in group mode, or under a new name (a job moves between modes only through a savepoint)",
+				ErrIncompatible, name, cpTopic)
 		}
 	}
 	if latest == nil {

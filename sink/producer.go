@@ -257,6 +257,10 @@ func (t *Txn) ended(ctx context.Context) {
 	}
 }
 
+// Producer is the producer id and epoch of the open (or next)
+// transaction, for logs.
+func (t *Txn) Producer() (id int64, epoch int16) { return t.producerID, t.epoch }
+
 // Name names the participant: the transactional id.
 func (t *Txn) Name() string { return "kafka:" + t.id }
 

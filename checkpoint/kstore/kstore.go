@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -97,11 +98,28 @@ func Latest(ctx context.Context, conn []kgo.Opt, job string) (*checkpoint.Record
 // checkpoint topic with the given key: a group-mode member keeps its own
 // records there under a key of its own (sink.MemberRecordKey).
 func LatestKeyed(ctx context.Context, conn []kgo.Opt, job, key string) (*checkpoint.Record, error) {
-	n := Newest{Job: key}
+	n := Newest{Job: key, Member: key != job}
 	if err := kread.All(ctx, conn, checkpoint.TopicName(job), n.Add); err != nil {
 		return nil, err
 	}
 	return n.Record, nil
+}
+
+// Modes says which kinds of checkpoint records job's topic holds: the
+// newest single-mode record (nil: none) and whether any group member
+// wrote records (sink.MemberRecordKey: "<job>/<instance>"). A job moves
+// between single and group mode only through a savepoint; this is how it
+// notices the other mode's progress.
+func Modes(ctx context.Context, conn []kgo.Opt, job string) (single *checkpoint.Record, members bool, err error) {
+	n := Newest{Job: job}
+	prefix := job + "/"
+	err = kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
+		if strings.HasPrefix(string(r.Key), prefix) && r.Value != nil {
+			members = true
+		}
+		return n.Add(r)
+	})
+	return n.Record, members, err
 }
 
 // Newest folds a checkpoint topic, read in offset order with
@@ -112,6 +130,14 @@ type Newest struct {
 	// Job is the key of the records folded: the job's name, or a group
 	// member's own key (sink.MemberRecordKey); others are skipped.
 	Job string
+	// Member folds a group member's records: the one with the highest
+	// id wins, whatever their order. A member reads the shared topic up
+	// to its last stable offset, which another member's open transaction
+	// may hold below the member's own newest records: it then continues
+	// from an older id and writes ids it had written before. Its records
+	// are informative (the group's offsets are the progress), so a repeat
+	// is no error there.
+	Member bool
 	// Record is the newest checkpoint so far; nil for none (or after a
 	// tombstone: the job's checkpoints were reset).
 	Record *checkpoint.Record
@@ -129,6 +155,9 @@ func (n *Newest) Add(r *kgo.Record) error {
 	rec, err := checkpoint.DecodeRecord(r.Value)
 	if err != nil {
 		return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	if n.Member && n.Record != nil && rec.ID <= n.Record.ID {
+		return nil
 	}
 	if n.Record != nil && rec.ID <= n.Record.ID {
 		return fmt.Errorf("checkpoint %d at offset %d follows checkpoint %d: ids must increase", rec.ID, r.Offset, n.Record.ID)

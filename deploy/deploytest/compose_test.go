@@ -3,6 +3,7 @@ package deploytest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path"
@@ -129,6 +130,22 @@ func TestComposeServices(t *testing.T) {
 
 // The pipeline runs the image the Dockerfile builds with the root
 // config.yaml, whose ${VARS} the service's environment sets.
+// publishesRange fails unless s publishes container port target on
+// 127.0.0.1 at a range of n host ports from target: one per replica.
+func publishesRange(t *testing.T, s types.ServiceConfig, target uint32, n int) {
+	t.Helper()
+	want := fmt.Sprintf("%d-%d", target, int(target)+n-1)
+	for _, p := range s.Ports {
+		if p.Target == target {
+			if p.HostIP != "127.0.0.1" || p.Published != want {
+				t.Errorf("%s: port %d published on %s:%s, want 127.0.0.1:%s", s.Name, target, p.HostIP, p.Published, want)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: port %d not published", s.Name, target)
+}
+
 func TestComposePipeline(t *testing.T) {
 	p := loadCompose(t)
 	pipe := service(t, p, "pipeline")
@@ -144,7 +161,9 @@ func TestComposePipeline(t *testing.T) {
 	if src := mount(t, pipe, cfgPath); src != filepath.Join(root(t), "config.yaml") {
 		t.Errorf("pipeline: %s mounts %s, want the root config.yaml", cfgPath, src)
 	}
-	publishes(t, pipe, 8080)
+	// A range from 8080: each of up to three replicas publishes its
+	// admin port (--scale pipeline=3).
+	publishesRange(t, pipe, 8080, 3)
 	dependsOn(t, pipe, "kafka", types.ServiceConditionHealthy)
 	dependsOn(t, pipe, "topics", types.ServiceConditionCompletedSuccessfully)
 
@@ -176,7 +195,7 @@ func TestComposePipeline(t *testing.T) {
 	}
 
 	// config.yaml, with the service's environment, reads what it should.
-	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "PIPELINE_ADMIN_TOKEN", "SAVEPOINT_DIR", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT"} {
+	for _, k := range []string{"KAFKA_BROKERS", "INPUT_TOPIC", "OUTPUT_TOPIC", "ADMIN_LISTEN", "PIPELINE_ADMIN_TOKEN", "SAVEPOINT_DIR", "JOB_NAME", "GUARANTEE", "CHECKPOINT_INTERVAL", "EMIT", "SCALE_MODE"} {
 		t.Setenv(k, env(pipe, k))
 	}
 	cfg, err := config.Load(filepath.Join(root(t), "config.yaml"))
@@ -191,6 +210,14 @@ func TestComposePipeline(t *testing.T) {
 	}
 	if cfg.Admin.Token == "" {
 		t.Error("config admin.token is empty: savepoints over the API would be off")
+	}
+	// Replicas share the job: group mode, each under its container's host
+	// name (no instance id set, so every replica has its own).
+	if cfg.Scale.Mode != config.ScaleGroup {
+		t.Errorf("config scale.mode %q in compose, want group: --scale pipeline=3 would run three processes fencing each other", cfg.Scale.Mode)
+	}
+	if env(pipe, "PIPELINE_INSTANCE_ID") != "" || pipe.Hostname != "" || pipe.ContainerName != "" {
+		t.Error("pipeline: an instance id, host name or container name set in compose would give every replica the same one")
 	}
 	// Savepoints over the API go below admin.savepoint_dir, resolved
 	// against the image's working directory: it must be the volume, or
@@ -316,22 +343,27 @@ func TestComposePrometheus(t *testing.T) {
 	var cfg struct {
 		RuleFiles     []string `yaml:"rule_files"`
 		ScrapeConfigs []struct {
-			JobName       string                       `yaml:"job_name"`
-			StaticConfigs []struct{ Targets []string } `yaml:"static_configs"`
+			JobName      string `yaml:"job_name"`
+			DNSSDConfigs []struct {
+				Names []string `yaml:"names"`
+				Type  string   `yaml:"type"`
+				Port  int      `yaml:"port"`
+			} `yaml:"dns_sd_configs"`
 		} `yaml:"scrape_configs"`
 	}
 	readYAML(t, mount(t, prom, "/etc/prometheus/prometheus.yml"), &cfg)
 	for _, f := range cfg.RuleFiles {
 		mount(t, prom, filepath.Join("/etc/prometheus", f))
 	}
+	// Every replica: the service name's A records, at the admin port.
 	var target string
 	for _, sc := range cfg.ScrapeConfigs {
-		if sc.JobName == "pipeline" && len(sc.StaticConfigs) == 1 && len(sc.StaticConfigs[0].Targets) == 1 {
-			target = sc.StaticConfigs[0].Targets[0]
+		if sc.JobName == "pipeline" && len(sc.DNSSDConfigs) == 1 && len(sc.DNSSDConfigs[0].Names) == 1 && sc.DNSSDConfigs[0].Type == "A" {
+			target = fmt.Sprintf("%s:%d", sc.DNSSDConfigs[0].Names[0], sc.DNSSDConfigs[0].Port)
 		}
 	}
 	if target != "pipeline:8080" {
-		t.Errorf("prometheus scrapes %q, want the pipeline service's admin port pipeline:8080", target)
+		t.Errorf("prometheus discovers %q, want every replica of the pipeline service at its admin port (A records of pipeline, port 8080)", target)
 	}
 }
 

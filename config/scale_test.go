@@ -1,0 +1,81 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// scaleJob is a keyed job in group mode; cases replace its lines.
+const scaleJob = `name: job
+kafka:
+  brokers: [localhost:9092]
+sources:
+  - topics: [in]
+steps:
+  - key_by: k
+  - aggregate: {values: {n: count()}}
+sinks:
+  - topic: out
+scale:
+  mode: group
+`
+
+func TestScaleDefaults(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(scaleJob), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Scale != (Scale{Mode: ScaleGroup, Partitions: 32, SessionTimeout: 10 * time.Second}) {
+		t.Fatalf("defaults: %+v", c.Scale)
+	}
+	few, err := Parse("c.yaml", []byte(strings.Replace(scaleJob, "kafka:", "checkpoint: {key_groups: 8}\nkafka:", 1)), env(nil))
+	if err != nil || few.Scale.Partitions != 8 {
+		t.Fatalf("with 8 key groups: %v %+v", err, few)
+	}
+	single, err := Parse("c.yaml", []byte(strings.Replace(scaleJob, "scale:\n  mode: group\n", "", 1)), env(nil))
+	if err != nil || single.Scale.Mode != ScaleSingle {
+		t.Fatalf("without scale: %v %+v", err, single)
+	}
+}
+
+// The exact problems of a bad scale section.
+func TestScaleErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		want           []string
+	}{
+		{"unknown mode", "  mode: group\n", "  mode: cluster\n", []string{
+			`c.yaml:12:9: scale.mode: unknown mode "cluster"; allowed: single, group`}},
+		{"typo", "  mode: group\n", "  mode: grop\n", []string{
+			`c.yaml:12:9: scale.mode: unknown mode "grop"; did you mean group?`}},
+		{"too many partitions", "  mode: group\n", "  mode: group\n  partitions: 200\n", []string{
+			"c.yaml:13:15: scale.partitions: 200 is out of range: want 1 to checkpoint.key_groups (128), since each partition owns at least one key group"}},
+		{"no partitions", "  mode: group\n", "  mode: group\n  partitions: 0\n", []string{
+			"c.yaml:13:15: scale.partitions: 0 is out of range: want 1 to checkpoint.key_groups (128), since each partition owns at least one key group"}},
+		{"short session", "  mode: group\n", "  mode: group\n  session_timeout: 500ms\n", []string{
+			"c.yaml:13:20: scale.session_timeout: 500ms is too short: at least 1s (the brokers' default minimum is 6s)"}},
+		{"at most once", "name: job\n", "name: job\nguarantee: at_most_once\n", []string{
+			"c.yaml:13:9: scale.mode: group mode needs checkpoints, which at_most_once does not take; an at_most_once job already shares its partitions among every process started with the same name (its consumer group): use scale.mode: single"}},
+		{"event time", "  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n", []string{
+			"c.yaml:6:5: sources[0].event_time: event time is not supported in group mode yet (the watermark would have to cross the repartition topic): use scale.mode: single"}},
+		{"a sink on the repartition topic", "  - topic: out\n", "  - topic: job-repartition\n", []string{
+			`c.yaml:10:12: sinks[0].topic: "job-repartition" is the job's internal repartition topic`}},
+		{"stateless group job", "  - key_by: k\n  - aggregate: {values: {n: count()}}\n", "  - filter: n > 0\n", []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := strings.Replace(scaleJob, tc.old, tc.new, 1)
+			if yaml == scaleJob {
+				t.Fatal("the case changes nothing")
+			}
+			_, err := Parse("c.yaml", []byte(yaml), env(nil))
+			var got []string
+			if err != nil {
+				got = strings.Split(strings.TrimSpace(err.Error()), "\n")
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
