@@ -49,7 +49,7 @@ type Metrics struct {
 	savepoints        *prometheus.CounterVec
 	savepointDuration prometheus.Gauge
 
-	et eventTime
+	et  eventTime
 	grp group
 
 	kafka *kafkaClients

@@ -306,11 +306,26 @@ func (m *membership) leave(ctx context.Context) {
 	}
 }
 
+// closeWait bounds how long close waits for the group client: closing
+// waits for a join or sync in flight, which the coordinator may hold for
+// the rebalance timeout while other members rejoin. The member has left
+// the group by then (leave), so nothing waits on this process.
+const closeWait = 5 * time.Second
+
 func (m *membership) close() {
 	close(m.closing)
 	m.cancel()
-	m.cl.Close()
-	m.wg.Wait()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		m.cl.Close()
+		m.wg.Wait()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeWait):
+		m.log.Warn("the consumer group client did not close within 5s (a rebalance in flight); exiting without waiting for it")
+	}
 }
 
 // await waits for an assignment to run on: the current one, or the next

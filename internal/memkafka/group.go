@@ -123,3 +123,22 @@ func (g *group) check(m GroupMember, generation bool) error {
 func (p *Producer) TxnCommitOffsetsAs(groupName string, m GroupMember, offsets map[TP]int64) error {
 	return p.txnCommitOffsets(groupName, &m, offsets)
 }
+
+// UnstableOffsets reports whether an open transaction holds offsets for
+// any of tps in group: what makes an OffsetFetch with require_stable
+// answer UNSTABLE_OFFSET_COMMIT (KIP-447) until it ends.
+func (c *Cluster) UnstableOffsets(groupName string, tps []TP) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.ids {
+		if id.open == nil {
+			continue
+		}
+		for tp := range id.open.offsets[groupName] {
+			if containsTP(tps, tp) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,533 @@
+// Command groupbench measures group mode (scale.mode: group, issue 14) on
+// the keyed sum (bench/jobs/keyed-sum.yaml, exactly_once, 1 s checkpoints):
+//
+//   - throughput: n pre-produced records with -keys distinct keys, read by
+//     1, 2, ... processes of one group-mode job, beside the same job in
+//     single mode in the same run (the baseline). A run is done when the
+//     job's consumer group has committed the end offset of every input
+//     partition: everything before is committed output. records/s = n /
+//     (done - start), start-up included, as the other benchmarks count it.
+//
+//   - recovery: with 3 processes running and input flowing at -rate, one is
+//     SIGKILLed and stays dead; the time until the group's committed offset
+//     of any repartition partition it owned moves again is the time to the
+//     first new committed output for its partitions (the offsets commit with
+//     the outputs). The group waits scale.session_timeout for a static
+//     member, so that bounds it from below.
+//
+//   - restore: a process owning every partition of a job with -restore-keys
+//     keys of state is stopped and started again; the restore's "took".
+//
+//     go run ./bench/cmd/groupbench -brokers 127.0.0.1:9092 -pipeline bin/pipeline
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/internal/datagen"
+)
+
+type options struct {
+	brokers, pipeline, job, out string
+	n, keys, partitions         int
+	procs                       []int
+	rate, kills, restoreKeys    int
+	sessionTimeout              time.Duration
+}
+
+func main() {
+	var o options
+	var procs string
+	flag.StringVar(&o.brokers, "brokers", os.Getenv("KAFKA_BOOTSTRAP"), "seed brokers")
+	flag.StringVar(&o.pipeline, "pipeline", "bin/pipeline", "the pipeline binary")
+	flag.StringVar(&o.job, "job", "bench/jobs/keyed-sum.yaml", "the job file")
+	flag.StringVar(&o.out, "out", "", "markdown results file (default: stdout)")
+	flag.IntVar(&o.n, "n", 2_000_000, "records for the throughput runs")
+	flag.IntVar(&o.keys, "keys", 100_000, "distinct keys of the throughput runs")
+	flag.IntVar(&o.partitions, "partitions", 8, "input partitions")
+	flag.StringVar(&procs, "procs", "1,2,3", "process counts of the throughput runs")
+	flag.IntVar(&o.rate, "rate", 20_000, "input records/s during the recovery runs")
+	flag.IntVar(&o.kills, "kills", 3, "SIGKILLs measured (each on a fresh job)")
+	flag.IntVar(&o.restoreKeys, "restore-keys", 1_000_000, "keys of state for the restore measurement (0: skip)")
+	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "scale.session_timeout of the jobs")
+	flag.Parse()
+	for _, p := range strings.Split(procs, ",") {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			log.Fatalf("groupbench: -procs %q", procs)
+		}
+		o.procs = append(o.procs, n)
+	}
+	if o.brokers == "" {
+		log.Fatal("groupbench: -brokers or KAFKA_BOOTSTRAP required")
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# Group mode (scale.mode: group), %s\n\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&md, "Keyed sum (`%s`, exactly_once, 1 s checkpoints), %d input partitions, scale.partitions 8, session timeout %v, on this machine (%d CPUs: every process and the broker share them).\n\n", o.job, o.partitions, o.sessionTimeout, cpus())
+
+	fmt.Fprintf(&md, "## Throughput: %d records, %d keys\n\n| mode | processes | seconds | records/s | vs single |\n|---|---|---|---|---|\n", o.n, o.keys)
+	single, err := throughput(o, "single", 1)
+	if err != nil {
+		log.Fatalf("groupbench: single: %v", err)
+	}
+	fmt.Fprintf(&md, "| single | 1 | %.1f | %.0f | 1.00 |\n", single.Seconds(), float64(o.n)/single.Seconds())
+	for _, p := range o.procs {
+		d, err := throughput(o, "group", p)
+		if err != nil {
+			log.Fatalf("groupbench: group x%d: %v", p, err)
+		}
+		fmt.Fprintf(&md, "| group | %d | %.1f | %.0f | %.2f |\n", p, d.Seconds(), float64(o.n)/d.Seconds(), single.Seconds()/d.Seconds())
+	}
+
+	fmt.Fprintf(&md, "\n## Recovery: SIGKILL of one of 3 processes, input at %d records/s\n\n| kill | repartition partitions it owned | SIGKILL → first new committed output for them, s | vs session timeout |\n|---|---|---|---|\n", o.rate)
+	for i := range o.kills {
+		parts, d, err := recovery(o, i)
+		if err != nil {
+			log.Fatalf("groupbench: recovery %d: %v", i, err)
+		}
+		fmt.Fprintf(&md, "| %d | %v | %.2f | %.2fx |\n", i+1, parts, d.Seconds(), d.Seconds()/o.sessionTimeout.Seconds())
+	}
+
+	if o.restoreKeys > 0 {
+		took, keys, err := restore(o)
+		if err != nil {
+			log.Fatalf("groupbench: restore: %v", err)
+		}
+		fmt.Fprintf(&md, "\n## Restore\n\nOne process owning every partition, %d keys of state restored from `<job>-group-state` (8 partitions) in %v (the `took` of its \"restored\" line: fencing, offsets, waiting for settled state partitions, reading and decoding).\n", keys, took)
+	}
+	if o.out == "" {
+		fmt.Print(md.String())
+		return
+	}
+	if err := os.WriteFile(o.out, []byte(md.String()), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(md.String())
+}
+
+func cpus() int {
+	out, err := exec.Command("nproc").Output()
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return n
+}
+
+// run is one job's topics and environment.
+type run struct {
+	o             options
+	name, in, out string
+	env           []string
+	adm           *kadm.Client
+	cl            *kgo.Client
+	procs         map[string]*proc
+}
+
+func newRun(o options, mode string, tag string) (*run, error) {
+	name := fmt.Sprintf("groupbench-%s-%d", tag, time.Now().UnixNano())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	r := &run{o: o, name: name, in: name + "-in", out: name + "-out", adm: kadm.NewClient(cl), cl: cl, procs: map[string]*proc{}}
+	r.env = []string{
+		"KAFKA_BROKERS=" + o.brokers, "JOB_NAME=" + name, "INPUT_TOPIC=" + r.in, "OUTPUT_TOPIC=" + r.out,
+		"SCALE_MODE=" + mode, "SCALE_PARTITIONS=8", "SESSION_TIMEOUT=" + o.sessionTimeout.String(),
+		"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, t := range []struct {
+		name  string
+		parts int32
+	}{{r.in, int32(o.partitions)}, {r.out, 8}} {
+		if _, err := r.adm.CreateTopic(ctx, t.parts, -1, nil, t.name); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *run) close() {
+	for _, p := range r.procs {
+		p.stop()
+	}
+	r.cl.Close()
+}
+
+// produce writes n records over keys distinct keys, as fast as the broker
+// takes them.
+func (r *run) produce(n, keys int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var first error
+	var mu sync.Mutex
+	for i := range n {
+		k := "k" + strconv.Itoa(i%keys)
+		if keys >= n {
+			k = "k" + strconv.Itoa(i)
+		}
+		r.cl.Produce(ctx, &kgo.Record{Topic: r.in, Key: []byte(k), Value: datagen.Event(k, rng.IntN(1000)+1, time.Now().UnixMilli(), 100)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				first = err
+				mu.Unlock()
+			}
+		})
+	}
+	if err := r.cl.Flush(ctx); err != nil {
+		return err
+	}
+	return first
+}
+
+// caughtUp reports whether the group committed the end of every input
+// partition.
+func (r *run) caughtUp(ctx context.Context) (bool, error) {
+	ends, err := r.adm.ListEndOffsets(ctx, r.in)
+	if err != nil {
+		return false, err
+	}
+	committed, err := r.adm.FetchOffsets(ctx, r.name)
+	if err != nil {
+		return false, err
+	}
+	done := true
+	ends.Each(func(e kadm.ListedOffset) {
+		c, ok := committed.Lookup(e.Topic, e.Partition)
+		if e.Offset > 0 && (!ok || c.At < e.Offset) {
+			done = false
+		}
+	})
+	return done, nil
+}
+
+func (r *run) awaitCaughtUp(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ok, err := r.caughtUp(ctx)
+		cancel()
+		if err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("job %s did not catch up within %v (%v)", r.name, limit, err)
+		}
+		for id, p := range r.procs {
+			select {
+			case <-p.done:
+				return fmt.Errorf("process %s exited: %v; log %s", id, p.err, p.logPath)
+			default:
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func throughput(o options, mode string, procs int) (time.Duration, error) {
+	r, err := newRun(o, mode, fmt.Sprintf("%s%d", mode, procs))
+	if err != nil {
+		return 0, err
+	}
+	defer r.close()
+	if err := r.produce(o.n, o.keys); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i := range procs {
+		id := fmt.Sprintf("p%d", i)
+		p, err := startProc(o, r.env, id)
+		if err != nil {
+			return 0, err
+		}
+		r.procs[id] = p
+	}
+	if err := r.awaitCaughtUp(10 * time.Minute); err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	log.Printf("groupbench: %s x%d: %d records in %v", mode, procs, o.n, d.Round(time.Millisecond))
+	return d, nil
+}
+
+// recovery runs 3 processes with input flowing, kills the one owning the
+// most repartition partitions, and times until the group's committed
+// offset of any of them moves.
+func recovery(o options, i int) ([]int32, time.Duration, error) {
+	r, err := newRun(o, "group", fmt.Sprintf("kill%d", i))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { defer wg.Done(); r.produceSteadily(ctx, o.rate) }()
+	for _, id := range []string{"a", "b", "c"} {
+		p, err := startProc(o, r.env, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		r.procs[id] = p
+	}
+	// Warm up: every process running on one stable generation for a
+	// while, with checkpoints.
+	time.Sleep(3*o.sessionTimeout/2 + 5*time.Second)
+	var victim string
+	var owned []int32
+	for id, p := range r.procs {
+		parts, err := p.repartitionOwned(r.name + "-repartition")
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(parts) > len(owned) {
+			victim, owned = id, parts
+		}
+	}
+	if victim == "" {
+		return nil, 0, fmt.Errorf("no process owns a repartition partition")
+	}
+	before, err := r.committed(r.name + "-repartition")
+	if err != nil {
+		return nil, 0, err
+	}
+	killed := time.Now()
+	if err := r.procs[victim].kill(); err != nil {
+		return nil, 0, err
+	}
+	delete(r.procs, victim)
+	deadline := killed.Add(5 * o.sessionTimeout)
+	for time.Now().Before(deadline) {
+		now, err := r.committed(r.name + "-repartition")
+		if err == nil {
+			for _, q := range owned {
+				if now[q] > before[q] {
+					d := time.Since(killed)
+					log.Printf("groupbench: kill %d: %s owned %v; first commit for them %v after SIGKILL", i, victim, owned, d.Round(time.Millisecond))
+					return owned, d, nil
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, 0, fmt.Errorf("no commit for %v within %v of the SIGKILL", owned, 5*o.sessionTimeout)
+}
+
+func (r *run) committed(topic string) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fetched, err := r.adm.FetchOffsets(ctx, r.name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			out[o.Partition] = o.At
+		}
+	})
+	return out, nil
+}
+
+func (r *run) produceSteadily(ctx context.Context, rate int) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	per := max(1, rate/100)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for range per {
+			k := "k" + strconv.Itoa(rng.IntN(r.o.keys))
+			r.cl.Produce(ctx, &kgo.Record{Topic: r.in, Key: []byte(k), Value: datagen.Event(k, rng.IntN(1000)+1, time.Now().UnixMilli(), 100)}, nil)
+		}
+	}
+}
+
+// restore: one process reads keys records with distinct keys, stops
+// (final checkpoint), and starts again; the second restore's took.
+func restore(o options) (time.Duration, int64, error) {
+	r, err := newRun(o, "group", "restore")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.close()
+	if err := r.produce(o.restoreKeys, o.restoreKeys); err != nil {
+		return 0, 0, err
+	}
+	p, err := startProc(o, r.env, "a")
+	if err != nil {
+		return 0, 0, err
+	}
+	r.procs["a"] = p
+	if err := r.awaitCaughtUp(15 * time.Minute); err != nil {
+		return 0, 0, err
+	}
+	p.stop()
+	p, err = startProc(o, r.env, "a")
+	if err != nil {
+		return 0, 0, err
+	}
+	r.procs["a"] = p
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if took, keys, ok := p.restored(); ok && keys > 0 {
+			return took, keys, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0, 0, fmt.Errorf("no restore with state within 5 minutes; log %s", p.logPath)
+}
+
+// proc is one pipeline process.
+type proc struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	logPath string
+
+	mu    sync.Mutex
+	admin string
+	took  time.Duration
+	keys  int64
+	seen  bool
+}
+
+var (
+	adminLine    = regexp.MustCompile(`admin listening" metrics=http://([0-9.:]+)/metrics`)
+	restoredLine = regexp.MustCompile(`msg=restored .*state_keys=(\d+) .*took=(\S+)`)
+)
+
+func startProc(o options, env []string, id string) (*proc, error) {
+	logf, err := os.CreateTemp("", "groupbench-"+id+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{done: make(chan struct{}), logPath: logf.Name()}
+	p.cmd = exec.Command(o.pipeline, "run", "-c", o.job, "--instance-id", id)
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		pw.Close()
+		close(p.done)
+	}()
+	go func() {
+		defer logf.Close()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			p.mu.Lock()
+			if m := adminLine.FindStringSubmatch(line); m != nil {
+				p.admin = m[1]
+			}
+			if m := restoredLine.FindStringSubmatch(line); m != nil {
+				p.keys, _ = strconv.ParseInt(m[1], 10, 64)
+				p.took, _ = time.ParseDuration(m[2])
+				p.seen = true
+			}
+			p.mu.Unlock()
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	return p, nil
+}
+
+func (p *proc) restored() (time.Duration, int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.took, p.keys, p.seen
+}
+
+// repartitionOwned asks the process's admin API which partitions of topic
+// it owns.
+func (p *proc) repartitionOwned(topic string) ([]int32, error) {
+	p.mu.Lock()
+	addr := p.admin
+	p.mu.Unlock()
+	if addr == "" {
+		return nil, fmt.Errorf("no admin address in %s", p.logPath)
+	}
+	resp, err := http.Get("http://" + addr + "/api/v1/job")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Group *struct {
+			Assigned []string `json:"assigned"`
+		} `json:"group"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, err
+	}
+	if st.Group == nil {
+		return nil, fmt.Errorf("%s: no group in the status", addr)
+	}
+	var out []int32
+	for _, a := range st.Group.Assigned {
+		if t, part, ok := strings.Cut(a, "/"); ok && t == topic {
+			n, _ := strconv.Atoi(part)
+			out = append(out, int32(n))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+func (p *proc) kill() error {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.done
+	return nil
+}
+
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}

@@ -1,0 +1,597 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/eoflow/pipeline/internal/memkafka"
+	"github.com/eoflow/pipeline/state"
+)
+
+// The broker-free simulation of group mode's protocol (group.go): N
+// processes share a keyed job through one consumer group on the Kafka
+// model (internal/memkafka, whose group coordinator and transactions are
+// checked against the real broker), with the steps group mode takes, in
+// seeded random order: joins, eager rebalances that revoke every
+// responsive member's attempt, static members replaced by their restarted
+// process, members expiring after the session timeout and fenced by the
+// survivors, processes crashing at any call into Kafka, and processes
+// paused past the session timeout that wake up as zombies of an old
+// generation. Each attempt fetches the group's stable offsets, waits for
+// its state partitions to settle, restores them, shuffles source records
+// to the repartition partition of their key group, aggregates repartition
+// records, and commits outputs, state and offsets (as the member of its
+// generation) in one transaction. At the end every output must be exactly
+// one failure-free run's: per key, counts 1..n once each and the exact
+// sum. The real runtime's group mode is proven against Kafka by
+// cmd/pipeline's TestGroupModeExactUnderFaults; this explores the schedules
+// a real cluster cannot be driven through.
+
+const (
+	gsimJob        = "gsim"
+	gsimIn         = "gsim-in"
+	gsimRep        = "gsim-repartition"
+	gsimState      = "gsim-group-state"
+	gsimOut        = "gsim-out"
+	gsimInParts    = 4
+	gsimRepParts   = 3
+	gsimKeyGroups  = 12
+	gsimKeys       = 5
+	gsimSession    = 6 * time.Second
+	gsimTxnTimeout = time.Minute
+	gsimStep       = 100 * time.Millisecond
+)
+
+// gsimBugs injects known mistakes, to show the simulation finds them.
+type gsimBugs struct {
+	// memberless commits offsets without the member and generation
+	// (plain TxnOffsetCommit): a zombie's commit is accepted.
+	memberless bool
+	// offsetsAtAssignment starts every attempt from the offsets fetched
+	// when the generation was assigned, not the newest committed ones.
+	offsetsAtAssignment bool
+}
+
+type gsim struct {
+	rng   *rand.Rand
+	k     *memkafka.Cluster
+	procs []*gproc
+	bugs  gsimBugs
+	fed   int64 // numbers 1..fed are in the input
+	trace []string
+}
+
+type gproc struct {
+	id     string
+	up     bool      // the process runs
+	paused bool      // SIGSTOPped: takes no step
+	since  time.Time // when it crashed or was paused
+	member memkafka.GroupMember
+	in     bool // the coordinator has it as a member (member is current)
+	att    *gattempt
+	// assignedAt are the group's offsets when its generation was
+	// assigned (for the offsetsAtAssignment bug).
+	assignedAt map[memkafka.TP]int64
+}
+
+type gattempt struct {
+	member memkafka.GroupMember
+	tps    []memkafka.TP
+	prod   *memkafka.Producer
+	pos    map[memkafka.TP]int64
+	sums   map[string][2]int64 // key -> count, sum
+	dirty  map[string]bool
+	begun  bool
+}
+
+// gsimCrash is a process killed at a call into the model.
+type gsimCrash struct{}
+
+func (s *gsim) log(format string, args ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%s %s", s.k.Now().Format("15:04:05.0"), fmt.Sprintf(format, args...)))
+}
+
+// call is a call into the model by p: it may kill p before or after it
+// takes effect.
+func (s *gsim) call(p *gproc, crashP float64, what string, fn func() error) error {
+	if s.rng.Float64() < crashP/2 {
+		s.log("%s crashes before %s", p.id, what)
+		panic(gsimCrash{})
+	}
+	err := fn()
+	if s.rng.Float64() < crashP/2 {
+		s.log("%s crashes after %s (%v)", p.id, what, err)
+		panic(gsimCrash{})
+	}
+	return err
+}
+
+func newGsim(seed uint64, procs int, bugs gsimBugs) *gsim {
+	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs}
+	for _, t := range []struct {
+		name  string
+		parts int
+	}{{gsimIn, gsimInParts}, {gsimRep, gsimRepParts}, {gsimState, gsimRepParts}, {gsimOut, 1}} {
+		if err := s.k.CreateTopic(t.name, t.parts); err != nil {
+			panic(err)
+		}
+	}
+	for i := range procs {
+		s.procs = append(s.procs, &gproc{id: string(rune('a' + i))})
+	}
+	return s
+}
+
+func gsimKey(n int64) string { return "k" + strconv.FormatInt(n%gsimKeys, 10) }
+
+func gsimPartition(key string) int32 {
+	kg := state.KeyGroupOf([]byte(key), gsimKeyGroups)
+	return int32(state.WorkerOf(kg, gsimRepParts, gsimKeyGroups))
+}
+
+// assignment deals every partition round-robin over the members' sorted
+// instance ids (the group leader's balancer).
+func (s *gsim) assignment(id string) []memkafka.TP {
+	var ids []string
+	for _, p := range s.procs {
+		if p.in {
+			ids = append(ids, p.id)
+		}
+	}
+	slices.Sort(ids)
+	var all []memkafka.TP
+	for i := range gsimInParts {
+		all = append(all, memkafka.TP{Topic: gsimIn, Partition: int32(i)})
+	}
+	for i := range gsimRepParts {
+		all = append(all, memkafka.TP{Topic: gsimRep, Partition: int32(i)})
+	}
+	var mine []memkafka.TP
+	for i, tp := range all {
+		if ids[i%len(ids)] == id {
+			mine = append(mine, tp)
+		}
+	}
+	return mine
+}
+
+// rebalance is an eager rebalance into the coordinator's new generation:
+// every responsive member's attempt is revoked (its epoch aborted) before
+// anyone reads on; a paused member misses it and is out of the group.
+func (s *gsim) rebalance() {
+	gen := s.k.Generation(gsimJob)
+	offsets := s.k.GroupOffsets(gsimJob)
+	for _, p := range s.procs {
+		if !p.in {
+			continue
+		}
+		if p.paused {
+			s.log("%s misses the rebalance to generation %d and is out of the group", p.id, gen)
+			_ = s.k.LeaveGroup(gsimJob, p.member)
+			p.in = false
+			continue
+		}
+		if p.att != nil && p.att.begun {
+			_ = p.att.prod.End(false)
+		}
+		p.att = nil
+		p.member.Generation = gen
+		p.assignedAt = offsets
+	}
+	if s.k.Generation(gsimJob) != gen {
+		s.rebalance() // a paused member left: one more generation
+	}
+}
+
+// fenceDeparted is what the survivors do at a rebalance: initialize the
+// transactional id of a member that left without ending its transaction.
+func (s *gsim) fenceDeparted(gone *gproc) {
+	if _, err := s.k.InitProducer(gsimJob+"-"+gone.id, gsimTxnTimeout); err == nil {
+		s.log("survivors fence %s's transactional id", gone.id)
+	}
+}
+
+// join puts p (started, or awake after being dropped) into the group.
+func (s *gsim) join(p *gproc) {
+	m, err := s.k.JoinGroup(gsimJob, p.id)
+	if err != nil {
+		panic(err)
+	}
+	replaced := p.in // a static member back before the group dropped it
+	p.member, p.in = m, true
+	s.log("%s joins as %s in generation %d (static replacement: %v)", p.id, m.MemberID, m.Generation, replaced)
+	if replaced {
+		p.assignedAt = s.k.GroupOffsets(gsimJob)
+		return
+	}
+	s.rebalance()
+}
+
+// expire drops members that have not been heard of for the session
+// timeout: crashed and not back, or paused.
+func (s *gsim) expire() {
+	for _, p := range s.procs {
+		if p.in && (!p.up || p.paused) && s.k.Now().Sub(p.since) > gsimSession {
+			s.log("the group drops %s after the session timeout", p.id)
+			_ = s.k.LeaveGroup(gsimJob, p.member)
+			p.in = false
+			s.rebalance()
+			s.fenceDeparted(p)
+		}
+	}
+}
+
+// startAttempt begins p's attempt on its assignment, unless it has to
+// wait (offsets unstable, state partitions unsettled).
+func (s *gsim) startAttempt(p *gproc, crashP float64) {
+	tps := s.assignment(p.id)
+	if len(tps) == 0 {
+		return
+	}
+	if s.k.UnstableOffsets(gsimJob, tps) {
+		return // require_stable: wait for the transaction holding them
+	}
+	var owned []memkafka.TP
+	for _, tp := range tps {
+		if tp.Topic == gsimRep {
+			stp := memkafka.TP{Topic: gsimState, Partition: tp.Partition}
+			o, _ := s.k.EndOffsets(stp)
+			if o.LastStable < o.HighWatermark {
+				return // awaitSettled
+			}
+			owned = append(owned, stp)
+		}
+	}
+	a := &gattempt{member: p.member, tps: tps, pos: map[memkafka.TP]int64{}, sums: map[string][2]int64{}, dirty: map[string]bool{}}
+	_ = s.call(p, crashP, "InitProducer", func() error {
+		var err error
+		a.prod, err = s.k.InitProducer(gsimJob+"-"+p.id, gsimTxnTimeout)
+		return err
+	})
+	offsets := s.k.GroupOffsets(gsimJob)
+	if s.bugs.offsetsAtAssignment {
+		offsets = p.assignedAt
+	}
+	for _, tp := range tps {
+		a.pos[tp] = offsets[tp]
+	}
+	for _, stp := range owned {
+		var from int64
+		for {
+			recs, next, err := s.k.ReadCommitted(stp, from, 100)
+			if err != nil {
+				panic(err)
+			}
+			for _, r := range recs {
+				c, sum, _ := strings.Cut(string(r.Value), ",")
+				cn, _ := strconv.ParseInt(c, 10, 64)
+				sn, _ := strconv.ParseInt(sum, 10, 64)
+				a.sums[string(r.Key)] = [2]int64{cn, sn}
+			}
+			if next == from {
+				break
+			}
+			from = next
+		}
+	}
+	p.att = a
+	s.log("%s starts an attempt in generation %d on %v at %v", p.id, a.member.Generation, tps, a.pos)
+}
+
+// process reads a few records of one of p's partitions into its epoch.
+func (s *gsim) process(p *gproc, crashP float64) {
+	a := p.att
+	tp := a.tps[s.rng.IntN(len(a.tps))]
+	recs, next, err := s.k.ReadCommitted(tp, a.pos[tp], 1+s.rng.IntN(5))
+	if err != nil || len(recs) == 0 {
+		a.pos[tp] = max(a.pos[tp], next)
+		return
+	}
+	if !a.begun {
+		if err := a.prod.Begin(); err != nil {
+			p.att = nil
+			return
+		}
+		a.begun = true
+	}
+	for _, r := range recs {
+		n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+		key := gsimKey(n)
+		var out memkafka.Record
+		if tp.Topic == gsimIn {
+			out = memkafka.Record{Topic: gsimRep, Partition: gsimPartition(key), Key: []byte(key), Value: r.Value}
+		} else {
+			v := a.sums[key]
+			v = [2]int64{v[0] + 1, v[1] + n}
+			a.sums[key], a.dirty[key] = v, true
+			out = memkafka.Record{Topic: gsimOut, Partition: 0, Key: []byte(key), Value: fmt.Appendf(nil, "%d,%d", v[0], v[1])}
+		}
+		if err := s.call(p, crashP, "Produce", func() error { _, err := a.prod.Produce(out); return err }); err != nil {
+			s.log("%s: produce failed (%v); the attempt ends", p.id, err)
+			_ = a.prod.End(false)
+			p.att = nil
+			return
+		}
+	}
+	a.pos[tp] = next
+}
+
+// commit ends p's epoch: state records, offsets as the member of its
+// generation, then the commit.
+func (s *gsim) commit(p *gproc, crashP float64, faults bool) {
+	a := p.att
+	if faults && s.rng.IntN(20) == 0 {
+		// A broker hiccup: the epoch aborts and the attempt restarts on
+		// the same assignment (no rebalance).
+		s.log("%s: the commit fails (a broker hiccup); the attempt ends", p.id)
+		_ = a.prod.End(false)
+		p.att = nil
+		return
+	}
+	fail := func(what string, err error) {
+		s.log("%s: %s failed (%v); the attempt ends", p.id, what, err)
+		_ = a.prod.End(false)
+		p.att = nil
+		if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
+			p.in = false // it learns it is out of the group: rejoin
+		}
+	}
+	for _, key := range slices.Sorted(func(yield func(string) bool) {
+		for k := range a.dirty {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		v := a.sums[key]
+		rec := memkafka.Record{Topic: gsimState, Partition: gsimPartition(key), Key: []byte(key), Value: fmt.Appendf(nil, "%d,%d", v[0], v[1])}
+		if err := s.call(p, crashP, "Produce state", func() error { _, err := a.prod.Produce(rec); return err }); err != nil {
+			fail("produce state", err)
+			return
+		}
+	}
+	clear(a.dirty)
+	offsets := map[memkafka.TP]int64{}
+	for tp, o := range a.pos {
+		offsets[tp] = o
+	}
+	err := s.call(p, crashP, "TxnCommitOffsets", func() error {
+		if s.bugs.memberless {
+			return a.prod.TxnCommitOffsets(gsimJob, offsets)
+		}
+		return a.prod.TxnCommitOffsetsAs(gsimJob, a.member, offsets)
+	})
+	if err != nil {
+		fail("offset commit", err)
+		return
+	}
+	if err := s.call(p, crashP, "EndTxn", func() error { return a.prod.End(true) }); err != nil {
+		fail("commit", err)
+		return
+	}
+	a.begun = false
+	s.log("%s commits %v (generation %d)", p.id, offsets, a.member.Generation)
+}
+
+// step is one scheduler step of p, under faults or not.
+func (s *gsim) step(p *gproc, faults bool) {
+	crashP := 0.0
+	if faults {
+		crashP = 0.02
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(gsimCrash); !ok {
+				panic(r)
+			}
+			p.up, p.att, p.since = false, nil, s.k.Now() // its transaction stays open
+		}
+	}()
+	switch {
+	case !p.up:
+		if !faults || s.rng.IntN(40) == 0 {
+			p.up = true
+			s.log("%s restarts", p.id)
+			s.join(p)
+		}
+	case p.paused:
+		if !faults || s.rng.IntN(60) == 0 {
+			p.paused = false
+			s.log("%s wakes up (SIGCONT)", p.id)
+		}
+	case faults && s.rng.IntN(300) == 0:
+		p.paused, p.since = true, s.k.Now()
+		s.log("%s is paused (SIGSTOP)", p.id)
+	case p.att != nil && !p.in && s.rng.IntN(3) == 0:
+		// A zombie learns it is out (its heartbeat fails) and lets
+		// its attempt go; until then it works on.
+		s.log("%s learns it is out of the group; its attempt ends", p.id)
+		if p.att.begun {
+			_ = p.att.prod.End(false)
+		}
+		p.att = nil
+	case p.att == nil && !p.in:
+		s.join(p)
+	case p.att == nil:
+		s.startAttempt(p, crashP)
+	case p.att.begun && s.rng.IntN(4) == 0:
+		s.commit(p, crashP, faults)
+	default:
+		s.process(p, crashP)
+	}
+}
+
+// feed appends a few numbers to the input.
+func (s *gsim) feed(upTo int64) {
+	for range 1 + s.rng.IntN(4) {
+		if s.fed >= upTo {
+			return
+		}
+		s.fed++
+		v := strconv.FormatInt(s.fed, 10)
+		if _, err := s.k.Append(memkafka.Record{Topic: gsimIn, Partition: int32(s.rng.IntN(gsimInParts)), Value: []byte(v)}); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// run plays a schedule: input arrives and processes fail for steps, then
+// everyone recovers and the job drains; it returns the first violation.
+func (s *gsim) run(inputs int64, steps int) error {
+	for i := 0; i < steps; i++ {
+		s.feed(inputs)
+		p := s.procs[s.rng.IntN(len(s.procs))]
+		s.step(p, true)
+		s.k.Advance(gsimStep)
+		s.expire()
+	}
+	for s.fed < inputs {
+		s.feed(inputs)
+	}
+	for i := 0; i < 20000; i++ {
+		s.step(s.procs[i%len(s.procs)], false)
+		s.k.Advance(gsimStep)
+		s.expire()
+		if i%50 == 0 && s.drained() {
+			break
+		}
+	}
+	return s.check(inputs)
+}
+
+// drained: the group committed the end of every input and repartition
+// partition, and nothing is open.
+func (s *gsim) drained() bool {
+	committed := s.k.GroupOffsets(gsimJob)
+	for _, t := range []struct {
+		topic string
+		parts int
+	}{{gsimIn, gsimInParts}, {gsimRep, gsimRepParts}} {
+		for i := range t.parts {
+			tp := memkafka.TP{Topic: t.topic, Partition: int32(i)}
+			o, _ := s.k.EndOffsets(tp)
+			if o.LastStable != o.HighWatermark || committed[tp] < o.HighWatermark {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// check: per key, committed outputs count 1..n once each, in order, and
+// the last sum is exact.
+func (s *gsim) check(inputs int64) error {
+	want := map[string][2]int64{}
+	for n := int64(1); n <= inputs; n++ {
+		v := want[gsimKey(n)]
+		want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
+	}
+	got := map[string]int64{} // last count per key
+	last := map[string]int64{}
+	var from int64
+	tp := memkafka.TP{Topic: gsimOut}
+	for {
+		recs, next, err := s.k.ReadCommitted(tp, from, 1000)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			c, sum, _ := strings.Cut(string(r.Value), ",")
+			cn, _ := strconv.ParseInt(c, 10, 64)
+			sn, _ := strconv.ParseInt(sum, 10, 64)
+			key := string(r.Key)
+			if cn != got[key]+1 {
+				return fmt.Errorf("key %s: output count %d follows %d (offset %d): an input counted twice or lost", key, cn, got[key], r.Offset)
+			}
+			got[key], last[key] = cn, sn
+		}
+		if next == from {
+			break
+		}
+		from = next
+	}
+	for key, w := range want {
+		if got[key] != w[0] || last[key] != w[1] {
+			return fmt.Errorf("key %s: final {count %d, sum %d}, want {count %d, sum %d} (drained: %v)", key, got[key], last[key], w[0], w[1], s.drained())
+		}
+	}
+	return nil
+}
+
+func gsimSeeds(t *testing.T) (first uint64, n int) {
+	switch {
+	case *simSeed != 0:
+		return *simSeed, 1
+	case *simSeeds != 0:
+		return 1, *simSeeds
+	case raceEnabled:
+		return 1, 50
+	case testing.Short():
+		return 1, 300
+	}
+	return 1, 1000
+}
+
+// TestSimulationGroupMode: many seeded schedules of 3 processes with crashes,
+// pauses past the session timeout, restarts with the same instance id and
+// rebalances; every one ends with exactly one failure-free run's outputs.
+func TestSimulationGroupMode(t *testing.T) {
+	first, n := gsimSeeds(t)
+	rebalances := 0
+	for seed := first; seed < first+uint64(n); seed++ {
+		s := newGsim(seed, 3, gsimBugs{})
+		if err := s.run(300, 1500); err != nil {
+			t.Fatalf("seed %d: %v\n(replay: go test ./runtime -run TestSimulationGroupMode -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
+		}
+		rebalances += int(s.k.Generation(gsimJob))
+		if *simSeed != 0 {
+			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
+		}
+	}
+	t.Logf("%d schedules, %d generations in all", n, rebalances)
+}
+
+// TestSimulationGroupModeFindsInjectedBugs: the schedules find the mistakes
+// group mode must not make: offsets committed without the member's
+// generation (a zombie's epoch commits), and an attempt that restarts on
+// an assignment from the offsets of when it was assigned.
+func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bugs gsimBugs
+	}{
+		{"memberless offset commits", gsimBugs{memberless: true}},
+		{"offsets fetched once per assignment", gsimBugs{offsetsAtAssignment: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found := 0
+			for seed := uint64(1); seed <= 100; seed++ {
+				if err := newGsim(seed, 3, tc.bugs).run(300, 1500); err != nil {
+					if found == 0 {
+						t.Logf("seed %d: %v", seed, err)
+					}
+					found++
+				}
+			}
+			if found == 0 {
+				t.Fatal("no schedule of 100 found the bug")
+			}
+			t.Logf("%d of 100 schedules found it", found)
+		})
+	}
+}
+
+func lastLines(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	return lines[len(lines)-n:]
+}
