@@ -100,6 +100,30 @@ type coordinatorLoop struct {
 	// results what its commit reported, until the coordinator completes it.
 	triggered map[checkpoint.ID]time.Time
 	outcomes  map[checkpoint.ID]commitResult
+	// group is set in group mode: how a savepoint drains the repartition
+	// topic first (nil in single mode).
+	group *groupStop
+	// draining: a stop with a savepoint waits for the repartition topic
+	// to drain before its final checkpoint; drainDone: it has, and the
+	// final checkpoint is to be taken once the coordinator's Ready is
+	// done with.
+	draining, drainDone bool
+	// drainingFor is the savepoint request the drain is for (nil: a
+	// stop); resumeAfter the savepoint's checkpoint, after which the
+	// sources go on.
+	drainingFor *savepointRequest
+	resumeAfter checkpoint.ID
+}
+
+// groupStop is what a group-mode stop with a savepoint needs (see
+// coordinatorLoop.onStop): whether this process owns every partition,
+// how to stop its sources, whether a checkpoint's offsets show the
+// repartition topic drained, and which offsets a savepoint keeps.
+type groupStop struct {
+	soleOwner bool
+	pause     func(bool)
+	drained   func(offsets []checkpoint.SourceOffset) (bool, error)
+	keep      func(offsets []checkpoint.SourceOffset) []checkpoint.SourceOffset
 }
 
 func (l *coordinatorLoop) run(ctx context.Context) error {
@@ -147,13 +171,34 @@ func (l *coordinatorLoop) init() {
 // onStop takes the final checkpoint of a graceful stop, as a savepoint if
 // one was asked for.
 func (l *coordinatorLoop) onStop() error {
+	if l.group != nil && l.stopSavepoint() != "" {
+		// A savepoint of a group-mode job must hold every record read
+		// from the sources in its state: the sources stop, the keyed side
+		// reads the repartition topic to its end, then the final
+		// checkpoint is taken (finalCheckpoint, from onCompleted).
+		if !l.group.soleOwner {
+			l.sp.finalErr = fmt.Errorf("%w: a group-mode savepoint needs one process that owns every partition: stop the other processes first (their partitions move to this one), then stop this one with the savepoint", ErrSavepoint)
+			l.log.Error("the final checkpoint will not be a savepoint", "err", l.sp.finalErr)
+			return l.finalCheckpoint(false)
+		}
+		l.log.Info("stopping with a savepoint: the sources stop, and the repartition topic drains first")
+		l.draining, l.drainingFor = true, nil
+		l.group.pause(true)
+		return nil
+	}
+	return l.finalCheckpoint(true)
+}
+
+// finalCheckpoint takes the final checkpoint of a graceful stop, as a
+// savepoint when one was asked for and withSavepoint.
+func (l *coordinatorLoop) finalCheckpoint(withSavepoint bool) error {
 	id, err := l.coord.Stop(l.now())
 	if err != nil {
 		return err
 	}
 	l.finalID = id
 	l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
-	if dir := l.stopSavepoint(); dir != "" {
+	if dir := l.stopSavepoint(); dir != "" && withSavepoint {
 		if err := l.sp.start(id, dir, nil, l.now()); err != nil {
 			l.log.Error("the final checkpoint will not be a savepoint", "err", err)
 			l.sp.finalErr = err
@@ -208,10 +253,33 @@ func (l *coordinatorLoop) onResult(res commitResult) {
 
 // act carries out the coordinator's Ready in the documented order.
 func (l *coordinatorLoop) act() error {
+	if err := l.actReady(); err != nil {
+		return err
+	}
+	if l.drainDone {
+		l.drainDone = false
+		if req := l.drainingFor; req != nil {
+			l.drainingFor = nil
+			l.triggerSavepoint(req)
+		} else if err := l.finalCheckpoint(true); err != nil {
+			return err
+		}
+		if err := l.actReady(); err != nil {
+			return err
+		}
+	}
+	return l.done()
+}
+
+func (l *coordinatorLoop) actReady() error {
 	for l.coord.HasReady() {
 		rd := l.coord.Ready()
 		for _, a := range rd.Aborted {
 			l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String(), "err", a.Err)
+			if a.ID == l.resumeAfter {
+				l.resumeAfter = 0
+				l.group.pause(false)
+			}
 			if l.onAborted != nil {
 				l.onAborted(a.Reason)
 			}
@@ -236,7 +304,26 @@ func (l *coordinatorLoop) act() error {
 			}
 			delete(l.triggered, id)
 			delete(l.outcomes, id)
-			l.sp.completed(id, res.offsets, res.eventTime)
+			offsets := res.offsets
+			if l.group != nil {
+				offsets = l.group.keep(offsets)
+			}
+			l.sp.completed(id, offsets, res.eventTime)
+			if id == l.resumeAfter {
+				l.resumeAfter = 0
+				l.group.pause(false)
+				l.log.Info("savepoint checkpoint completed; the sources go on", "checkpoint", id)
+			}
+			if l.draining && l.finalID == 0 {
+				drained, err := l.group.drained(res.offsets)
+				if err != nil {
+					return err
+				}
+				if drained {
+					l.draining, l.drainDone = false, true
+					l.log.Info("the repartition topic is drained", "checkpoint", id)
+				}
+			}
 			if id == l.finalID {
 				l.log.Info("final checkpoint committed", "checkpoint", id)
 				l.finalDone = true
@@ -247,7 +334,7 @@ func (l *coordinatorLoop) act() error {
 		}
 		l.coord.Advance()
 	}
-	return l.done()
+	return nil
 }
 
 // done ends the attempt once a checkpoint it waited for completed and no
@@ -273,10 +360,32 @@ func (l *coordinatorLoop) stopped() error { return &stoppedError{savepoint: l.sp
 // requestSavepoint starts a savepoint at a checkpoint triggered now.
 func (l *coordinatorLoop) requestSavepoint(req *savepointRequest) {
 	fail := func(err error) { req.done <- savepointOutcome{err: err} }
-	if l.finalID != 0 {
+	if l.finalID != 0 || l.draining {
 		fail(fmt.Errorf("%w: the job is stopping", ErrSavepoint))
 		return
 	}
+	if l.group != nil {
+		// As at a stop: the sources pause until the repartition topic
+		// is drained, the savepoint is taken, and they go on after it.
+		switch {
+		case !l.group.soleOwner:
+			fail(fmt.Errorf("%w: a group-mode savepoint needs one process that owns every partition: stop the other processes first (their partitions move to this one), take the savepoint, then start them again", ErrSavepoint))
+		case l.drainingFor != nil || l.resumeAfter != 0:
+			fail(fmt.Errorf("%w: a savepoint is being taken", ErrSavepoint))
+		default:
+			l.log.Info("taking a savepoint: the sources pause while the repartition topic drains")
+			l.drainingFor = req
+			l.draining = true
+			l.group.pause(true)
+		}
+		return
+	}
+	l.triggerSavepoint(req)
+}
+
+// triggerSavepoint starts a savepoint at a checkpoint triggered now.
+func (l *coordinatorLoop) triggerSavepoint(req *savepointRequest) {
+	fail := func(err error) { req.done <- savepointOutcome{err: err} }
 	id, err := l.coord.TriggerNow(l.now())
 	if err != nil {
 		fail(fmt.Errorf("%w: %w", ErrSavepoint, err))
@@ -284,5 +393,9 @@ func (l *coordinatorLoop) requestSavepoint(req *savepointRequest) {
 	}
 	if err := l.sp.start(id, req.dir, req, l.now()); err != nil {
 		fail(err)
+		return
+	}
+	if l.group != nil {
+		l.resumeAfter = id
 	}
 }

@@ -152,6 +152,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		g.sink.committed = g.offsets.publish
 	} else {
 		g.sink.recordKey, g.sink.commitOffsets, g.sink.shuffle = a.recordKey, a.commitOffsets, j.shuffle
+		for _, s := range g.sources {
+			s.repartition = j.shuffle.repartition
+		}
 	}
 
 	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
@@ -190,6 +193,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			})
 		},
 		onAborted: func(r checkpoint.AbortReason) { j.metrics.CheckpointFailed(r.String()) },
+	}
+	if a.member != nil {
+		g.loop.group = a.groupStop(g)
 	}
 	return g, nil
 }

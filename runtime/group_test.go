@@ -3,7 +3,10 @@ package runtime
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
 )
@@ -39,11 +44,30 @@ func TestGroupModeTwoMembers(t *testing.T) {
 	groupEnv(e)
 	e.numbers(1, 2000)
 	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
-	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	jb, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &running{cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { b.done <- jb.Run(ctx) }()
+	t.Cleanup(cancel)
 	e.numbers(2001, 2000)
 	rep := e.awaitFinal(4000, a)
 	if !rep.Exact() {
 		t.Fatalf("not exactly once: %v", rep)
+	}
+	// The status says who b is and what it owns, once both are in.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		g := jb.Status().Group
+		if g != nil && g.Instance == "b" && len(g.Members) == 2 && len(g.Assigned) > 0 && g.Generation > 0 {
+			if !slices.IsSorted(g.Assigned) || len(slices.Compact(slices.Clone(g.Assigned))) != len(g.Assigned) {
+				t.Fatalf("assigned partitions repeat or are unsorted: %v", g.Assigned)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of b: %+v", g)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for _, r := range []*running{a, b} {
 		if err := r.stop(); err != nil {
@@ -175,4 +199,128 @@ func (e *testEnv) topics() []string {
 		e.t.Fatal(err)
 	}
 	return listed.Names()
+}
+
+// A group-mode job stops with a savepoint while input keeps arriving: the
+// sources stop, the repartition topic drains, and the final checkpoint
+// is written as an ordinary savepoint (source offsets only); single mode
+// continues from it exactly. With a second member running, the stop takes
+// no savepoint and says why.
+func TestGroupModeStopWithSavepoint(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	a, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	done := runBackground(a)
+	const total = 20000
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	defer stopFeed()
+	var feed sync.WaitGroup
+	feed.Add(1)
+	go func() {
+		defer feed.Done()
+		_, _ = datagen.Numbers(feedCtx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: total, Rate: 10000})
+	}()
+	e.awaitRead(a, 3000, logs)
+	dir := filepath.Join(t.TempDir(), "sp")
+	a.StopWithSavepoint(dir)
+	if err := awaitDone(t, done); err != nil {
+		t.Fatalf("Run after StopWithSavepoint: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "the repartition topic is drained") {
+		t.Fatalf("no drain before the savepoint:\n%s", logs.String())
+	}
+	sp := openSavepoint(t, dir)
+	for _, o := range sp.Manifest().Offsets() {
+		if o.Topic != e.env["INPUT_TOPIC"] {
+			t.Fatalf("the savepoint holds offsets of %s: %v", o.Topic, sp.Manifest().Offsets())
+		}
+	}
+	if op := sp.Manifest().Operator("sums"); op == nil || op.Keys != 2 {
+		t.Fatalf("the savepoint's aggregate: %+v", op)
+	}
+	feed.Wait()
+
+	// Single mode from the group's savepoint: under another name (the
+	// group-mode job's topics stay its own), reading the same input and
+	// writing the same output, so the outputs continue exactly.
+	single := map[string]string{}
+	for k, v := range e.env {
+		single[k] = v
+	}
+	delete(single, "SCALE_MODE")
+	single["JOB_NAME"] = e.env["JOB_NAME"] + "-single"
+	job, logs := newJob(t, paritySum(t, single), WithSavepointRestore(sp, savepoint.RestoreOptions{}))
+	done = runBackground(job)
+	rep := e.awaitFinal(total, &running{done: done, logs: logs})
+	if !rep.Exact() {
+		t.Fatalf("single mode after the group's savepoint: %v", rep)
+	}
+	job.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stop with a savepoint while another member owns partitions takes the
+// final checkpoint without a savepoint, and says why.
+func TestGroupModeSavepointNeedsOneOwner(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.numbers(1, 1000)
+	a, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	done := runBackground(a)
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	e.awaitFinal(1000, b)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if g := a.Status().Group; g != nil && len(g.Members) == 2 && a.Ready() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a never saw b: %+v", a.Status().Group)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.StopWithSavepoint(filepath.Join(t.TempDir(), "sp"))
+	err := awaitDone(t, done)
+	if !errors.Is(err, ErrSavepoint) || !strings.Contains(err.Error(), "one process that owns every partition") {
+		t.Fatalf("Run = %v, want ErrSavepoint asking for one owner\n%s", err, logs.String())
+	}
+}
+
+// A single-mode job's savepoint starts the same job in group mode, on two
+// processes both started from it: one imports it (the owner of the first
+// source partition), the other waits, both continue exactly; started
+// again from the same savepoint they do not import it twice.
+func TestGroupModeFromSavepoint(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	sp := e.stoppedWithSavepoint(3000)
+	groupEnv(e)
+	e.numbers(3001, 2000)
+	opt := WithSavepointRestore(sp, savepoint.RestoreOptions{})
+	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"), opt)
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"), opt)
+	rep := e.awaitFinal(5000, a)
+	if !rep.Exact() {
+		t.Fatalf("group mode after the savepoint: %v", rep)
+	}
+	imports := strings.Count(a.logs.String()+b.logs.String(), "imported savepoint")
+	if imports != 1 {
+		t.Fatalf("%d imports, want 1", imports)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.numbers(5001, 1000)
+	a = startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"), opt)
+	b = startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"), opt)
+	rep = e.awaitFinal(6000, a)
+	if !rep.Exact() {
+		t.Fatalf("restarted from the same savepoint: %v", rep)
+	}
+	if n := strings.Count(a.logs.String()+b.logs.String(), "imported savepoint"); n != 0 {
+		t.Fatalf("imported again on restart (%d)", n)
+	}
 }

@@ -223,6 +223,12 @@ func (j *Job) Run(ctx context.Context) error {
 			j.status.set(StateStopped, nil)
 			return nil
 		}
+		if errors.Is(err, errImported) || errors.Is(err, errAwaitImport) {
+			j.status.set(StateRestarting, err)
+			j.log.Info("starting over after the savepoint import", "attempt", attempt, "step", err)
+			backoff = j.restartBackoff
+			continue
+		}
 		if errors.Is(err, errRebalanced) {
 			j.status.set(StateRestarting, err)
 			j.metrics.Restarted("rebalance")

@@ -48,9 +48,6 @@ func (j *Job) Savepoint(ctx context.Context, dir string) (savepoint.Summary, err
 	if j.cfg.Guarantee == config.AtMostOnce {
 		return savepoint.Summary{}, fmt.Errorf("%w: an at_most_once job takes no checkpoints, so it has no savepoints", ErrSavepoint)
 	}
-	if j.shuffle != nil {
-		return savepoint.Summary{}, fmt.Errorf("%w: savepoints of a group-mode job (scale.mode: group) are not supported yet", ErrSavepoint)
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -34,6 +35,11 @@ type sourceTask struct {
 	faults  *fault.Injector
 	metrics *metrics.Metrics
 	inputs  map[string]metrics.Flow // per topic, cached
+	// draining (group mode, a stop with a savepoint): records of the
+	// source topics (not the repartition topic) are dropped unread, their
+	// positions left where they are, so the next run reads them.
+	draining    atomic.Bool
+	repartition string
 
 	mu struct {
 		sync.Mutex
@@ -125,7 +131,11 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 // route runs the stateless steps on recs and adds what each worker gets
 // to out (by worker), advancing the reader past every record.
 func (s *sourceTask) route(recs []*kgo.Record, out [][]message) {
+	draining := s.draining.Load()
 	for _, rec := range recs {
+		if draining && rec.Topic != s.repartition {
+			continue // not read: the position stays before it
+		}
 		msgs, w := s.router.route(rec)
 		out[w] = append(out[w], msgs...)
 		s.reader.Advance(rec)

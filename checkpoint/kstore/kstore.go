@@ -122,6 +122,38 @@ func Modes(ctx context.Context, conn []kgo.Opt, job string) (single *checkpoint.
 	return n.Record, members, err
 }
 
+// SavepointImported reports whether a group member of job committed a
+// checkpoint record that names savepoint id: the savepoint was imported
+// (a group-mode job imports it once, whichever member did).
+func SavepointImported(ctx context.Context, conn []kgo.Opt, job, id string) (bool, error) {
+	latest := map[string]string{} // member key -> its newest record's savepoint
+	prefix := job + "/"
+	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
+		if !strings.HasPrefix(string(r.Key), prefix) {
+			return nil
+		}
+		if r.Value == nil {
+			delete(latest, string(r.Key))
+			return nil
+		}
+		rec, err := checkpoint.DecodeRecord(r.Value)
+		if err != nil {
+			return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		latest[string(r.Key)] = rec.Savepoint
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, sp := range latest {
+		if sp == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Newest folds a checkpoint topic, read in offset order with
 // read_committed, into the newest checkpoint of Job: Latest reads the
 // topic from Kafka, the broker-free simulation from its model, and both

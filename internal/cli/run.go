@@ -85,10 +85,6 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	}
 	var jobOpts []runtime.Option
 	if cfg.Scale.Mode == config.ScaleGroup {
-		if *stopWithSavepoint != "" || restore.path != "" {
-			fmt.Fprintln(stderr, "pipeline run: savepoints of a group-mode job (scale.mode: group) are not supported yet: take or restore them with scale.mode: single")
-			return exitUsage
-		}
 		id, err := resolveInstanceID(*instanceID)
 		if err != nil {
 			fmt.Fprintf(stderr, "pipeline run: %v\n", err)

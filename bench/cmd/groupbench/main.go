@@ -138,6 +138,7 @@ func cpus() int {
 type run struct {
 	o             options
 	name, in, out string
+	mode          string // single or group
 	env           []string
 	adm           *kadm.Client
 	cl            *kgo.Client
@@ -150,7 +151,7 @@ func newRun(o options, mode string, tag string) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{o: o, name: name, in: name + "-in", out: name + "-out", adm: kadm.NewClient(cl), cl: cl, procs: map[string]*proc{}}
+	r := &run{o: o, name: name, in: name + "-in", out: name + "-out", mode: mode, adm: kadm.NewClient(cl), cl: cl, procs: map[string]*proc{}}
 	r.env = []string{
 		"KAFKA_BROKERS=" + o.brokers, "JOB_NAME=" + name, "INPUT_TOPIC=" + r.in, "OUTPUT_TOPIC=" + r.out,
 		"SCALE_MODE=" + mode, "SCALE_PARTITIONS=8", "SESSION_TIMEOUT=" + o.sessionTimeout.String(),
@@ -203,32 +204,29 @@ func (r *run) produce(n, keys int) error {
 	return first
 }
 
-// caughtUp reports whether the group committed the end of every input
-// partition.
-func (r *run) caughtUp(ctx context.Context) (bool, error) {
-	ends, err := r.adm.ListEndOffsets(ctx, r.in)
-	if err != nil {
-		return false, err
-	}
-	committed, err := r.adm.FetchOffsets(ctx, r.name)
-	if err != nil {
-		return false, err
-	}
-	done := true
-	ends.Each(func(e kadm.ListedOffset) {
-		c, ok := committed.Lookup(e.Topic, e.Partition)
-		if e.Offset > 0 && (!ok || c.At < e.Offset) {
-			done = false
+// caughtUp reports whether the processes wrote n outputs (one per input),
+// counted as they became visible (pipeline_records_out_total of the
+// output topic, summed over the processes). The group's committed
+// offsets cannot say it for the repartition topic: a reader's position
+// stops after the last record, before the commit marker that ends the
+// log.
+func (r *run) caughtUp(ctx context.Context, n int) (bool, error) {
+	var total float64
+	for _, p := range r.procs {
+		v, err := p.recordsOut(ctx, r.out)
+		if err != nil {
+			return false, err
 		}
-	})
-	return done, nil
+		total += v
+	}
+	return total >= float64(n), nil
 }
 
-func (r *run) awaitCaughtUp(limit time.Duration) error {
+func (r *run) awaitCaughtUp(n int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, err := r.caughtUp(ctx)
+		ok, err := r.caughtUp(ctx, n)
 		cancel()
 		if err == nil && ok {
 			return nil
@@ -265,7 +263,7 @@ func throughput(o options, mode string, procs int) (time.Duration, error) {
 		}
 		r.procs[id] = p
 	}
-	if err := r.awaitCaughtUp(10 * time.Minute); err != nil {
+	if err := r.awaitCaughtUp(o.n, 10*time.Minute); err != nil {
 		return 0, err
 	}
 	d := time.Since(start)
@@ -282,10 +280,10 @@ func recovery(o options, i int) ([]int32, time.Duration, error) {
 		return nil, 0, err
 	}
 	defer r.close()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after stop: the producer ends with ctx
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Add(1)
 	go func() { defer wg.Done(); r.produceSteadily(ctx, o.rate) }()
 	for _, id := range []string{"a", "b", "c"} {
@@ -388,7 +386,7 @@ func restore(o options) (time.Duration, int64, error) {
 		return 0, 0, err
 	}
 	r.procs["a"] = p
-	if err := r.awaitCaughtUp(15 * time.Minute); err != nil {
+	if err := r.awaitCaughtUp(o.restoreKeys, 15*time.Minute); err != nil {
 		return 0, 0, err
 	}
 	p.stop()
@@ -471,6 +469,35 @@ func (p *proc) restored() (time.Duration, int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.took, p.keys, p.seen
+}
+
+// recordsOut reads pipeline_records_out_total{topic} from the process's
+// /metrics (0 before its admin listener is up).
+func (p *proc) recordsOut(ctx context.Context, topic string) (float64, error) {
+	p.mu.Lock()
+	addr := p.admin
+	p.mu.Unlock()
+	if addr == "" {
+		return 0, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	prefix := `pipeline_records_out_total{topic="` + topic + `"} `
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, sc.Err()
 }
 
 // repartitionOwned asks the process's admin API which partitions of topic

@@ -1,0 +1,308 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+)
+
+// membership is the process's member of the job's consumer group. It
+// never reads records through the group client (every topic is paused):
+// it only learns what the process owns. Reading is the attempt's, through
+// its own readers, from the offsets the group had committed.
+type membership struct {
+	cl       *kgo.Client
+	group    string
+	instance string
+	log      *slog.Logger
+	// assigned gets every new generation's assignment; revoked a channel
+	// to close once the attempt running on the old one has ended (the
+	// group waits for it: the old epoch is aborted before anyone else
+	// reads the partitions). fatal gets errors that end the process.
+	assigned chan *assignment
+	revoked  chan chan struct{}
+	fatal    chan error
+	// current is the assignment not yet revoked (nil: none).
+	current *assignment
+	// members are the instance ids of the group as last seen, to fence
+	// those that leave.
+	members []string
+
+	// closing is closed first by close: the group's loop may be waiting
+	// in a callback for a run loop that is gone, and closing the client
+	// waits for that loop.
+	closing chan struct{}
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+}
+
+func newMembership(j *Job) (*membership, error) {
+	cfg := j.cfg
+	m := &membership{
+		group: cfg.Name, instance: j.instance, log: j.log,
+		assigned: make(chan *assignment), revoked: make(chan chan struct{}), fatal: make(chan error, 1),
+		closing: make(chan struct{}),
+	}
+	topics := j.groupTopics()
+	opts := append(append([]kgo.Opt{}, j.conn...),
+		kgo.ConsumerGroup(cfg.Name),
+		kgo.ConsumeTopics(topics...),
+		kgo.InstanceID(j.instance),
+		kgo.SessionTimeout(cfg.Scale.SessionTimeout),
+		// The others learn of a rebalance at their next heartbeat: a
+		// sixth of the session timeout (franz-go's default is 3 s) keeps
+		// a member's death from costing much more than the timeout.
+		kgo.HeartbeatInterval(max(500*time.Millisecond, cfg.Scale.SessionTimeout/6)),
+		// Eager and sticky: a rebalance revokes everything (the attempt
+		// is rebuilt), and partitions stay where they were when they can.
+		kgo.Balancers(kgo.StickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.RequireStableFetchOffsets(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.OnOffsetsFetched(m.onFetched),
+		kgo.OnPartitionsRevoked(m.onRevoked),
+		kgo.OnPartitionsLost(m.onRevoked),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	cl.PauseFetchTopics(topics...)
+	m.cl = cl
+	j.metrics.SetGroupMember(j.instance)
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.watch(ctx)
+	}()
+	return m, nil
+}
+
+// groupTopics are the topics the group deals out: the sources and, for a
+// keyed job, the repartition topic.
+func (j *Job) groupTopics() []string {
+	var topics []string
+	for _, src := range j.cfg.Sources {
+		topics = append(topics, src.Topics...)
+	}
+	if j.plan.agg != nil {
+		topics = append(topics, RepartitionTopic(j.cfg.Name))
+	}
+	return topics
+}
+
+// onFetched runs in the group's loop once a generation is assigned and
+// its committed offsets are stable: it hands the assignment (the
+// partitions the offsets were fetched for) to the run loop.
+func (m *membership) onFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	memberID, generation := cl.GroupMetadata()
+	a := &assignment{member: sink.GroupMember{Group: m.group, MemberID: memberID, InstanceID: m.instance, Generation: generation}}
+	// The response has the partitions once per form (per group from
+	// OffsetFetch v8 on, top level before); franz-go may fill both.
+	seen := map[source.TopicPartition]bool{}
+	add := func(topic string, partition int32) {
+		tp := source.TopicPartition{Topic: topic, Partition: partition}
+		if !seen[tp] {
+			seen[tp] = true
+			a.tps = append(a.tps, tp)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition)
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition)
+		}
+	}
+	sortPartitions(a.tps)
+	select {
+	case m.assigned <- a:
+	case <-ctx.Done():
+	case <-m.closing:
+	}
+	return nil
+}
+
+// onRevoked runs in the group's loop when a generation ends (every
+// rebalance, under the eager protocol) or is lost: it waits until the
+// attempt on it has ended.
+func (m *membership) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string][]int32) {
+	done := make(chan struct{})
+	select {
+	case m.revoked <- done:
+	case <-ctx.Done():
+		return
+	case <-m.closing:
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-m.closing:
+	}
+}
+
+// watch polls the paused client for the group's errors: a process whose
+// instance id another process took (FENCED_INSTANCE_ID) must stop.
+func (m *membership) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		fs := m.cl.PollFetches(ctx)
+		if fs.IsClientClosed() {
+			return
+		}
+		fs.EachError(func(_ string, _ int32, err error) {
+			if errors.Is(err, kerr.FencedInstanceID) {
+				select {
+				case m.fatal <- fmt.Errorf("%w: another process joined the group with instance id %q; stopping this one (give every process its own --instance-id): %w",
+					sink.ErrFenced, m.instance, err):
+				default:
+				}
+			} else if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				m.log.Debug("consumer group", "err", err)
+			}
+		})
+	}
+}
+
+// leave takes the process out of the group at once, so that a stopped
+// process's partitions go to the others now rather than after the session
+// timeout (a static member's Close does not leave).
+func (m *membership) leave(ctx context.Context) {
+	memberID, _ := m.cl.GroupMetadata()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = m.group
+	member := kmsg.NewLeaveGroupRequestMember()
+	member.MemberID, member.InstanceID = memberID, &m.instance
+	req.Members = append(req.Members, member)
+	var err error
+	for try := 0; try < 3 && ctx.Err() == nil; try++ {
+		// The group's coordinator may have moved (a broker restarted):
+		// a failed request looks it up again.
+		var resp *kmsg.LeaveGroupResponse
+		if resp, err = req.RequestWith(ctx, m.cl); err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		m.log.Warn("leaving the consumer group; the others take over this process's partitions after scale.session_timeout", "err", err)
+	}
+}
+
+// closeWait bounds how long close waits for the group client: closing
+// waits for a join or sync in flight, which the coordinator may hold for
+// the rebalance timeout while other members rejoin. The member has left
+// the group by then (leave), so nothing waits on this process.
+const closeWait = 5 * time.Second
+
+func (m *membership) close() {
+	close(m.closing)
+	m.cancel()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		m.cl.Close()
+		m.wg.Wait()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeWait):
+		m.log.Warn("the consumer group client did not close within 5s (a rebalance in flight); exiting without waiting for it")
+	}
+}
+
+// await waits for an assignment to run on: the current one, or the next
+// generation's. It answers revocations meanwhile (nothing runs). nil
+// when the job is to stop.
+func (m *membership) await(ctx context.Context, stopping <-chan struct{}) (*assignment, error) {
+	for m.current == nil {
+		select {
+		case a := <-m.assigned:
+			m.current = a
+		case done := <-m.revoked:
+			close(done)
+		case err := <-m.fatal:
+			return nil, err
+		case <-ctx.Done():
+			return nil, nil
+		case <-stopping:
+			return nil, nil
+		}
+	}
+	return m.current, nil
+}
+
+// fenceDeparted fences the transactional ids of members that left the
+// group since it was last seen: a process killed mid-epoch leaves its
+// transaction open, and read_committed readers of everything it wrote to
+// (outputs, the repartition and state topics) would wait for the
+// transaction timeout. Initializing its transactional id aborts it now.
+// A process that comes back with that id fences in turn, as on any start.
+func (m *membership) fenceDeparted(ctx context.Context, j *Job) {
+	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
+	if err != nil {
+		m.log.Warn("describing the consumer group", "err", err)
+		return
+	}
+	var now []string
+	for _, g := range described {
+		for _, mem := range g.Members {
+			if mem.InstanceID != nil {
+				now = append(now, *mem.InstanceID)
+			}
+		}
+	}
+	slices.Sort(now)
+	for _, gone := range m.members {
+		if gone == m.instance || slices.Contains(now, gone) {
+			continue
+		}
+		id := sink.MemberTransactionalID(j.cfg.Name, gone)
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := fenceTransactionalID(fctx, j.conn, id, j.cfg.Kafka.TransactionTimeout)
+		cancel()
+		if err != nil {
+			m.log.Warn("fencing a departed member's transactional id", "instance", gone, "transactional_id", id, "err", err)
+			continue
+		}
+		m.log.Info("fenced a departed member's transactional id: its open transaction is aborted", "instance", gone, "transactional_id", id)
+	}
+	m.members = now
+}
+
+// fenceTransactionalID initializes id's producer: the transaction
+// coordinator aborts what id left open and fences its last producer.
+func fenceTransactionalID(ctx context.Context, conn []kgo.Opt, id string, timeout time.Duration) error {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...), kgo.TransactionalID(id), kgo.TransactionTimeout(timeout))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	_, _, err = cl.ProducerID(ctx)
+	return err
+}
