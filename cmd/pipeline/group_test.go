@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,8 +232,10 @@ func (g *groupJob) count(id, line string) int { return strings.Count(g.member(id
 // SIGSTOPped past the session timeout and continued (its commit fails and
 // it rejoins), the transaction coordinator's broker killed, a rolling
 // restart, two processes with one instance id (one of them stops), and
-// scaling 3 -> 2. An independent read_committed reader then finds every
-// number exactly once, counts in order per key, exact sums.
+// scaling 3 -> 2 -> 1, the last process killed while it drains for a
+// savepoint, then stopped with one. An independent read_committed reader
+// then finds every number exactly once, counts in order per key, exact
+// sums.
 func TestGroupModeExactUnderFaults(t *testing.T) {
 	c := kafkatest.StartCluster(t, 3)
 	g := newGroupJob(t, c)
@@ -343,6 +347,35 @@ func TestGroupModeExactUnderFaults(t *testing.T) {
 	g.logf("scaling 3 -> 2")
 	g.member("c").terminate()
 	time.Sleep(5 * time.Second)
+	g.alive()
+
+	// A savepoint needs one process owning every partition: b leaves,
+	// a stops with a savepoint and is killed while it drains, then stops
+	// with one for good, and runs on.
+	g.logf("scaling 2 -> 1; a killed during a savepoint")
+	g.member("b").terminate()
+	a := g.member("a")
+	a.terminate()
+	a.args = []string{"--stop-with-savepoint", filepath.Join(t.TempDir(), "killed")}
+	a.start()
+	time.Sleep(4 * time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	a.kill()
+	g.logf("a savepoint taken for good")
+	dir := filepath.Join(t.TempDir(), "sp")
+	a.args = []string{"--stop-with-savepoint", dir}
+	a.start()
+	time.Sleep(4 * time.Second)
+	a.terminate()
+	if _, err := os.Stat(filepath.Join(dir, "savepoint.json")); err != nil {
+		t.Fatalf("no savepoint after the stop: %v\n%s", err, a.output())
+	}
+	a.args = nil
+	a.start()
+	time.Sleep(3 * time.Second)
 	g.alive()
 
 	stopFeeding()

@@ -489,12 +489,13 @@ func (p *proc) recordsOut(ctx context.Context, topic string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	prefix := `pipeline_records_out_total{topic="` + topic + `"} `
+	label := `topic="` + topic + `"`
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-			return strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		if strings.HasPrefix(line, "pipeline_records_out_total{") && strings.Contains(line, label) {
+			return strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		}
 	}
 	return 0, sc.Err()
