@@ -536,23 +536,9 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 	if err != nil {
 		return err
 	}
-	expected := 0
-	for _, id := range plan.Restore {
-		if op := r.Manifest().Operator(id); op != nil {
-			expected += int(min(op.Keys, 1<<30))
-		}
-	}
-	ops, restorers, err := j.restoringOperators(expected)
+	ops, keys, err := j.savepointOperators(r, plan)
 	if err != nil {
 		return err
-	}
-	keys := 0
-	for w, rs := range restorers {
-		store := ops[w].(stateful).keyedStore()
-		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
-			return err
-		}
-		keys += store.Len()
 	}
 	var stale map[string]struct{}
 	if j.plan.agg != nil {
@@ -570,27 +556,7 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 			offsets[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
 		})
 	}
-	var summary []checkpoint.StateSummary
-	for _, op := range ops {
-		agg, ok := op.(stateful)
-		if !ok {
-			continue
-		}
-		id := agg.operatorID()
-		for e := range agg.keyedStore().All() {
-			rec := e.Record(id)
-			delete(stale, string(rec.Key))
-			sr := kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value)
-			j.shuffle.place(sr)
-			txn.Produce(ctx, sr)
-		}
-		summary = append(summary, agg.summary())
-	}
-	for key := range stale {
-		sr := kstore.StateRecord(j.cfg.Name, []byte(key), nil)
-		j.shuffle.place(sr)
-		txn.Produce(ctx, sr)
-	}
+	summary := j.produceState(ctx, txn, ops, stale, j.shuffle.place)
 	id := checkpoint.ID(1)
 	if a.latest != nil {
 		id = a.latest.ID + 1

@@ -384,32 +384,13 @@ steps:
 sinks: [{topic: %s}]
 `, e.env["JOB_NAME"], e.env["KAFKA_BROKERS"], e.env["INPUT_TOPIC"], e.env["OUTPUT_TOPIC"])
 	r := start(t, parseConfig(t, []byte(yaml), nil))
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var vals []string
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(r *kgo.Record) error {
-			vals = append(vals, string(r.Value))
-			return nil
-		})
-		cancel()
-		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			t.Fatal(err)
-		}
-		if len(vals) == 100 {
-			seen := map[string]bool{}
-			for _, v := range vals {
-				seen[v] = true
-			}
-			if !seen[`{"tens":1,"n":10}`] || !seen[`{"tens":100,"n":1000}`] || len(seen) != 100 {
-				t.Fatalf("outputs %v", vals[:5])
-			}
-			break
-		}
-		if len(vals) > 100 || time.Now().After(deadline) {
-			t.Fatalf("%d outputs, want 100", len(vals))
-		}
-		time.Sleep(200 * time.Millisecond)
+	vals := e.awaitOutputs(100, r)
+	seen := map[string]bool{}
+	for _, v := range vals {
+		seen[v] = true
+	}
+	if !seen[`{"tens":1,"n":10}`] || !seen[`{"tens":100,"n":1000}`] || len(seen) != 100 {
+		t.Fatalf("outputs %v", vals[:5])
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
@@ -383,23 +384,9 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	if err != nil {
 		return fail(err)
 	}
-	expected := 0
-	for _, id := range plan.Restore {
-		if op := r.Manifest().Operator(id); op != nil {
-			expected += int(min(op.Keys, 1<<30))
-		}
-	}
-	ops, restorers, err := j.restoringOperators(expected)
+	ops, keys, err := j.savepointOperators(r, plan)
 	if err != nil {
 		return fail(err)
-	}
-	keys := 0
-	for w, rs := range restorers {
-		store := ops[w].(stateful).keyedStore()
-		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
-			return fail(err)
-		}
-		keys += store.Len()
 	}
 	if err := j.faults.Hit(fault.DuringRestore); err != nil {
 		return fail(err)
@@ -412,23 +399,7 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 		return fail(err)
 	}
 	// The import is the epoch that recovery began.
-	var summary []checkpoint.StateSummary
-	for _, op := range ops {
-		agg, ok := op.(stateful)
-		if !ok {
-			continue
-		}
-		id := agg.operatorID()
-		for e := range agg.keyedStore().All() {
-			rec := e.Record(id)
-			delete(stale, string(rec.Key))
-			txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value))
-		}
-		summary = append(summary, agg.summary())
-	}
-	for key := range stale {
-		txn.Produce(ctx, kstore.StateRecord(j.cfg.Name, []byte(key), nil))
-	}
+	summary := j.produceState(ctx, txn, ops, stale, func(*kgo.Record) {})
 	id := checkpoint.ID(1)
 	if a.latest != nil {
 		id = a.latest.ID + 1
@@ -452,6 +423,60 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
 	a.ops, a.restored, a.offsets, a.latest = ops, keys, offsets, rec
 	return nil
+}
+
+// savepointOperators builds one keyed operator per worker with the state
+// of savepoint r that plan restores, and says how many keys it holds.
+func (j *Job) savepointOperators(r *savepoint.Reader, plan *savepoint.RestorePlan) ([]keyedOperator, int, error) {
+	expected := 0
+	for _, id := range plan.Restore {
+		if op := r.Manifest().Operator(id); op != nil {
+			expected += int(min(op.Keys, 1<<30))
+		}
+	}
+	ops, restorers, err := j.restoringOperators(expected)
+	if err != nil {
+		return nil, 0, err
+	}
+	keys := 0
+	for w, rs := range restorers {
+		store := ops[w].(stateful).keyedStore()
+		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
+			return nil, 0, err
+		}
+		keys += store.Len()
+	}
+	return ops, keys, nil
+}
+
+// produceState writes the whole state of ops into txn as state records,
+// and a tombstone for every key of stale the state does not have (the
+// state topic's live keys: a later restore would bring them back). place
+// puts each record where it belongs (group mode: its key group's
+// partition). It returns the operators' summaries.
+func (j *Job) produceState(ctx context.Context, txn transaction, ops []keyedOperator, stale map[string]struct{}, place func(*kgo.Record)) []checkpoint.StateSummary {
+	var summary []checkpoint.StateSummary
+	for _, op := range ops {
+		agg, ok := op.(stateful)
+		if !ok {
+			continue
+		}
+		id := agg.operatorID()
+		for e := range agg.keyedStore().All() {
+			rec := e.Record(id)
+			delete(stale, string(rec.Key))
+			sr := kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value)
+			place(sr)
+			txn.Produce(ctx, sr)
+		}
+		summary = append(summary, agg.summary())
+	}
+	for key := range stale {
+		sr := kstore.StateRecord(j.cfg.Name, []byte(key), nil)
+		place(sr)
+		txn.Produce(ctx, sr)
+	}
+	return summary
 }
 
 // offsetList is offsets as a checkpoint's list (newRecord sorts it).
