@@ -324,3 +324,23 @@ func TestGroupModeFromSavepoint(t *testing.T) {
 		t.Fatalf("imported again on restart (%d)", n)
 	}
 }
+
+// at_least_once in group mode: the outputs go outside the transaction,
+// the repartition records, state and offsets inside it; without failures
+// the totals are exact.
+func TestGroupModeAtLeastOnce(t *testing.T) {
+	e := newTestEnv(t, "at_least_once")
+	groupEnv(e)
+	e.numbers(1, 2000)
+	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	e.numbers(2001, 1000)
+	if rep := e.awaitFinal(3000, a); !rep.StateExact() {
+		t.Fatalf("at_least_once totals: %v", rep)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
