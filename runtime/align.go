@@ -58,6 +58,11 @@ func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 	if a.blocked[from] {
 		return nil, fmt.Errorf("barrier %d arrived twice from input %d", b.id, from)
 	}
+	if a.arrived == 0 {
+		a.aligning.pausedFor = b.pausedFor
+	} else if a.aligning.pausedFor != b.pausedFor {
+		a.aligning.pausedFor = "" // paused only when every input was
+	}
 	a.aligning.offsets = unionOffsets(a.aligning.offsets, b)
 	a.aligning.times = unionTimes(a.aligning.times, b.times)
 	a.aligning.watermark = max(a.aligning.watermark, b.watermark) // the same from every worker

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -108,11 +109,12 @@ type coordinatorLoop struct {
 	// final checkpoint is to be taken once the coordinator's Ready is
 	// done with.
 	draining, drainDone bool
-	// drainingFor is the savepoint request the drain is for (nil: a
-	// stop); resumeAfter the savepoint's checkpoint, after which the
-	// sources go on.
-	drainingFor *savepointRequest
-	resumeAfter checkpoint.ID
+	// remote is the outcome of the group savepoint of a stop, taken on
+	// its own goroutine (remoteWait) while the loop goes on; ctx is the
+	// loop's, which ends it.
+	remote     chan error
+	remoteWait sync.WaitGroup
+	ctx        context.Context
 }
 
 // groupStop is what a group-mode stop with a savepoint needs (see
@@ -121,7 +123,9 @@ type coordinatorLoop struct {
 // repartition topic drained, and which offsets a savepoint keeps.
 type groupStop struct {
 	soleOwner bool
-	pause     func(bool)
+	// savepoint takes a savepoint of the whole group while it runs.
+	savepoint func(ctx context.Context, dir string) error
+	pause     func()
 	drained   func(offsets []checkpoint.SourceOffset) (bool, error)
 	keep      func(offsets []checkpoint.SourceOffset) []checkpoint.SourceOffset
 }
@@ -129,6 +133,10 @@ type groupStop struct {
 func (l *coordinatorLoop) run(ctx context.Context) error {
 	ticker := time.NewTicker(l.tick)
 	defer ticker.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	l.ctx = ctx
+	defer l.remoteWait.Wait()
+	defer cancel() // first: a group savepoint in flight gives up
 	l.init()
 	defer l.sp.abandon(errors.New("the job stopped or failed before the savepoint was complete; take it again once the job runs"))
 	stop := l.stop
@@ -145,6 +153,15 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 			l.requestSavepoint(req)
 		case added := <-l.partitionsAdded:
 			l.onPartitionsAdded(added)
+		case err := <-l.remote:
+			l.remote = nil
+			if err != nil {
+				l.sp.finalErr = err
+				l.log.Error("the group savepoint failed; stopping without it", "err", err)
+			}
+			if err := l.finalCheckpoint(false); err != nil {
+				return err
+			}
 		case r := <-l.exportReports:
 			l.sp.exported(r)
 			if err := l.done(); err != nil {
@@ -177,13 +194,23 @@ func (l *coordinatorLoop) onStop() error {
 		// reads the repartition topic to its end, then the final
 		// checkpoint is taken (finalCheckpoint, from onCompleted).
 		if !l.group.soleOwner {
-			l.sp.finalErr = fmt.Errorf("%w: a group-mode savepoint needs one process that owns every partition: stop the other processes first (their partitions move to this one), then stop this one with the savepoint", ErrSavepoint)
-			l.log.Error("the final checkpoint will not be a savepoint", "err", l.sp.finalErr)
-			return l.finalCheckpoint(false)
+			// Other processes run: every member pauses while this one
+			// writes the savepoint from Kafka (groupsavepoint.go), then
+			// this one stops. The loop goes on meanwhile: it is a member
+			// that must pause and ack too.
+			remote := make(chan error, 1)
+			l.remote = remote
+			dir := l.stopSavepoint()
+			l.remoteWait.Add(1)
+			go func() {
+				defer l.remoteWait.Done()
+				remote <- l.group.savepoint(l.ctx, dir)
+			}()
+			return nil
 		}
 		l.log.Info("stopping with a savepoint: the sources stop, and the repartition topic drains first")
-		l.draining, l.drainingFor = true, nil
-		l.group.pause(true)
+		l.draining = true
+		l.group.pause()
 		return nil
 	}
 	return l.finalCheckpoint(true)
@@ -258,10 +285,7 @@ func (l *coordinatorLoop) act() error {
 	}
 	if l.drainDone {
 		l.drainDone = false
-		if req := l.drainingFor; req != nil {
-			l.drainingFor = nil
-			l.triggerSavepoint(req)
-		} else if err := l.finalCheckpoint(true); err != nil {
+		if err := l.finalCheckpoint(true); err != nil {
 			return err
 		}
 		if err := l.actReady(); err != nil {
@@ -276,10 +300,6 @@ func (l *coordinatorLoop) actReady() error {
 		rd := l.coord.Ready()
 		for _, a := range rd.Aborted {
 			l.log.Warn("checkpoint aborted", "checkpoint", a.ID, "reason", a.Reason.String(), "err", a.Err)
-			if a.ID == l.resumeAfter {
-				l.resumeAfter = 0
-				l.group.pause(false)
-			}
 			if l.onAborted != nil {
 				l.onAborted(a.Reason)
 			}
@@ -309,11 +329,6 @@ func (l *coordinatorLoop) actReady() error {
 				offsets = l.group.keep(offsets)
 			}
 			l.sp.completed(id, offsets, res.eventTime)
-			if id == l.resumeAfter {
-				l.resumeAfter = 0
-				l.group.pause(false)
-				l.log.Info("savepoint checkpoint completed; the sources go on", "checkpoint", id)
-			}
 			if l.draining && l.finalID == 0 {
 				drained, err := l.group.drained(res.offsets)
 				if err != nil {
@@ -360,32 +375,10 @@ func (l *coordinatorLoop) stopped() error { return &stoppedError{savepoint: l.sp
 // requestSavepoint starts a savepoint at a checkpoint triggered now.
 func (l *coordinatorLoop) requestSavepoint(req *savepointRequest) {
 	fail := func(err error) { req.done <- savepointOutcome{err: err} }
-	if l.finalID != 0 || l.draining {
+	if l.finalID != 0 {
 		fail(fmt.Errorf("%w: the job is stopping", ErrSavepoint))
 		return
 	}
-	if l.group != nil {
-		// As at a stop: the sources pause until the repartition topic
-		// is drained, the savepoint is taken, and they go on after it.
-		switch {
-		case !l.group.soleOwner:
-			fail(fmt.Errorf("%w: a group-mode savepoint needs one process that owns every partition: stop the other processes first (their partitions move to this one), take the savepoint, then start them again", ErrSavepoint))
-		case l.drainingFor != nil || l.resumeAfter != 0:
-			fail(fmt.Errorf("%w: a savepoint is being taken", ErrSavepoint))
-		default:
-			l.log.Info("taking a savepoint: the sources pause while the repartition topic drains")
-			l.drainingFor = req
-			l.draining = true
-			l.group.pause(true)
-		}
-		return
-	}
-	l.triggerSavepoint(req)
-}
-
-// triggerSavepoint starts a savepoint at a checkpoint triggered now.
-func (l *coordinatorLoop) triggerSavepoint(req *savepointRequest) {
-	fail := func(err error) { req.done <- savepointOutcome{err: err} }
 	id, err := l.coord.TriggerNow(l.now())
 	if err != nil {
 		fail(fmt.Errorf("%w: %w", ErrSavepoint, err))
@@ -393,9 +386,5 @@ func (l *coordinatorLoop) triggerSavepoint(req *savepointRequest) {
 	}
 	if err := l.sp.start(id, req.dir, req, l.now()); err != nil {
 		fail(err)
-		return
-	}
-	if l.group != nil {
-		l.resumeAfter = id
 	}
 }

@@ -152,8 +152,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		g.sink.committed = g.offsets.publish
 	} else {
 		g.sink.recordKey, g.sink.commitOffsets, g.sink.shuffle = a.recordKey, a.commitOffsets, j.shuffle
+		g.sink.ackKey = pausedKey(cfg.Name, j.instance)
 		for _, s := range g.sources {
-			s.repartition = j.shuffle.repartition
+			s.repartition, s.pausedFor = j.shuffle.repartition, j.pauses.pausedFor
 		}
 	}
 

@@ -261,30 +261,76 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	}
 }
 
-// A stop with a savepoint while another member owns partitions takes the
-// final checkpoint without a savepoint, and says why.
-func TestGroupModeSavepointNeedsOneOwner(t *testing.T) {
+// Savepoints while two members run: a live one (every member pauses its
+// sources, the repartition topic drains, the asking member writes it from
+// Kafka), then a stop with a savepoint of one member while the other runs
+// on. The group's output stays exact; the live savepoint is a consistent
+// cut: single mode from it, over the same input into a new output topic,
+// ends at the exact totals.
+func TestGroupModeSavepointsWhileTwoRun(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
 	groupEnv(e)
-	e.numbers(1, 1000)
-	a, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"))
-	done := runBackground(a)
+	a, logsA := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	doneA := runBackground(a)
 	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
-	e.awaitFinal(1000, b)
+	const total = 20000
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	defer stopFeed()
+	var feed sync.WaitGroup
+	feed.Add(1)
+	go func() {
+		defer feed.Done()
+		_, _ = datagen.Numbers(feedCtx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: total, Rate: 5000})
+	}()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if g := a.Status().Group; g != nil && len(g.Members) == 2 && a.Ready() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a never saw b: %+v", a.Status().Group)
+			t.Fatalf("a never saw b: %+v\n%s", a.Status().Group, logsA.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	a.StopWithSavepoint(filepath.Join(t.TempDir(), "sp"))
-	err := awaitDone(t, done)
-	if !errors.Is(err, ErrSavepoint) || !strings.Contains(err.Error(), "one process that owns every partition") {
-		t.Fatalf("Run = %v, want ErrSavepoint asking for one owner\n%s", err, logs.String())
+	e.awaitRead(a, 1000, logsA)
+	live := filepath.Join(t.TempDir(), "live")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sum, err := a.Savepoint(ctx, live)
+	if err != nil {
+		t.Fatalf("savepoint while two run: %v\n%s", err, logsA.String())
+	}
+	if sum.Operators == nil {
+		t.Fatalf("savepoint summary %+v", sum)
+	}
+	feed.Wait()
+	if rep := e.awaitFinal(total, b); !rep.Exact() {
+		t.Fatalf("after the live savepoint: %v", rep)
+	}
+
+	e.numbers(total+1, 1000)
+	stopped := filepath.Join(t.TempDir(), "stopped")
+	a.StopWithSavepoint(stopped)
+	if err := awaitDone(t, doneA); err != nil {
+		t.Fatalf("a's stop with a savepoint while b runs: %v\n%s", err, logsA.String())
+	}
+	openSavepoint(t, stopped)
+	if rep := e.awaitFinal(total+1000, b); !rep.Exact() {
+		t.Fatalf("b after a stopped with a savepoint: %v", rep)
+	}
+
+	// The live savepoint is a consistent cut of the group.
+	e2 := *e
+	e2.env = map[string]string{}
+	for k, v := range e.env {
+		e2.env[k] = v
+	}
+	delete(e2.env, "SCALE_MODE")
+	e2.env["JOB_NAME"] = e.env["JOB_NAME"] + "-check"
+	e2.env["OUTPUT_TOPIC"] = e.env["OUTPUT_TOPIC"] + "-check"
+	r := startWith(t, paritySum(t, e2.env), WithSavepointRestore(openSavepoint(t, live), savepoint.RestoreOptions{}))
+	if rep := e2.awaitFinal(total+1000, r); !rep.StateExact() {
+		t.Fatalf("single mode from the live savepoint: %v", rep)
 	}
 }
 

@@ -440,9 +440,13 @@ func (a *attempt) groupStop(g *graph) *groupStop {
 	}
 	return &groupStop{
 		soleOwner: sole,
-		pause: func(on bool) {
+		savepoint: func(ctx context.Context, dir string) error {
+			_, err := j.groupSavepoint(ctx, dir)
+			return err
+		},
+		pause: func() {
 			for _, s := range g.sources {
-				s.draining.Store(on)
+				s.draining.Store(true)
 			}
 		},
 		drained: func(offsets []checkpoint.SourceOffset) (bool, error) {

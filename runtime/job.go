@@ -69,6 +69,8 @@ type Job struct {
 	// layout, in group mode (shuffle nil: single mode).
 	instance string
 	shuffle  *shuffle
+	// pauses follows the pauses of group savepoints (group mode).
+	pauses *pauseWatch
 }
 
 // Stop asks the job to stop gracefully: it takes a final checkpoint, so
@@ -141,6 +143,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 			return nil, fmt.Errorf("instance id %q: use letters, digits, '.', '_' and '-' only (it is part of a transactional id)", j.instance)
 		}
 		p.shuffle = j.shuffle
+		j.pauses = &pauseWatch{job: cfg.Name, now: j.now}
 	}
 	if j.metrics == nil {
 		j.metrics = metrics.New(nil, cfg.Name)
@@ -199,6 +202,14 @@ func (j *Job) Run(ctx context.Context) error {
 			return err
 		}
 		defer m.close()
+		pctx, stopWatch := context.WithCancel(context.Background())
+		var watching sync.WaitGroup
+		watching.Add(1)
+		go func() {
+			defer watching.Done()
+			j.pauses.run(pctx, j.conn, checkpoint.TopicName(j.cfg.Name))
+		}()
+		defer func() { stopWatch(); watching.Wait() }()
 		defer func() {
 			// Out of the group at once, so the others take over now
 			// (a static member is otherwise waited for).
@@ -233,6 +244,13 @@ func (j *Job) Run(ctx context.Context) error {
 			j.status.set(StateRestarting, err)
 			j.metrics.Restarted("rebalance")
 			j.log.Info("the consumer group rebalanced; starting over on the new assignment", "attempt", attempt)
+			backoff = j.restartBackoff
+			continue
+		}
+		if errors.Is(err, errPauseEnded) {
+			j.status.set(StateRestarting, err)
+			j.metrics.Restarted("savepoint_pause")
+			j.log.Info("a group savepoint's pause ended; starting over to read what the sources skipped", "attempt", attempt)
 			backoff = j.restartBackoff
 			continue
 		}

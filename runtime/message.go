@@ -60,6 +60,10 @@ type barrier struct {
 	// watermark W(N) that the workers computed from them.
 	times     []eventTime
 	watermark int64
+	// pausedFor is the group savepoint pause every source was in when it
+	// sent the barrier ("" when any was not): the epoch's commit then
+	// acks the pause (groupsavepoint.go).
+	pausedFor string
 }
 
 // batch is what goes over a channel: the messages of one input, in order.

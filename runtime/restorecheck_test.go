@@ -225,6 +225,9 @@ func (e *testEnv) rewriteLatestWithoutOperators() {
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		e.t.Fatal(err)
 	}
+	// The restart reads up to the last stable offset before it fences
+	// anyone: the rewrite must be marked by then.
+	kafkatest.AwaitSettled(ctx, e.t, e.brokers, checkpoint.TopicName(job))
 }
 
 // A deleted internal topic is damage the restart names and refuses,

@@ -56,6 +56,11 @@ func (j *Job) Savepoint(ctx context.Context, dir string) (savepoint.Summary, err
 	if err := savepoint.CheckTarget(abs); err != nil {
 		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
 	}
+	if j.shuffle != nil {
+		// Group mode: every member pauses its sources, the repartition
+		// topic drains, and this process writes the savepoint from Kafka.
+		return j.groupSavepoint(ctx, abs)
+	}
 	req := &savepointRequest{dir: abs, done: make(chan savepointOutcome, 1)}
 	select {
 	case j.savepoints <- req:

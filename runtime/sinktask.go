@@ -81,6 +81,9 @@ type sinkTask struct {
 	recordKey     string
 	commitOffsets func(ctx context.Context, offsets []checkpoint.SourceOffset) error
 	shuffle       *shuffle
+	// ackKey is the key of this member's acks of a group savepoint's
+	// pause.
+	ackKey string
 }
 
 // maxHeldWhileCommitting bounds what the sink takes in while an epoch
@@ -245,6 +248,11 @@ func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
 		return err
 	}
 	s.txn.Produce(ctx, rec)
+	if s.ackKey != "" && b.pausedFor != "" {
+		// Every source paused before this barrier: what they shuffled
+		// commits with this epoch, and nothing after it.
+		s.txn.Produce(ctx, &kgo.Record{Topic: rec.Topic, Key: []byte(s.ackKey), Value: []byte(b.pausedFor)})
+	}
 	if err := s.driver.Prepare(ctx, b.id); err != nil {
 		return err
 	}

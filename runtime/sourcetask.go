@@ -40,6 +40,12 @@ type sourceTask struct {
 	// positions left where they are, so the next run reads them.
 	draining    atomic.Bool
 	repartition string
+	// pausedFor is the id of a group savepoint's pause in force ("":
+	// none; nil outside group mode): the source topics are not read
+	// meanwhile, and the barriers carry it (groupsavepoint.go).
+	pausedFor func() string
+	// dropped: records were dropped unread while paused.
+	dropped bool
 
 	mu struct {
 		sync.Mutex
@@ -92,7 +98,9 @@ func (s *sourceTask) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("source %s: %w", s.id, err)
 		}
-		s.route(recs, out)
+		if err := s.route(recs, out); err != nil {
+			return err
+		}
 		for w, msgs := range out {
 			if len(msgs) == 0 {
 				continue
@@ -130,10 +138,17 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 
 // route runs the stateless steps on recs and adds what each worker gets
 // to out (by worker), advancing the reader past every record.
-func (s *sourceTask) route(recs []*kgo.Record, out [][]message) {
-	draining := s.draining.Load()
+func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
+	draining := s.draining.Load() || s.pausedFor != nil && s.pausedFor() != ""
+	if !draining && s.dropped {
+		// The pause is over, but the reader's client fetched past what
+		// was dropped: only a new attempt reads it again, from the
+		// positions the checkpoints kept.
+		return errPauseEnded
+	}
 	for _, rec := range recs {
 		if draining && rec.Topic != s.repartition {
+			s.dropped = true
 			continue // not read: the position stays before it
 		}
 		msgs, w := s.router.route(rec)
@@ -141,12 +156,20 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) {
 		s.reader.Advance(rec)
 	}
 	s.measure(recs) // after Advance: the lag is of what is left to read
+	return nil
 }
+
+// errPauseEnded ends an attempt whose sources dropped records during a
+// group savepoint's pause: not a failure, the next attempt reads them.
+var errPauseEnded = errors.New("the sources' pause ended")
 
 // barrierBatches is barrier id for every worker (one batch each), carrying
 // the partitions' next offsets: the input prefix of epoch id.
 func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 	b := &barrier{id: id, offsets: s.reader.Positions()}
+	if s.pausedFor != nil {
+		b.pausedFor = s.pausedFor()
+	}
 	if c := s.router.clocks; c != nil {
 		b.times = c.at(b.offsets)
 		for _, t := range b.times {

@@ -101,6 +101,7 @@ func TestResumeContinuesWithoutGapsOrRepeats(t *testing.T) {
 	}
 	run(100, 1001)
 
+	kafkatest.AwaitSettled(ctx, t, k.Bootstrap(), topic) // the last run's markers
 	seen := map[int64]int{}
 	if err := kread.All(ctx, conn, topic, func(r *kgo.Record) error {
 		var v struct {

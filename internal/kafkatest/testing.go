@@ -172,6 +172,37 @@ func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// AwaitSettled waits until no transaction is open on any partition of
+// topic and every decided one has its markers: the last stable offset is
+// the high watermark. A committed transaction's EndTxn returns before its
+// markers are written, and a read_committed reader (kread.All) reads only
+// up to the last stable offset: a test that reads what it just committed
+// through another client waits here first.
+func AwaitSettled(ctx context.Context, t testing.TB, brokers []string, topic string) {
+	t.Helper()
+	adm := kadm.NewClient(Client(t, brokers))
+	for {
+		ends, err1 := adm.ListEndOffsets(ctx, topic)
+		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
+		settled := err1 == nil && err2 == nil
+		if settled {
+			ends.Each(func(e kadm.ListedOffset) {
+				if s, ok := stable.Lookup(topic, e.Partition); !ok || s.Offset < e.Offset {
+					settled = false
+				}
+			})
+		}
+		if settled {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s did not settle: %v %v", topic, err1, err2)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // ReadUntil reads topic from the start with the given isolation level until
 // a record whose value is last, and returns every value seen, in order. A
 // fetch error or the end of ctx fails the test.
