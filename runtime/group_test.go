@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/source"
 )
 
 // groupEnv turns e's job into a group-mode job.
@@ -388,5 +391,63 @@ func TestGroupModeAtLeastOnce(t *testing.T) {
 		if err := r.stop(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// quietReader hands out one poll of records, then has nothing more.
+type quietReader struct {
+	recs   []*kgo.Record
+	polled bool
+}
+
+func (r *quietReader) Poll(ctx context.Context, _ int) ([]*kgo.Record, error) {
+	if !r.polled {
+		r.polled = true
+		return r.recs, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (r *quietReader) Advance(*kgo.Record)          {}
+func (r *quietReader) Positions() []source.Position { return nil }
+func (r *quietReader) Close()                       {}
+
+// A source that dropped records during a group savepoint's pause ends
+// its attempt when the pause ends, even when no record comes after it:
+// its client fetched past what it dropped, and only a new attempt reads
+// it again.
+func TestPauseEndsTheAttemptOnQuietInput(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	cfg := paritySumGroup(t, e.env)
+	p, err := compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.shuffle = newShuffle(cfg)
+	var paused atomic.Value
+	paused.Store("savepoint-1")
+	worker := make(chan batch, 16)
+	s := &sourceTask{
+		id: "source-0", reader: &quietReader{recs: []*kgo.Record{{Topic: e.env["INPUT_TOPIC"], Value: []byte(`{"n": 1}`)}}},
+		router: p.newRouter(1), workers: []chan<- batch{worker}, reports: make(chan taskReport, 16),
+		metrics: metrics.New(nil, cfg.Name), repartition: p.shuffle.repartition,
+		pausedFor: func() string { return paused.Load().(string) },
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.run(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // it polled, dropped the record, and waits
+	paused.Store("")
+	s.trigger(1) // a barrier wakes the poll, as every checkpoint does
+	select {
+	case err := <-done:
+		if !errors.Is(err, errPauseEnded) {
+			t.Fatalf("run = %v, want errPauseEnded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the source did not end its attempt after the pause")
+	}
+	if b := <-worker; len(b.msgs) != 1 || b.msgs[0].kind != msgBarrier || b.msgs[0].barrier.pausedFor != "" {
+		t.Fatalf("first batch to the worker: %+v (the dropped record must not be sent)", b)
 	}
 }

@@ -87,6 +87,12 @@ func (s *sourceTask) run(ctx context.Context) error {
 			continue // a trigger may have arrived meanwhile: look again first
 		}
 
+		if s.dropped && !s.paused() {
+			// Checked here too, not only when records come: the input
+			// may be quiet, and a barrier wakes the poll every interval.
+			cancel()
+			return errPauseEnded
+		}
 		recs, err := s.reader.Poll(pollCtx, pollBatch)
 		cancel()
 		if err != nil {
@@ -138,8 +144,14 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 
 // route runs the stateless steps on recs and adds what each worker gets
 // to out (by worker), advancing the reader past every record.
+// paused reports whether the source topics are not to be read now: a
+// stop with a savepoint drains, or a group savepoint's pause is in force.
+func (s *sourceTask) paused() bool {
+	return s.draining.Load() || s.pausedFor != nil && s.pausedFor() != ""
+}
+
 func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
-	draining := s.draining.Load() || s.pausedFor != nil && s.pausedFor() != ""
+	draining := s.paused()
 	if !draining && s.dropped {
 		// The pause is over, but the reader's client fetched past what
 		// was dropped: only a new attempt reads it again, from the
