@@ -16,7 +16,8 @@
 //   - Every pipeline_ series carries the label pipeline="<job name>", so one
 //     Prometheus can watch several jobs and alerts name the job.
 //   - Other labels are low-cardinality: topic, partition (consumer lag
-//     only), operator, and fixed vocabularies for reason and code. Never put
+//     only), operator, instance_id (one per process, group mode), and
+//     fixed vocabularies for reason and code. Never put
 //     an error message, a key or an offset in a label.
 //   - Series an alert or a panel needs before their first event (failed
 //     checkpoints and restarts by reason, dead letters by code) exist at 0
@@ -57,6 +58,10 @@
 //	pipeline_state_restore_duration_seconds                Restored
 //	pipeline_savepoints_total{result}                      SavepointCompleted, SavepointFailed
 //	pipeline_savepoint_duration_seconds                    SavepointCompleted
+//	pipeline_group_member_info{instance_id}                SetGroupMember (group mode only)
+//	pipeline_group_generation{instance_id}                 SetAssignment
+//	pipeline_group_assigned_partitions{instance_id,topic}  SetAssignment
+//	pipeline_group_members{instance_id}                    SetAssignment
 //	pipeline_kafka_*{client}                               KafkaHooks (franz-go plugin/kprom)
 //	go_*, process_*                                        the Go and process collectors
 package metrics

@@ -36,6 +36,10 @@ var wantFamilies = []string{
 	"pipeline_dead_letter_truncated_total",
 	"pipeline_end_to_end_latency_seconds",
 	"pipeline_expired_keys_total",
+	"pipeline_group_assigned_partitions",
+	"pipeline_group_generation",
+	"pipeline_group_member_info",
+	"pipeline_group_members",
 	"pipeline_info",
 	"pipeline_late_records_total",
 	"pipeline_records_in_total",
@@ -114,7 +118,8 @@ func TestFamilies(t *testing.T) {
 func TestLabels(t *testing.T) {
 	allowed := map[string]bool{"pipeline": true, "topic": true, "partition": true, "operator": true,
 		"reason": true, "code": true, "guarantee": true, "version": true, "le": true,
-		"result": true, "client": true, "node_id": true} // the last two: kprom
+		"result": true, "client": true, "node_id": true, // the last two: kprom
+		"instance_id": true} // one per process, for its life (group mode)
 	label := regexp.MustCompile(`([a-z_]+)="`)
 	for line := range strings.Lines(scrapeExercised(t)) {
 		if !strings.HasPrefix(line, "pipeline_") {
