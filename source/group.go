@@ -13,9 +13,20 @@ import (
 // each polled batch's offsets before handing the records out: the
 // at_most_once guarantee. After a crash the group resumes after the last
 // commit, so records polled but not yet written are lost, never repeated.
+//
+// A commit is a round trip to the group coordinator, and the records wait
+// for it: one commit covers everything the client has buffered (up to
+// commitSpan polls' worth), handed out in batches of the size asked for.
 type GroupReader struct {
 	cl *kgo.Client
+	// committed are records whose offsets are committed, not yet handed
+	// out.
+	committed []*kgo.Record
 }
+
+// commitSpan is how many polls' worth of records one commit covers at
+// most: it bounds what a crash loses beyond the batch in hand.
+const commitSpan = 16
 
 // NewGroupReader joins group for topics. start applies when the group has
 // no committed offset for a partition.
@@ -41,26 +52,34 @@ func NewGroupReader(conn []kgo.Opt, group string, topics []string, start config.
 	return &GroupReader{cl: cl}, nil
 }
 
-// Poll waits for up to max records and commits their offsets before
-// returning them; if the commit fails, the records are not returned.
+// Poll returns up to max records whose offsets are committed. When none
+// are left from the last commit it waits for records, commits all it got
+// (up to commitSpan x max) and hands out the first max; if the commit
+// fails, nothing is handed out.
 func (r *GroupReader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
-	fs := r.cl.PollRecords(ctx, max)
-	if fs.IsClientClosed() {
-		return nil, kgo.ErrClientClosed
+	if len(r.committed) == 0 {
+		fs := r.cl.PollRecords(ctx, commitSpan*max)
+		if fs.IsClientClosed() {
+			return nil, kgo.ErrClientClosed
+		}
+		if err := fetchErrors(fs); err != nil {
+			return nil, err
+		}
+		// Records the client handed over are consumed: never drop them
+		// here because ctx ended meanwhile.
+		recs := fs.Records()
+		if len(recs) == 0 {
+			return nil, ctx.Err()
+		}
+		if err := r.cl.CommitRecords(ctx, recs...); err != nil {
+			return nil, fmt.Errorf("committing offsets before processing: %w", err)
+		}
+		r.committed = recs
 	}
-	if err := fetchErrors(fs); err != nil {
-		return nil, err
-	}
-	// Records the client handed over are consumed: never drop them here
-	// because ctx ended meanwhile.
-	recs := fs.Records()
-	if len(recs) == 0 {
-		return nil, ctx.Err()
-	}
-	if err := r.cl.CommitRecords(ctx, recs...); err != nil {
-		return nil, fmt.Errorf("committing offsets before processing: %w", err)
-	}
-	return recs, nil
+	n := min(max, len(r.committed))
+	out := r.committed[:n:n]
+	r.committed = r.committed[n:]
+	return out, nil
 }
 
 // Advance does nothing: the group's committed offsets are the position.
