@@ -218,3 +218,44 @@ func TestLagsSkipTheErrorPseudoPartition(t *testing.T) {
 		t.Fatalf("Lags = %+v, want only %s/0 with 0 records", lags, topic)
 	}
 }
+
+// The group reader hands out a record only once its offset is committed,
+// in batches of the size asked for, however many one commit covered.
+func TestGroupReaderCommitsBeforeHandingOut(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	produce(ctx, t, k.Bootstrap(), topic, 2, 50)
+	group := topic + "-group"
+	r, err := NewGroupReader([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, group, []string{topic}, config.StartPosition{Kind: config.StartEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	adm := kadm.NewClient(kafkatest.Client(t, k.Bootstrap()))
+	seen := 0
+	for seen < 100 {
+		recs, err := r.Poll(ctx, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) > 7 {
+			t.Fatalf("%d records for a poll of 7", len(recs))
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			if c, ok := committed.Lookup(rec.Topic, rec.Partition); !ok || c.At <= rec.Offset {
+				t.Fatalf("record %s/%d@%d handed out before its offset was committed (committed: %v)", rec.Topic, rec.Partition, rec.Offset, c.At)
+			}
+		}
+		seen += len(recs)
+	}
+	if seen != 100 {
+		t.Fatalf("%d records, want 100", seen)
+	}
+}
