@@ -234,32 +234,13 @@ func (j *Job) Run(ctx context.Context) error {
 			j.status.set(StateStopped, nil)
 			return nil
 		}
-		if errors.Is(err, errImported) || errors.Is(err, errAwaitImport) {
+		if next, ok := plannedRestart(err); ok {
+			// Not a failure: the attempt ended on purpose. Go on at once.
 			j.status.set(StateRestarting, err)
-			j.log.Info("starting over after the savepoint import", "attempt", attempt, "step", err)
-			backoff = j.restartBackoff
-			continue
-		}
-		if errors.Is(err, errRebalanced) {
-			j.status.set(StateRestarting, err)
-			j.metrics.Restarted("rebalance")
-			j.log.Info("the consumer group rebalanced; starting over on the new assignment", "attempt", attempt)
-			backoff = j.restartBackoff
-			continue
-		}
-		if errors.Is(err, errPauseEnded) {
-			j.status.set(StateRestarting, err)
-			j.metrics.Restarted("savepoint_pause")
-			j.log.Info("a group savepoint's pause ended; starting over to read what the sources skipped", "attempt", attempt)
-			backoff = j.restartBackoff
-			continue
-		}
-		if errors.Is(err, errPartitionsAdded) {
-			// Not a failure: the attempt ended at a checkpoint to take the
-			// new partitions in. Go on at once.
-			j.status.set(StateRestarting, err)
-			j.metrics.Restarted("partitions_added")
-			j.log.Info("restarting to read the added partitions", "attempt", attempt, "err", err)
+			if next.reason != "" {
+				j.metrics.Restarted(next.reason)
+			}
+			j.log.Info(next.message, "attempt", attempt, "err", err)
 			backoff = j.restartBackoff
 			continue
 		}
@@ -305,6 +286,32 @@ func (j *Job) Run(ctx context.Context) error {
 		backoff = min(2*backoff, j.maxBackoff)
 	}
 }
+
+// plannedRestart says whether err ends an attempt on purpose, to start the
+// next at once: with the restart reason for the metric ("" for none) and
+// the log line.
+func plannedRestart(err error) (restartPlan, bool) {
+	for _, p := range []struct {
+		err  error
+		plan restartPlan
+	}{
+		{errImported, restartPlan{"", "starting over after importing the savepoint"}},
+		{errAwaitImport, restartPlan{"", "starting over: another member imports the savepoint"}},
+		{errRebalanced, restartPlan{"rebalance", "the consumer group rebalanced; starting over on the new assignment"}},
+		{errPauseEnded, restartPlan{"savepoint_pause", "a group savepoint's pause ended; starting over to read what the sources skipped"}},
+		// The attempt ended at a checkpoint to take the new partitions in.
+		{errPartitionsAdded, restartPlan{"partitions_added", "restarting to read the added partitions"}},
+	} {
+		if errors.Is(err, p.err) {
+			return p.plan, true
+		}
+	}
+	return restartPlan{}, false
+}
+
+// restartPlan is a planned restart's metric reason ("" for none) and log
+// line.
+type restartPlan struct{ reason, message string }
 
 // validInstanceID: an instance id becomes part of a transactional id and
 // of a checkpoint record's key.
