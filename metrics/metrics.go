@@ -68,11 +68,12 @@ func checkpointFailReasons() []string {
 // abort reason of the checkpoint that failed, "transaction_timeout" for a
 // transaction the coordinator aborted for its age, "partitions_added" for
 // an attempt ended at a checkpoint to read partitions added to a source
-// topic, or "error" for any
-// other failure. (Fault-injection tests add "injected"; it has no series
-// until then.)
+// topic, "rebalance" for a group-mode attempt ended by a rebalance,
+// "savepoint_pause" for one that restarts after a group savepoint's pause,
+// or "error" for any other failure. (Fault-injection tests add
+// "injected"; it has no series until then.)
 func restartReasons() []string {
-	return append(checkpointFailReasons(), "transaction_timeout", "partitions_added", "error")
+	return append(checkpointFailReasons(), "transaction_timeout", "partitions_added", "rebalance", "savepoint_pause", "error")
 }
 
 func deadLetterCodes() []string {
