@@ -455,36 +455,17 @@ func (a *attempt) groupStop(g *graph) *groupStop {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			ends, err := a.adm.ListEndOffsets(ctx, rep)
-			if err != nil {
-				return false, err
-			}
-			stable, err := a.adm.ListCommittedOffsets(ctx, rep)
-			if err != nil {
-				return false, err
-			}
 			read := map[int32]int64{}
 			for _, o := range offsets {
 				if o.Topic == rep {
 					read[o.Partition] = o.Offset
 				}
 			}
-			settled := true
-			ends.Each(func(e kadm.ListedOffset) {
-				lso, ok := stable.Lookup(rep, e.Partition)
-				if _, mine := read[e.Partition]; !ok || !mine || lso.Offset < e.Offset {
-					settled = false
-				}
+			drained, _, err := repartitionDrained(ctx, a.adm, j.conn, rep, func(p int32) (int64, bool) {
+				off, ok := read[p]
+				return off, ok
 			})
-			if !settled {
-				return false, nil
-			}
-			// Every transaction is decided: a record after the barrier's
-			// positions would be fetched at once. (The positions cannot be
-			// compared with the end offsets: a reader stops after the last
-			// record, before the commit marker that ends the log.)
-			more, err := recordsAfter(ctx, j.conn, rep, read)
-			return !more, err
+			return drained, err
 		},
 		keep: func(offsets []checkpoint.SourceOffset) []checkpoint.SourceOffset {
 			var out []checkpoint.SourceOffset
@@ -599,6 +580,44 @@ func (a *attempt) firstPartition(ctx context.Context) (source.TopicPartition, er
 		return source.TopicPartition{}, fmt.Errorf("listing the partitions of %s: %v", topics[0], err)
 	}
 	return tps[0], nil
+}
+
+// repartitionDrained reports whether no record of the repartition topic
+// is left after the positions position gives (false for a partition
+// without one), and why not. Every transaction on the topic must be
+// decided first; then a record after the positions would be fetched at
+// once. (The positions cannot be compared with the end offsets: a reader
+// stops after the last record, before the commit marker that ends the
+// log.)
+func repartitionDrained(ctx context.Context, adm *kadm.Client, conn []kgo.Opt, topic string, position func(partition int32) (int64, bool)) (bool, string, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false, "", err
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return false, "", err
+	}
+	from := map[int32]int64{}
+	why := ""
+	ends.Each(func(e kadm.ListedOffset) {
+		if lso, ok := stable.Lookup(topic, e.Partition); !ok || lso.Offset < e.Offset {
+			why = "a transaction is open on the repartition topic"
+		}
+		off, ok := position(e.Partition)
+		if !ok && why == "" {
+			why = fmt.Sprintf("partition %d of the repartition topic is not read", e.Partition)
+		}
+		from[e.Partition] = off
+	})
+	if why != "" {
+		return false, why, nil
+	}
+	more, err := recordsAfter(ctx, conn, topic, from)
+	if err != nil || more {
+		return false, "records are left in the repartition topic", err
+	}
+	return true, "", nil
 }
 
 // recordsAfter reports whether a read_committed reader finds a record of

@@ -221,37 +221,14 @@ func (j *Job) pausedAndDrained(ctx context.Context, adm *kadm.Client, id string)
 	if j.plan.agg == nil {
 		return true, "", nil
 	}
-	rep := j.shuffle.repartition
-	ends, err := adm.ListEndOffsets(ctx, rep)
-	if err != nil {
-		return false, "", err
-	}
-	stable, err := adm.ListCommittedOffsets(ctx, rep)
-	if err != nil {
-		return false, "", err
-	}
 	committed, err := adm.FetchOffsets(ctx, j.cfg.Name)
 	if err != nil {
 		return false, "", err
 	}
-	from := map[int32]int64{}
-	settled := true
-	ends.Each(func(e kadm.ListedOffset) {
-		lso, ok := stable.Lookup(rep, e.Partition)
-		if !ok || lso.Offset < e.Offset {
-			settled = false
-		}
-		c, _ := committed.Lookup(rep, e.Partition)
-		from[e.Partition] = max(c.At, 0)
+	return repartitionDrained(ctx, adm, j.conn, j.shuffle.repartition, func(p int32) (int64, bool) {
+		c, _ := committed.Lookup(j.shuffle.repartition, p)
+		return max(c.At, 0), true
 	})
-	if !settled {
-		return false, "a transaction is open on the repartition topic", nil
-	}
-	more, err := recordsAfter(ctx, j.conn, rep, from)
-	if err != nil || more {
-		return false, "records are left in the repartition topic", err
-	}
-	return true, "", nil
 }
 
 // exportGroup writes the group's committed source offsets and its whole
