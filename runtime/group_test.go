@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
-	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/metrics"
@@ -215,14 +213,7 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	a, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"))
 	done := runBackground(a)
 	const total = 20000
-	feedCtx, stopFeed := context.WithCancel(context.Background())
-	defer stopFeed()
-	var feed sync.WaitGroup
-	feed.Add(1)
-	go func() {
-		defer feed.Done()
-		_, _ = datagen.Numbers(feedCtx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: total, Rate: 10000})
-	}()
+	feedWait := e.feedInBackground(total, 10000)
 	e.awaitRead(a, 3000, logs)
 	dir := filepath.Join(t.TempDir(), "sp")
 	a.StopWithSavepoint(dir)
@@ -241,7 +232,7 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	if op := sp.Manifest().Operator("sums"); op == nil || op.Keys != 2 {
 		t.Fatalf("the savepoint's aggregate: %+v", op)
 	}
-	feed.Wait()
+	feedWait()
 
 	// Single mode from the group's savepoint: under another name (the
 	// group-mode job's topics stay its own), reading the same input and
@@ -277,14 +268,7 @@ func TestGroupModeSavepointsWhileTwoRun(t *testing.T) {
 	doneA := runBackground(a)
 	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
 	const total = 20000
-	feedCtx, stopFeed := context.WithCancel(context.Background())
-	defer stopFeed()
-	var feed sync.WaitGroup
-	feed.Add(1)
-	go func() {
-		defer feed.Done()
-		_, _ = datagen.Numbers(feedCtx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: total, Rate: 5000})
-	}()
+	feedWait := e.feedInBackground(total, 5000)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if g := a.Status().Group; g != nil && len(g.Members) == 2 && a.Ready() {
@@ -306,7 +290,7 @@ func TestGroupModeSavepointsWhileTwoRun(t *testing.T) {
 	if sum.Operators == nil {
 		t.Fatalf("savepoint summary %+v", sum)
 	}
-	feed.Wait()
+	feedWait()
 	if rep := e.awaitFinal(total, b); !rep.Exact() {
 		t.Fatalf("after the live savepoint: %v", rep)
 	}

@@ -39,6 +39,22 @@ func (e *testEnv) awaitRead(j *Job, n int64, logs *syncBuffer) {
 	}
 }
 
+// feedInBackground writes the numbers 1..count at rate per second while
+// the test goes on; the returned func waits until they are written (or
+// stops the writer when the test ends first).
+func (e *testEnv) feedInBackground(count int64, rate float64) (wait func()) {
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	e.t.Cleanup(wg.Wait) // runs after stop (cleanups run last first)
+	e.t.Cleanup(stop)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = datagen.Numbers(ctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: count, Rate: rate})
+	}()
+	return wg.Wait
+}
+
 func runBackground(j *Job) chan error {
 	done := make(chan error, 1)
 	go func() { done <- j.Run(context.Background()) }()
@@ -95,14 +111,7 @@ func TestStopWithSavepointThenUpgrade(t *testing.T) {
 
 	// Input flows the whole time the job stops.
 	const total = 20000
-	feedCtx, stopFeed := context.WithCancel(context.Background())
-	defer stopFeed()
-	var feed sync.WaitGroup
-	feed.Add(1)
-	go func() {
-		defer feed.Done()
-		_, _ = datagen.Numbers(feedCtx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: total, Rate: 10000})
-	}()
+	feedWait := e.feedInBackground(total, 10000)
 	e.awaitRead(job, 3000, logs)
 	dir := filepath.Join(t.TempDir(), "upgrade")
 	job.StopWithSavepoint(dir)
@@ -124,7 +133,7 @@ func TestStopWithSavepointThenUpgrade(t *testing.T) {
 	if err := sp.Verify(nil); err != nil {
 		t.Fatal(err)
 	}
-	feed.Wait() // all input written while the job was down
+	feedWait() // all input written while the job was down
 
 	// The upgrade: a filter that drops nothing, and three workers.
 	upgraded := paritySumEdited(t, e.env, "steps:\n", "steps:\n  - id: positive\n    filter: 'n > 0'\n")
