@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -433,5 +434,22 @@ func TestPauseEndsTheAttemptOnQuietInput(t *testing.T) {
 	}
 	if b := <-worker; len(b.msgs) != 1 || b.msgs[0].kind != msgBarrier || b.msgs[0].barrier.pausedFor != "" {
 		t.Fatalf("first batch to the worker: %+v (the dropped record must not be sent)", b)
+	}
+}
+
+// A group-mode job is checked without an instance id (pipeline validate
+// builds it); running it needs one.
+func TestGroupModeInstanceIDNeededToRun(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	j, err := New(paritySumGroup(t, e.env), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("New without an instance id: %v", err)
+	}
+	if err := j.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no instance id") {
+		t.Fatalf("Run without an instance id = %v", err)
+	}
+	if _, err := New(paritySumGroup(t, e.env), slog.New(slog.DiscardHandler), WithInstanceID("a b")); err == nil {
+		t.Fatal("an instance id with a space was accepted")
 	}
 }

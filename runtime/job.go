@@ -136,10 +136,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 		o(j)
 	}
 	if j.shuffle = newShuffle(cfg); j.shuffle != nil {
-		if j.instance == "" {
-			return nil, fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
-		}
-		if !validInstanceID(j.instance) {
+		// No instance id is fine for a job that is only checked (pipeline
+		// validate); Run needs one.
+		if j.instance != "" && !validInstanceID(j.instance) {
 			return nil, fmt.Errorf("instance id %q: use letters, digits, '.', '_' and '-' only (it is part of a transactional id)", j.instance)
 		}
 		p.shuffle = j.shuffle
@@ -197,6 +196,9 @@ func (j *Job) Run(ctx context.Context) error {
 		}()
 	}
 	if j.shuffle != nil {
+		if j.instance == "" {
+			return fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
+		}
 		m, err := newMembership(j)
 		if err != nil {
 			return err
