@@ -10,7 +10,8 @@ import "bytes"
 // with V in memory, Put of an existing key is a pointer write (no encoding,
 // no allocation), and only the keys dirty at a barrier are encoded. This
 // is how Flink's heap state backend works too (objects on the heap,
-// serializers at snapshot time).
+// serializers at snapshot time). For many small values the other way wins
+// (see Compact, which holds the encodings themselves).
 type Codec[V any] interface {
 	// Append appends the encoding of v to dst and returns the extended
 	// slice, like strconv.AppendInt. It must only append (never write to

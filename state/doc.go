@@ -8,10 +8,19 @@
 // A job has G key groups (checkpoint.key_groups; Flink's max parallelism),
 // fixed for the life of its state. A key's group is
 // murmur3_x86_32(key, seed 0) mod G (KeyGroupOf). Worker w of W owns the
-// contiguous groups RangeFor(w, W, G); WorkerOf is the inverse. A Store
-// holds one keyed operator's state on one worker: the groups of its range,
-// each a map from key to a value of the operator's type V, encoded by the
-// operator's Codec only when it is written out.
+// contiguous groups RangeFor(w, W, G); WorkerOf is the inverse. A store
+// holds one keyed operator's state on one worker, the keys of its range,
+// in one of two forms with one contract:
+//
+//   - Store[V]: a map per key group from key to a value of the operator's
+//     type V, encoded by the operator's Codec only when it is written out.
+//     The window operator uses it: its values are open windows, costly to
+//     decode and encode on every record.
+//   - Compact: each value kept as its encoding, in a hash table and an
+//     arena outside the Go heap. The running aggregate uses it: a small
+//     state decodes and encodes in tens of nanoseconds, while a Go object
+//     per key made a million keys cost ~560 bytes each and a third of the
+//     CPU in the garbage collector (bench/results/2026-12-04-keys.md).
 //
 // Each Put or Delete marks its key dirty. At barrier N the operator calls
 // Snapshot, which returns the Delta of epoch N (the current value of every

@@ -5,9 +5,9 @@ import (
 	"slices"
 )
 
-// Restorable is a store a Restorer can fill. *Store[V] is the only
-// implementation; the interface exists so that one Restorer can fill the
-// stores of several operators with different value types.
+// Restorable is a store a Restorer can fill: *Store[V] or *Compact, so
+// that one Restorer can fill the stores of several operators of either
+// form.
 type Restorable interface {
 	Operator() string
 	KeyGroups() int

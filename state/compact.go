@@ -1,0 +1,710 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"runtime"
+	"slices"
+	"unsafe"
+)
+
+// Compact is the keyed state of one keyed operator on one worker, like
+// Store, but holding each value as its encoding (the bytes the changelog
+// gets) in memory outside the Go heap: a hash table of 8-byte slots and an
+// arena of records, neither holding a pointer. Store keeps a Go object per
+// key; with a million keys that is a million objects the garbage
+// collector marks on every cycle, ~560 bytes of resident memory per key,
+// and a map lookup that chases three pointers. Here a key costs its bytes,
+// its encoded value, a 4-byte record header and a table slot (about 70
+// bytes for a count, a sum and a last value), the collector never sees it,
+// a lookup is a slot and a record, and a snapshot or an export copies
+// bytes instead of encoding values. The price is that the operator decodes
+// a key's value before it updates it and encodes it after (see
+// operator.Aggregator.DecodeInto): cheap for small fixed aggregates, which
+// is what the running aggregate holds.
+//
+// The contract is Store's, with []byte values that the store copies on Put:
+// same snapshots (Delta), same exports (All), same restore (Restorer),
+// same counters (ApproxBytes is exact at every moment, not only after a
+// Snapshot). A value returned by Get or Slot.Value aliases the store's
+// memory: it is valid only until the next call on the store, and must not
+// be written to.
+//
+// A Compact is owned by one goroutine. Its memory is returned to the
+// system when the store becomes unreachable.
+type Compact struct {
+	operator string
+	groups   int
+	rng      Range
+	// check validates a value read by a restore (nil: any bytes), so that
+	// a state the operator cannot take is refused at the start, as Store's
+	// Codec.Decode refuses it, not when its key next shows up.
+	check func(value []byte) error
+
+	m *compactMemory
+
+	// dirty lists the records changed since the last Snapshot by location,
+	// each once (the record's dirty flag guards against duplicates). A
+	// record that grew out of its room moved: its new place is listed
+	// too, and the old entry, flagged moved, is skipped.
+	dirty  []uint32
+	dirtyN int // dirty keys (not counting moved entries twice)
+
+	live  int   // keys with a value
+	bytes int64 // sum of len(key)+len(value) over keys with a value
+}
+
+// compactMemory is a Compact's off-heap memory, apart from the store so
+// that a cleanup can free it once the store is unreachable.
+type compactMemory struct {
+	// table is open addressing with linear probing over a power of two of
+	// slots. A slot is 0 (empty), slotRemoved (a key removed: probes go
+	// on past it) or hash<<32 | loc: the key's murmur3 hash (the key
+	// group's hash, computed once per call) and its record's location.
+	table   []uint64
+	used    int // slots not empty: keys and removed ones
+	removed int // slots that are slotRemoved
+
+	// chunks hold the records, chunkBytes each (a record larger than that
+	// gets a chunk of its own). A location is chunk<<chunkUnitBits | the
+	// record's offset in 4-byte units; location 0 is never a record.
+	chunks  [][]byte
+	cur     int // the chunk records are appended to, -1: none yet
+	tail    int // next free unit of chunks[cur]
+	inUse   int // bytes of all records allocated, moved or not
+	garbage int // bytes of records moved or removed since the last compaction
+}
+
+const (
+	chunkUnitBits = 18
+	chunkBytes    = 4 << chunkUnitBits // 1 MiB
+	maxChunks     = 1 << (32 - chunkUnitBits)
+	// slotRemoved: hash 1 and location 0, which no record has.
+	slotRemoved = 1 << 32
+	minTable    = 64
+)
+
+// Record flags, the first byte of a record.
+const (
+	flagDirty     = 1 << iota // changed since the last Snapshot, listed in dirty
+	flagDeleted               // no value: a delete awaiting the next Snapshot
+	flagPersisted             // the changelog holds a value for this key
+	flagMoved                 // garbage: moved elsewhere or removed
+	flagWide                  // the lengths are uint32s (see record)
+)
+
+// A record is:
+//
+//	byte     flags
+//	3 bytes  key length, value capacity (the room for the value) and
+//	         value length, one byte each; or, with flagWide, 12 bytes:
+//	         the three as uint32s, little-endian
+//	bytes    key
+//	bytes    value, then capacity - length bytes of room
+//
+// rounded up to 4 bytes. A value that grows past its room moves the
+// record; its old place is garbage until the next compaction.
+type record struct {
+	b          []byte // from the record's first byte to the end of its chunk
+	klen, vcap int
+	vlen       int
+	keyAt      int
+}
+
+func (m *compactMemory) record(loc uint32) record {
+	c := m.chunks[loc>>chunkUnitBits]
+	b := c[int(loc&(1<<chunkUnitBits-1))*4:]
+	if b[0]&flagWide == 0 {
+		_ = b[3]
+		return record{b: b, klen: int(b[1]), vcap: int(b[2]), vlen: int(b[3]), keyAt: 4}
+	}
+	return record{b: b, klen: int(binary.LittleEndian.Uint32(b[1:])), vcap: int(binary.LittleEndian.Uint32(b[5:])),
+		vlen: int(binary.LittleEndian.Uint32(b[9:])), keyAt: 13}
+}
+
+func (r record) flags() byte      { return r.b[0] }
+func (r record) key() []byte      { return r.b[r.keyAt : r.keyAt+r.klen : r.keyAt+r.klen] }
+func (r record) value() []byte    { v := r.keyAt + r.klen; return r.b[v : v+r.vlen : v+r.vlen] }
+func (r record) size() int        { return recordSize(r.klen, r.vcap) }
+func (r record) setFlag(f byte)   { r.b[0] |= f }
+func (r record) clearFlag(f byte) { r.b[0] &^= f }
+
+// setValue writes v, which must fit the record's room, in place.
+func (r *record) setValue(v []byte) {
+	if r.keyAt == 4 {
+		r.b[3] = byte(len(v))
+	} else {
+		binary.LittleEndian.PutUint32(r.b[9:], uint32(len(v)))
+	}
+	copy(r.b[r.keyAt+r.klen:], v)
+	r.vlen = len(v)
+}
+
+// writeRecord writes the header and key of a new record into b, with room
+// for vcap bytes of value and the given flags, and then value.
+func writeRecord(b []byte, flags byte, key []byte, vcap int, value []byte) record {
+	r := record{b: b, klen: len(key), vcap: vcap}
+	if wideRecord(len(key), vcap) {
+		b[0] = flags | flagWide
+		binary.LittleEndian.PutUint32(b[1:], uint32(len(key)))
+		binary.LittleEndian.PutUint32(b[5:], uint32(vcap))
+		r.keyAt = 13
+	} else {
+		b[0] = flags &^ flagWide
+		b[1], b[2] = byte(len(key)), byte(vcap)
+		r.keyAt = 4
+	}
+	copy(b[r.keyAt:], key)
+	r.setValue(value)
+	return r
+}
+
+func wideRecord(klen, vcap int) bool { return klen > 0xff || vcap > 0xff }
+
+// recordSize is the bytes a record of klen key bytes and vcap bytes of
+// value room takes, with its padding.
+func recordSize(klen, vcap int) int {
+	n := 4 + klen + vcap
+	if wideRecord(klen, vcap) {
+		n += 9
+	}
+	return (n + 3) &^ 3
+}
+
+// roomFor is the value capacity a record gets for a value of n bytes: a
+// little more, so that a count or a sum growing by a varint byte now and
+// then stays in place.
+func roomFor(n int) int { return n + max(4, n/8) }
+
+// alloc returns the location and bytes of a new record of size bytes.
+func (m *compactMemory) alloc(size int) (uint32, []byte) {
+	units := (size + 3) / 4
+	m.inUse += units * 4
+	if units > chunkBytes/4 {
+		// A chunk of its own, never appended to.
+		if m.cur < 0 {
+			m.newChunk()
+		}
+		loc := m.addChunk(allocBytes(units * 4))
+		return loc, m.chunks[loc>>chunkUnitBits]
+	}
+	if m.cur < 0 || m.tail+units > chunkBytes/4 {
+		m.newChunk()
+	}
+	loc := uint32(m.cur)<<chunkUnitBits | uint32(m.tail)
+	b := m.chunks[m.cur][m.tail*4 : (m.tail+units)*4]
+	m.tail += units
+	return loc, b
+}
+
+// newChunk starts a chunk to append records to. The first chunk's first
+// unit is left out, so that no record is at location 0.
+func (m *compactMemory) newChunk() {
+	first := len(m.chunks) == 0
+	m.cur = int(m.addChunk(allocBytes(chunkBytes)) >> chunkUnitBits)
+	m.tail = 0
+	if first {
+		m.tail = 1
+	}
+}
+
+func (m *compactMemory) addChunk(c []byte) uint32 {
+	if len(m.chunks) >= maxChunks {
+		panic(fmt.Sprintf("state: keyed state of one worker outgrew %d GiB; run the job with more workers", maxChunks*chunkBytes>>30))
+	}
+	m.chunks = append(m.chunks, c)
+	return uint32(len(m.chunks)-1) << chunkUnitBits
+}
+
+// free returns all of m's memory to the system.
+func (m *compactMemory) free() {
+	for _, c := range m.chunks {
+		freeBytes(c)
+	}
+	freeWords(m.table)
+	*m = compactMemory{cur: -1}
+}
+
+func allocWords(n int) []uint64 {
+	b := allocBytes(n * 8)
+	if b == nil {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+func freeWords(w []uint64) {
+	if cap(w) == 0 {
+		return
+	}
+	freeBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), cap(w)*8))
+}
+
+// NewCompact returns an empty compact store for operator holding the key
+// groups of r, out of groups key groups. check, if not nil, validates every
+// value a restore gives it.
+func NewCompact(operator string, groups int, r Range, check func(value []byte) error) (*Compact, error) {
+	if operator == "" {
+		return nil, errors.New("state: operator id is empty")
+	}
+	if err := CheckKeyGroups(groups); err != nil {
+		return nil, err
+	}
+	if r.Start > r.End || int(r.End) > groups {
+		return nil, fmt.Errorf("state: key-group range %v does not fit %d key groups", r, groups)
+	}
+	s := &Compact{operator: operator, groups: groups, rng: r, check: check, m: &compactMemory{cur: -1}}
+	runtime.AddCleanup(s, (*compactMemory).free, s.m)
+	return s, nil
+}
+
+// Operator is the operator id the store was created for.
+func (s *Compact) Operator() string { return s.operator }
+
+// KeyGroups is the job's key-group count the store was created with.
+func (s *Compact) KeyGroups() int { return s.groups }
+
+// Range is the key groups the store holds.
+func (s *Compact) Range() Range { return s.rng }
+
+// Len is the number of keys with a value.
+func (s *Compact) Len() int { return s.live }
+
+// DirtyLen is the number of keys changed since the last Snapshot.
+func (s *Compact) DirtyLen() int { return s.dirtyN }
+
+// ApproxBytes is the sum, over keys with a value, of the key's and the
+// value's lengths: what a full export writes as keys and values. Memory
+// use is higher by the record header, the value's room and the table
+// slot, about 15 to 25 bytes per key.
+func (s *Compact) ApproxBytes() int64 { return s.bytes }
+
+// Grow makes room for keys keys of the operator, counted over all key
+// groups (as a checkpoint's state summary counts them), so that a restore
+// does not rehash the table as it fills.
+func (s *Compact) Grow(keys int) {
+	mine := int(int64(keys) * int64(s.rng.Len()) / int64(s.groups))
+	if want := tableFor(mine); want > len(s.m.table) {
+		s.rehash(want)
+	}
+}
+
+// tableFor is the table size that holds keys keys at most half full.
+func tableFor(keys int) int {
+	n := minTable
+	for n < 2*keys {
+		n *= 2
+	}
+	return n
+}
+
+// hash is the key's murmur3 hash, whose remainder is its key group; it
+// panics like Store.Put if that group is not in the store's range.
+func (s *Compact) hash(key []byte) uint32 {
+	h := murmur3(key, 0)
+	if kg := KeyGroup(h % uint32(s.groups)); !s.rng.Contains(kg) {
+		s.wrongGroup(kg, key)
+	}
+	return h
+}
+
+//go:noinline
+func (s *Compact) wrongGroup(kg KeyGroup, key []byte) {
+	panic(fmt.Sprintf("state: operator %q: key %q is in key group %d, not in this store's range %v (the record was routed to the wrong worker)",
+		s.operator, string(key), kg, s.rng))
+}
+
+// find returns key's slot and record location if it is in the table, or
+// else the slot a new key goes to (-1 when the table is empty).
+func (s *Compact) find(h uint32, key []byte) (slot int, loc uint32, found bool) {
+	t := s.m.table
+	if len(t) == 0 {
+		return -1, 0, false
+	}
+	mask := len(t) - 1
+	free := -1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch sl := t[i]; {
+		case sl == 0:
+			if free < 0 {
+				free = i
+			}
+			return free, 0, false
+		case sl == slotRemoved:
+			if free < 0 {
+				free = i
+			}
+		case uint32(sl>>32) == h:
+			if l := uint32(sl); bytes.Equal(s.m.record(l).key(), key) {
+				return i, l, true
+			}
+		}
+	}
+}
+
+// rehash moves every key to a new table of n slots, dropping removed
+// slots.
+func (s *Compact) rehash(n int) {
+	old := s.m.table
+	t := allocWords(n)
+	mask := n - 1
+	for _, sl := range old {
+		if sl == 0 || sl == slotRemoved {
+			continue
+		}
+		i := int(sl>>32) & mask
+		for t[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t[i] = sl
+	}
+	s.m.table = t
+	s.m.used -= s.m.removed
+	s.m.removed = 0
+	freeWords(old)
+}
+
+// insert adds a record for key, which is not in the table, at the slot
+// find returned, and returns the record.
+func (s *Compact) insert(h uint32, slot int, key, value []byte, flags byte) (uint32, record) {
+	m := s.m
+	if slot < 0 || (m.used+1)*4 > len(m.table)*3 {
+		// Full to three quarters (removed slots count: they lengthen
+		// probes): a table twice the live keys, or the same size if the
+		// removed slots made it full.
+		s.rehash(tableFor(s.live + 1 + s.dirtyDeleted()))
+		slot, _, _ = s.find(h, key)
+	}
+	vcap := roomFor(len(value))
+	loc, b := m.alloc(recordSize(len(key), vcap))
+	r := writeRecord(b, flags, key, vcap, value)
+	if m.table[slot] == slotRemoved {
+		m.removed--
+	} else {
+		m.used++
+	}
+	m.table[slot] = uint64(h)<<32 | uint64(loc)
+	return loc, r
+}
+
+// dirtyDeleted bounds the deleted keys still in the table (they keep
+// their slots until the next Snapshot): the dirty ones.
+func (s *Compact) dirtyDeleted() int { return s.dirtyN }
+
+// remove takes key's record out of the table; it is garbage from now on.
+func (s *Compact) remove(slot int, r record) {
+	m := s.m
+	m.table[slot] = slotRemoved
+	m.removed++
+	m.garbage += r.size()
+	r.setFlag(flagMoved)
+}
+
+func (s *Compact) markDirty(loc uint32, r record) {
+	if r.flags()&flagDirty != 0 {
+		return
+	}
+	r.setFlag(flagDirty)
+	s.dirty = append(s.dirty, loc)
+	s.dirtyN++
+}
+
+// Get returns the value of key and whether it has one. The value aliases
+// the store: valid until the next call on it, read-only.
+func (s *Compact) Get(key []byte) ([]byte, bool) {
+	_, loc, found := s.find(s.hash(key), key)
+	if !found {
+		return nil, false
+	}
+	r := s.m.record(loc)
+	if r.flags()&flagDeleted != 0 {
+		return nil, false
+	}
+	return r.value(), true
+}
+
+// Put sets the value of key to a copy of value and marks the key dirty.
+// It panics like Store.Put if key's group is not in the store's range.
+func (s *Compact) Put(key, value []byte) {
+	h := s.hash(key)
+	slot, loc, found := s.find(h, key)
+	s.put(h, slot, loc, found, key, value)
+}
+
+// CompactSlot is one key's place in a Compact, looked up once for a Get and
+// a Put of that key. Use it at once: any other call on the store in
+// between may invalidate it.
+type CompactSlot struct {
+	s     *Compact
+	h     uint32
+	slot  int
+	loc   uint32
+	found bool
+}
+
+// Slot finds key's place; it panics like Put if key's group is not in the
+// store's range.
+func (s *Compact) Slot(key []byte) CompactSlot {
+	h := s.hash(key)
+	slot, loc, found := s.find(h, key)
+	return CompactSlot{s: s, h: h, slot: slot, loc: loc, found: found}
+}
+
+// Value is Compact.Get of the slot's key.
+func (sl CompactSlot) Value() ([]byte, bool) {
+	if !sl.found {
+		return nil, false
+	}
+	r := sl.s.m.record(sl.loc)
+	if r.flags()&flagDeleted != 0 {
+		return nil, false
+	}
+	return r.value(), true
+}
+
+// Put is Compact.Put of key, which must be the key the slot was found for.
+func (sl CompactSlot) Put(key, value []byte) {
+	sl.s.put(sl.h, sl.slot, sl.loc, sl.found, key, value)
+}
+
+func (s *Compact) put(h uint32, slot int, loc uint32, found bool, key, value []byte) {
+	if !found {
+		loc, r := s.insert(h, slot, key, value, 0)
+		s.live++
+		s.bytes += int64(len(key) + len(value))
+		s.markDirty(loc, r)
+		return
+	}
+	r := s.m.record(loc)
+	if r.flags()&flagDeleted != 0 {
+		r.clearFlag(flagDeleted)
+		s.live++
+		s.bytes += int64(r.klen + len(value))
+	} else {
+		s.bytes += int64(len(value) - r.vlen)
+	}
+	if len(value) <= r.vcap {
+		r.setValue(value)
+		s.markDirty(loc, r)
+		return
+	}
+	// Out of room: a new record, and the old one is garbage. (value may
+	// alias the old record, which stays readable until a compaction.)
+	nloc, nr := s.move(r, value)
+	s.m.table[slot] = uint64(h)<<32 | uint64(nloc)
+	if r.flags()&flagDirty != 0 {
+		// Listed already at its old place, which Snapshot skips now.
+		nr.setFlag(flagDirty)
+		s.dirty = append(s.dirty, nloc)
+	} else {
+		s.markDirty(nloc, nr)
+	}
+	r.setFlag(flagMoved)
+}
+
+// move copies r's key and flags (except dirty) into a new record with
+// value, counting r as garbage, and returns the new record.
+func (s *Compact) move(r record, value []byte) (uint32, record) {
+	m := s.m
+	vcap := roomFor(len(value))
+	loc, b := m.alloc(recordSize(r.klen, vcap))
+	nr := writeRecord(b, r.flags()&^(flagDirty|flagMoved), r.key(), vcap, value)
+	m.garbage += r.size()
+	return loc, nr
+}
+
+// Delete removes key, marking it dirty if it had a value; the next
+// Snapshot writes a tombstone for it when the changelog holds a value.
+// Deleting a key without a value does nothing. Delete panics like Put.
+func (s *Compact) Delete(key []byte) {
+	_, loc, found := s.find(s.hash(key), key)
+	if !found {
+		return
+	}
+	r := s.m.record(loc)
+	if r.flags()&flagDeleted != 0 {
+		return
+	}
+	r.setFlag(flagDeleted)
+	s.live--
+	s.bytes -= int64(r.klen + r.vlen)
+	s.markDirty(loc, r)
+}
+
+// entryRef is a record to be written out in key-group, then key order.
+// prefix, the key's first 8 bytes, decides most comparisons without
+// reading the records.
+type entryRef struct {
+	group  KeyGroup
+	prefix uint64
+	loc    uint32
+}
+
+func (s *Compact) ref(loc uint32, key []byte) entryRef {
+	var p [8]byte
+	copy(p[:], key)
+	return entryRef{group: KeyGroup(murmur3(key, 0) % uint32(s.groups)), prefix: binary.BigEndian.Uint64(p[:]), loc: loc}
+}
+
+func (s *Compact) sortRefs(refs []entryRef) {
+	slices.SortFunc(refs, func(a, b entryRef) int {
+		switch {
+		case a.group != b.group:
+			return int(a.group) - int(b.group)
+		case a.prefix < b.prefix:
+			return -1
+		case a.prefix > b.prefix:
+			return 1
+		}
+		return bytes.Compare(s.m.record(a.loc).key(), s.m.record(b.loc).key())
+	})
+}
+
+// Snapshot is Store.Snapshot: the changes since the previous Snapshot, one
+// Entry per changed key in key-group then key order, in buffers the store
+// never touches again.
+func (s *Compact) Snapshot() Delta {
+	d := Delta{Operator: s.operator}
+	if s.dirtyN == 0 {
+		s.dirty = s.dirty[:0]
+		return d
+	}
+	refs := make([]entryRef, 0, s.dirtyN)
+	size := 0
+	for _, loc := range s.dirty {
+		r := s.m.record(loc)
+		if r.flags()&flagMoved != 0 {
+			continue
+		}
+		refs = append(refs, s.ref(loc, r.key()))
+		size += r.klen + r.vlen
+	}
+	s.dirty = s.dirty[:0]
+	s.dirtyN = 0
+	s.sortRefs(refs)
+
+	buf := make([]byte, 0, size)
+	d.Entries = make([]Entry, 0, len(refs))
+	for _, ref := range refs {
+		r := s.m.record(ref.loc)
+		r.clearFlag(flagDirty)
+		if r.flags()&flagDeleted != 0 {
+			key := r.key()
+			if r.flags()&flagPersisted != 0 {
+				d.Entries = append(d.Entries, Entry{Group: ref.group, Key: cut(&buf, key), Deleted: true})
+			}
+			slot, _, _ := s.find(murmur3(key, 0), key)
+			s.remove(slot, r)
+			continue
+		}
+		r.setFlag(flagPersisted)
+		k := len(buf)
+		buf = append(buf, r.key()...)
+		v := len(buf)
+		buf = append(buf, r.value()...)
+		// Never nil, even when empty: buf is not nil.
+		d.Entries = append(d.Entries, Entry{Group: ref.group, Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]})
+	}
+	s.compactIfWasteful()
+	return d
+}
+
+// compactIfWasteful rewrites the records into new chunks once more than
+// half of the arena is garbage. Only between snapshots: no record is dirty
+// then, so only the table refers to records.
+func (s *Compact) compactIfWasteful() {
+	m := s.m
+	if m.garbage < chunkBytes || m.garbage*2 < m.inUse {
+		return
+	}
+	old := m.chunks
+	m.chunks, m.cur, m.tail, m.inUse, m.garbage = nil, -1, 0, 0, 0
+	for i, sl := range m.table {
+		if sl == 0 || sl == slotRemoved {
+			continue
+		}
+		r := (&compactMemory{chunks: old}).record(uint32(sl))
+		size := r.size()
+		loc, nb := m.alloc(size)
+		copy(nb, r.b[:size])
+		m.table[i] = sl&^(1<<32-1) | uint64(loc)
+	}
+	for _, c := range old {
+		freeBytes(c)
+	}
+}
+
+// All is Store.All: every key with a value, encoded, in key-group then key
+// order; each Entry owns its bytes. The store must not be changed during
+// the iteration.
+func (s *Compact) All() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		refs := make([]entryRef, 0, s.live)
+		for _, sl := range s.m.table {
+			if sl == 0 || sl == slotRemoved {
+				continue
+			}
+			r := s.m.record(uint32(sl))
+			if r.flags()&flagDeleted == 0 {
+				refs = append(refs, s.ref(uint32(sl), r.key()))
+			}
+		}
+		s.sortRefs(refs)
+		var buf []byte
+		for _, ref := range refs {
+			r := s.m.record(ref.loc)
+			if buf == nil || len(buf) > exportChunk {
+				buf = make([]byte, 0, 4096)
+			}
+			k := len(buf)
+			buf = append(buf, r.key()...)
+			v := len(buf)
+			buf = append(buf, r.value()...)
+			if !yield(Entry{Group: ref.group, Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]}) {
+				return
+			}
+		}
+	}
+}
+
+var _ Restorable = (*Compact)(nil)
+
+// restore applies one changelog value (nil: tombstone) of kg to s, as
+// persisted and clean.
+func (s *Compact) restore(kg KeyGroup, key, value []byte) error {
+	h := murmur3(key, 0)
+	slot, loc, found := s.find(h, key)
+	if value == nil {
+		if found {
+			r := s.m.record(loc)
+			s.live--
+			s.bytes -= int64(r.klen + r.vlen)
+			s.remove(slot, r)
+		}
+		return nil
+	}
+	if s.check != nil {
+		if err := s.check(value); err != nil {
+			return fmt.Errorf("state: restore operator %q, key group %d, key %q: %w", s.operator, kg, key, err)
+		}
+	}
+	if !found {
+		s.insert(h, slot, key, value, flagPersisted)
+		s.live++
+		s.bytes += int64(len(key) + len(value))
+		return nil
+	}
+	r := s.m.record(loc)
+	s.bytes += int64(len(value) - r.vlen)
+	if len(value) <= r.vcap {
+		r.setValue(value)
+		return nil
+	}
+	nloc, _ := s.move(r, value)
+	s.m.table[slot] = uint64(h)<<32 | uint64(nloc)
+	r.setFlag(flagMoved)
+	return nil
+}

@@ -1,0 +1,308 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var compactSeeds = 300
+
+// TestCompactMatchesStore runs random Puts (values that grow, shrink and
+// are empty), Deletes, Gets, Snapshots and restores on a Compact and a
+// Store[[]byte] side by side: every answer, every delta and every export
+// must be the same, byte for byte and in the same order.
+func TestCompactMatchesStore(t *testing.T) {
+	n := compactSeeds
+	if testing.Short() {
+		n = 60
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		if err := runCompactDifferential(seed); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+func runCompactDifferential(seed uint64) error {
+	rnd := rand.New(rand.NewPCG(seed, 0xc0))
+	groups := []int{1, 3, 16, 128}[rnd.IntN(4)]
+	workers := 1 + rnd.IntN(3)
+	w := rnd.IntN(workers)
+	rng := RangeFor(w, workers, groups)
+	var keys [][]byte
+	for i := 0; len(keys) < 2+rnd.IntN(300); i++ {
+		k := fmt.Appendf(nil, "key-%d", i)
+		if i%7 == 0 {
+			k = bytes.Repeat(k, 3) // longer than a prefix
+		}
+		if i%50 == 1 {
+			k = bytes.Repeat(k, 40) // longer than a short record's key
+		}
+		if i == 0 {
+			k = []byte{}
+		}
+		if rng.Contains(KeyGroupOf(k, groups)) {
+			keys = append(keys, k)
+		}
+		if i > 100000 {
+			break
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	ref, err := New[[]byte]("op", groups, rng, BytesCodec{})
+	if err != nil {
+		return err
+	}
+	c, err := NewCompact("op", groups, rng, nil)
+	if err != nil {
+		return err
+	}
+	var log []ChangelogRecord
+	for step := range 200 + rnd.IntN(3000) {
+		key := keys[rnd.IntN(len(keys))]
+		switch r := rnd.IntN(100); {
+		case r < 50:
+			v := make([]byte, rnd.IntN(1+rnd.IntN(300)))
+			for i := range v {
+				v[i] = byte(rnd.Uint32())
+			}
+			ref.Put(key, bytes.Clone(v))
+			if rnd.IntN(2) == 0 {
+				c.Put(key, v)
+			} else {
+				sl := c.Slot(key)
+				sl.Put(key, v)
+			}
+			clear(v) // the store copied it
+		case r < 65:
+			ref.Delete(key)
+			c.Delete(key)
+		case r < 85:
+			want, wantOK := ref.Get(key)
+			got, ok := c.Get(key)
+			sv, sok := c.Slot(key).Value()
+			if ok != wantOK || !bytes.Equal(got, want) || sok != ok || !bytes.Equal(sv, got) {
+				return fmt.Errorf("step %d: Get(%q) = %x, %v; Store has %x, %v", step, key, got, ok, want, wantOK)
+			}
+		case r < 95:
+			want, got := ref.Snapshot(), c.Snapshot()
+			if err := sameDelta(got, want); err != nil {
+				return fmt.Errorf("step %d: snapshot: %w", step, err)
+			}
+			log = append(log, want.Records()...)
+			if c.ApproxBytes() != ref.ApproxBytes() {
+				return fmt.Errorf("step %d: ApproxBytes %d, Store %d", step, c.ApproxBytes(), ref.ApproxBytes())
+			}
+		default:
+			// A restart: both restored from the log written so far.
+			ref, c, err = restoreBoth(log, groups, rng)
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+		}
+		if c.Len() != ref.Len() || c.DirtyLen() != ref.DirtyLen() {
+			return fmt.Errorf("step %d: Len %d DirtyLen %d, Store %d %d", step, c.Len(), c.DirtyLen(), ref.Len(), ref.DirtyLen())
+		}
+	}
+	if err := sameDelta(c.Snapshot(), ref.Snapshot()); err != nil {
+		return fmt.Errorf("last snapshot: %w", err)
+	}
+	return sameExport(c, ref)
+}
+
+func restoreBoth(log []ChangelogRecord, groups int, rng Range) (*Store[[]byte], *Compact, error) {
+	ref, err := New[[]byte]("op", groups, rng, BytesCodec{})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := NewCompact("op", groups, rng, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range []Restorable{ref, c} {
+		r, err := NewRestorer(groups, rng)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := r.Register(s); err != nil {
+			return nil, nil, err
+		}
+		for _, rec := range log {
+			if err := r.Add(rec); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return ref, c, sameExport(c, ref)
+}
+
+func sameDelta(got, want Delta) error {
+	if got.Operator != want.Operator || len(got.Entries) != len(want.Entries) {
+		return fmt.Errorf("%d entries of %q, Store %d of %q", len(got.Entries), got.Operator, len(want.Entries), want.Operator)
+	}
+	for i, g := range got.Entries {
+		w := want.Entries[i]
+		if g.Group != w.Group || !bytes.Equal(g.Key, w.Key) || g.Deleted != w.Deleted || !bytes.Equal(g.Value, w.Value) || (g.Value == nil) != (w.Value == nil) {
+			return fmt.Errorf("entry %d: %d %q %x deleted %v; Store %d %q %x deleted %v", i, g.Group, g.Key, g.Value, g.Deleted, w.Group, w.Key, w.Value, w.Deleted)
+		}
+	}
+	return nil
+}
+
+func sameExport(c *Compact, ref *Store[[]byte]) error {
+	var got, want []Entry
+	for e := range c.All() {
+		got = append(got, e)
+	}
+	for e := range ref.All() {
+		want = append(want, e)
+	}
+	if err := sameDelta(Delta{Entries: got}, Delta{Entries: want}); err != nil {
+		return fmt.Errorf("All: %w", err)
+	}
+	if c.Len() != ref.Len() || c.ApproxBytes() != ref.ApproxBytes() {
+		return fmt.Errorf("after restore: %d keys %d bytes, Store %d %d", c.Len(), c.ApproxBytes(), ref.Len(), ref.ApproxBytes())
+	}
+	return nil
+}
+
+// TestCompactCompactsAndHoldsLargeValues: values that keep outgrowing
+// their room leave garbage, which a Snapshot reclaims by rewriting the
+// arena; a value larger than a chunk gets a chunk of its own. Nothing is
+// lost either way.
+func TestCompactCompactsAndHoldsLargeValues(t *testing.T) {
+	c, err := NewCompact("op", 16, RangeFor(0, 1, 16), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 5000
+	want := map[string][]byte{}
+	for round := range 40 {
+		for i := range keys {
+			k := fmt.Appendf(nil, "k%d", i)
+			v := bytes.Repeat([]byte{byte(round)}, 1+round*3+i%5)
+			c.Put(k, v)
+			want[string(k)] = v
+		}
+		c.Snapshot()
+		if round == 20 {
+			big := bytes.Repeat([]byte("x"), 3*chunkBytes/2)
+			c.Put([]byte("big"), big)
+			want["big"] = big
+		}
+	}
+	if c.m.inUse > 4*chunkBytes+2*int(c.ApproxBytes()) {
+		t.Fatalf("arena holds %d bytes for %d bytes of state: garbage was not reclaimed", c.m.inUse, c.ApproxBytes())
+	}
+	if len(c.m.chunks) > 16 {
+		t.Fatalf("%d chunks for %d bytes of state", len(c.m.chunks), c.ApproxBytes())
+	}
+	got := map[string][]byte{}
+	for e := range c.All() {
+		got[string(e.Key)] = e.Value
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d keys, want %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if !bytes.Equal(got[k], v) {
+			t.Fatalf("key %q: %d bytes, want %d", k, len(got[k]), len(v))
+		}
+	}
+}
+
+// TestCompactRestoreChecksValues: a value the operator cannot take fails
+// the restore with the key named, as Store's codec does.
+func TestCompactRestoreChecksValues(t *testing.T) {
+	bad := errors.New("not a state")
+	c, err := NewCompact("op", 4, RangeFor(0, 1, 4), func(v []byte) error {
+		if string(v) == "bad" {
+			return bad
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRestorer(4, RangeFor(0, 1, 4))
+	if err := r.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	k := ChangelogKey{Operator: "op", Group: KeyGroupOf([]byte("a"), 4), Key: []byte("a")}.Append(nil)
+	if err := r.Add(ChangelogRecord{Key: k, Value: []byte("good")}); err != nil {
+		t.Fatal(err)
+	}
+	err = r.Add(ChangelogRecord{Key: k, Value: []byte("bad")})
+	if !errors.Is(err, bad) || !strings.Contains(err.Error(), `key "a"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestCompactPutDoesNotAllocate: the read-modify-write of a key that
+// exists is free of allocations, as with Store.
+func TestCompactPutDoesNotAllocate(t *testing.T) {
+	c, _ := NewCompact("op", 128, RangeFor(0, 1, 128), nil)
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%d", i)
+		c.Put(keys[i], []byte("12345678"))
+	}
+	c.Snapshot()
+	var v [8]byte
+	allocs := testing.AllocsPerRun(10, func() {
+		for _, k := range keys {
+			sl := c.Slot(k)
+			old, _ := sl.Value()
+			copy(v[:], old)
+			v[0]++
+			sl.Put(k, v[:])
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("%v allocations per 1000 read-modify-writes", allocs)
+	}
+	if d := c.Snapshot(); len(d.Entries) != len(keys) || !slices.IsSortedFunc(d.Entries, func(a, b Entry) int {
+		if a.Group != b.Group {
+			return int(a.Group) - int(b.Group)
+		}
+		return bytes.Compare(a.Key, b.Key)
+	}) {
+		t.Fatalf("delta of %d entries, want %d in order", len(d.Entries), len(keys))
+	}
+}
+
+// TestCompactGrow: Grow sizes the table for this store's share of the
+// keys at once, so that a restore does not rehash as it fills; the keys
+// already there stay.
+func TestCompactGrow(t *testing.T) {
+	c, _ := NewCompact("op", 8, RangeFor(0, 2, 8), nil) // half of the groups
+	var mine [][]byte
+	for i := 0; len(mine) < 10; i++ {
+		k := fmt.Appendf(nil, "k%d", i)
+		if c.Range().Contains(KeyGroupOf(k, 8)) {
+			mine = append(mine, k)
+			c.Put(k, k)
+		}
+	}
+	c.Grow(100_000)
+	if n := len(c.m.table); n < 100_000 || n > 4*100_000 {
+		t.Fatalf("table of %d slots for ~50,000 keys", n)
+	}
+	for _, k := range mine {
+		if v, ok := c.Get(k); !ok || !bytes.Equal(v, k) {
+			t.Fatalf("%s lost by Grow", k)
+		}
+	}
+	before := len(c.m.table)
+	c.Grow(10)
+	if len(c.m.table) != before {
+		t.Fatal("Grow shrank the table")
+	}
+}
