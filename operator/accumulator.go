@@ -595,7 +595,42 @@ func (a *AvgAcc) UnmarshalBinary(b []byte) error {
 type FirstLastAcc struct {
 	last bool
 	has  bool
-	v    any
+	// An integer value (the commonest: a timestamp, an id) is kept in i,
+	// with intKind saying whether it is an int or an int64, instead of
+	// boxed in v: decoding a stored state (which the running aggregate
+	// does for every record) then allocates nothing.
+	intKind byte
+	i       int64
+	v       any
+}
+
+const (
+	intNone byte = iota
+	intInt
+	intInt64
+)
+
+// value is the kept value.
+func (a *FirstLastAcc) value() any {
+	switch a.intKind {
+	case intInt:
+		return int(a.i)
+	case intInt64:
+		return a.i
+	}
+	return a.v
+}
+
+// set keeps v, a canonical value that shares nothing with a record.
+func (a *FirstLastAcc) set(v any) {
+	switch x := v.(type) {
+	case int:
+		a.intKind, a.i, a.v = intInt, int64(x), nil
+	case int64:
+		a.intKind, a.i, a.v = intInt64, x, nil
+	default:
+		a.intKind, a.i, a.v = intNone, 0, x
+	}
 }
 
 func (a *FirstLastAcc) Func() config.AggregateFunc {
@@ -622,14 +657,20 @@ func (a *FirstLastAcc) Add(v any) (bool, *RecordError) {
 		return false, err
 	}
 	// State outlives the record: it must not share containers with it.
-	a.has, a.v = true, deepCopy(n)
+	a.has = true
+	a.set(deepCopy(n))
 	// "last" changes even when the new value equals the old: comparing
 	// arbitrary JSON values costs more than the extra emit.
 	return true, nil
 }
 
-func (a *FirstLastAcc) Result() any                    { return a.v }
-func (a *FirstLastAcc) appendResult(dst []byte) []byte { return appendValue(dst, a.v) }
+func (a *FirstLastAcc) Result() any { return a.value() }
+func (a *FirstLastAcc) appendResult(dst []byte) []byte {
+	if a.intKind != intNone {
+		return strconv.AppendInt(dst, a.i, 10)
+	}
+	return appendValue(dst, a.v)
+}
 
 func (a *FirstLastAcc) AppendBinary(b []byte) ([]byte, error) {
 	b = header(b, a.Func())
@@ -641,6 +682,12 @@ func (a *FirstLastAcc) AppendBinary(b []byte) ([]byte, error) {
 	// the stack, then appended behind its length; a longer one behind a
 	// placeholder length, re-encoded and shifted once the size is known.
 	var small [32]byte
+	if a.intKind != intNone {
+		// appendTyped's encoding of an integer, without boxing it.
+		enc := strconv.AppendInt(small[:0], a.i, 10)
+		b = binary.AppendUvarint(b, uint64(len(enc)))
+		return append(b, enc...), nil
+	}
 	if enc := appendTyped(small[:0], a.v); len(enc) <= len(small) {
 		b = binary.AppendUvarint(b, uint64(len(enc)))
 		return append(b, enc...), nil
@@ -660,8 +707,10 @@ func (a *FirstLastAcc) UnmarshalBinary(b []byte) error {
 	fn := a.Func()
 	r := openAcc(b, fn)
 	var (
-		has bool
-		v   any
+		has   bool
+		v     any
+		i     int64
+		isInt bool
 	)
 	switch h := r.Byte("presence"); {
 	case r.Err() != nil:
@@ -669,12 +718,16 @@ func (a *FirstLastAcc) UnmarshalBinary(b []byte) error {
 	case h == 1:
 		has = true
 		js := r.Bytes("value")
-		if r.Err() == nil {
-			var d decoder
-			var err error
-			if v, err = d.decodeValue(js); err != nil {
-				r.Fail("value", err.Error())
-			}
+		if r.Err() != nil {
+			break
+		}
+		if i, isInt = parseSmallInt(js); isInt {
+			break // what the decoder would give, an int, without boxing it
+		}
+		var d decoder
+		var err error
+		if v, err = d.decodeValue(js); err != nil {
+			r.Fail("value", err.Error())
 		}
 	default:
 		r.Fail("presence", fmt.Sprintf("bad presence byte %d", h))
@@ -682,8 +735,38 @@ func (a *FirstLastAcc) UnmarshalBinary(b []byte) error {
 	if err := closeState(&r, fn); err != nil {
 		return err
 	}
-	a.has, a.v = has, v
+	a.has = has
+	if isInt {
+		a.intKind, a.i, a.v = intInt, i, nil
+	} else {
+		a.set(v)
+	}
 	return nil
+}
+
+// parseSmallInt parses b if it is a JSON integer of at most 18 digits in
+// canonical form (no leading zero, no "-0"), which the decoder reads as an
+// int; anything else is left to the decoder.
+func parseSmallInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	digits := b
+	if neg {
+		digits = b[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || digits[0] == '0' && (len(digits) > 1 || neg) {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 var errStateMismatch = errors.New("state does not match the aggregate's configuration")

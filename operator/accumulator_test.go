@@ -300,3 +300,30 @@ func FuzzAccumulatorDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestParseSmallIntAgreesWithTheDecoder: the fast path of first()/last()
+// decoding gives exactly what the JSON decoder gives (an int of the same
+// value) whenever it takes a value, and leaves everything else to it.
+func TestParseSmallIntAgreesWithTheDecoder(t *testing.T) {
+	inputs := []string{"0", "-0", "7", "-7", "00", "01", "-01", "123456789012345678", "-123456789012345678",
+		"1234567890123456789", "9223372036854775807", "1.0", "1e3", "-", "", "12a", " 1", "1 ", "+1", "1764688091000"}
+	for _, in := range inputs {
+		var d decoder
+		want, err := d.decodeValue([]byte(in))
+		got, ok := parseSmallInt([]byte(in))
+		if !ok {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: fast path took %d, the decoder refuses it: %v", in, got, err)
+		}
+		if w, isInt := want.(int); !isInt || int64(w) != got {
+			t.Fatalf("%q: fast path %d, decoder %#v", in, got, want)
+		}
+	}
+	for _, in := range []string{"0", "-7", "1764688091000", "123456789012345678"} {
+		if _, ok := parseSmallInt([]byte(in)); !ok {
+			t.Fatalf("%q: not taken by the fast path", in)
+		}
+	}
+}

@@ -96,7 +96,11 @@ func newLayout(names []string, funcs []config.AggregateFunc, ttl bool) *layout {
 // miss. (A restore makes a million of them: the fields are found by their
 // offsets, not through reflect.)
 func (l *layout) newState() *AggregateState {
-	block := reflect.New(l.block).UnsafePointer() // zeroed, typed for the GC
+	return l.initState(reflect.New(l.block).UnsafePointer()) // zeroed, typed for the GC
+}
+
+// initState makes the zeroed block the empty state of l.
+func (l *layout) initState(block unsafe.Pointer) *AggregateState {
 	s := (*AggregateState)(block)
 	s.layout = l
 	s.accs = unsafe.Slice((*Accumulator)(unsafe.Add(block, l.accsOffset)), len(l.funcs))
@@ -156,6 +160,30 @@ func (a *Aggregator) DecodeState(b []byte) (*AggregateState, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// DecodeInto replaces st, a state of this Aggregator, with the decoded b,
+// without allocating (except for a decimal sum or a string first/last
+// value): the running aggregate keeps its states encoded (state.Compact)
+// and decodes a key's state into one reused AggregateState per record.
+// The errors are UnmarshalBinary's; after one st is half decoded and must
+// be reset or decoded again before use.
+func (a *Aggregator) DecodeInto(st *AggregateState, b []byte) error {
+	if st.layout != a.layout {
+		panic("operator: AggregateState of another Aggregator")
+	}
+	return st.unmarshal(b, st)
+}
+
+// ResetState makes st, a state of this Aggregator, the empty state of a
+// group key not seen before (as NewState), without allocating.
+func (a *Aggregator) ResetState(st *AggregateState) {
+	if st.layout != a.layout {
+		panic("operator: AggregateState of another Aggregator")
+	}
+	block := unsafe.Pointer(st)
+	reflect.NewAt(a.layout.block, block).Elem().SetZero()
+	a.layout.initState(block)
 }
 
 // Add evaluates the values of r and adds them to st, all or nothing: if

@@ -178,13 +178,17 @@ func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
 			return nil, err
 		}
 	}
+	if e.field != "" {
+		// e.fields is just this field: one lookup checks and reads it.
+		if v, ok := r.fields[e.field]; ok {
+			return v, nil
+		}
+		return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + e.field}
+	}
 	for _, f := range e.fields {
 		if _, ok := r.fields[f]; !ok {
 			return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + f}
 		}
-	}
-	if e.field != "" {
-		return r.fields[e.field], nil // present: checked above
 	}
 	if e.meta != 0 {
 		r.setMeta(e.meta)

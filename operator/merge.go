@@ -73,7 +73,8 @@ func mergeAcc(a, o Accumulator) *RecordError {
 	case *FirstLastAcc:
 		y := o.(*FirstLastAcc)
 		if y.has && (x.last || !x.has) {
-			x.has, x.v = true, deepCopy(y.v)
+			x.has = true
+			x.set(deepCopy(y.value()))
 		}
 	}
 	return nil
