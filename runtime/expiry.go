@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/operator"
-	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -48,20 +47,22 @@ func (e *expiry) touch(st *operator.AggregateState, at int64, created bool, key 
 	return true
 }
 
-// expire deletes the keys of store whose time is up at the barrier with
-// watermark (event time) or now (processing time), and returns how many.
-func (e *expiry) expire(store *state.Store[*operator.AggregateState], watermark int64) int {
+// expire deletes the keys of o's store whose time is up at the barrier
+// with watermark (event time) or now (processing time), and returns how
+// many.
+func (e *expiry) expire(o *aggregateOp, watermark int64) int {
 	now := watermark
 	if !e.eventTime {
 		now = e.now().UnixMilli()
 	}
+	store := o.store
 	if !e.built {
 		e.built = true
 		for en := range store.All() {
-			st, _ := store.Get(en.Key)
+			o.decode(en.Value)
 			// A state restored without an update time (written before the
 			// TTL was set) counts from its first barrier here.
-			e.timers.Add(window.SatAdd(st.Updated(), e.ttl), string(en.Key))
+			e.timers.Add(window.SatAdd(o.st.Updated(), e.ttl), string(en.Key))
 		}
 	}
 	if now == window.NoWatermark {
@@ -71,12 +72,13 @@ func (e *expiry) expire(store *state.Store[*operator.AggregateState], watermark 
 	e.keys = e.timers.PopUntil(now, e.keys[:0])
 	for _, key := range e.keys {
 		kb := []byte(key)
-		st, ok := store.Get(kb)
+		slot := store.Slot(kb)
+		st, ok := o.load(slot)
 		switch {
 		case !ok:
 		case st.Updated() == 0:
 			st.SetUpdated(now)
-			store.Put(kb, st)
+			o.put(slot, kb, st)
 			e.timers.Add(window.SatAdd(now, e.ttl), key)
 		case window.SatAdd(st.Updated(), e.ttl) <= now:
 			store.Delete(kb)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -35,13 +34,12 @@ func ttlHarness(t *testing.T, eventTime string, now *time.Time) (*router, *aggre
 		t.Fatal(err)
 	}
 	agg := p.agg.Clone()
-	store, err := state.New[*operator.AggregateState](agg.ID(), cfg.Checkpoint.KeyGroups, state.RangeFor(0, 1, cfg.Checkpoint.KeyGroups), aggCodec{agg})
+	op, err := newAggregateOp(p, agg, cfg.Checkpoint.KeyGroups, state.RangeFor(0, 1, cfg.Checkpoint.KeyGroups))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := func() time.Time { return *now }
-	op := &aggregateOp{p: p, agg: agg, store: store,
-		expiry: &expiry{ttl: agg.TTL().Milliseconds(), eventTime: p.time != nil && len(p.time.byTopic) > 0, now: clock}}
+	op.expiry = &expiry{ttl: agg.TTL().Milliseconds(), eventTime: p.time != nil && len(p.time.byTopic) > 0, now: clock}
 	r := p.newRouter(1)
 	if p.time != nil {
 		r.clocks = newClocks(p.time, nil, clock)
@@ -99,7 +97,7 @@ func TestTTLInEventTime(t *testing.T) {
 	}
 	// A key that comes back starts afresh.
 	sendTo(t, r, op, `{"k":"a","ts":1100000}`, now)
-	if st, ok := op.store.Get([]byte("a")); !ok || string(st.Output("a")) != `{"key":"a","count":1}` {
+	if st, ok := op.load(op.store.Slot([]byte("a"))); !ok || string(st.Output("a")) != `{"key":"a","count":1}` {
 		t.Fatalf("a back: %v", ok)
 	}
 	if op.snapshot(window.NoWatermark); op.store.Len() != 1 {
@@ -126,7 +124,7 @@ func TestTTLInProcessingTime(t *testing.T) {
 	// whole TTL from the first barrier after the restore.
 	_, op2 := ttlHarness(t, "", &now)
 	st := op2.agg.NewState()
-	op2.store.Put([]byte("old"), st)
+	op2.put(op2.store.Slot([]byte("old")), []byte("old"), st)
 	op2.store.Snapshot()
 	if _, changes, _ := op2.snapshot(window.NoWatermark); len(tombstones(t, changes)) != 0 {
 		t.Fatal("a state of unknown age expired at once")

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/datagen"
-	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -47,11 +46,11 @@ func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, key
 	}
 	groups := cfg.Checkpoint.KeyGroups
 	agg := p.agg.Clone()
-	store, err := state.New[*operator.AggregateState](agg.ID(), groups, state.RangeFor(0, 1, groups), aggCodec{agg})
+	op, err := newAggregateOp(p, agg, groups, state.RangeFor(0, 1, groups))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p.newRouter(2), &aggregateOp{p: p, agg: agg, store: store}
+	return p.newRouter(2), op
 }
 
 // benchInput is the bench workload's record (datagen.Event):

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"time"
 	"unsafe"
 
@@ -36,10 +37,16 @@ func (o *passThrough) snapshot(int64) (outputs, changes []*kgo.Record, summary [
 }
 
 // aggregateOp is a running aggregate over the key groups of one worker.
+// Its states are kept encoded, outside the Go heap (state.Compact): a
+// record decodes its key's state into st, adds to it, and encodes it back.
 type aggregateOp struct {
 	p     *plan
 	agg   *operator.Aggregator
-	store *state.Store[*operator.AggregateState]
+	store *state.Compact
+	// st is the state being updated, enc its encoding: one of each,
+	// reused by every record.
+	st  *operator.AggregateState
+	enc []byte
 	// latest input timestamp per key changed in this epoch, for the
 	// timestamps of on_checkpoint outputs.
 	changedAt map[string]int64
@@ -54,10 +61,7 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 	defer o.p.chain.Recycle(m.op)
 	key := []byte(m.op.GroupKey)
 	slot := o.store.Slot(key) // one lookup for Get and Put
-	st, ok := slot.Get()
-	if !ok {
-		st = o.agg.NewState()
-	}
+	st, ok := o.load(slot)
 	changed, rerr := o.agg.Add(st, m.op)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
@@ -66,7 +70,7 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		changed = o.expiry.touch(st, m.at, !ok, m.op.GroupKey) || changed
 	}
 	if changed || !ok {
-		slot.Put(key, st)
+		o.put(slot, key, st)
 	}
 	if o.agg.Emit() == config.EmitOnCheckpoint {
 		if o.changedAt == nil {
@@ -80,6 +84,42 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
 	return outs, nil
+}
+
+// load decodes the state of slot's key into o.st, or makes o.st the empty
+// state of a new key (ok false).
+func (o *aggregateOp) load(slot state.CompactSlot) (st *operator.AggregateState, ok bool) {
+	enc, ok := slot.Value()
+	if !ok {
+		o.agg.ResetState(o.st)
+		return o.st, false
+	}
+	o.decode(enc)
+	return o.st, true
+}
+
+// decode decodes enc, a state this operator wrote or a restore checked,
+// into o.st.
+func (o *aggregateOp) decode(enc []byte) {
+	if err := o.agg.DecodeInto(o.st, enc); err != nil {
+		// Every stored state was encoded here or checked by the restore.
+		panic(fmt.Sprintf("decoding the stored state of aggregate %s: %v", o.agg.ID(), err))
+	}
+}
+
+// put stores st as the state of slot's key.
+func (o *aggregateOp) put(slot state.CompactSlot, key []byte, st *operator.AggregateState) {
+	o.enc = o.encode(st)
+	slot.Put(key, o.enc)
+}
+
+func (o *aggregateOp) encode(st *operator.AggregateState) []byte {
+	enc, err := st.AppendBinary(o.enc[:0])
+	if err != nil {
+		// Only a state of another Aggregator fails to encode.
+		panic(fmt.Sprintf("encoding aggregate state: %v", err))
+	}
+	return enc
 }
 
 // output is the result record of key for every sink. The value is
@@ -121,7 +161,7 @@ func (p *plan) changelog(delta state.Delta) []*kgo.Record {
 
 func (o *aggregateOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
 	if o.expiry != nil {
-		if n := o.expiry.expire(o.store, watermark); n > 0 && o.p.metrics != nil {
+		if n := o.expiry.expire(o, watermark); n > 0 && o.p.metrics != nil {
 			o.p.metrics.KeysExpired(o.agg.ID(), n)
 		}
 	}
@@ -131,15 +171,12 @@ func (o *aggregateOp) snapshot(watermark int64) (outputs, changes []*kgo.Record,
 			if e.Deleted {
 				continue
 			}
-			st, ok := o.store.Get(e.Key)
-			if !ok {
-				continue
-			}
+			o.decode(e.Value)
 			ts := kgo.Record{}
 			if at, ok := o.changedAt[string(e.Key)]; ok {
 				ts.Timestamp = time.UnixMilli(at)
 			}
-			outs, rerr := o.output(&ts, string(e.Key), st)
+			outs, rerr := o.output(&ts, string(e.Key), o.st)
 			if rerr == nil {
 				outputs = append(outputs, outs...)
 			}

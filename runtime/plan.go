@@ -495,15 +495,29 @@ func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 		}
 		return &windowOp{p: j.plan, w: wp, agg: agg, store: store, open: j.openWindows, watermark: window.NoWatermark}, nil
 	}
-	store, err := state.New[*operator.AggregateState](agg.ID(), groups, state.RangeFor(w, j.workers, groups), aggCodec{agg})
+	op, err := newAggregateOp(j.plan, agg, groups, state.RangeFor(w, j.workers, groups))
 	if err != nil {
 		return nil, err
 	}
-	op := &aggregateOp{p: j.plan, agg: agg, store: store}
 	if ttl := agg.TTL(); ttl > 0 {
 		op.expiry = &expiry{ttl: ttl.Milliseconds(), eventTime: j.plan.time != nil && len(j.plan.time.byTopic) > 0, now: j.now}
 	}
 	return op, nil
+}
+
+// newAggregateOp is agg (a clone of its own) over the key groups rng of
+// groups, with an empty store.
+func newAggregateOp(p *plan, agg *operator.Aggregator, groups int, rng state.Range) (*aggregateOp, error) {
+	// A restore checks every state it reads by decoding it into a state of
+	// its own (the restore runs before the operator's first record).
+	checked := agg.NewState()
+	store, err := state.NewCompact(agg.ID(), groups, rng, func(enc []byte) error {
+		return agg.DecodeInto(checked, enc)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &aggregateOp{p: p, agg: agg, store: store, st: agg.NewState()}, nil
 }
 
 // restoringOperators builds one keyed operator per worker and, for a job
@@ -647,18 +661,3 @@ func (j *Job) readStateInto(ctx context.Context, read stateReader, restorers []*
 	}
 	return readErr
 }
-
-// aggCodec stores aggregate states in the changelog.
-type aggCodec struct{ agg *operator.Aggregator }
-
-func (c aggCodec) Append(dst []byte, st *operator.AggregateState) []byte {
-	b, err := st.AppendBinary(dst)
-	if err != nil {
-		// Only a state built by another Aggregator can fail to encode; the
-		// operator never puts one.
-		panic(fmt.Sprintf("encoding aggregate state: %v", err))
-	}
-	return b
-}
-
-func (c aggCodec) Decode(b []byte) (*operator.AggregateState, error) { return c.agg.DecodeState(b) }
