@@ -112,6 +112,7 @@ func main() {
 	flag.StringVar(&o.md, "md", "", "markdown summary to write (optional)")
 	flag.StringVar(&o.profile, "profile", "", "directory for a CPU profile of one more restart per size, not counted in the results (optional)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the topics")
+	run := flag.String("run", time.Now().UTC().Format("20060102T150405"), "run id: the topics are recovery-<run>-<keys>-*")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	if o.brokers == "" {
@@ -123,13 +124,12 @@ func main() {
 	}
 	defer out.Close()
 	res := &results{enc: json.NewEncoder(out)}
-	run := time.Now().UTC().Format("20060102T150405")
 	for _, ks := range strings.Split(o.keys, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(ks))
 		if err != nil || k <= 0 {
 			log.Fatalf("bad -keys entry %q", ks)
 		}
-		if err := size(context.Background(), o, run, k, res); err != nil {
+		if err := size(context.Background(), o, *run, k, res); err != nil {
 			log.Fatalf("%d keys: %v", k, err)
 		}
 	}
