@@ -73,10 +73,13 @@ def curve(kind, src, out, title):
         ax.set_xscale("log")
         ax.set_xticks(points, [labels[p] for p in points])
         ax.minorticks_off()
-        ax.set_xlabel(kind)
+        ax.set_xlabel({"keys": "distinct keys", "size": "record size"}.get(kind, kind))
         ax.set_title(head, fontsize=10)
         ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
+        if kind == "size" and col == "records_per_sec":
+            ax.set_yscale("log")  # a hundredfold from 100 B to 10 KB
+        else:
+            ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)

@@ -404,7 +404,7 @@ func writeReport(w io.Writer, c curve, ps []point, machine, chart string) {
 func columnNotes(c curve) string {
 	s := "records: drained by the contender (the input plus the latency probes of the contenders before it). " +
 		"records/s and MB/s: over the drain, first output written to last output visible to a read_committed reader; MB/s counts the keys and values of the records drained (10^6 bytes). " +
-		"× plain copy: records/s over the plain copy's at the same point (MB/s gives the same ratio). " +
+		"× plain copy: records/s over the plain copy's at the same point (MB/s gives about the same ratio; later contenders also drain the probe records of the earlier ones). " +
 		"p99 ms: end-to-end latency of the probe records (same shape as the input) after the drain. " +
 		"CPU s / M records and peak RSS: the contender's process (utime+stime, VmHWM) when its last drained output became visible, start-up included. " +
 		"checkpoints, checkpoint size and ms: the pipeline's /metrics at the same moment (count, mean of pipeline_checkpoint_size_bytes: state changes and the checkpoint record, mean of pipeline_checkpoint_duration_seconds: trigger to commit)."

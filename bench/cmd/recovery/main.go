@@ -272,7 +272,9 @@ func size(ctx context.Context, o options, run string, keys int, res *results) er
 	defer func() { p.stop() }()
 	// The state is built and committed once every output of the K
 	// records is visible (they commit in the same transactions).
-	if err := rd.waitCount(ctx, int64(keys), 5*time.Minute, p); err != nil {
+	// 5 minutes, or more for states that take longer to build at a
+	// pessimistic 20,000 keys a second (10M keys: 500 s).
+	if err := rd.waitCount(ctx, int64(keys), max(5*time.Minute, time.Duration(keys/20_000)*time.Second), p); err != nil {
 		return fmt.Errorf("building the state (log %s): %w", p.logPath, err)
 	}
 	log.Printf("%d keys: state built (%d outputs visible) in %s", keys, rd.count.Load(), time.Since(start).Round(time.Millisecond))
