@@ -63,7 +63,13 @@ func TestMeasurePlainCopy(t *testing.T) {
 			c = x
 		}
 	}
-	r, err := measure(context.Background(), o, kadm.NewClient(cl), &inputSizes{}, c)
+	adm := kadm.NewClient(cl)
+	// On a shared broker (KAFKA_BOOTSTRAP), leave no topics behind.
+	t.Cleanup(func() {
+		cleanup(context.Background(), adm, "bench-"+o.run)
+		_, _ = adm.DeleteTopics(context.Background(), in)
+	})
+	r, err := measure(context.Background(), o, adm, &inputSizes{}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
