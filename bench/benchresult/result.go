@@ -19,5 +19,20 @@ type Result struct {
 	CPUSeconds       float64 `json:"cpu_seconds"`
 	CPUSecPerMillion float64 `json:"cpu_sec_per_million"`
 	PeakRSSMiB       float64 `json:"peak_rss_mib"`
-	Error            string  `json:"error,omitempty"`
+	// InputBytes are the keys and values of the records drained (Kafka's
+	// framing not counted); MBPerSec is InputBytes / Seconds / 10^6.
+	InputBytes int64   `json:"input_bytes,omitempty"`
+	MBPerSec   float64 `json:"mb_per_sec,omitempty"`
+	// Pipeline contenders only, from their Prometheus /metrics when the
+	// last drained output became visible: the checkpoints completed by
+	// then, their mean size (pipeline_checkpoint_size_bytes: state changes
+	// and the checkpoint record) and mean duration (trigger to commit,
+	// pipeline_checkpoint_duration_seconds), and the keyed state held
+	// (pipeline_state_keys and pipeline_state_bytes, all operators).
+	Checkpoints         int64   `json:"checkpoints,omitempty"`
+	CheckpointMeanBytes float64 `json:"checkpoint_mean_bytes,omitempty"`
+	CheckpointMeanMs    float64 `json:"checkpoint_mean_ms,omitempty"`
+	StateKeys           int64   `json:"state_keys,omitempty"`
+	StateBytes          int64   `json:"state_bytes,omitempty"`
+	Error               string  `json:"error,omitempty"`
 }

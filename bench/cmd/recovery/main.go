@@ -112,6 +112,7 @@ func main() {
 	flag.StringVar(&o.md, "md", "", "markdown summary to write (optional)")
 	flag.StringVar(&o.profile, "profile", "", "directory for a CPU profile of one more restart per size, not counted in the results (optional)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the topics")
+	run := flag.String("run", time.Now().UTC().Format("20060102T150405"), "run id: the topics are recovery-<run>-<keys>-*")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	if o.brokers == "" {
@@ -123,13 +124,12 @@ func main() {
 	}
 	defer out.Close()
 	res := &results{enc: json.NewEncoder(out)}
-	run := time.Now().UTC().Format("20060102T150405")
 	for _, ks := range strings.Split(o.keys, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(ks))
 		if err != nil || k <= 0 {
 			log.Fatalf("bad -keys entry %q", ks)
 		}
-		if err := size(context.Background(), o, run, k, res); err != nil {
+		if err := size(context.Background(), o, *run, k, res); err != nil {
 			log.Fatalf("%d keys: %v", k, err)
 		}
 	}
@@ -272,7 +272,9 @@ func size(ctx context.Context, o options, run string, keys int, res *results) er
 	defer func() { p.stop() }()
 	// The state is built and committed once every output of the K
 	// records is visible (they commit in the same transactions).
-	if err := rd.waitCount(ctx, int64(keys), 5*time.Minute, p); err != nil {
+	// 5 minutes, or more for states that take longer to build at a
+	// pessimistic 20,000 keys a second (10M keys: 500 s).
+	if err := rd.waitCount(ctx, int64(keys), max(5*time.Minute, time.Duration(keys/20_000)*time.Second), p); err != nil {
 		return fmt.Errorf("building the state (log %s): %w", p.logPath, err)
 	}
 	log.Printf("%d keys: state built (%d outputs visible) in %s", keys, rd.count.Load(), time.Since(start).Round(time.Millisecond))

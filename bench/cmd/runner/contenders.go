@@ -30,7 +30,7 @@ func contenders(o options) []contender {
 	}, {
 		Name: "kafka-txn-copier", Kind: "txn-copier", Job: "passthrough", Guar: "exactly_once",
 		Cmd: func(out, id string) ([]string, []string) {
-			return []string{"java", "-Xmx1g", "-cp", filepath.Join(o.kafkaLibs, "*"),
+			return []string{"java", "-Xmx" + o.jvmHeap, "-cp", filepath.Join(o.kafkaLibs, "*"),
 				"org.apache.kafka.tools.TransactionalMessageCopier",
 				"--broker-list", o.brokers, "--input-topic", o.input, "--input-partition", "0",
 				"--group-mode", "--use-group-metadata", "--consumer-group", id,
@@ -41,7 +41,7 @@ func contenders(o options) []contender {
 		// tool's default 200 (it has no time-based commit).
 		Name: "kafka-txn-copier-10000", Kind: "txn-copier", Job: "passthrough", Guar: "exactly_once",
 		Cmd: func(out, id string) ([]string, []string) {
-			return []string{"java", "-Xmx1g", "-cp", filepath.Join(o.kafkaLibs, "*"),
+			return []string{"java", "-Xmx" + o.jvmHeap, "-cp", filepath.Join(o.kafkaLibs, "*"),
 				"org.apache.kafka.tools.TransactionalMessageCopier",
 				"--broker-list", o.brokers, "--input-topic", o.input, "--input-partition", "0",
 				"--group-mode", "--use-group-metadata", "--consumer-group", id,
@@ -90,7 +90,7 @@ func contenders(o options) []contender {
 			cs = append(cs, contender{
 				Name: "kstreams-keyed-sum-" + g + "-" + iv, Kind: "kstreams", Job: "keyed-sum", Guar: g, Interval: iv, Daemon: true,
 				Cmd: func(out, id string) ([]string, []string) {
-					return []string{"java", "-Xmx1g", "-jar", o.kstreamsJar, o.brokers, o.input, out, id, g, ms, strconv.Itoa(runtime.NumCPU())}, nil
+					return []string{"java", "-Xmx" + o.jvmHeap, "-jar", o.kstreamsJar, o.brokers, o.input, out, id, g, ms, strconv.Itoa(runtime.NumCPU())}, nil
 				},
 			})
 		}
@@ -109,12 +109,12 @@ func contenders(o options) []contender {
 	}, contender{
 		Name: "kstreams-windowed-exactly_once_v2-1s", Kind: "kstreams", Job: "windowed", Guar: "exactly_once_v2", Interval: "1s", Daemon: true,
 		Cmd: func(out, id string) ([]string, []string) {
-			return []string{"java", "-Xmx1g", "-cp", o.kstreamsJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once_v2", "1000", strconv.Itoa(runtime.NumCPU())}, nil
+			return []string{"java", "-Xmx" + o.jvmHeap, "-cp", o.kstreamsJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once_v2", "1000", strconv.Itoa(runtime.NumCPU())}, nil
 		},
 	}, contender{
 		Name: "flink-windowed-exactly_once-1s", Kind: "flink", Job: "windowed", Guar: "exactly_once", Interval: "1s", Daemon: true,
 		Cmd: func(out, id string) ([]string, []string) {
-			return []string{"java", "-Xmx1g", "-cp", o.flinkJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once", "1000", strconv.Itoa(runtime.NumCPU())}, nil
+			return []string{"java", "-Xmx" + o.jvmHeap, "-cp", o.flinkJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once", "1000", strconv.Itoa(runtime.NumCPU())}, nil
 		},
 	})
 	// Apache Flink: a local MiniCluster job in one JVM (bench/peers/flink),
@@ -131,7 +131,7 @@ func contenders(o options) []contender {
 		cs = append(cs, contender{
 			Name: "flink-keyed-sum-" + g + "-" + iv, Kind: "flink", Job: "keyed-sum", Guar: g, Interval: iv, Daemon: true,
 			Cmd: func(out, id string) ([]string, []string) {
-				return []string{"java", "-Xmx1g", "-jar", o.flinkJar, o.brokers, o.input, out, id, g, ms, strconv.Itoa(runtime.NumCPU())}, nil
+				return []string{"java", "-Xmx" + o.jvmHeap, "-jar", o.flinkJar, o.brokers, o.input, out, id, g, ms, strconv.Itoa(runtime.NumCPU())}, nil
 			},
 		})
 	}

@@ -16,7 +16,12 @@
 //     time the reader sees each probe's output minus the probe's ts. (The
 //     drained records were produced long before the run, so their ts says
 //     nothing about the contender.) Contenders that stop at the end of the
-//     input (Kafka's TransactionalMessageCopier) get no latency.
+//     input (Kafka's TransactionalMessageCopier) get no latency;
+//   - MB/s: the bytes (keys and values) of the records drained over the
+//     same time as records/s; the input is read once to count them;
+//   - for pipeline contenders, checkpoints and state: a scrape of the
+//     pipeline's Prometheus /metrics (its admin listener, named in its log)
+//     at the moment the last drained output became visible.
 package main
 
 import (
@@ -32,6 +37,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/bench/shape"
 )
 
 func main() {
@@ -54,9 +61,16 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "give up on a contender after this long without new output")
 	flag.BoolVar(&o.keep, "keep", false, "keep each contender's topics (deleted after measuring by default)")
 	flag.BoolVar(&o.list, "list", false, "print the contender names and exit")
+	flag.StringVar(&o.shape, "shape", "flat", "shape of the latency probe records, as the workload's -shape: flat (today's small probe records) or wide (-size bytes)")
+	flag.IntVar(&o.size, "size", 100, "with -shape wide: bytes of each probe record")
+	flag.StringVar(&o.jvmHeap, "jvm-heap", "1g", "-Xmx of the Java contenders (Kafka Streams, Flink, the transactional copier)")
+	flag.BoolVar(&o.countBytes, "bytes", true, "count the input's bytes for MB/s (one read of the input topic before the first contender)")
 	flag.StringVar(&o.windowedInput, "windowed-input", "", "input topic of the windowed contenders (workload -event-rate); none: they are skipped")
 	flag.Int64Var(&o.windowedExpect, "windowed-expect", 0, "window outputs the windowed input gives (workload -expect)")
 	flag.Parse()
+	if err := shape.Check(o.shape); err != nil {
+		log.Fatalf("runner: -shape: %v", err)
+	}
 	cs := contenders(o)
 	if o.list {
 		for _, c := range cs {
@@ -94,19 +108,24 @@ func main() {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	sizes := &inputSizes{}
 	for _, c := range cs {
 		if c.Job == "windowed" && o.windowedInput == "" {
 			log.Printf("runner: %s skipped: no -windowed-input", c.Name)
 			continue
 		}
 		log.Printf("runner: %s ...", c.Name)
-		r, err := measure(context.Background(), o, adm, c)
+		r, err := measure(context.Background(), o, adm, sizes, c)
 		if err != nil {
 			log.Printf("runner: %s: %v", c.Name, err)
 			r.Error = err.Error()
 		}
-		log.Printf("runner: %s: %.0f records/s, p50 %.0fms p99 %.0fms, %.1f CPU s/M, peak RSS %.0f MiB",
-			c.Name, r.RecordsPerSec, r.LatencyP50ms, r.LatencyP99ms, r.CPUSecPerMillion, r.PeakRSSMiB)
+		log.Printf("runner: %s: %.0f records/s (%.1f MB/s), p50 %.0fms p99 %.0fms, %.1f CPU s/M, peak RSS %.0f MiB",
+			c.Name, r.RecordsPerSec, r.MBPerSec, r.LatencyP50ms, r.LatencyP99ms, r.CPUSecPerMillion, r.PeakRSSMiB)
+		if c.Kind == "pipeline" {
+			log.Printf("runner: %s: %d checkpoints, mean %.0f bytes, %.0f ms; state %d keys, %d bytes",
+				c.Name, r.Checkpoints, r.CheckpointMeanBytes, r.CheckpointMeanMs, r.StateKeys, r.StateBytes)
+		}
 		if !o.keep {
 			cleanup(context.Background(), adm, "bench-"+o.run+"-"+c.Name)
 		}
@@ -129,6 +148,11 @@ type options struct {
 	probe, probeRate, keys, partitions          int
 	idle                                        time.Duration
 	list, keep                                  bool
+	// shape and size are the probe records' (bench/shape); jvmHeap the
+	// Java contenders' -Xmx; countBytes whether to count input bytes.
+	shape, jvmHeap string
+	size           int
+	countBytes     bool
 }
 
 // windowEndOf returns the "window_end" field (RFC 3339) of a window

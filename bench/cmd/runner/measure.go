@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -22,12 +23,13 @@ import (
 	"github.com/eoflow/pipeline/internal/kread"
 
 	"github.com/eoflow/pipeline/bench/benchresult"
+	"github.com/eoflow/pipeline/bench/shape"
 )
 
 // result is one contender's line in the raw results.
 type result = benchresult.Result
 
-func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (result, error) {
+func measure(ctx context.Context, o options, adm *kadm.Client, sizes *inputSizes, c contender) (result, error) {
 	r := result{Name: c.Name, Kind: c.Kind, Job: c.Job, Guarantee: c.Guar, Interval: c.Interval}
 	id := "bench-" + o.run + "-" + c.Name
 	out := id + "-out"
@@ -43,6 +45,11 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	ends.Each(func(l kadm.ListedOffset) { total += l.Offset })
 	if total == 0 {
 		return r, errors.New("input topic is empty: run the workload first")
+	}
+	if o.countBytes {
+		if r.InputBytes, err = sizes.bytes(ctx, o.brokers, o.input, total); err != nil {
+			return r, err
+		}
 	}
 	// The brokers stamp every output with the time they appended it, so
 	// the first write is read off the output itself: polling the high
@@ -105,6 +112,19 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	r.CPUSeconds = cpu
 	r.CPUSecPerMillion = cpu / (float64(total) / 1e6)
 	r.PeakRSSMiB = float64(hwm) / 1024
+	if r.Seconds > 0 {
+		r.MBPerSec = float64(r.InputBytes) / r.Seconds / 1e6
+	}
+	if c.Kind == "pipeline" {
+		// Still running: its metrics as of the end of the drain.
+		if url := metricsURL(logf.Name()); url == "" {
+			log.Printf("runner: %s: no admin listener in its log %s: no checkpoint metrics", c.Name, logf.Name())
+		} else if m, err := scrape(ctx, url); err != nil {
+			log.Printf("runner: %s: metrics: %v", c.Name, err)
+		} else {
+			addCheckpointMetrics(&r, m)
+		}
+	}
 
 	if windowed {
 		return measureWindowLatency(ctx, o, rd, r, outputs, logf.Name())
@@ -113,9 +133,11 @@ func measure(ctx context.Context, o options, adm *kadm.Client, c contender) (res
 	if c.Daemon && o.probe > 0 {
 		probeStart := time.Now().UnixMilli()
 		rd.probeFrom.Store(probeStart)
-		if err := produceProbe(ctx, o, o.probe); err != nil {
+		pb, err := produceProbe(ctx, o, o.probe)
+		if err != nil {
 			return r, fmt.Errorf("probe: %w", err)
 		}
+		sizes.add(o.input, int64(o.probe), pb)
 		if err := rd.waitFor(ctx, total+int64(o.probe), 30*time.Second, exited); err != nil {
 			return r, fmt.Errorf("probe outputs (log %s): %w", logf.Name(), err)
 		}
@@ -185,15 +207,18 @@ func pct(v []float64, p float64) float64 {
 	return v[i]
 }
 
-// produceProbe appends n records with ts = now at o.probeRate per second.
-func produceProbe(ctx context.Context, o options, n int) error {
+// produceProbe appends n records with ts = now at o.probeRate per second,
+// and returns their bytes (keys and values). They are small flat records,
+// or with -shape wide records of the input's shape and size.
+func produceProbe(ctx context.Context, o options, n int) (int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...),
 		kgo.DefaultProduceTopic(o.input), kgo.ProducerLinger(0))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer cl.Close()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	var bytes int64
 	tick := time.Second / 100 // send in 100 slices a second
 	per := max(1, o.probeRate/100)
 	start := time.Now()
@@ -202,7 +227,13 @@ func produceProbe(ctx context.Context, o options, n int) error {
 	for sent := 0; sent < n; {
 		for i := 0; i < per && sent < n; i++ {
 			k := "k" + strconv.Itoa(rng.IntN(o.keys))
-			v := fmt.Appendf(nil, `{"key":"%s","amount":%d,"ts":%d,"pad":"probe"}`, k, rng.IntN(1000)+1, time.Now().UnixMilli())
+			var v []byte
+			if o.shape == "wide" {
+				v = shape.Wide(nil, k, rng.IntN(1000)+1, time.Now().UnixMilli(), o.size, rng)
+			} else {
+				v = fmt.Appendf(nil, `{"key":"%s","amount":%d,"ts":%d,"pad":"probe"}`, k, rng.IntN(1000)+1, time.Now().UnixMilli())
+			}
+			bytes += int64(len(k) + len(v))
 			wg.Add(1)
 			cl.Produce(ctx, &kgo.Record{Key: []byte(k), Value: v}, func(_ *kgo.Record, err error) {
 				if err != nil {
@@ -217,9 +248,9 @@ func produceProbe(ctx context.Context, o options, n int) error {
 	}
 	wg.Wait()
 	if e, ok := perr.Load().(error); ok {
-		return e
+		return bytes, e
 	}
-	return nil
+	return bytes, nil
 }
 
 // reader is the independent read_committed reader of one output topic.
@@ -390,7 +421,7 @@ func measureWindowLatency(ctx context.Context, o options, rd *reader, r result, 
 		return r, nil
 	}
 	rd.probeFrom.Store(time.Now().UnixMilli())
-	if err := produceProbe(ctx, o, o.probe); err != nil {
+	if _, err := produceProbe(ctx, o, o.probe); err != nil {
 		return r, fmt.Errorf("probe: %w", err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...), kgo.DefaultProduceTopic(o.input), kgo.RecordPartitioner(kgo.ManualPartitioner()))

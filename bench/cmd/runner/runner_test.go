@@ -48,22 +48,28 @@ func TestMeasurePlainCopy(t *testing.T) {
 	kafkatest.CreateTopic(t, k.Bootstrap(), in, 4, nil)
 	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(in))
 	const n = 500
+	v := []byte(`{"key":"k1","amount":1,"ts":1,"pad":"x"}`)
 	for i := 0; i < n; i++ {
-		v := []byte(`{"key":"k1","amount":1,"ts":1,"pad":"x"}`)
 		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: v}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A run id of its own: the output topic is named after it, and a reused
 	// broker (KAFKA_BOOTSTRAP) still has the last run's.
-	o := options{brokers: brokers, input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin, probe: 50, probeRate: 500, keys: 10, partitions: 4, idle: defaultTestIdle}
+	o := options{brokers: brokers, input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin, probe: 50, probeRate: 500, keys: 10, partitions: 4, idle: defaultTestIdle, countBytes: true}
 	var c contender
 	for _, x := range contenders(o) {
 		if x.Name == "plain-copy" {
 			c = x
 		}
 	}
-	r, err := measure(context.Background(), o, kadm.NewClient(cl), c)
+	adm := kadm.NewClient(cl)
+	// On a shared broker (KAFKA_BOOTSTRAP), leave no topics behind.
+	t.Cleanup(func() {
+		cleanup(context.Background(), adm, "bench-"+o.run)
+		_, _ = adm.DeleteTopics(context.Background(), in)
+	})
+	r, err := measure(context.Background(), o, adm, &inputSizes{}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +83,10 @@ func TestMeasurePlainCopy(t *testing.T) {
 	// reader saw the last: never empty, whatever the machine's load.
 	if r.Seconds <= 0 || r.RecordsPerSec <= 0 {
 		t.Errorf("seconds = %v, records/s = %v, want both > 0", r.Seconds, r.RecordsPerSec)
+	}
+	// No record keys: the bytes are the values'.
+	if r.InputBytes != n*int64(len(v)) || r.MBPerSec <= 0 {
+		t.Errorf("input bytes = %d, MB/s = %v, want %d and > 0", r.InputBytes, r.MBPerSec, n*len(v))
 	}
 	if r.PeakRSSMiB <= 0 {
 		t.Errorf("peak RSS = %v, want > 0", r.PeakRSSMiB)

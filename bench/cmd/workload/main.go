@@ -2,11 +2,17 @@
 // about 100 bytes, {"key":"k<0..K-1>","amount":<int>,"ts":<unix ms>,"pad":"..."},
 // keyed by their "key" field, over p partitions of a new topic.
 //
+// -shape wide makes each record of -size bytes out of many fields, most of
+// them unused by the jobs (bench/shape); key and amount are drawn as for
+// the flat shape, so both shapes give the same sums. -stats writes what was
+// produced (records, distinct keys, bytes) as JSON.
+//
 //	go run ./bench/cmd/workload -brokers 127.0.0.1:9092 -topic bench-in -n 5000000
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -20,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/internal/datagen"
+	"github.com/eoflow/pipeline/bench/shape"
 )
 
 func main() {
@@ -29,11 +35,16 @@ func main() {
 	n := flag.Int("n", 5_000_000, "records to produce")
 	keys := flag.Int("keys", 100_000, "distinct keys")
 	parts := flag.Int("partitions", 8, "partitions of the topic")
-	size := flag.Int("size", 100, "approximate record value size in bytes (padded with a \"pad\" field)")
+	size := flag.Int("size", 100, "record value size in bytes (flat: padded with a \"pad\" field; wide: about that many bytes of fields)")
 	seed := flag.Uint64("seed", 1, "random seed for keys and amounts")
 	flag.IntVar(&eventRate, "event-rate", 0, "windowed input: ts advances by 1/rate s per record from an hour ago (instead of the time of writing), every partition ends with a sentinel record 10 s of event time later so that every window closes, and -expect gets the number of (key, 1 s window) outputs")
 	flag.StringVar(&expectFile, "expect", "", "with -event-rate: file to write the expected number of 1 s window outputs to")
+	flag.StringVar(&shapeName, "shape", "flat", "record shape: flat (key, amount, ts and a \"pad\" string) or wide (key, amount, ts among many unused fields of every JSON type; bench/shape)")
+	flag.StringVar(&statsFile, "stats", "", "file to write {\"records\",\"distinct_keys\",\"bytes\"} of the produced records to (optional)")
 	flag.Parse()
+	if err := shape.Check(shapeName); err != nil {
+		log.Fatalf("workload: %v", err)
+	}
 	if *brokers == "" {
 		log.Fatal("workload: -brokers or KAFKA_BOOTSTRAP required")
 	}
@@ -45,7 +56,18 @@ func main() {
 var (
 	eventRate  int
 	expectFile string
+	shapeName  string
+	statsFile  string
 )
+
+// Stats is what -stats writes: the records produced, how many distinct
+// keys they hold, and their bytes (keys and values, without Kafka's
+// framing).
+type Stats struct {
+	Records      int   `json:"records"`
+	DistinctKeys int   `json:"distinct_keys"`
+	Bytes        int64 `json:"bytes"`
+}
 
 func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	ctx := context.Background()
@@ -65,6 +87,11 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	// The wide shape's unused fields draw from a stream of their own, so
+	// keys and amounts are the flat shape's.
+	fill := rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed))
+	seen := make([]uint64, (keys+63)/64)
+	var st Stats
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -79,14 +106,21 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	windows := map[window]struct{}{}
 	var lastTs int64
 	for i := 0; i < n; i++ {
-		k := "k" + strconv.Itoa(rng.IntN(keys))
+		ki := rng.IntN(keys)
+		k := "k" + strconv.Itoa(ki)
+		if seen[ki/64]&(1<<(ki%64)) == 0 {
+			seen[ki/64] |= 1 << (ki % 64)
+			st.DistinctKeys++
+		}
 		ts := time.Now().UnixMilli()
 		if eventRate > 0 {
 			ts = base + int64(i)*1000/int64(eventRate)
 			windows[window{k, ts / 1000}] = struct{}{}
 			lastTs = ts
 		}
-		v := datagen.Event(k, rng.IntN(1000)+1, ts, size)
+		v := shape.Value(shapeName, k, rng.IntN(1000)+1, ts, size, fill)
+		st.Records++
+		st.Bytes += int64(len(k) + len(v))
 		wg.Add(1)
 		cl.Produce(ctx, &kgo.Record{Key: []byte(k), Value: v}, func(_ *kgo.Record, err error) {
 			defer wg.Done()
@@ -110,7 +144,10 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 			// A key of its own per partition: Kafka Streams keeps state per
 			// partition, and one key in many would be many windows there.
 			k := fmt.Sprintf("sentinel-%d", p)
-			r := &kgo.Record{Key: []byte(k), Partition: p, Value: datagen.Event(k, 0, lastTs+10_000, size)}
+			r := &kgo.Record{Key: []byte(k), Partition: p, Value: shape.Value(shapeName, k, 0, lastTs+10_000, size, fill)}
+			st.Records++
+			st.DistinctKeys++
+			st.Bytes += int64(len(r.Key) + len(r.Value))
 			if err := sentinel(ctx, brokers, topic, r); err != nil {
 				return err
 			}
@@ -123,6 +160,12 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	el := time.Since(start)
 	fmt.Printf("produced %d records (%d keys, %d partitions) to %s in %s (%.0f records/s)\n",
 		n, keys, parts, topic, el.Round(time.Millisecond), float64(n)/el.Seconds())
+	if statsFile != "" {
+		b, _ := json.Marshal(st)
+		if err := os.WriteFile(statsFile, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
