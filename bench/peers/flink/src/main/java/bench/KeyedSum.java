@@ -19,6 +19,7 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.RestOptions;
@@ -80,6 +81,11 @@ public final class KeyedSum {
     conf.set(CoreOptions.TMP_DIRS, tmp.toString());
     // Any free port for the MiniCluster's REST endpoint, never a fixed 8081.
     conf.set(RestOptions.BIND_PORT, "0");
+    // A million keys of state outgrow the 5 MB a checkpoint may hold in the
+    // JobManager's memory (every checkpoint failed, the job stalled):
+    // checkpoint to files, as a real deployment would and as WindowedSum does.
+    conf.set(CheckpointingOptions.CHECKPOINT_STORAGE, "filesystem");
+    conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, tmp.resolve("checkpoints").toUri().toString());
     StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(threads, conf);
     env.enableCheckpointing(intervalMs, exactlyOnce ? CheckpointingMode.EXACTLY_ONCE : CheckpointingMode.AT_LEAST_ONCE);
 
