@@ -153,8 +153,12 @@ func (p *plan) changelog(delta state.Delta) []*kgo.Record {
 	all := make([]kgo.Record, len(recs))
 	changes := make([]*kgo.Record, len(recs))
 	for i, r := range recs {
-		all[i] = kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
-		changes[i] = &all[i]
+		// Field by field: a struct literal copies all of kgo.Record's
+		// ~200 bytes through the write barrier, which at a million keys
+		// was 4% of the CPU.
+		c := &all[i]
+		c.Topic, c.Key, c.Value = topic, r.Key, r.Value
+		changes[i] = c
 	}
 	return changes
 }
