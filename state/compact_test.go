@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -10,16 +11,16 @@ import (
 	"testing"
 )
 
-var compactSeeds = 300
+var compactSeeds = flag.Int("state.compact-seeds", 100, "seeds TestCompactMatchesStore runs (-short: 40)")
 
 // TestCompactMatchesStore runs random Puts (values that grow, shrink and
 // are empty), Deletes, Gets, Snapshots and restores on a Compact and a
 // Store[[]byte] side by side: every answer, every delta and every export
 // must be the same, byte for byte and in the same order.
 func TestCompactMatchesStore(t *testing.T) {
-	n := compactSeeds
+	n := *compactSeeds
 	if testing.Short() {
-		n = 60
+		n = 40
 	}
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		if err := runCompactDifferential(seed); err != nil {
