@@ -297,6 +297,9 @@ func (c *Chain) inputFields() *fieldSet {
 	for _, e := range exprs {
 		e.within = need
 	}
+	if !onlyFields(exprs) {
+		need.slots = nil // the VM needs a map as its environment anyway
+	}
 	return need
 }
 
@@ -316,7 +319,22 @@ func (c *Chain) AlsoRead(exprs ...*Expr) {
 		}
 		names = append(names, e.reads)
 	}
+	slots := c.need.slots != nil && onlyFields(exprs)
 	c.need = newFieldSet(c.need, names...)
+	if !slots {
+		c.need.slots = nil
+	}
+}
+
+// onlyFields reports whether every expression of exprs is a bare field
+// (sum(amount), key_by: user), read without the VM.
+func onlyFields(exprs []*Expr) bool {
+	for _, e := range exprs {
+		if e.field == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Clone returns a Chain sharing the compiled programs, for another
@@ -341,6 +359,7 @@ func (c *Chain) Clone() *Chain {
 func (c *Chain) Recycle(r *Record) {
 	c.maps.put(r.fields)
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial = nil, nil, false, false, 0, nil
+	r.clearSlots()
 }
 
 // Keyed reports whether the chain has a key_by step, so records carry a
@@ -397,6 +416,7 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 			}
 			c.maps.put(r.fields) // the input's map: nothing reads it any more
 			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
+			r.clearSlots()
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)
 			if err != nil {

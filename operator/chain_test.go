@@ -3,7 +3,9 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -592,4 +594,88 @@ func TestPartialDecoding(t *testing.T) {
 			t.Errorf("%v: decoded in part", steps)
 		}
 	}
+}
+
+// TestSlotsMatchTheMap: a chain whose expressions are all bare fields,
+// few enough for slots, gives exactly what the same chain decoding into a
+// map gives (the map path forced by dropping the slots): the same kept
+// records, errors, group keys, aggregates, output values, and the same
+// answers to expressions evaluated afterwards, covered or not.
+func TestSlotsMatchTheMap(t *testing.T) {
+	chains := [][]config.Step{
+		{keyByStep("k"), aggStep(config.EmitEveryRecord, val("s", config.AggSum, "n"), val("c", config.AggCount, ""), val("t", config.AggLast, "t"))},
+		{keyByStep("k"), aggStep(config.EmitEveryRecord, val("lo", config.AggMin, "n"), val("f", config.AggFirst, "t"), val("a", config.AggAvg, "m"))},
+		{keyByStep("k")},
+		{},
+	}
+	inputs := []string{
+		`{"k":"a","n":2,"t":1764688091000,"m":1.5,"pad":"xx"}`,
+		`{"k":"a","n":2,"n":3,"t":"x"}`,
+		`{"n":2,"t":1}`,
+		`{"k":7,"n":-1,"t":null,"m":2}`,
+		`{"k":true,"n":1e3,"t":[1,2],"m":{"x":1}}`,
+		`{"k":"é\u00e9\n","n":9223372036854775807,"t":{"a":[]}}`,
+		`{"k":"a","n":"two"}`,
+		` {"k":"b","n":1} `,
+		`{}`,
+		`{"k":"a",}`,
+		`{"k":"a"`,
+		`[1,2]`,
+		`42`,
+		``,
+		`   `,
+		`{"k":"a","n":1} x`,
+	}
+	later := []string{`k`, `n + 1`, `pad`, `_key + string(n)`}
+	for ci, steps := range chains {
+		slotted := mustCompile(t, steps...)
+		if slotted.need == nil || slotted.need.slots == nil {
+			t.Fatalf("chain %d: no slots", ci)
+		}
+		mapped := mustCompile(t, steps...)
+		mapped.need = newFieldSet(nil, slices.Collect(maps.Keys(mapped.need.names)))
+		mapped.need.slots = nil
+		for _, in := range inputs {
+			for li := -1; li < len(later); li++ {
+				got, want := runBoth(t, slotted.Clone(), mapped.Clone(), in, li, later)
+				if got != want {
+					t.Fatalf("chain %d, input %q, later %d:\nslots: %s\nmap:   %s", ci, in, li, got, want)
+				}
+			}
+		}
+	}
+}
+
+// runBoth runs one input through both chains and renders what each gave.
+func runBoth(t *testing.T, a, b *Chain, in string, later int, exprs []string) (string, string) {
+	t.Helper()
+	render := func(c *Chain) string {
+		r := jsonRecord(in)
+		keep, err := c.Process(r)
+		out := fmt.Sprintf("keep=%v err=%v key=%q/%v/%v", keep, err, r.GroupKey, r.Keyed, r.keyKind)
+		if !keep || err != nil {
+			return out
+		}
+		if agg := c.Aggregator(); agg != nil {
+			st := agg.NewState()
+			changed, err := agg.Add(st, r)
+			out += fmt.Sprintf(" add=%v/%v state=%s", changed, err, st.Output(r.GroupKey))
+		}
+		if later >= 0 {
+			e, cerr := CompileExpr("sinks[0].key", exprs[later])
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			v, err := e.Eval(r)
+			out += fmt.Sprintf(" eval=%#v/%v", v, err)
+		}
+		v, err := r.AppendValue(nil, config.FormatJSON)
+		out += fmt.Sprintf(" value=%s/%v", v, err)
+		c.Recycle(r)
+		if r.inSlots || r.slotted != 0 || r.fields != nil {
+			out += " not recycled"
+		}
+		return out
+	}
+	return render(a), render(b)
 }

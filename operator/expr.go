@@ -180,20 +180,21 @@ func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
 	}
 	if e.field != "" {
 		// e.fields is just this field: one lookup checks and reads it.
-		if v, ok := r.fields[e.field]; ok {
+		if v, ok := r.field(e.field); ok {
 			return v, nil
 		}
 		return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + e.field}
 	}
 	for _, f := range e.fields {
-		if _, ok := r.fields[f]; !ok {
+		if _, ok := r.field(f); !ok {
 			return nil, &RecordError{Step: e.path, Code: CodeMissingField, Reason: "missing field " + f}
 		}
 	}
+	env := r.env(nil)
 	if e.meta != 0 {
 		r.setMeta(e.meta)
 	}
-	out, err := m.Run(e.prog, r.fields)
+	out, err := m.Run(e.prog, env)
 	if err != nil {
 		msg, _, _ := exprMessage(err)
 		return nil, &RecordError{Step: e.path, Code: CodeEval, Reason: msg}

@@ -38,7 +38,15 @@ type Record struct {
 	// fields is the expression environment: the decoded JSON object, the
 	// {value, key} object of a raw record, or the object a map step built.
 	// It also receives the _key/_timestamp/... variables expressions use.
+	// nil while the record holds its fields in slots.
 	fields map[string]any
+	// slots hold the fields a chain reads when they are few
+	// (partial.slots names them; bit i of slotted says slot i holds its
+	// field, which the value had): no map is built unless an expression
+	// needs one as its environment (env).
+	slots   [maxSlots]any
+	slotted uint8
+	inSlots bool
 	// order is the field order of an object built by a map step (nil
 	// otherwise): the output is encoded in this order.
 	order   []string
@@ -122,7 +130,50 @@ func (r *Record) decodeAll(step string) *RecordError {
 		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
 	}
 	r.fields, r.partial, r.metaSet = m, nil, 0
+	r.clearSlots()
 	return nil
+}
+
+// env returns the expression environment as a map, moving the fields out
+// of the slots into one first (from maps, if not nil) when they are there.
+func (r *Record) env(maps *fieldMaps) map[string]any {
+	if !r.inSlots {
+		return r.fields
+	}
+	m := maps.get()
+	if m == nil {
+		m = make(map[string]any, maxSlots)
+	}
+	for i, name := range r.partial.slots {
+		if r.slotted&(1<<i) != 0 {
+			m[name] = r.slots[i]
+		}
+	}
+	r.clearSlots()
+	r.fields = m
+	return m
+}
+
+// field returns the value of the top-level field name and whether the
+// record has it.
+func (r *Record) field(name string) (any, bool) {
+	if r.inSlots {
+		for i, n := range r.partial.slots {
+			if n == name {
+				return r.slots[i], r.slotted&(1<<i) != 0
+			}
+		}
+		// Unreachable: partial covers every field an expression reads.
+		return nil, false
+	}
+	v, ok := r.fields[name]
+	return v, ok
+}
+
+func (r *Record) clearSlots() {
+	if r.inSlots {
+		r.slots, r.slotted, r.inSlots = [maxSlots]any{}, 0, false
+	}
 }
 
 // decodeFields is decode building only the top-level fields in need (all
@@ -135,6 +186,16 @@ func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordEr
 		// Raw bytes are passed through untouched; expressions see them as
 		// strings.
 		r.fields = map[string]any{"value": string(r.Value), "key": string(r.Key)}
+		r.decoded = true
+		return nil
+	}
+	if need != nil && need.slots != nil {
+		has, err := d.decodeSlots(r.Value, need, &r.slots)
+		if err != nil {
+			r.slots = [maxSlots]any{}
+			return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
+		}
+		r.fields, r.partial, r.slotted, r.inSlots = nil, need, has, true
 		r.decoded = true
 		return nil
 	}
