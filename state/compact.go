@@ -81,7 +81,14 @@ type compactMemory struct {
 const (
 	chunkUnitBits = 18
 	chunkBytes    = 4 << chunkUnitBits // 1 MiB
-	maxChunks     = 1 << (32 - chunkUnitBits)
+	// firstChunk is the size of a store's first chunk; each next one is
+	// twice the last up to chunkBytes. Chunks smaller than chunkBytes, and
+	// tables smaller than offHeapTable, are ordinary (pointer-free) Go
+	// memory: a store of a few keys (a test, a simulation, a job of few
+	// keys) costs no mapping and no page faults on a fresh megabyte.
+	firstChunk   = 4 << 10
+	offHeapTable = 64 << 10
+	maxChunks    = 1 << (32 - chunkUnitBits)
 	// slotRemoved: hash 1 and location 0, which no record has.
 	slotRemoved = 1 << 32
 	minTable    = 64
@@ -183,16 +190,17 @@ func roomFor(n int) int { return n + max(4, n/8) }
 func (m *compactMemory) alloc(size int) (uint32, []byte) {
 	units := (size + 3) / 4
 	m.inUse += units * 4
-	if units > chunkBytes/4 {
-		// A chunk of its own, never appended to.
-		if m.cur < 0 {
-			m.newChunk()
+	if m.cur < 0 || m.tail+units > len(m.chunks[m.cur])/4 {
+		if m.cur >= 0 && units*4 > m.nextChunkSize() {
+			// A chunk of its own, never appended to.
+			loc := m.addChunk(allocChunk(units * 4))
+			return loc, m.chunks[loc>>chunkUnitBits]
 		}
-		loc := m.addChunk(allocBytes(units * 4))
-		return loc, m.chunks[loc>>chunkUnitBits]
-	}
-	if m.cur < 0 || m.tail+units > chunkBytes/4 {
 		m.newChunk()
+		if units*4 > len(m.chunks[m.cur])-m.tail*4 {
+			loc := m.addChunk(allocChunk(units * 4))
+			return loc, m.chunks[loc>>chunkUnitBits]
+		}
 	}
 	loc := uint32(m.cur)<<chunkUnitBits | uint32(m.tail)
 	b := m.chunks[m.cur][m.tail*4 : (m.tail+units)*4]
@@ -204,10 +212,33 @@ func (m *compactMemory) alloc(size int) (uint32, []byte) {
 // unit is left out, so that no record is at location 0.
 func (m *compactMemory) newChunk() {
 	first := len(m.chunks) == 0
-	m.cur = int(m.addChunk(allocBytes(chunkBytes)) >> chunkUnitBits)
+	m.cur = int(m.addChunk(allocChunk(m.nextChunkSize())) >> chunkUnitBits)
 	m.tail = 0
 	if first {
 		m.tail = 1
+	}
+}
+
+// nextChunkSize is the size of the next chunk to append records to.
+func (m *compactMemory) nextChunkSize() int {
+	if len(m.chunks) >= 8 {
+		return chunkBytes
+	}
+	return min(chunkBytes, firstChunk<<len(m.chunks))
+}
+
+// allocChunk returns a chunk of n bytes: mapped outside the heap from
+// chunkBytes on, from the heap below (freeChunk tells them apart by size).
+func allocChunk(n int) []byte {
+	if n < chunkBytes {
+		return make([]byte, n)
+	}
+	return allocBytes(n)
+}
+
+func freeChunk(c []byte) {
+	if len(c) >= chunkBytes {
+		freeBytes(c)
 	}
 }
 
@@ -222,13 +253,18 @@ func (m *compactMemory) addChunk(c []byte) uint32 {
 // free returns all of m's memory to the system.
 func (m *compactMemory) free() {
 	for _, c := range m.chunks {
-		freeBytes(c)
+		freeChunk(c)
 	}
 	freeWords(m.table)
 	*m = compactMemory{cur: -1}
 }
 
+// allocWords returns a zeroed table of n slots, outside the heap from
+// offHeapTable bytes on (freeWords tells them apart by size).
 func allocWords(n int) []uint64 {
+	if n*8 < offHeapTable {
+		return make([]uint64, n)
+	}
 	b := allocBytes(n * 8)
 	if b == nil {
 		return nil
@@ -237,7 +273,7 @@ func allocWords(n int) []uint64 {
 }
 
 func freeWords(w []uint64) {
-	if cap(w) == 0 {
+	if cap(w)*8 < offHeapTable {
 		return
 	}
 	freeBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), cap(w)*8))
@@ -633,7 +669,7 @@ func (s *Compact) compactIfWasteful() {
 		m.table[i] = sl&^(1<<32-1) | uint64(loc)
 	}
 	for _, c := range old {
-		freeBytes(c)
+		freeChunk(c)
 	}
 }
 
