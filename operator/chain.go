@@ -358,7 +358,7 @@ func (c *Chain) Clone() *Chain {
 // with a record may recycle it while another decodes.
 func (c *Chain) Recycle(r *Record) {
 	c.maps.put(r.fields)
-	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial = nil, nil, false, false, 0, nil
+	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
 	r.clearSlots()
 }
 

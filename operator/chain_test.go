@@ -679,3 +679,42 @@ func runBoth(t *testing.T, a, b *Chain, in string, later int, exprs []string) (s
 	}
 	return render(a), render(b)
 }
+
+// TestAppendValueOfCompactInput: a value decoded without whitespace is
+// written as its own bytes; any other is compacted. Either way the output
+// is what appendCompact makes of the input, whichever way it was decoded.
+func TestAppendValueOfCompactInput(t *testing.T) {
+	inputs := []string{
+		`{"k":"a","n":2}`,
+		`{"k":"a b","n":[1, 2]}`,
+		`{"k":"a", "n":2}`,
+		` {"k":"a"}`,
+		`{"k":"a"} `,
+		"{\"k\":\"\\u00e9\\n\",\n\"n\":{\"x\":\t1}}",
+		`{"k":"é","n":-0.5e3}`,
+		`{"k":1,"o":{}}`,
+	}
+	chains := []*Chain{
+		mustCompile(t, keyByStep("k")),                     // slots
+		mustCompile(t, filterStep("true"), keyByStep("k")), // a map
+		nil, // decoded by AppendValue itself
+	}
+	for _, in := range inputs {
+		want := string(appendCompact(nil, []byte(in)))
+		for i, c := range chains {
+			r := jsonRecord(in)
+			if c != nil {
+				if _, err := c.Process(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := r.AppendValue(nil, config.FormatJSON)
+			if err != nil || string(got) != want {
+				t.Fatalf("chain %d, %q: %s, %v; want %s", i, in, got, err, want)
+			}
+			if r.compact != (want == in) {
+				t.Fatalf("chain %d, %q: compact %v", i, in, r.compact)
+			}
+		}
+	}
+}

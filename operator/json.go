@@ -72,6 +72,10 @@ type decoder struct {
 	scratch []byte            // unescaped strings
 	hint    int               // field count of the last top-level object
 	maps    *fieldMaps        // where top-level maps come from, if set
+	// spaced: the scanner skipped whitespace between tokens since it was
+	// last cleared. A valid value parsed without is already compact: its
+	// output is its bytes (Record.AppendValue).
+	spaced bool
 }
 
 // cachedValue is one slot of decoder.values: v holds s.
@@ -328,6 +332,7 @@ func (s *scanner) skipSpace() {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
 			s.pos++
+			s.d.spaced = true
 		default:
 			return
 		}

@@ -51,6 +51,9 @@ type Record struct {
 	// otherwise): the output is encoded in this order.
 	order   []string
 	decoded bool
+	// compact: the decoding found no whitespace between tokens, so the
+	// value is its own compact JSON (strings were validated as UTF-8).
+	compact bool
 	// changed: a map step replaced the value, so Value no longer is it.
 	changed bool
 	// partial: fields holds only these fields of the value (the ones the
@@ -189,6 +192,7 @@ func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordEr
 		r.decoded = true
 		return nil
 	}
+	d.spaced = false
 	if need != nil && need.slots != nil {
 		has, err := d.decodeSlots(r.Value, need, &r.slots)
 		if err != nil {
@@ -196,7 +200,7 @@ func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordEr
 			return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
 		}
 		r.fields, r.partial, r.slotted, r.inSlots = nil, need, has, true
-		r.decoded = true
+		r.decoded, r.compact = true, !d.spaced
 		return nil
 	}
 	m, err := d.decodeFields(r.Value, need)
@@ -204,7 +208,7 @@ func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordEr
 		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
 	}
 	r.fields, r.partial = m, need
-	r.decoded = true
+	r.decoded, r.compact = true, !d.spaced
 	return nil
 }
 
@@ -302,6 +306,9 @@ func (r *Record) AppendValue(dst []byte, f config.Format) ([]byte, *RecordError)
 		if err := r.decode(&d, "sink"); err != nil {
 			return dst, err
 		}
+	}
+	if r.compact {
+		return append(dst, r.Value...), nil // what appendCompact would write
 	}
 	return appendCompact(dst, r.Value), nil
 }

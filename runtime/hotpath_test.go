@@ -99,6 +99,35 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 	}
 }
 
+// BenchmarkPassThroughHotPath is route + process per record of the
+// pass-through job (no steps: every record validated and written out).
+func BenchmarkPassThroughHotPath(b *testing.B) {
+	data, err := os.ReadFile("../bench/jobs/passthrough.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, op := hotPathJob(b, data, nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := make([]*kgo.Record, 1<<16)
+	for i := range inputs {
+		inputs[i] = benchInput("k"+strconv.Itoa(rng.IntN(100_000)), rng.IntN(1000)+1, 1764688091000+int64(i))
+	}
+	b.SetBytes(int64(len(inputs[0].Value)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		in := inputs[i%len(inputs)]
+		i++
+		msgs, _ := r.route(in)
+		if len(msgs) != 1 {
+			b.Fatalf("route: %d messages", len(msgs))
+		}
+		if outs, dls := op.process(msgs[0]); len(outs) != 1 || len(dls) != 0 {
+			b.Fatalf("process: %d outputs, %d dead letters", len(outs), len(dls))
+		}
+	}
+}
+
 // BenchmarkKeyedSumSnapshot is the barrier's work for the keyed sum with
 // 100,000 dirty keys (a 1s checkpoint at the benchmark's rate touches about
 // that many): the changelog encoding of every dirty state and its records.
