@@ -13,8 +13,8 @@ import (
 
 // Compact is the keyed state of one keyed operator on one worker, like
 // Store, but holding each value as its encoding (the bytes the changelog
-// gets) in memory outside the Go heap: a hash table of 8-byte slots and an
-// arena of records, neither holding a pointer. Store keeps a Go object per
+// gets) in pointer-free memory, outside the Go heap once it is large: a
+// hash table of 8-byte slots and an arena of records. Store keeps a Go object per
 // key; with a million keys that is a million objects the garbage
 // collector marks on every cycle, ~560 bytes of resident memory per key,
 // and a map lookup that chases three pointers. Here a key costs its bytes,
@@ -57,8 +57,8 @@ type Compact struct {
 	bytes int64 // sum of len(key)+len(value) over keys with a value
 }
 
-// compactMemory is a Compact's off-heap memory, apart from the store so
-// that a cleanup can free it once the store is unreachable.
+// compactMemory is a Compact's memory, apart from the store so that a
+// cleanup can unmap what is mapped once the store is unreachable.
 type compactMemory struct {
 	// table is open addressing with linear probing over a power of two of
 	// slots. A slot is 0 (empty), slotRemoved (a key removed: probes go
@@ -68,9 +68,10 @@ type compactMemory struct {
 	used    int // slots not empty: keys and removed ones
 	removed int // slots that are slotRemoved
 
-	// chunks hold the records, chunkBytes each (a record larger than that
-	// gets a chunk of its own). A location is chunk<<chunkUnitBits | the
-	// record's offset in 4-byte units; location 0 is never a record.
+	// chunks hold the records: 4 KiB, 8 KiB, ... up to chunkBytes each
+	// (a record larger than the next chunk gets a chunk of its own). A
+	// location is chunk<<chunkUnitBits | the record's offset in 4-byte
+	// units; location 0 is never a record.
 	chunks  [][]byte
 	cur     int // the chunk records are appended to, -1: none yet
 	tail    int // next free unit of chunks[cur]
