@@ -61,6 +61,7 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 				cancel()
 				r := <-res
 				m.current = nil
+				j.endOwnTransaction(ctx)
 				close(done)
 				if r.err != nil && !errors.Is(r.err, errStopped) && actx.Err() == nil {
 					return r.progressed, memberVerdict(r.err)
@@ -75,6 +76,24 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 				return false, err
 			}
 		}
+	}
+}
+
+// endOwnTransaction makes sure no transaction of this process's
+// transactional id is left open when it gives up a generation. The
+// attempt aborts its open epoch on the way out, but an epoch caught in
+// its commit when the attempt was cancelled may be neither committed nor
+// aborted; its offsets then stay pending in the group, and every member's
+// offset fetch for the next generation (which must be stable) waits for
+// the transaction timeout, the whole group with it. Initializing the
+// transactional id aborts whatever it left open, before the revocation is
+// acknowledged, so the next generation starts on stable offsets.
+func (j *Job) endOwnTransaction(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	id := sink.MemberTransactionalID(j.cfg.Name, j.instance)
+	if err := fenceTransactionalID(fctx, j.conn, id, j.cfg.Kafka.TransactionTimeout); err != nil {
+		j.log.Warn("ending this process's transaction after a rebalance; the group's next generation may wait for the transaction timeout", "transactional_id", id, "err", err)
 	}
 }
 
