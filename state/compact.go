@@ -405,14 +405,15 @@ func (s *Compact) rehash(n int) {
 }
 
 // insert adds a record for key, which is not in the table, at the slot
-// find returned, and returns the record.
+// find returned, counts the key, and returns the record.
 func (s *Compact) insert(h uint32, slot int, key, value []byte, flags byte) (uint32, record) {
 	m := s.m
 	if slot < 0 || (m.used+1)*4 > len(m.table)*3 {
 		// Full to three quarters (removed slots count: they lengthen
 		// probes): a table twice the live keys, or the same size if the
-		// removed slots made it full.
-		s.rehash(tableFor(s.live + 1 + s.dirtyDeleted()))
+		// removed slots made it full. Deleted keys keep their slots
+		// until the next Snapshot: the dirty keys bound them.
+		s.rehash(tableFor(s.live + 1 + s.dirtyN))
 		slot, _, _ = s.find(h, key)
 	}
 	vcap := roomFor(len(value))
@@ -424,12 +425,25 @@ func (s *Compact) insert(h uint32, slot int, key, value []byte, flags byte) (uin
 		m.used++
 	}
 	m.table[slot] = uint64(h)<<32 | uint64(loc)
+	s.live++
+	s.bytes += int64(len(key) + len(value))
 	return loc, r
 }
 
-// dirtyDeleted bounds the deleted keys still in the table (they keep
-// their slots until the next Snapshot): the dirty ones.
-func (s *Compact) dirtyDeleted() int { return s.dirtyN }
+// replace gives r, the record of slot at loc, the value: in place, or in
+// a new record when value outgrew its room (moved; the old record is
+// garbage, and stays readable until a compaction, so value may alias
+// it). It returns the record as it is now.
+func (s *Compact) replace(h uint32, slot int, loc uint32, r record, value []byte) (uint32, record, bool) {
+	if len(value) <= r.vcap {
+		r.setValue(value)
+		return loc, r, false
+	}
+	nloc, nr := s.move(r, value)
+	s.m.table[slot] = uint64(h)<<32 | uint64(nloc)
+	r.setFlag(flagMoved)
+	return nloc, nr, true
+}
 
 // remove takes key's record out of the table; it is garbage from now on.
 func (s *Compact) remove(slot int, r record) {
@@ -510,8 +524,6 @@ func (sl CompactSlot) Put(key, value []byte) {
 func (s *Compact) put(h uint32, slot int, loc uint32, found bool, key, value []byte) {
 	if !found {
 		loc, r := s.insert(h, slot, key, value, 0)
-		s.live++
-		s.bytes += int64(len(key) + len(value))
 		s.markDirty(loc, r)
 		return
 	}
@@ -523,23 +535,15 @@ func (s *Compact) put(h uint32, slot int, loc uint32, found bool, key, value []b
 	} else {
 		s.bytes += int64(len(value) - r.vlen)
 	}
-	if len(value) <= r.vcap {
-		r.setValue(value)
-		s.markDirty(loc, r)
+	wasDirty := r.flags()&flagDirty != 0
+	loc, r, moved := s.replace(h, slot, loc, r, value)
+	if moved && wasDirty {
+		// Listed already at its old place, which Snapshot skips now.
+		r.setFlag(flagDirty)
+		s.dirty = append(s.dirty, loc)
 		return
 	}
-	// Out of room: a new record, and the old one is garbage. (value may
-	// alias the old record, which stays readable until a compaction.)
-	nloc, nr := s.move(r, value)
-	s.m.table[slot] = uint64(h)<<32 | uint64(nloc)
-	if r.flags()&flagDirty != 0 {
-		// Listed already at its old place, which Snapshot skips now.
-		nr.setFlag(flagDirty)
-		s.dirty = append(s.dirty, nloc)
-	} else {
-		s.markDirty(nloc, nr)
-	}
-	r.setFlag(flagMoved)
+	s.markDirty(loc, r)
 }
 
 // move copies r's key and flags (except dirty) into a new record with
@@ -730,18 +734,10 @@ func (s *Compact) restore(kg KeyGroup, key, value []byte) error {
 	}
 	if !found {
 		s.insert(h, slot, key, value, flagPersisted)
-		s.live++
-		s.bytes += int64(len(key) + len(value))
 		return nil
 	}
 	r := s.m.record(loc)
 	s.bytes += int64(len(value) - r.vlen)
-	if len(value) <= r.vcap {
-		r.setValue(value)
-		return nil
-	}
-	nloc, _ := s.move(r, value)
-	s.m.table[slot] = uint64(h)<<32 | uint64(nloc)
-	r.setFlag(flagMoved)
+	s.replace(h, slot, loc, r, value)
 	return nil
 }
