@@ -190,8 +190,8 @@ func newFieldSet(parent *fieldSet, names ...[]string) *fieldSet {
 	return f
 }
 
-// slot is the slot of name, -1 if it has none.
-func (f *fieldSet) slot(name []byte) int {
+// slotOf is the slot of name in f, -1 if it has none.
+func slotOf[T string | []byte](f *fieldSet, name T) int {
 	for i, n := range f.slots {
 		if n == string(name) { // compared without allocating
 			return i
@@ -246,7 +246,7 @@ func (d *decoder) decodeSlots(data []byte, need *fieldSet, slots *[maxSlots]any)
 		if err != nil {
 			return 0, err
 		}
-		if i := need.slot(kb); i >= 0 {
+		if i := slotOf(need, kb); i >= 0 {
 			v, err := s.value()
 			if err != nil {
 				return 0, err

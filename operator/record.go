@@ -161,13 +161,12 @@ func (r *Record) env(maps *fieldMaps) map[string]any {
 // record has it.
 func (r *Record) field(name string) (any, bool) {
 	if r.inSlots {
-		for i, n := range r.partial.slots {
-			if n == name {
-				return r.slots[i], r.slotted&(1<<i) != 0
-			}
+		i := slotOf(r.partial, name)
+		if i < 0 {
+			// Unreachable: partial covers every field an expression reads.
+			return nil, false
 		}
-		// Unreachable: partial covers every field an expression reads.
-		return nil, false
+		return r.slots[i], r.slotted&(1<<i) != 0
 	}
 	v, ok := r.fields[name]
 	return v, ok
