@@ -68,11 +68,7 @@ func benchInput(key string, amount int, ts int64) *kgo.Record {
 func BenchmarkKeyedSumHotPath(b *testing.B) {
 	const keys = 100_000
 	r, op := hotPathOperator(b, "../bench/jobs/keyed-sum.yaml", nil)
-	rng := rand.New(rand.NewPCG(1, 2))
-	inputs := make([]*kgo.Record, 1<<16)
-	for i := range inputs {
-		inputs[i] = benchInput("k"+strconv.Itoa(rng.IntN(keys)), rng.IntN(1000)+1, 1764688091000+int64(i))
-	}
+	inputs := benchInputs(keys)
 	for k := range keys { // warm: every key has state
 		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
 		msgs, _ := r.route(in)
@@ -83,19 +79,34 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		in := inputs[i%len(inputs)]
+		routeAndProcess(b, r, op, inputs[i%len(inputs)])
 		i++
-		msgs, _ := r.route(in)
-		if len(msgs) != 1 {
-			b.Fatalf("route: %d messages", len(msgs))
-		}
-		outs, dls := op.process(msgs[0])
-		if len(outs) != 1 || len(dls) != 0 {
-			b.Fatalf("process: %d outputs, %d dead letters", len(outs), len(dls))
-		}
 		if i%100_000 == 0 {
 			op.snapshot(window.NoWatermark)
 		}
+	}
+}
+
+// benchInputs are 65,536 bench records over keys keys, the same in every
+// run.
+func benchInputs(keys int) []*kgo.Record {
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := make([]*kgo.Record, 1<<16)
+	for i := range inputs {
+		inputs[i] = benchInput("k"+strconv.Itoa(rng.IntN(keys)), rng.IntN(1000)+1, 1764688091000+int64(i))
+	}
+	return inputs
+}
+
+// routeAndProcess is one input's way through the job: one message from
+// the router, one output and no dead letter from the operator.
+func routeAndProcess(b *testing.B, r *router, op keyedOperator, in *kgo.Record) {
+	msgs, _ := r.route(in)
+	if len(msgs) != 1 {
+		b.Fatalf("route: %d messages", len(msgs))
+	}
+	if outs, dls := op.process(msgs[0]); len(outs) != 1 || len(dls) != 0 {
+		b.Fatalf("process: %d outputs, %d dead letters", len(outs), len(dls))
 	}
 }
 
@@ -107,24 +118,13 @@ func BenchmarkPassThroughHotPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	r, op := hotPathJob(b, data, nil)
-	rng := rand.New(rand.NewPCG(1, 2))
-	inputs := make([]*kgo.Record, 1<<16)
-	for i := range inputs {
-		inputs[i] = benchInput("k"+strconv.Itoa(rng.IntN(100_000)), rng.IntN(1000)+1, 1764688091000+int64(i))
-	}
+	inputs := benchInputs(100_000)
 	b.SetBytes(int64(len(inputs[0].Value)))
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		in := inputs[i%len(inputs)]
+		routeAndProcess(b, r, op, inputs[i%len(inputs)])
 		i++
-		msgs, _ := r.route(in)
-		if len(msgs) != 1 {
-			b.Fatalf("route: %d messages", len(msgs))
-		}
-		if outs, dls := op.process(msgs[0]); len(outs) != 1 || len(dls) != 0 {
-			b.Fatalf("process: %d outputs, %d dead letters", len(outs), len(dls))
-		}
 	}
 }
 
