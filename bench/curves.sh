@@ -46,18 +46,11 @@ go build -o bin/bench-curves ./bench/cmd/curves
 # contender needs one. A jar that does not build leaves its contender out of
 # the default list (or failed, when named).
 want() { [ "$peers" = 1 ] || case ",$contenders," in *,"$1"*) true ;; *) false ;; esac; }
-build_jar() { # dir jar
-  if [ ! -f "$2" ] || [ -n "$(find "$1/pom.xml" "$1/src" -newer "$2" -type f)" ]; then
-    if ! (cd "$1" && mvn -q -B package -DskipTests); then
-      echo "bench/curves.sh: $1 did not build" >&2
-      rm -f "$2"
-    fi
-  fi
-}
+. bench/jars.sh
 kjar=bench/peers/kstreams/target/kstreams-bench.jar
 fjar=bench/peers/flink/target/flink-bench.jar
-if want kstreams-; then build_jar bench/peers/kstreams "$kjar"; fi
-if want flink-; then build_jar bench/peers/flink "$fjar"; fi
+if want kstreams-; then build_jar bench/peers/kstreams "$kjar" || true; fi
+if want flink-; then build_jar bench/peers/flink "$fjar" || true; fi
 
 . bench/broker.sh
 trap stop_broker EXIT

@@ -34,10 +34,8 @@ go build -o bin/bench-workload ./bench/cmd/workload
 go build -o bin/bench-plaincopy ./bench/cmd/plaincopy
 go build -o bin/bench-runner ./bench/cmd/runner
 go build -o bin/bench-report ./bench/cmd/report
-jar=bench/peers/kstreams/target/kstreams-bench.jar
-if [ ! -f "$jar" ] || [ -n "$(find bench/peers/kstreams/pom.xml bench/peers/kstreams/src -newer "$jar" -type f)" ]; then
-  (cd bench/peers/kstreams && mvn -q -B package -DskipTests)
-fi
+. bench/jars.sh
+build_jar bench/peers/kstreams bench/peers/kstreams/target/kstreams-bench.jar
 # The Flink peer is big (Flink's runtime, about 90 MB of jars) and optional:
 # built only when a Flink contender is selected (or all are). If it does not
 # build, the other contenders still run and the Flink rows say failed.
@@ -46,11 +44,8 @@ case ",$contenders," in
 *) want_flink= ;;
 esac
 fjar=bench/peers/flink/target/flink-bench.jar
-if [ -n "$want_flink" ] && { [ ! -f "$fjar" ] || [ -n "$(find bench/peers/flink/pom.xml bench/peers/flink/src -newer "$fjar" -type f)" ]; }; then
-  if ! (cd bench/peers/flink && mvn -q -B package -DskipTests); then
-    echo "bench: the Flink peer did not build; its contenders will fail, the others run" >&2
-    rm -f "$fjar"
-  fi
+if [ -n "$want_flink" ] && ! build_jar bench/peers/flink "$fjar"; then
+  echo "bench: the Flink peer did not build; its contenders will fail, the others run" >&2
 fi
 
 . bench/broker.sh
