@@ -63,15 +63,27 @@ var (
 // accVersion is the accumulator encoding version.
 const accVersion = 1
 
-// funcTags are the stable bytes for each function in the encoding.
-var funcTags = map[config.AggregateFunc]byte{
-	config.AggCount: 1,
-	config.AggSum:   2,
-	config.AggMin:   3,
-	config.AggMax:   4,
-	config.AggAvg:   5,
-	config.AggFirst: 6,
-	config.AggLast:  7,
+// funcTag is the stable byte for each function in the encoding (ok false
+// for an unknown function). A switch, not a map: every record's state is
+// encoded and decoded with it.
+func funcTag(fn config.AggregateFunc) (tag byte, ok bool) {
+	switch fn {
+	case config.AggCount:
+		return 1, true
+	case config.AggSum:
+		return 2, true
+	case config.AggMin:
+		return 3, true
+	case config.AggMax:
+		return 4, true
+	case config.AggAvg:
+		return 5, true
+	case config.AggFirst:
+		return 6, true
+	case config.AggLast:
+		return 7, true
+	}
+	return 0, false
 }
 
 // NewAccumulator returns an empty accumulator for fn.
@@ -106,7 +118,8 @@ func numberArg(fn config.AggregateFunc, v any) (number, *RecordError) {
 
 // header starts an encoding.
 func header(b []byte, fn config.AggregateFunc) []byte {
-	return append(b, accVersion, funcTags[fn])
+	tag, _ := funcTag(fn)
+	return append(b, accVersion, tag)
 }
 
 // openAcc checks the header of an accumulator encoding and returns a
@@ -121,8 +134,9 @@ func openAcc(b []byte, fn config.AggregateFunc) wire.Reader {
 	if v := r.Byte("version"); r.Err() == nil && v != accVersion {
 		r.Fail("version", fmt.Sprintf("unknown accumulator encoding version %d", v))
 	}
-	if t := r.Byte("function tag"); r.Err() == nil && t != funcTags[fn] {
-		r.Fail("function tag", fmt.Sprintf("encoding of function tag %d, want %s (tag %d)", t, fn, funcTags[fn]))
+	want, _ := funcTag(fn)
+	if t := r.Byte("function tag"); r.Err() == nil && t != want {
+		r.Fail("function tag", fmt.Sprintf("encoding of function tag %d, want %s (tag %d)", t, fn, want))
 	}
 	return r
 }

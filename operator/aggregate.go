@@ -54,6 +54,10 @@ type layout struct {
 	// prefixes[i] is value i's name as encoded (length, bytes).
 	header   []byte
 	prefixes [][]byte
+	// fast: the fast codec (statecodec.go) may handle this layout's
+	// states; tags[i] is value i's function tag.
+	fast bool
+	tags []byte
 	// ttl: states record when they were last updated (aggregate.ttl is
 	// set), at updatedOffset in the block, and are encoded as version 3.
 	ttl           bool
@@ -85,6 +89,12 @@ func newLayout(names []string, funcs []config.AggregateFunc, ttl bool) *layout {
 	l.header = binary.AppendUvarint([]byte{stateVersion}, uint64(len(names)))
 	for _, name := range names {
 		l.prefixes = append(l.prefixes, append(binary.AppendUvarint(nil, uint64(len(name))), name...))
+	}
+	l.fast = !ttl
+	for _, fn := range funcs {
+		tag, _ := funcTag(fn)
+		l.tags = append(l.tags, tag)
+		l.fast = l.fast && fastFunc(fn)
 	}
 	return l
 }
@@ -339,6 +349,15 @@ const (
 // as version 1, byte for byte as before key kinds were kept; a version 1
 // state restores with a string key.
 func (s *AggregateState) AppendBinary(b []byte) ([]byte, error) {
+	if fb, ok := s.layout.appendFast(b, s); ok {
+		return fb, nil
+	}
+	return s.appendGeneral(b)
+}
+
+// appendGeneral is AppendBinary for every state (appendFast for the
+// common ones).
+func (s *AggregateState) appendGeneral(b []byte) ([]byte, error) {
 	switch {
 	case s.layout.ttl:
 		b = append(b, stateVersionTTL, byte(s.keyKind))
@@ -395,6 +414,15 @@ func (s *AggregateState) UnmarshalBinary(b []byte) error {
 // unmarshal decodes b, an encoding for s's layout, into the accumulators
 // of into, a new state of that layout; on error into is left half decoded.
 func (s *AggregateState) unmarshal(b []byte, into *AggregateState) error {
+	if s.layout.decodeFast(b, into) {
+		return nil
+	}
+	return s.unmarshalGeneral(b, into)
+}
+
+// unmarshalGeneral is unmarshal for every encoding (decodeFast for the
+// common ones), and the only one that explains an error.
+func (s *AggregateState) unmarshalGeneral(b []byte, into *AggregateState) error {
 	r := wire.NewReader(b)
 	var updated int64
 	into.keyKind, updated = readStateHeader(&r)

@@ -226,7 +226,7 @@ func compileAggregate(i int, path string, s config.Step, keyed bool) (*Aggregato
 			continue
 		}
 		seen[v.Name] = true
-		if _, ok := funcTags[v.Func]; !ok {
+		if _, ok := funcTag(v.Func); !ok {
 			fail(vpath, "unknown aggregate function %q: want count, sum, min, max, avg, first or last", v.Func)
 			continue
 		}
