@@ -25,6 +25,12 @@ type keyedOperator interface {
 	snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary)
 }
 
+// prefetcher is a keyedOperator that can ready the state of a batch's
+// records before it processes them one by one.
+type prefetcher interface {
+	prefetch(msgs []message)
+}
+
 // workerTask runs the keyed operator for its key groups. Its inputs are
 // the source tasks; it aligns barriers over them.
 type workerTask struct {
@@ -80,6 +86,9 @@ func (w *workerTask) run(ctx context.Context) error {
 // handle processes one input batch. It does no I/O: what it produces
 // waits in out, acked and exported for flush.
 func (w *workerTask) handle(b batch) error {
+	if p, ok := w.op.(prefetcher); ok {
+		p.prefetch(b.msgs)
+	}
 	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:

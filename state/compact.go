@@ -55,6 +55,11 @@ type Compact struct {
 
 	live  int   // keys with a value
 	bytes int64 // sum of len(key)+len(value) over keys with a value
+
+	// prefetched holds Prefetch's first pass; touched sums the bytes its
+	// second pass read, so that no load of it is optimized away.
+	prefetched []uint64
+	touched    byte
 }
 
 // compactMemory is a Compact's memory, apart from the store so that a
@@ -494,6 +499,33 @@ type CompactSlot struct {
 	slot  int
 	loc   uint32
 	found bool
+}
+
+// Prefetch brings the table slots and records of n keys (key(i) for i
+// in 0..n-1) into the cache, for a batch of lookups that follows. A
+// lookup in a large store is two cache misses, a slot and then its
+// record, that each wait for memory; here the slots of all n keys are
+// loaded in one pass of independent loads, then their records in another,
+// so that the misses overlap instead of adding up. It only reads: a key
+// that is not in the store, or not in its first slot, just does not gain.
+func (s *Compact) Prefetch(n int, key func(i int) []byte) {
+	t := s.m.table
+	if len(t) < offHeapTable/8 || n < 2 {
+		return // a table this small is in the cache, or it does not matter
+	}
+	mask := len(t) - 1
+	slots := s.prefetched[:0]
+	for i := range n {
+		slots = append(slots, t[int(murmur3(key(i), 0))&mask])
+	}
+	var sum byte
+	for _, sl := range slots {
+		if sl != 0 && sl != slotRemoved {
+			loc := uint32(sl)
+			sum += s.m.chunks[loc>>chunkUnitBits][int(loc&(1<<chunkUnitBits-1))*4]
+		}
+	}
+	s.prefetched, s.touched = slots, s.touched+sum
 }
 
 // Slot finds key's place; it panics like Put if key's group is not in the

@@ -307,3 +307,67 @@ func TestCompactGrow(t *testing.T) {
 		t.Fatal("Grow shrank the table")
 	}
 }
+
+// TestCompactPrefetchOnlyReads: Prefetch on a store large enough for it
+// to act (present, deleted, absent and empty keys, and other operations'
+// leftovers in its buffer) changes no answer: a twin store given the same
+// operations without Prefetch answers the same and snapshots the same.
+func TestCompactPrefetchOnlyReads(t *testing.T) {
+	a, _ := NewCompact("op", 4, RangeFor(0, 1, 4), nil)
+	b, _ := NewCompact("op", 4, RangeFor(0, 1, 4), nil)
+	const n = 20_000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key-%d", i) }
+	for i := range n {
+		a.Put(key(i), key(i*3))
+		b.Put(key(i), key(i*3))
+	}
+	if len(a.m.table) < offHeapTable/8 {
+		t.Fatalf("a table of %d slots: too small for Prefetch to act", len(a.m.table))
+	}
+	a.Snapshot()
+	b.Snapshot()
+	for i := 0; i < n; i += 7 {
+		a.Delete(key(i))
+		b.Delete(key(i))
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for round := range 50 {
+		batch := make([][]byte, 1+rnd.IntN(600))
+		for j := range batch {
+			switch rnd.IntN(10) {
+			case 0:
+				batch[j] = nil
+			case 1:
+				batch[j] = key(n + rnd.IntN(n)) // absent
+			default:
+				batch[j] = key(rnd.IntN(n))
+			}
+		}
+		a.Prefetch(len(batch), func(j int) []byte { return batch[j] })
+		for _, k := range batch {
+			va, oka := a.Get(k)
+			vb, okb := b.Get(k)
+			if oka != okb || !bytes.Equal(va, vb) {
+				t.Fatalf("round %d: %q is %q %v after Prefetch, %q %v without", round, k, va, oka, vb, okb)
+			}
+			if len(k) > 0 && rnd.IntN(3) == 0 {
+				v := fmt.Appendf(nil, "%s-%d", k, round)
+				a.Put(k, v)
+				b.Put(k, v)
+			}
+		}
+	}
+	if a.Len() != b.Len() || a.DirtyLen() != b.DirtyLen() || a.ApproxBytes() != b.ApproxBytes() {
+		t.Fatalf("counters %d/%d/%d after Prefetch, %d/%d/%d without", a.Len(), a.DirtyLen(), a.ApproxBytes(), b.Len(), b.DirtyLen(), b.ApproxBytes())
+	}
+	da, db := a.Snapshot(), b.Snapshot()
+	if len(da.Entries) != len(db.Entries) {
+		t.Fatalf("snapshots of %d and %d entries", len(da.Entries), len(db.Entries))
+	}
+	for i := range da.Entries {
+		ea, eb := da.Entries[i], db.Entries[i]
+		if !bytes.Equal(ea.Key, eb.Key) || !bytes.Equal(ea.Value, eb.Value) || ea.Deleted != eb.Deleted {
+			t.Fatalf("snapshot entry %d: %+v after Prefetch, %+v without", i, ea, eb)
+		}
+	}
+}
