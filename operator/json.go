@@ -1,11 +1,13 @@
 package operator
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -608,7 +610,16 @@ func (d *decoder) boxString(b []byte) any {
 // input or the decoder's scratch buffer: copy it before the next call.
 func (s *scanner) str() ([]byte, error) {
 	start := s.pos
-	// Fast path: plain ASCII with no escapes is returned in place.
+	// Fast path: plain ASCII with no escapes is returned in place. Eight
+	// bytes at a time while none of them needs a look (padding, ids and
+	// names are long runs of plain ASCII), then byte by byte.
+	for s.pos+8 <= len(s.data) {
+		if m := plainASCII8(binary.LittleEndian.Uint64(s.data[s.pos:])); m != 0 {
+			s.pos += bits.TrailingZeros64(m) >> 3 // the first byte to look at
+			break
+		}
+		s.pos += 8
+	}
 	for s.pos < len(s.data) {
 		c := s.data[s.pos]
 		if c == '"' {
@@ -694,6 +705,23 @@ func (s *scanner) str() ([]byte, error) {
 		}
 	}
 	return nil, s.errEOF()
+}
+
+// plainASCII8 flags the bytes of x (eight bytes of a string body, the
+// first in the low byte) that end the fast path of str: a quote, a
+// backslash, a control character (< 0x20) or a non-ASCII byte (>= 0x80).
+// Only the lowest flag is exact (a borrow can flag a byte above a flagged
+// one), which is all str uses: zero means none of the eight.
+func plainASCII8(x uint64) uint64 {
+	const (
+		ones = 0x0101010101010101
+		high = 0x8080808080808080
+	)
+	quote := x ^ (ones * '"')
+	backslash := x ^ (ones * '\\')
+	zeroByte := func(v uint64) uint64 { return (v - ones) & ^v & high }
+	control := (x - ones*0x20) & ^x & high
+	return zeroByte(quote) | zeroByte(backslash) | control | x&high
 }
 
 // hex4 reads four hex digits.

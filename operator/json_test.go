@@ -2,9 +2,12 @@ package operator
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -359,4 +362,50 @@ func FuzzDecodeFields(f *testing.F) {
 		}
 		checkPartialDecode(t, data, need)
 	})
+}
+
+// TestPlainASCII8 checks the eight-byte test of str's fast path against
+// a byte-by-byte one: it is zero exactly when no byte needs a look, and
+// its lowest flag is the first byte that does. Every byte value is tried
+// at every position, among random plain bytes and behind other special
+// ones.
+func TestPlainASCII8(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
+	first := func(b []byte) int {
+		for i, c := range b {
+			if special(c) {
+				return i
+			}
+		}
+		return 8
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	check := func(b []byte) {
+		m := plainASCII8(binary.LittleEndian.Uint64(b))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if want := first(b); got != want {
+			t.Fatalf("% x: first special byte %d, plainASCII8 says %d", b, want, got)
+		}
+	}
+	b := make([]byte, 8)
+	for pos := range 8 {
+		for c := range 256 {
+			for range 8 {
+				for i := range b {
+					b[i] = byte(0x20 + rng.IntN(0x5f)) // plain, or a quote or backslash sometimes
+				}
+				b[pos] = byte(c)
+				check(b)
+				for i := pos + 1; i < 8; i++ { // specials above the first
+					if rng.IntN(2) == 0 {
+						b[i] = []byte{0, 1, '"', '\\', 0x1f, 0x80, 0xff, 0x21}[rng.IntN(8)]
+					}
+				}
+				check(b)
+			}
+		}
+	}
 }
