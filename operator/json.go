@@ -59,7 +59,7 @@ const (
 	maxCachedValues   = 4096 // slots, a power of two
 	maxCachedValueLen = 16
 	// cacheAfter is how many short strings a decoder boxes before it
-	// allocates the cache (64 KB), so that one-shot decoders (a state
+	// allocates the cache (96 KB), so that one-shot decoders (a state
 	// restore, Expr.Eval) never do.
 	cacheAfter = 64
 )
@@ -82,8 +82,11 @@ type decoder struct {
 
 // cachedValue is one slot of decoder.values: v holds s.
 type cachedValue struct {
-	s string
-	v any
+	// h is the value's slot hash: a miss (most lookups of a field with
+	// more values than slots) is told by it without reading the cached
+	// string's bytes, a cache miss of their own.
+	h uint64
+	v any // a string
 }
 
 // scanner is one parse of one input.
@@ -597,12 +600,12 @@ func (d *decoder) boxString(b []byte) any {
 		d.values = make([]cachedValue, maxCachedValues)
 		d.seed = maphash.MakeSeed()
 	}
-	slot := &d.values[maphash.Bytes(d.seed, b)&(maxCachedValues-1)]
-	if slot.v != nil && slot.s == string(b) { // compared without allocating
+	h := maphash.Bytes(d.seed, b)
+	slot := &d.values[h&(maxCachedValues-1)]
+	if slot.h == h && slot.v != nil && slot.v.(string) == string(b) { // compared without allocating
 		return slot.v
 	}
-	s := string(b)
-	slot.s, slot.v = s, s
+	slot.h, slot.v = h, string(b)
 	return slot.v
 }
 
