@@ -158,6 +158,15 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 		// positions the checkpoints kept.
 		return errPauseEnded
 	}
+	// Each worker's batch is sized for its share of the poll (with some
+	// room: keys do not spread evenly) instead of grown from nothing by
+	// doubling, which copied every batch several times.
+	for w := range out {
+		if out[w] == nil {
+			share := len(recs) / len(out)
+			out[w] = make([]message, 0, share+share/4+4)
+		}
+	}
 	for _, rec := range recs {
 		if draining && rec.Topic != s.repartition {
 			s.dropped = true

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -86,6 +87,11 @@ func (w *workerTask) run(ctx context.Context) error {
 // handle processes one input batch. It does no I/O: what it produces
 // waits in out, acked and exported for flush.
 func (w *workerTask) handle(b batch) error {
+	if w.out == nil {
+		// One output per input (per sink) is the common case: room for
+		// it, instead of growing the batch from nothing by doubling.
+		w.out = make([]message, 0, len(b.msgs)+len(b.msgs)/4+4)
+	}
 	if p, ok := w.op.(prefetcher); ok {
 		p.prefetch(b.msgs)
 	}
@@ -124,6 +130,7 @@ func (w *workerTask) onBarrier(from int, b *barrier) error {
 		}
 	}
 	outputs, changes, summary := w.op.snapshot(done.watermark)
+	w.out = slices.Grow(w.out, len(outputs)+len(changes)+1)
 	for _, r := range outputs {
 		w.out = append(w.out, message{kind: msgRecord, rec: r})
 	}
