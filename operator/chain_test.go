@@ -708,6 +708,12 @@ func TestAppendValueOfCompactInput(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Unchanged: the input itself exactly when it is what
+			// AppendValue writes and a step validated it.
+			same, ok := r.Unchanged(config.FormatJSON)
+			if ok != (c != nil && want == in) || ok && (string(same) != want || &same[0] != &r.Value[0]) {
+				t.Fatalf("chain %d, %q: Unchanged %q, %v", i, in, same, ok)
+			}
 			got, err := r.AppendValue(nil, config.FormatJSON)
 			if err != nil || string(got) != want {
 				t.Fatalf("chain %d, %q: %s, %v; want %s", i, in, got, err, want)
@@ -716,5 +722,31 @@ func TestAppendValueOfCompactInput(t *testing.T) {
 				t.Fatalf("chain %d, %q: compact %v", i, in, r.compact)
 			}
 		}
+	}
+}
+
+// TestUnchangedValue: a raw sink takes any non-empty input as it is; a
+// value a map step replaced, and an empty one, never are.
+func TestUnchangedValue(t *testing.T) {
+	r := jsonRecord(`not json`)
+	if v, ok := r.Unchanged(config.FormatRaw); !ok || string(v) != "not json" {
+		t.Fatalf("raw sink: %q, %v", v, ok)
+	}
+	if _, ok := r.Unchanged(config.FormatJSON); ok {
+		t.Fatal("an undecoded value taken as valid JSON")
+	}
+	c := mustCompile(t, mapStep("a", "n"))
+	r = jsonRecord(`{"n":1}`)
+	if _, err := c.Process(r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []config.Format{config.FormatJSON, config.FormatRaw} {
+		if v, ok := r.Unchanged(f); ok {
+			t.Fatalf("format %q: the value a map step replaced is %q", f, v)
+		}
+	}
+	r = jsonRecord("")
+	if _, ok := r.Unchanged(config.FormatRaw); ok {
+		t.Fatal("an empty value taken as it is")
 	}
 }

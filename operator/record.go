@@ -312,6 +312,23 @@ func (r *Record) AppendValue(dst []byte, f config.Format) ([]byte, *RecordError)
 	return appendCompact(dst, r.Value), nil
 }
 
+// Unchanged returns the record's own value when that is exactly what
+// AppendValue would write for format f (a raw sink, or a compact JSON
+// value a step already validated, unchanged by any step), so that a sink
+// can send the input's bytes instead of a copy of them. ok false: use
+// AppendValue (also for an empty value, which AppendValue writes as none).
+func (r *Record) Unchanged(f config.Format) (value []byte, ok bool) {
+	switch {
+	case r.changed || len(r.Value) == 0:
+		return nil, false
+	case f == config.FormatRaw:
+		return r.Value, true
+	case r.Format != config.FormatRaw && r.decoded && r.compact:
+		return r.Value, true
+	}
+	return nil, false
+}
+
 // appendObject encodes the object a map step built, in its field order.
 func (r *Record) appendObject(dst []byte) []byte {
 	dst = append(dst, '{')

@@ -423,6 +423,9 @@ func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, va
 	for _, s := range p.sinks {
 		v := value
 		if v == nil {
+			v, _ = op.Unchanged(s.format) // the input's bytes: never written to
+		}
+		if v == nil {
 			b, rerr := op.AppendValue(buf.start(), s.format)
 			if rerr != nil {
 				return nil, rerr
