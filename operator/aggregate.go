@@ -54,6 +54,8 @@ type layout struct {
 	// prefixes[i] is value i's name as encoded (length, bytes).
 	header   []byte
 	prefixes [][]byte
+	// members[i] is `,"<name i>":` as the output writes it, escaped once.
+	members [][]byte
 	// fast: the fast codec (statecodec.go) may handle this layout's
 	// states; tags[i] is value i's function tag.
 	fast bool
@@ -89,6 +91,9 @@ func newLayout(names []string, funcs []config.AggregateFunc, ttl bool) *layout {
 	l.header = binary.AppendUvarint([]byte{stateVersion}, uint64(len(names)))
 	for _, name := range names {
 		l.prefixes = append(l.prefixes, append(binary.AppendUvarint(nil, uint64(len(name))), name...))
+	}
+	for _, name := range names {
+		l.members = append(l.members, append(appendString([]byte{','}, name), ':'))
 	}
 	l.fast = !ttl
 	for _, fn := range funcs {
@@ -316,9 +321,7 @@ func (s *AggregateState) AppendOutput(dst []byte, groupKey string) []byte {
 // appendValues appends ,"<name>":<result> per value and the closing brace.
 func (s *AggregateState) appendValues(dst []byte) []byte {
 	for i, acc := range s.accs {
-		dst = append(dst, ',')
-		dst = appendString(dst, s.layout.names[i])
-		dst = append(dst, ':')
+		dst = append(dst, s.layout.members[i]...)
 		dst = acc.appendResult(dst)
 	}
 	return append(dst, '}')
