@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -197,9 +198,12 @@ type router struct {
 	one [1]message
 }
 
-// recordChunk is how many operator.Records the router allocates at once
-// (about 50 KB): a poll hands on up to pollBatch records.
-const recordChunk = 256
+// recordChunk is how many operator.Records the router allocates at once:
+// as many as fit in 32 KB, the largest object Go allocates from its
+// per-thread caches. A larger chunk is a large object, each allocated
+// from the heap's page allocator and zeroed (with fresh pages faulted in)
+// on its own.
+const recordChunk = (32 << 10) / int(unsafe.Sizeof(operator.Record{}))
 
 func (p *plan) newRouter(workers int) *router {
 	chain := p.chain.Clone()
