@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -10,23 +11,43 @@ import (
 )
 
 // GroupReader reads topics as a member of a consumer group and commits
-// each polled batch's offsets before handing the records out: the
+// each polled span's offsets before handing its records out: the
 // at_most_once guarantee. After a crash the group resumes after the last
 // commit, so records polled but not yet written are lost, never repeated.
 //
-// A commit is a round trip to the group coordinator, and the records wait
-// for it: one commit covers everything the client has buffered (up to
-// commitSpan polls' worth), handed out in batches of the size asked for.
+// A commit is a round trip to the group coordinator, and records must not
+// be handed out before theirs. So one commit covers a span of up to
+// commitSpan polls' worth, handed out in batches of the size asked for,
+// and the next span is fetched and committed by a goroutine of the reader
+// while the job processes the current one: the job waits for a commit only
+// when it outruns the coordinator. A crash loses at most the span in hand
+// and the one committed ahead.
 type GroupReader struct {
 	cl *kgo.Client
-	// committed are records whose offsets are committed, not yet handed
-	// out.
+	// committed are records of the span in hand, not yet handed out.
 	committed []*kgo.Record
+	// spans carries committed spans from the goroutine that commits ahead
+	// (unbuffered: it holds at most one span while the reader hands out
+	// the previous one); closed when it stops, after setting err.
+	spans chan span
+	err   error
+	start sync.Once
+	// stop ends the goroutine, wg waits for it.
+	stop context.CancelFunc
+	ctx  context.Context
+	wg   sync.WaitGroup
+}
+
+// span is one commit's records, or why reading or committing failed.
+type span struct {
+	recs []*kgo.Record
+	err  error
 }
 
 // commitSpan is how many polls' worth of records one commit covers at
-// most: it bounds what a crash loses beyond the batch in hand.
-const commitSpan = 16
+// most. With one span committed ahead, a crash loses at most two spans
+// beyond what was written.
+const commitSpan = 8
 
 // NewGroupReader joins group for topics. start applies when the group has
 // no committed offset for a partition.
@@ -49,37 +70,72 @@ func NewGroupReader(conn []kgo.Opt, group string, topics []string, start config.
 	if err != nil {
 		return nil, err
 	}
-	return &GroupReader{cl: cl}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	return &GroupReader{cl: cl, spans: make(chan span), ctx: ctx, stop: stop}, nil
 }
 
-// Poll returns up to max records whose offsets are committed. When none
-// are left from the last commit it waits for records, commits all it got
-// (up to commitSpan x max) and hands out the first max; if the commit
-// fails, nothing is handed out.
+// Poll returns up to max records whose offsets are committed. When the
+// span in hand is used up it takes the next one, waiting for it if it is
+// not committed yet; if reading or committing failed, nothing more is
+// handed out. The first Poll starts committing ahead, spans of up to
+// commitSpan x max records.
 func (r *GroupReader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 	if len(r.committed) == 0 {
-		fs := r.cl.PollRecords(ctx, commitSpan*max)
-		if fs.IsClientClosed() {
-			return nil, kgo.ErrClientClosed
-		}
-		if err := fetchErrors(fs); err != nil {
-			return nil, err
-		}
-		// Records the client handed over are consumed: never drop them
-		// here because ctx ended meanwhile.
-		recs := fs.Records()
-		if len(recs) == 0 {
+		r.start.Do(func() {
+			r.wg.Add(1)
+			go r.commitAhead(commitSpan * max)
+		})
+		select {
+		case s, ok := <-r.spans:
+			switch {
+			case !ok && r.err != nil:
+				return nil, r.err
+			case !ok:
+				return nil, kgo.ErrClientClosed
+			case s.err != nil:
+				return nil, s.err
+			}
+			r.committed = s.recs
+		case <-ctx.Done():
+			// A span committed meanwhile stays for the next Poll.
 			return nil, ctx.Err()
 		}
-		if err := r.cl.CommitRecords(ctx, recs...); err != nil {
-			return nil, fmt.Errorf("committing offsets before processing: %w", err)
-		}
-		r.committed = recs
 	}
 	n := min(max, len(r.committed))
 	out := r.committed[:n:n]
 	r.committed = r.committed[n:]
 	return out, nil
+}
+
+// commitAhead polls up to n records at a time, commits their offsets and
+// hands them to Poll, until the reader is closed or a fetch or a commit
+// fails (the error is Poll's, and nothing after it is handed out).
+func (r *GroupReader) commitAhead(n int) {
+	defer r.wg.Done()
+	defer close(r.spans)
+	for {
+		fs := r.cl.PollRecords(r.ctx, n)
+		if fs.IsClientClosed() || r.ctx.Err() != nil {
+			return
+		}
+		if err := fetchErrors(fs); err != nil {
+			r.err = err
+			return
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		if err := r.cl.CommitRecords(r.ctx, recs...); err != nil {
+			r.err = fmt.Errorf("committing offsets before processing: %w", err)
+			return
+		}
+		select {
+		case r.spans <- span{recs: recs}:
+		case <-r.ctx.Done():
+			return
+		}
+	}
 }
 
 // Advance does nothing: the group's committed offsets are the position.
@@ -88,5 +144,9 @@ func (r *GroupReader) Advance(*kgo.Record) {}
 // Positions is empty: an at_most_once job takes no checkpoints.
 func (r *GroupReader) Positions() []Position { return nil }
 
-// Close leaves the group.
-func (r *GroupReader) Close() { r.cl.Close() }
+// Close stops committing ahead and leaves the group.
+func (r *GroupReader) Close() {
+	r.stop()
+	r.cl.Close()
+	r.wg.Wait()
+}
