@@ -57,9 +57,9 @@ func sendTo(t *testing.T, r *router, op *aggregateOp, value string, ts time.Time
 }
 
 // tombstones are the keys the snapshot deleted.
-func tombstones(t *testing.T, changes []*kgo.Record) []string {
+func tombstones(t *testing.T, changes stateChanges) []string {
 	var out []string
-	for _, c := range changes {
+	for _, c := range changeRecords(changes) {
 		if c.Value == nil {
 			k, err := state.DecodeChangelogKey(c.Key)
 			if err != nil {

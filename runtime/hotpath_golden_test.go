@@ -182,7 +182,7 @@ func TestHotPathOutputsUnchanged(t *testing.T) {
 				for _, o := range outputs {
 					writeRecord(&out, "  checkpoint output", o)
 				}
-				for _, c := range changes {
+				for _, c := range changeRecords(changes) {
 					writeRecord(&out, "  change", c)
 				}
 			}

@@ -171,9 +171,18 @@ func BenchmarkKeyedSumSnapshot(b *testing.B) {
 		}
 		b.StartTimer()
 		_, changes, _ := op.snapshot(window.NoWatermark)
-		if len(changes) != keys {
-			b.Fatalf("%d changes, want %d", len(changes), keys)
+		if changes.len() != keys {
+			b.Fatalf("%d changes, want %d", changes.len(), keys)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
+}
+
+// changeRecords are a snapshot's changes as the sink produces them.
+func changeRecords(c stateChanges) []*kgo.Record {
+	recs := make([]*kgo.Record, c.len())
+	for i := range recs {
+		recs[i] = c.record(i)
+	}
+	return recs
 }

@@ -19,7 +19,8 @@ const (
 	// built for the dead-letter topic. It travels the same path as records
 	// so that it lands in the epoch of the input that caused it.
 	msgDeadLetter
-	// msgState: a state changelog record of the epoch (worker → sink).
+	// msgState: a snapshot's state changelog records of the epoch
+	// (worker → sink), in changes.
 	msgState
 	// msgBarrier: checkpoint barrier N.
 	msgBarrier
@@ -47,6 +48,8 @@ type message struct {
 	// worker, jobs with event time only).
 	at      int64
 	barrier *barrier
+	// changes are a msgState's changelog records.
+	changes *stateChanges
 }
 
 // barrier is checkpoint N flowing through the graph. Sources fill offsets;

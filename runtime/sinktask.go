@@ -160,12 +160,17 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 			s.txn.Produce(ctx, m.rec)
 			s.epoch.shuffled++
 		case msgState:
-			if s.shuffle != nil {
-				s.shuffle.place(m.rec)
+			for i := range m.changes.len() {
+				rec := m.changes.record(i)
+				if s.shuffle != nil {
+					s.shuffle.place(rec)
+				}
+				s.txn.Produce(ctx, rec)
+				s.epoch.stateBytes += int64(len(rec.Key) + len(rec.Value))
+				if err := s.faults.Hit(fault.WhileWritingState); err != nil {
+					return err
+				}
 			}
-			s.txn.Produce(ctx, m.rec)
-			s.epoch.stateBytes += int64(len(m.rec.Key) + len(m.rec.Value))
-			return s.faults.Hit(fault.WhileWritingState)
 		case msgBarrier:
 			return s.onBarrier(ctx, b.from, m.barrier)
 		}

@@ -282,7 +282,7 @@ func (o *windowOp) output(key string, win operator.OpenWindow) ([]*kgo.Record, *
 // snapshot fires every window whose end plus allowed_lateness is at most
 // the watermark — emitting it (on_window_close) and deleting it, and the
 // key with its last window — then snapshots the state.
-func (o *windowOp) snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary) {
+func (o *windowOp) snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary) {
 	o.buildTimers()
 	fired := 0
 	o.watermark = max(o.watermark, watermark)

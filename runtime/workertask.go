@@ -23,7 +23,7 @@ type keyedOperator interface {
 	// the epoch (on_checkpoint mode, windows that fire), the changelog
 	// records of the keys changed since the previous snapshot, and the
 	// size of the state.
-	snapshot(watermark int64) (outputs, changes []*kgo.Record, summary []checkpoint.StateSummary)
+	snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary)
 }
 
 // prefetcher is a keyedOperator that can ready the state of a batch's
@@ -130,12 +130,12 @@ func (w *workerTask) onBarrier(from int, b *barrier) error {
 		}
 	}
 	outputs, changes, summary := w.op.snapshot(done.watermark)
-	w.out = slices.Grow(w.out, len(outputs)+len(changes)+1)
+	w.out = slices.Grow(w.out, len(outputs)+2)
 	for _, r := range outputs {
 		w.out = append(w.out, message{kind: msgRecord, rec: r})
 	}
-	for _, r := range changes {
-		w.out = append(w.out, message{kind: msgState, rec: r})
+	if changes.len() > 0 {
+		w.out = append(w.out, message{kind: msgState, changes: &changes})
 	}
 	done.state = summary
 	w.out = append(w.out, message{kind: msgBarrier, barrier: done})
