@@ -62,18 +62,29 @@ const (
 	// allocates the cache (96 KB), so that one-shot decoders (a state
 	// restore, Expr.Eval) never do.
 	cacheAfter = 64
+	// A field with far more values than slots (a key per user) misses
+	// nearly always, and a miss costs a hash and a slot that is a cache
+	// miss of the CPU's own. When fewer than one lookup in eight hit over
+	// cacheWindow lookups, the next cacheBypass strings are boxed
+	// without looking; then the cache is tried again.
+	cacheWindow = 4096
+	cacheBypass = 16 * cacheWindow
 )
 
 // decoder holds what survives from one record to the next. Not safe for
 // concurrent use: every Chain and Aggregator owns one.
 type decoder struct {
-	keys    map[string]string // interned object keys
-	values  []cachedValue     // boxed short string values, maxCachedValues slots
-	boxed   int               // short strings boxed before values existed
-	seed    maphash.Seed      // of the slot hash
-	scratch []byte            // unescaped strings
-	hint    int               // field count of the last top-level object
-	maps    *fieldMaps        // where top-level maps come from, if set
+	keys   map[string]string // interned object keys
+	values []cachedValue     // boxed short string values, maxCachedValues slots
+	boxed  int               // short strings boxed before values existed
+	seed   maphash.Seed      // of the slot hash
+	// lookups and hits count cache lookups over the current window of
+	// cacheWindow; bypass is how many more strings skip the cache after
+	// a window that hardly ever hit.
+	lookups, hits, bypass int
+	scratch               []byte     // unescaped strings
+	hint                  int        // field count of the last top-level object
+	maps                  *fieldMaps // where top-level maps come from, if set
 	// spaced: the scanner skipped whitespace between tokens since it was
 	// last cleared. A valid value parsed without is already compact: its
 	// output is its bytes (Record.AppendValue).
@@ -600,9 +611,20 @@ func (d *decoder) boxString(b []byte) any {
 		d.values = make([]cachedValue, maxCachedValues)
 		d.seed = maphash.MakeSeed()
 	}
+	if d.bypass > 0 {
+		d.bypass--
+		return string(b)
+	}
+	if d.lookups++; d.lookups == cacheWindow {
+		if d.hits < cacheWindow/8 {
+			d.bypass = cacheBypass
+		}
+		d.lookups, d.hits = 0, 0
+	}
 	h := maphash.Bytes(d.seed, b)
 	slot := &d.values[h&(maxCachedValues-1)]
 	if slot.h == h && slot.v != nil && slot.v.(string) == string(b) { // compared without allocating
+		d.hits++
 		return slot.v
 	}
 	slot.h, slot.v = h, string(b)

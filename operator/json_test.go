@@ -236,6 +236,38 @@ func TestStringValueCache(t *testing.T) {
 	}
 }
 
+// TestStringValueCacheStepsAside: a field whose values hardly ever recur
+// makes the decoder box strings without the cache for a while, with the
+// same results, then try the cache again, where a recurring value is
+// boxed once more and then shared.
+func TestStringValueCacheStepsAside(t *testing.T) {
+	var d decoder
+	value := func(s string) any {
+		v, err := d.decodeValue([]byte(`"` + s + `"`))
+		if err != nil || v != s {
+			t.Fatalf("decoded %v, %v; want %s", v, err, s)
+		}
+		return v
+	}
+	for i := range cacheAfter + cacheWindow {
+		value("u" + strconv.Itoa(i))
+	}
+	if d.bypass != cacheBypass {
+		t.Fatalf("after %d distinct values: bypass %d, want %d", cacheWindow, d.bypass, cacheBypass)
+	}
+	during := testing.AllocsPerRun(100, func() { value("DE") })
+	for i := range cacheBypass - 101 {
+		value("u" + strconv.Itoa(i%10)) // recurring, but not looked up
+	}
+	if d.bypass != 0 || d.lookups != 0 {
+		t.Fatalf("bypass %d, lookups %d after the bypass", d.bypass, d.lookups)
+	}
+	value("DE")
+	if after := testing.AllocsPerRun(100, func() { value("DE") }); after >= during {
+		t.Errorf("a recurring value: %v allocations after the bypass, %v during it; want it from the cache after", after, during)
+	}
+}
+
 func TestAppendJSON(t *testing.T) {
 	tests := []struct {
 		in   any
