@@ -3,6 +3,7 @@ package runtime
 import (
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -141,11 +142,19 @@ func BenchmarkPassThroughHotPath(b *testing.B) {
 	}
 	r, op := hotPathJob(b, data, nil)
 	inputs := benchInputs(100_000)
+	// The one sink's output is the input record itself: each is put back
+	// as it was for its next turn.
+	orig := make([]kgo.Record, len(inputs))
+	for j, in := range inputs {
+		orig[j] = *in
+	}
 	b.SetBytes(int64(len(inputs[0].Value)))
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		routeAndProcess(b, r, op, inputs[i%len(inputs)])
+		j := i % len(inputs)
+		routeAndProcess(b, r, op, inputs[j])
+		*inputs[j] = orig[j]
 		i++
 	}
 }
@@ -185,4 +194,56 @@ func changeRecords(c stateChanges) []*kgo.Record {
 		recs[i] = c.record(i)
 	}
 	return recs
+}
+
+// TestPassThroughReusesTheInputRecord: with one sink a pass-through's
+// output record is its input's kgo.Record, made exactly what a new one
+// would be (the sink topic, the key, the compact value, the timestamp,
+// nothing else: no headers, offset or producer fields of the input). A
+// dead letter keeps its input untouched, and with two sinks every output
+// is a record of its own.
+func TestPassThroughReusesTheInputRecord(t *testing.T) {
+	one := []byte("name: pass\nkafka: {brokers: \"127.0.0.1:9092\"}\nsources: [{id: in, topics: [in]}]\nsinks: [{topic: out}]\n")
+	two := []byte("name: pass\nkafka: {brokers: \"127.0.0.1:9092\"}\nsources: [{id: in, topics: [in]}]\nsinks: [{topic: out}, {topic: out2}]\n")
+	at := time.UnixMilli(1764688091000)
+	input := func(value string) *kgo.Record {
+		return &kgo.Record{Topic: "in", Partition: 3, Offset: 42, LeaderEpoch: 7, ProducerID: 9, ProducerEpoch: 1,
+			Key: []byte("k"), Value: []byte(value), Timestamp: at, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}}
+	}
+	process := func(r *router, op keyedOperator, in *kgo.Record) ([]*kgo.Record, []message) {
+		msgs, _ := r.route(in)
+		if len(msgs) != 1 {
+			t.Fatalf("route: %d messages", len(msgs))
+		}
+		if msgs[0].kind != msgRecord {
+			return nil, msgs
+		}
+		return op.process(msgs[0])
+	}
+	r, op := hotPathJob(t, one, nil)
+	for value, want := range map[string]string{`{"a":1}`: `{"a":1}`, ` {"a": [1, 2]} `: `{"a":[1,2]}`} {
+		in := input(value)
+		outs, dls := process(r, op, in)
+		if len(outs) != 1 || len(dls) != 0 {
+			t.Fatalf("%q: %d outputs, %d dead letters", value, len(outs), len(dls))
+		}
+		got := outs[0]
+		if got != in {
+			t.Errorf("%q: the output is a new record, not the input's", value)
+		}
+		clean := kgo.Record{Topic: "out", Key: []byte("k"), Value: []byte(want), Timestamp: at}
+		if !reflect.DeepEqual(*got, clean) {
+			t.Errorf("%q: output %+v, want %+v", value, *got, clean)
+		}
+	}
+	in := input("not json")
+	if outs, dls := process(r, op, in); len(outs) != 0 || len(dls) != 1 || in.Offset != 42 || len(in.Headers) != 1 {
+		t.Errorf("dead letter: %d outputs, %d dead letters, input %+v", len(outs), len(dls), in)
+	}
+	r, op = hotPathJob(t, two, nil)
+	in = input(`{"a":1}`)
+	outs, _ := process(r, op, in)
+	if len(outs) != 2 || outs[0] == in || outs[1] == in || outs[0] == outs[1] || in.Offset != 42 || in.Topic != "in" {
+		t.Errorf("two sinks: outputs %v, input %+v", outs, in)
+	}
 }

@@ -23,8 +23,13 @@ type passThrough struct {
 
 func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []message) {
 	// Nothing reads the input after this: its decoded map goes back to
-	// the chain for a later input.
+	// the chain for a later input, and with one sink the input's
+	// kgo.Record becomes the output record (outBuf.reuse).
 	defer o.p.chain.Recycle(m.op)
+	if len(o.p.sinks) == 1 {
+		o.buf.reuse = m.rec
+		defer func() { o.buf.reuse = nil }()
+	}
 	outs, rerr := o.p.outputs(&o.buf, m.rec, m.op, m.rec.Key, nil)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
@@ -222,6 +227,10 @@ type outBuf struct {
 	bytes []byte
 	recs  []kgo.Record
 	ptrs  []*kgo.Record
+	// reuse, if set, is the next record handed out, zeroed: an input
+	// record nothing reads any more (a pass-through's, once its value and
+	// key are taken), so that a record copied through costs no new one.
+	reuse *kgo.Record
 }
 
 const (
@@ -254,6 +263,11 @@ func (b *outBuf) cut(enc []byte) []byte {
 
 // record returns a zeroed record.
 func (b *outBuf) record() *kgo.Record {
+	if r := b.reuse; r != nil {
+		b.reuse = nil
+		*r = kgo.Record{}
+		return r
+	}
 	if len(b.recs) == 0 {
 		b.recs = make([]kgo.Record, outRecordChunk)
 	}

@@ -424,6 +424,7 @@ func partitionWorker(topic string, partition int32, workers int) int {
 // already encoded), or nil to encode op's value in each sink's format.
 func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
 	out := buf.records(len(p.sinks))
+	ts := in.Timestamp // in may become an output record (outBuf.reuse)
 	for _, s := range p.sinks {
 		v := value
 		if v == nil {
@@ -448,7 +449,7 @@ func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, va
 			k = buf.cut(append(buf.start(), ks...))
 		}
 		r := buf.record()
-		r.Topic, r.Key, r.Value, r.Timestamp = s.topic, k, v, in.Timestamp
+		r.Topic, r.Key, r.Value, r.Timestamp = s.topic, k, v, ts
 		out = append(out, r)
 	}
 	return out, nil
