@@ -43,7 +43,7 @@ func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, key
 		tb.Fatal(err)
 	}
 	if p.agg == nil {
-		return p.newRouter(2), &passThrough{p: p}
+		return p.newRouter(2), newPassThrough(p)
 	}
 	groups := cfg.Checkpoint.KeyGroups
 	agg := p.agg.Clone()

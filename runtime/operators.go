@@ -19,18 +19,40 @@ import (
 type passThrough struct {
 	p   *plan
 	buf outBuf
+	// chain and in serve the inputs of a bare job (router.bare), which
+	// come without an operator.Record: each is decoded here, into in,
+	// reused, instead of into a new Record per input on the source side.
+	chain *operator.Chain
+	in    operator.Record
+}
+
+func newPassThrough(p *plan) *passThrough {
+	return &passThrough{p: p, chain: p.chain.Clone()}
 }
 
 func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []message) {
+	op := m.op
+	if op == nil { // a bare job's input: the steps (none) run here
+		o.in = operator.Record{
+			Key: m.rec.Key, Value: m.rec.Value, Timestamp: m.rec.Timestamp,
+			Topic: m.rec.Topic, Partition: m.rec.Partition, Offset: m.rec.Offset,
+			Format: o.p.format[m.rec.Topic],
+		}
+		op = &o.in
+		if _, rerr := o.chain.Process(op); rerr != nil {
+			o.chain.Recycle(op)
+			return nil, o.p.deadLetters(m.rec, rerr)
+		}
+	}
 	// Nothing reads the input after this: its decoded map goes back to
 	// the chain for a later input, and with one sink the input's
 	// kgo.Record becomes the output record (outBuf.reuse).
-	defer o.p.chain.Recycle(m.op)
+	defer o.chain.Recycle(op)
 	if len(o.p.sinks) == 1 {
 		o.buf.reuse = m.rec
 		defer func() { o.buf.reuse = nil }()
 	}
-	outs, rerr := o.p.outputs(&o.buf, m.rec, m.op, m.rec.Key, nil)
+	outs, rerr := o.p.outputs(&o.buf, m.rec, op, m.rec.Key, nil)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}

@@ -196,6 +196,11 @@ type router struct {
 	records []operator.Record
 	// one backs the message slice route returns for a kept record.
 	one [1]message
+	// bare: the job has no steps, no event time, no keyed operator and
+	// no sink key expressions, so nothing here reads a record: route
+	// passes it on by partition as it is, and the worker's passThrough
+	// validates it (and makes any dead letter) with its own chain.
+	bare bool
 }
 
 // recordChunk is how many operator.Records the router allocates at once:
@@ -224,7 +229,22 @@ func (p *plan) newRouter(workers int) *router {
 			}
 		}
 	}
-	return &router{p: p, chain: chain, workers: workers, groups: p.cfg.Checkpoint.KeyGroups}
+	return &router{p: p, chain: chain, workers: workers, groups: p.cfg.Checkpoint.KeyGroups, bare: p.bare()}
+}
+
+// bare reports whether the job's records need nothing on the source side
+// (see router.bare): no steps, no event time, no keyed operator or
+// shuffle, and no sink key expressions.
+func (p *plan) bare() bool {
+	if p.agg != nil || p.time != nil || p.shuffle != nil || len(p.cfg.Steps) > 0 {
+		return false
+	}
+	for _, s := range p.sinks {
+		if s.key != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // route runs the stateless steps on rec and picks the worker: by key group
@@ -245,6 +265,10 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 			return r.p.deadLetters(rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()}), int(uint32(rec.Partition) % uint32(r.workers))
 		}
 		rec = orig
+	}
+	if r.bare {
+		r.one[0] = message{kind: msgRecord, rec: rec}
+		return r.one[:], partitionWorker(rec.Topic, rec.Partition, r.workers)
 	}
 	if len(r.records) == 0 {
 		r.records = make([]operator.Record, recordChunk)
@@ -488,7 +512,7 @@ func (p *plan) timeWindow() *windowPlan {
 // emptyOperator builds worker w's keyed operator with no state.
 func (j *Job) emptyOperator(w int) (keyedOperator, error) {
 	if j.plan.agg == nil {
-		return &passThrough{p: j.plan}, nil
+		return newPassThrough(j.plan), nil
 	}
 	groups := j.cfg.Checkpoint.KeyGroups
 	agg := j.plan.agg.Clone()
