@@ -26,22 +26,17 @@ type GroupReader struct {
 	cl *kgo.Client
 	// committed are records of the span in hand, not yet handed out.
 	committed []*kgo.Record
-	// spans carries committed spans from the goroutine that commits ahead
-	// (unbuffered: it holds at most one span while the reader hands out
-	// the previous one); closed when it stops, after setting err.
-	spans chan span
+	// spans carries the records of committed spans from the goroutine
+	// that commits ahead (unbuffered: it holds at most one span while the
+	// reader hands out the previous one); closed when it stops, after
+	// setting err if reading or committing failed.
+	spans chan []*kgo.Record
 	err   error
 	start sync.Once
 	// stop ends the goroutine, wg waits for it.
 	stop context.CancelFunc
 	ctx  context.Context
 	wg   sync.WaitGroup
-}
-
-// span is one commit's records, or why reading or committing failed.
-type span struct {
-	recs []*kgo.Record
-	err  error
 }
 
 // commitSpan is how many polls' worth of records one commit covers at
@@ -71,7 +66,7 @@ func NewGroupReader(conn []kgo.Opt, group string, topics []string, start config.
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &GroupReader{cl: cl, spans: make(chan span), ctx: ctx, stop: stop}, nil
+	return &GroupReader{cl: cl, spans: make(chan []*kgo.Record), ctx: ctx, stop: stop}, nil
 }
 
 // Poll returns up to max records whose offsets are committed. When the
@@ -86,16 +81,14 @@ func (r *GroupReader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) 
 			go r.commitAhead(commitSpan * max)
 		})
 		select {
-		case s, ok := <-r.spans:
+		case recs, ok := <-r.spans:
 			switch {
 			case !ok && r.err != nil:
 				return nil, r.err
 			case !ok:
 				return nil, kgo.ErrClientClosed
-			case s.err != nil:
-				return nil, s.err
 			}
-			r.committed = s.recs
+			r.committed = recs
 		case <-ctx.Done():
 			// A span committed meanwhile stays for the next Poll.
 			return nil, ctx.Err()
@@ -131,7 +124,7 @@ func (r *GroupReader) commitAhead(n int) {
 			return
 		}
 		select {
-		case r.spans <- span{recs: recs}:
+		case r.spans <- recs:
 		case <-r.ctx.Done():
 			return
 		}
