@@ -91,8 +91,6 @@ func newLayout(names []string, funcs []config.AggregateFunc, ttl bool) *layout {
 	l.header = binary.AppendUvarint([]byte{stateVersion}, uint64(len(names)))
 	for _, name := range names {
 		l.prefixes = append(l.prefixes, append(binary.AppendUvarint(nil, uint64(len(name))), name...))
-	}
-	for _, name := range names {
 		l.members = append(l.members, append(appendString([]byte{','}, name), ':'))
 	}
 	l.fast = !ttl

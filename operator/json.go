@@ -91,7 +91,7 @@ type decoder struct {
 	spaced bool
 }
 
-// cachedValue is one slot of decoder.values: v holds s.
+// cachedValue is one slot of decoder.values: a boxed string and its hash.
 type cachedValue struct {
 	// h is the value's slot hash: a miss (most lookups of a field with
 	// more values than slots) is told by it without reading the cached

@@ -52,6 +52,11 @@ type message struct {
 	changes *stateChanges
 }
 
+// batchRoom is the capacity to give a batch expected to hold about n
+// messages: a little more, since keys and outputs do not spread evenly,
+// so that it is not grown from nothing by doubling (a copy each time).
+func batchRoom(n int) int { return n + n/4 + 4 }
+
 // barrier is checkpoint N flowing through the graph. Sources fill offsets;
 // workers add their state summary.
 type barrier struct {

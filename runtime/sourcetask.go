@@ -158,13 +158,9 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 		// positions the checkpoints kept.
 		return errPauseEnded
 	}
-	// Each worker's batch is sized for its share of the poll (with some
-	// room: keys do not spread evenly) instead of grown from nothing by
-	// doubling, which copied every batch several times.
-	for w := range out {
+	for w := range out { // each worker's batch: room for its share
 		if out[w] == nil {
-			share := len(recs) / len(out)
-			out[w] = make([]message, 0, share+share/4+4)
+			out[w] = make([]message, 0, batchRoom(len(recs)/len(out)))
 		}
 	}
 	for _, rec := range recs {

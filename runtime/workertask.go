@@ -87,10 +87,8 @@ func (w *workerTask) run(ctx context.Context) error {
 // handle processes one input batch. It does no I/O: what it produces
 // waits in out, acked and exported for flush.
 func (w *workerTask) handle(b batch) error {
-	if w.out == nil {
-		// One output per input (per sink) is the common case: room for
-		// it, instead of growing the batch from nothing by doubling.
-		w.out = make([]message, 0, len(b.msgs)+len(b.msgs)/4+4)
+	if w.out == nil { // one output per input is the common case
+		w.out = make([]message, 0, batchRoom(len(b.msgs)))
 	}
 	if p, ok := w.op.(prefetcher); ok {
 		p.prefetch(b.msgs)
