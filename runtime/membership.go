@@ -56,7 +56,7 @@ func newMembership(j *Job) (*membership, error) {
 		closing: make(chan struct{}),
 	}
 	topics := j.groupTopics()
-	opts := append(append([]kgo.Opt{}, j.conn...),
+	opts := append(append(append([]kgo.Opt{}, j.conn...), source.FetchOpts()...),
 		kgo.ConsumerGroup(cfg.Name),
 		kgo.ConsumeTopics(topics...),
 		kgo.InstanceID(j.instance),
@@ -70,7 +70,6 @@ func newMembership(j *Job) (*membership, error) {
 		kgo.Balancers(kgo.StickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.RequireStableFetchOffsets(),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.OnOffsetsFetched(m.onFetched),
 		kgo.OnPartitionsRevoked(m.onRevoked),
 		kgo.OnPartitionsLost(m.onRevoked),

@@ -54,11 +54,10 @@ func NewGroupReader(conn []kgo.Opt, group string, topics []string, start config.
 	case config.StartAtTimestamp:
 		reset = kgo.NewOffset().AfterMilli(start.At.UnixMilli())
 	}
-	opts := append(append([]kgo.Opt{}, conn...),
+	opts := append(append(append([]kgo.Opt{}, conn...), FetchOpts()...),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(reset),
 	)
 	cl, err := kgo.NewClient(append(opts, extra...)...)

@@ -259,3 +259,25 @@ func TestGroupReaderCommitsBeforeHandingOut(t *testing.T) {
 		t.Fatalf("%d records, want 100", seen)
 	}
 }
+
+// Both readers bound a fetch response: franz-go keeps a whole response
+// decompressed and decoded until it is polled, so its 50 MiB default held
+// over a gigabyte for a 256-partition input.
+func TestReadersBoundTheirFetches(t *testing.T) {
+	conn := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")} // never dialled
+	r, err := NewReader(conn, map[TopicPartition]int64{{Topic: "in", Partition: 0}: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.cl.Close()
+	g, err := NewGroupReader(conn, "job", []string{"in"}, config.StartPosition{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for name, cl := range map[string]*kgo.Client{"reader": r.cl, "group reader": g.cl} {
+		if got := cl.OptValue(kgo.FetchMaxBytes); got != int32(FetchMaxBytes) {
+			t.Errorf("%s: fetch max bytes %v, want %d", name, got, FetchMaxBytes)
+		}
+	}
+}
