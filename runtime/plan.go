@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -442,13 +443,13 @@ func partitionWorker(topic string, partition int32, workers int) int {
 	return int((h + uint32(partition)) % uint32(workers))
 }
 
-// outputs builds the output record of every sink from buf's memory. key
-// is the default record key (the group key for an aggregate, the input key
-// otherwise); value is the value for every sink (an aggregate's output,
-// already encoded), or nil to encode op's value in each sink's format.
-func (p *plan) outputs(buf *outBuf, in *kgo.Record, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
+// outputs builds the output record of every sink from buf's memory, with
+// timestamp ts. key is the default record key (the group key for an
+// aggregate, the input key otherwise); value is the value for every sink
+// (an aggregate's output, already encoded), or nil to encode op's value in
+// each sink's format.
+func (p *plan) outputs(buf *outBuf, ts time.Time, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
 	out := buf.records(len(p.sinks))
-	ts := in.Timestamp // in may become an output record (outBuf.reuse)
 	for _, s := range p.sinks {
 		v := value
 		if v == nil {

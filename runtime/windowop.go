@@ -276,7 +276,7 @@ func (o *windowOp) addSession(ws *operator.WindowState, m message) ([]int, *oper
 // the window's last millisecond as its timestamp.
 func (o *windowOp) output(key string, win operator.OpenWindow) ([]*kgo.Record, *operator.RecordError) {
 	value := o.buf.cut(win.State.AppendWindowOutput(o.buf.start(), key, win.Start, win.End))
-	return o.p.keyedOutputs(&o.buf, &kgo.Record{Timestamp: time.UnixMilli(win.End - 1)}, key, value)
+	return o.p.keyedOutputs(&o.buf, time.UnixMilli(win.End-1), key, value)
 }
 
 // snapshot fires every window whose end plus allowed_lateness is at most
