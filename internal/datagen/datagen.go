@@ -97,7 +97,12 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 	)
 	if o.Resume {
-		opts = append(opts, kgo.TransactionalID(transactionalID(o.Topic)))
+		opts = append(opts, kgo.TransactionalID(transactionalID(o.Topic)),
+			// A produce refused with CONCURRENT_TRANSACTIONS (the previous
+			// transaction's markers still being written) is retried after
+			// a metadata refresh, at most one per MetadataMinAge: 5 s by
+			// default (see sink.NewTxn).
+			kgo.MetadataMinAge(250*time.Millisecond))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
