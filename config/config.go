@@ -56,9 +56,27 @@ type Kafka struct {
 	// brokers' transaction.max.timeout.ms. Default 60s.
 	// Java client: transaction.timeout.ms.
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
-	TLS                TLS           `yaml:"tls"`
-	SASL               SASL          `yaml:"sasl"`
+	// Compression is the codec of every record batch the job produces:
+	// outputs, dead letters, state changes and checkpoint records.
+	// Default snappy. Java client: compression.type (default none).
+	Compression Compression `yaml:"compression"`
+	TLS         TLS         `yaml:"tls"`
+	SASL        SASL        `yaml:"sasl"`
 }
+
+// Compression names a record batch codec.
+type Compression string
+
+const (
+	CompressionNone   Compression = "none"
+	CompressionGzip   Compression = "gzip"
+	CompressionSnappy Compression = "snappy"
+	CompressionLZ4    Compression = "lz4"
+	CompressionZstd   Compression = "zstd"
+)
+
+// Compressions are the codecs kafka.compression accepts.
+var Compressions = []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd}
 
 // TLS configures an encrypted connection. Setting any file enables TLS.
 type TLS struct {

@@ -36,6 +36,9 @@ func applyDefaults(c *Config, set func(path string) bool) {
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = "pipeline-" + c.Name
 	}
+	if c.Kafka.Compression == "" {
+		c.Kafka.Compression = CompressionSnappy
+	}
 	if !set("kafka.transaction_timeout") {
 		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
 	}

@@ -233,6 +233,11 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "compression",
+			yaml: withKafka("  compression: zstandard\n"),
+			want: []string{`c.yaml:4:16: kafka.compression: unknown compression "zstandard"; allowed: none, gzip, snappy, lz4, zstd`},
+		},
+		{
 			name: "sasl credentials without a mechanism",
 			yaml: withKafka("  sasl:\n    username: u\n    password: p\n"),
 			want: []string{"c.yaml:4:3: kafka.sasl.mechanism: required when a username or password is set: one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"},

@@ -106,6 +106,7 @@ func TestParseFull(t *testing.T) {
 			Brokers:            []string{"kafka-1:9092", "kafka-2:9092"},
 			ClientID:           "orders-app",
 			TransactionTimeout: 2 * time.Minute,
+			Compression:        CompressionSnappy,
 			TLS: TLS{
 				Enabled: true, CAFile: "/etc/ca.pem", CertFile: "/etc/client.pem", KeyFile: "/etc/client.key",
 				ServerName: "kafka.internal",
@@ -171,6 +172,7 @@ func TestParseDefaults(t *testing.T) {
 			Brokers:            []string{"localhost:9092"},
 			ClientID:           "pipeline-job",
 			TransactionTimeout: 60 * time.Second,
+			Compression:        CompressionSnappy,
 		},
 		Checkpoint: Checkpoint{
 			Interval: time.Second, Timeout: 30 * time.Second, MinPause: 0,

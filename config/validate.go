@@ -116,6 +116,11 @@ func (v *validator) kafka() {
 		v.fail(path, "kafka.transaction_timeout (%s) must be at least checkpoint.interval + checkpoint.timeout (%s + %s = %s), or the broker aborts a checkpoint's transaction before it may commit: raise kafka.transaction_timeout to %s or lower checkpoint.timeout",
 			k.TransactionTimeout, cp.Interval, cp.Timeout, cp.Interval+cp.Timeout, cp.Interval+cp.Timeout)
 	}
+	codecs := make([]string, len(Compressions))
+	for i, c := range Compressions {
+		codecs[i] = string(c)
+	}
+	v.enum("kafka.compression", "compression", string(k.Compression), codecs...)
 	if t := k.TLS; (t.CertFile == "") != (t.KeyFile == "") {
 		if t.CertFile != "" {
 			v.fail("kafka.tls.cert_file", "set without kafka.tls.key_file: a client certificate needs its key (set both or neither)")

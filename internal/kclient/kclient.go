@@ -24,6 +24,20 @@ func Options(cfg config.Kafka) ([]kgo.Opt, error) {
 		return nil, errors.New("kafka.brokers: at least one seed broker is required")
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
+	switch cfg.Compression {
+	case config.CompressionNone:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	case config.CompressionGzip:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	case config.CompressionSnappy, "": // "": a configuration not loaded through config.Load
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	case config.CompressionLZ4:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	case config.CompressionZstd:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	default:
+		return nil, fmt.Errorf("kafka.compression: unknown codec %q", cfg.Compression)
+	}
 	if cfg.ClientID != "" {
 		opts = append(opts, kgo.ClientID(cfg.ClientID))
 	}
