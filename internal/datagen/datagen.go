@@ -102,7 +102,7 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 			// transaction's markers still being written) is retried after
 			// a metadata refresh, at most one per MetadataMinAge: 5 s by
 			// default (see sink.NewTxn).
-			kgo.MetadataMinAge(250*time.Millisecond))
+			kgo.MetadataMinAge(100*time.Millisecond))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
