@@ -2,6 +2,7 @@ package kclient
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,5 +61,30 @@ func TestCompressionOnTheWire(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The options are shared: a job makes its clients from one list, some at
+// the same time (group mode), so no option may carry state a new client
+// writes. kgo.ProducerBatchCompression did: franz-go deduplicates the
+// codec list in place when it builds each client's compressor.
+func TestOptionsSafeForConcurrentClients(t *testing.T) {
+	for _, codec := range config.Compressions {
+		opts, err := Options(config.Kafka{Brokers: []string{"127.0.0.1:1"}, Compression: codec}) // never dialled
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				cl, err := kgo.NewClient(opts...)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cl.Close()
+			})
+		}
+		wg.Wait()
 	}
 }

@@ -1,6 +1,7 @@
 package kclient
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -24,20 +25,11 @@ func Options(cfg config.Kafka) ([]kgo.Opt, error) {
 		return nil, errors.New("kafka.brokers: at least one seed broker is required")
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
-	switch cfg.Compression {
-	case config.CompressionNone:
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
-	case config.CompressionGzip:
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression()))
-	case config.CompressionSnappy, "": // "": a configuration not loaded through config.Load
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
-	case config.CompressionLZ4:
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-	case config.CompressionZstd:
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	default:
-		return nil, fmt.Errorf("kafka.compression: unknown codec %q", cfg.Compression)
+	comp, err := compressor(cfg.Compression)
+	if err != nil {
+		return nil, err
 	}
+	opts = append(opts, kgo.WithCompressor(comp))
 	if cfg.ClientID != "" {
 		opts = append(opts, kgo.ClientID(cfg.ClientID))
 	}
@@ -61,6 +53,39 @@ func Options(cfg config.Kafka) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("kafka.sasl.mechanism: unknown mechanism %q", cfg.SASL.Mechanism)
 	}
 	return opts, nil
+}
+
+// compressor is the producers' compressor for codec, made once and shared
+// by every client of the job (franz-go's is safe for concurrent use).
+// Not kgo.ProducerBatchCompression: franz-go deduplicates that option's
+// codec list in place each time it builds a client, and a job builds
+// clients from one option list on several goroutines at once.
+func compressor(codec config.Compression) (kgo.Compressor, error) {
+	var c kgo.CompressionCodec
+	switch codec {
+	case config.CompressionNone:
+		return noCompression{}, nil
+	case config.CompressionGzip:
+		c = kgo.GzipCompression()
+	case config.CompressionSnappy, "": // "": a configuration not loaded through config.Load
+		c = kgo.SnappyCompression()
+	case config.CompressionLZ4:
+		c = kgo.Lz4Compression()
+	case config.CompressionZstd:
+		c = kgo.ZstdCompression()
+	default:
+		return nil, fmt.Errorf("kafka.compression: unknown codec %q", codec)
+	}
+	return kgo.DefaultCompressor(c)
+}
+
+// noCompression leaves every batch as it is: franz-go sends a batch
+// uncompressed when the compressor returns nothing. (Its own compressor
+// for "none" is nil, which it replaces with its snappy default.)
+type noCompression struct{}
+
+func (noCompression) Compress(*bytes.Buffer, []byte, ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
+	return nil, kgo.CodecNone
 }
 
 // TLSConfig builds the TLS configuration, or nil when TLS is off. Naming any
