@@ -107,9 +107,8 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		o.changedAt[m.op.GroupKey] = m.rec.Timestamp.UnixMilli()
 		return nil, nil
 	}
-	// The input's timestamp from the operator.Record, which this worker
-	// has read already, rather than from the kgo.Record, which the source
-	// filled on another core: that load was 4% of the keyed sum's CPU.
+	// The input's timestamp, as the router copied it into the
+	// operator.Record (no step changes it).
 	outs, rerr := o.output(m.op.Timestamp, m.op.GroupKey, st)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)

@@ -13,13 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/kclient"
 )
 
 // A produce the broker refuses with CONCURRENT_TRANSACTIONS (it is still
 // writing the previous transaction's markers) is retried into the open
 // transaction, which then commits everything once. The retry waits for a
 // metadata refresh, so the producer refreshes at most
-// concurrentTransactionsRetry apart instead of franz-go's 5 s.
+// kclient.ConcurrentTransactionsRetry apart instead of franz-go's 5 s.
 func TestTxnRetriesConcurrentTransactions(t *testing.T) {
 	const topic = "out"
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
@@ -45,16 +46,16 @@ func TestTxnRetriesConcurrentTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer txn.Close()
-	if got := txn.cl.OptValue(kgo.MetadataMinAge); got != concurrentTransactionsRetry {
-		t.Fatalf("metadata min age %v, want %v", got, concurrentTransactionsRetry)
+	if got := txn.cl.OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
+		t.Fatalf("metadata min age %v, want %v", got, kclient.ConcurrentTransactionsRetry)
 	}
 	member, err := NewMemberTxn([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, "job", "a", nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	member.Close()
-	if got := member.cl.OptValue(kgo.MetadataMinAge); got != concurrentTransactionsRetry {
-		t.Fatalf("group member's metadata min age %v, want %v", got, concurrentTransactionsRetry)
+	if got := member.cl.OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
+		t.Fatalf("group member's metadata min age %v, want %v", got, kclient.ConcurrentTransactionsRetry)
 	}
 	if err := txn.Fence(ctx); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/internal/kclient"
 	"github.com/eoflow/pipeline/twophase"
 )
 
@@ -99,7 +100,7 @@ func NewTxn(conn []kgo.Opt, job string, timeout time.Duration, extra ...kgo.Opt)
 		// barrier; a short linger batches them without adding latency that
 		// matters next to a checkpoint interval.
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MetadataMinAge(concurrentTransactionsRetry),
+		kgo.MetadataMinAge(kclient.ConcurrentTransactionsRetry),
 	)
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
@@ -109,23 +110,6 @@ func NewTxn(conn []kgo.Opt, job string, timeout time.Duration, extra ...kgo.Opt)
 	t.promise = t.failed.promise
 	return t, nil
 }
-
-// concurrentTransactionsRetry is how soon a transactional producer retries
-// a produce the broker refused with CONCURRENT_TRANSACTIONS. Under
-// transaction version 2 (KIP-890, the default of Kafka 4 clusters) a
-// produce adds its partition to the transaction itself, and the broker
-// refuses it while the markers of the previous transaction are still
-// being written: right after a checkpoint's commit, when the brokers are
-// slow to write markers (a cold broker, many partitions, replication).
-// franz-go retries such a batch after a metadata refresh, and refreshes
-// at most once per MetadataMinAge, 5 s by default: one late marker then
-// stalled the next epoch's outputs, the checkpoint and so the whole job
-// for 5 s (measured at 256 output partitions: 54 s instead of 15 s for a
-// million records). The Java producer retries after retry.backoff.ms,
-// 100 ms, and so does this one: a retry comes at most 100 ms after the
-// markers are written, and a refresh of the few topics a job writes costs
-// the broker little.
-const concurrentTransactionsRetry = 100 * time.Millisecond
 
 // MemberTransactionalID is the transactional id of instance's process of
 // a group-mode job: stable across its restarts, so a restart fences its
@@ -148,7 +132,7 @@ func NewMemberTxn(conn []kgo.Opt, job, instance string, internal []string, timeo
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(timeout),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MetadataMinAge(concurrentTransactionsRetry),
+		kgo.MetadataMinAge(kclient.ConcurrentTransactionsRetry),
 		kgo.RecordPartitioner(manualFor(internal)),
 	)
 	cl, err := kgo.NewClient(append(opts, extra...)...)

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/internal/kclient"
 )
 
 // Options say what to write.
@@ -98,11 +100,7 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 	)
 	if o.Resume {
 		opts = append(opts, kgo.TransactionalID(transactionalID(o.Topic)),
-			// A produce refused with CONCURRENT_TRANSACTIONS (the previous
-			// transaction's markers still being written) is retried after
-			// a metadata refresh, at most one per MetadataMinAge: 5 s by
-			// default (see sink.NewTxn).
-			kgo.MetadataMinAge(100*time.Millisecond))
+			kgo.MetadataMinAge(kclient.ConcurrentTransactionsRetry))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -55,6 +55,24 @@ func Options(cfg config.Kafka) ([]kgo.Opt, error) {
 	return opts, nil
 }
 
+// ConcurrentTransactionsRetry is how soon a transactional producer retries
+// a produce the broker refused with CONCURRENT_TRANSACTIONS. Under
+// transaction version 2 (KIP-890, the default of Kafka 4 clusters) a
+// produce adds its partition to the transaction itself, and the broker
+// refuses it while the markers of the previous transaction are still
+// being written: right after a checkpoint's commit, when the brokers are
+// slow to write markers (a cold broker, many partitions, replication).
+// franz-go retries such a batch after a metadata refresh, and refreshes
+// at most once per MetadataMinAge, 5 s by default: one late marker then
+// stalled the next epoch's outputs, the checkpoint and so the whole job
+// for 5 s (measured at 256 output partitions: 54 s instead of 15 s for a
+// million records). The Java producer retries after retry.backoff.ms,
+// 100 ms, and so does this one: a retry comes at most 100 ms after the
+// markers are written, and a refresh of the few topics a job writes costs
+// the broker little. Every transactional client sets it as its
+// kgo.MetadataMinAge (sink.NewTxn, sink.NewMemberTxn, datagen -resume).
+const ConcurrentTransactionsRetry = 100 * time.Millisecond
+
 // compressor is the producers' compressor for codec, made once and shared
 // by every client of the job (franz-go's is safe for concurrent use).
 // Not kgo.ProducerBatchCompression: franz-go deduplicates that option's
