@@ -107,13 +107,23 @@ func (e *testEnv) numbers(from, count int64) {
 // running is a job run in the background; stop ends it and returns Run's
 // result.
 type running struct {
+	job    *Job
 	cancel context.CancelFunc
 	done   chan error
 	logs   *syncBuffer
 }
 
+// stop ends the job at once, as a crash would: a transaction it had open
+// stays open until the next start fences it (or it times out).
 func (r *running) stop() error {
 	r.cancel()
+	return <-r.done
+}
+
+// finish stops the job gracefully (Job.Stop): after its final checkpoint
+// no transaction of it is left open.
+func (r *running) finish() error {
+	r.job.Stop()
 	return <-r.done
 }
 
@@ -449,7 +459,7 @@ func startWith(t *testing.T, cfg *config.Config, opts ...Option) *running {
 	t.Helper()
 	job, logs := newJob(t, cfg, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), logs: logs}
+	r := &running{job: job, cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { r.done <- job.Run(ctx) }()
 	t.Cleanup(cancel)
 	return r
