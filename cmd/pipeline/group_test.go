@@ -367,7 +367,18 @@ func TestGroupModeExactUnderFaults(t *testing.T) {
 	g.logf("a savepoint taken for good")
 	dir := filepath.Join(t.TempDir(), "sp")
 	a.args = []string{"--stop-with-savepoint", dir}
+	restoredBefore = g.count("a", "msg=restored")
 	a.start()
+	// Stopped before it restored (its predecessor was killed mid-drain,
+	// which can take it seconds to get past), a process has no state to
+	// write and rightly stops without a savepoint: wait for the restore.
+	deadline = time.Now().Add(time.Minute)
+	for g.count("a", "msg=restored") == restoredBefore {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance a did not restore within a minute:\n%s", a.output())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	time.Sleep(4 * time.Second)
 	a.terminate()
 	if _, err := os.Stat(filepath.Join(dir, "savepoint.json")); err != nil {
