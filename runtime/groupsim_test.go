@@ -58,6 +58,14 @@ type gsimBugs struct {
 	// offsetsAtAssignment starts every attempt from the offsets fetched
 	// when the generation was assigned, not the newest committed ones.
 	offsetsAtAssignment bool
+	// noOwnFence: a restarted process joins without first fencing its own
+	// transactional id; a predecessor killed while committing then holds
+	// the offsets it needs until the transaction timeout.
+	noOwnFence bool
+	// fenceAfterFetch: survivors fence a departed member only once they
+	// have fetched their new generation's offsets, which the departed
+	// member's pending offsets hold until the transaction timeout.
+	fenceAfterFetch bool
 }
 
 type gsim struct {
@@ -67,6 +75,13 @@ type gsim struct {
 	bugs  gsimBugs
 	fed   int64 // numbers 1..fed are in the input
 	trace []string
+	// unfenced are the processes the group dropped while a live member
+	// was there to fence them, until their transactional id is
+	// initialized again: nobody may wait for a transaction of theirs.
+	unfenced map[string]bool
+	// stalled is the first wait for a transaction that should have been
+	// fenced (a liveness violation: only the transaction timeout ends it).
+	stalled error
 }
 
 type gproc struct {
@@ -80,6 +95,9 @@ type gproc struct {
 	// assignedAt are the group's offsets when its generation was
 	// assigned (for the offsetsAtAssignment bug).
 	assignedAt map[memkafka.TP]int64
+	// toFence are departed members it fences after its next offset
+	// fetch (the fenceAfterFetch bug).
+	toFence []*gproc
 }
 
 type gattempt struct {
@@ -115,7 +133,7 @@ func (s *gsim) call(p *gproc, crashP float64, what string, fn func() error) erro
 }
 
 func newGsim(seed uint64, procs int, bugs gsimBugs) *gsim {
-	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs}
+	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs, unfenced: map[string]bool{}}
 	for _, t := range []struct {
 		name  string
 		parts int
@@ -169,6 +187,7 @@ func (s *gsim) assignment(id string) []memkafka.TP {
 func (s *gsim) rebalance() {
 	gen := s.k.Generation(gsimJob)
 	offsets := s.k.GroupOffsets(gsimJob)
+	var missed []*gproc
 	for _, p := range s.procs {
 		if !p.in {
 			continue
@@ -177,6 +196,7 @@ func (s *gsim) rebalance() {
 			s.log("%s misses the rebalance to generation %d and is out of the group", p.id, gen)
 			_ = s.k.LeaveGroup(gsimJob, p.member)
 			p.in = false
+			missed = append(missed, p)
 			continue
 		}
 		if p.att != nil && p.att.begun {
@@ -189,14 +209,41 @@ func (s *gsim) rebalance() {
 	if s.k.Generation(gsimJob) != gen {
 		s.rebalance() // a paused member left: one more generation
 	}
+	for _, p := range missed {
+		s.departed(p)
+	}
 }
 
-// fenceDeparted is what the survivors do at a rebalance: initialize the
-// transactional id of a member that left without ending its transaction.
-func (s *gsim) fenceDeparted(gone *gproc) {
-	if _, err := s.k.InitProducer(gsimJob+"-"+gone.id, gsimTxnTimeout); err == nil {
-		s.log("survivors fence %s's transactional id", gone.id)
+// departed: the group dropped gone. The members of the new generation
+// fence its transactional id when they are assigned, before they fetch
+// their offsets (membership.onAssigned); with no live member, nobody does.
+func (s *gsim) departed(gone *gproc) {
+	var witness *gproc
+	for _, p := range s.procs {
+		if p != gone && p.up && !p.paused && p.in {
+			witness = p
+			break
+		}
 	}
+	if witness == nil {
+		s.log("no live member is there to fence %s's transactional id", gone.id)
+		return
+	}
+	s.unfenced[gone.id] = true
+	if s.bugs.fenceAfterFetch {
+		witness.toFence = append(witness.toFence, gone)
+		return
+	}
+	s.fence(gone, "survivors fence")
+}
+
+// fence initializes p's transactional id, aborting its open transaction.
+func (s *gsim) fence(p *gproc, who string) {
+	if _, err := s.k.InitProducer(gsimJob+"-"+p.id, gsimTxnTimeout); err != nil {
+		panic(err)
+	}
+	delete(s.unfenced, p.id)
+	s.log("%s %s's transactional id", who, p.id)
 }
 
 // join puts p (started, or awake after being dropped) into the group.
@@ -224,7 +271,7 @@ func (s *gsim) expire() {
 			_ = s.k.LeaveGroup(gsimJob, p.member)
 			p.in = false
 			s.rebalance()
-			s.fenceDeparted(p)
+			s.departed(p)
 		}
 	}
 }
@@ -236,9 +283,23 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 	if len(tps) == 0 {
 		return
 	}
-	if s.k.UnstableOffsets(gsimJob, tps) {
-		return // require_stable: wait for the transaction holding them
+	if holders := s.k.UnstableOffsets(gsimJob, tps); len(holders) > 0 {
+		// require_stable: wait for the transactions holding them. Not
+		// for one that should have been fenced: only its timeout would
+		// end it.
+		for _, h := range holders {
+			id := strings.TrimPrefix(h, gsimJob+"-")
+			if s.stalled == nil && (id == p.id || s.unfenced[id]) {
+				s.stalled = fmt.Errorf("%s waits for its offsets held by the open transaction of %s, which nobody fenced: only the transaction timeout ends it", p.id, h)
+				s.log("%v", s.stalled)
+			}
+		}
+		return
 	}
+	for _, gone := range p.toFence {
+		s.fence(gone, p.id+", its offsets fetched, fences")
+	}
+	p.toFence = nil
 	var owned []memkafka.TP
 	for _, tp := range tps {
 		if tp.Topic == gsimRep {
@@ -256,6 +317,7 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 		a.prod, err = s.k.InitProducer(gsimJob+"-"+p.id, gsimTxnTimeout)
 		return err
 	})
+	delete(s.unfenced, p.id)
 	offsets := s.k.GroupOffsets(gsimJob)
 	if s.bugs.offsetsAtAssignment {
 		offsets = p.assignedAt
@@ -392,7 +454,7 @@ func (s *gsim) step(p *gproc, faults bool) {
 			if _, ok := r.(gsimCrash); !ok {
 				panic(r)
 			}
-			p.up, p.att, p.since = false, nil, s.k.Now() // its transaction stays open
+			p.up, p.att, p.since, p.toFence = false, nil, s.k.Now(), nil // its transaction stays open
 		}
 	}()
 	switch {
@@ -400,6 +462,14 @@ func (s *gsim) step(p *gproc, faults bool) {
 		if !faults || s.rng.IntN(40) == 0 {
 			p.up = true
 			s.log("%s restarts", p.id)
+			if !s.bugs.noOwnFence {
+				// Job.Run: end what a predecessor with this instance
+				// id left open, before joining.
+				_ = s.call(p, crashP, "InitProducer (its own id, on start)", func() error {
+					s.fence(p, p.id+" fences")
+					return nil
+				})
+			}
 			s.join(p)
 		}
 	case p.paused:
@@ -464,7 +534,10 @@ func (s *gsim) run(inputs int64, steps int) error {
 			break
 		}
 	}
-	return s.check(inputs)
+	if err := s.check(inputs); err != nil {
+		return err
+	}
+	return s.stalled
 }
 
 // drained: the group committed the end of every input and repartition
@@ -570,6 +643,8 @@ func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
 	}{
 		{"memberless offset commits", gsimBugs{memberless: true}},
 		{"offsets fetched once per assignment", gsimBugs{offsetsAtAssignment: true}},
+		{"a restarted process does not fence its own transactional id", gsimBugs{noOwnFence: true}},
+		{"departed members fenced after the offset fetch", gsimBugs{fenceAfterFetch: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := 0

@@ -2,6 +2,7 @@ package memkafka
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -124,21 +125,25 @@ func (p *Producer) TxnCommitOffsetsAs(groupName string, m GroupMember, offsets m
 	return p.txnCommitOffsets(groupName, &m, offsets)
 }
 
-// UnstableOffsets reports whether an open transaction holds offsets for
-// any of tps in group: what makes an OffsetFetch with require_stable
-// answer UNSTABLE_OFFSET_COMMIT (KIP-447) until it ends.
-func (c *Cluster) UnstableOffsets(groupName string, tps []TP) bool {
+// UnstableOffsets returns the transactional ids whose open transactions
+// hold offsets for any of tps in group, sorted (none: the offsets are
+// stable). While there is one, an OffsetFetch with require_stable answers
+// UNSTABLE_OFFSET_COMMIT (KIP-447).
+func (c *Cluster) UnstableOffsets(groupName string, tps []TP) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, id := range c.ids {
+	var holders []string
+	for name, id := range c.ids {
 		if id.open == nil {
 			continue
 		}
 		for tp := range id.open.offsets[groupName] {
 			if containsTP(tps, tp) {
-				return true
+				holders = append(holders, name)
+				break
 			}
 		}
 	}
-	return false
+	slices.Sort(holders)
+	return holders
 }
