@@ -41,8 +41,12 @@ import (
 // offsets (a pending transactional commit is waited for) and restores the
 // state partitions it owns up to their last stable offset. When a member
 // leaves the group without ending its transaction (killed), the others
-// fence its transactional id, so its open transaction does not hold
-// read_committed readers until the transaction timeout.
+// fence its transactional id when they are assigned its partitions,
+// before they fetch the offsets, and every process fences its own before
+// it joins (a killed predecessor with its instance id comes back without
+// a rebalance): an open transaction would hold read_committed readers,
+// and the stable offset fetch when it holds an epoch's offsets (killed
+// while committing), until the transaction timeout.
 
 // shuffle is how a group-mode job spreads keyed work: the repartition and
 // state topics, their partition count R, and the key groups G.
@@ -98,6 +102,8 @@ const (
 type assignment struct {
 	member sink.GroupMember
 	tps    []source.TopicPartition
+	// members are the instance ids in the group when it was assigned.
+	members []string
 }
 
 func (a *assignment) partitions() []source.TopicPartition { return a.tps }

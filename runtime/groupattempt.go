@@ -35,13 +35,12 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 		if a == nil {
 			return false, &stoppedError{}
 		}
-		m.fenceDeparted(ctx, j)
-		j.status.assigned(a, m.members)
+		j.status.assigned(a, a.members)
 		perTopic := map[string]int{}
 		for _, tp := range a.tps {
 			perTopic[tp.Topic]++
 		}
-		j.metrics.SetAssignment(a.member.Generation, perTopic, len(m.members))
+		j.metrics.SetAssignment(a.member.Generation, perTopic, len(a.members))
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type result struct {
@@ -61,7 +60,7 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 				cancel()
 				r := <-res
 				m.current = nil
-				j.endOwnTransaction(ctx)
+				j.endOwnTransaction(ctx, "after a rebalance")
 				close(done)
 				if r.err != nil && !errors.Is(r.err, errStopped) && actx.Err() == nil {
 					return r.progressed, memberVerdict(r.err)
@@ -80,20 +79,23 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 }
 
 // endOwnTransaction makes sure no transaction of this process's
-// transactional id is left open when it gives up a generation. The
-// attempt aborts its open epoch on the way out, but an epoch caught in
-// its commit when the attempt was cancelled may be neither committed nor
-// aborted; its offsets then stay pending in the group, and every member's
-// offset fetch for the next generation (which must be stable) waits for
-// the transaction timeout, the whole group with it. Initializing the
-// transactional id aborts whatever it left open, before the revocation is
-// acknowledged, so the next generation starts on stable offsets.
-func (j *Job) endOwnTransaction(ctx context.Context) {
+// transactional id is left open, before the process joins the group
+// (when = "on start") and whenever it gives up a generation (when =
+// "after a rebalance"). An open transaction may hold an epoch's offsets
+// for the group, and every member's offset fetch for the next generation
+// (which must be stable) waits for them, up to the transaction timeout.
+// On start, it is what a killed predecessor with the same instance id
+// left: a static member that comes back within the session timeout
+// replaces itself without a rebalance, so no other member fences it, and
+// its own producer comes only after the fetch. After a rebalance, it is
+// an epoch caught in its commit when the attempt was cancelled, neither
+// committed nor aborted. Initializing the transactional id aborts it.
+func (j *Job) endOwnTransaction(ctx context.Context, when string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	id := sink.MemberTransactionalID(j.cfg.Name, j.instance)
 	if err := fenceTransactionalID(fctx, j.conn, id, j.cfg.Kafka.TransactionTimeout); err != nil {
-		j.log.Warn("ending this process's transaction after a rebalance; the group's next generation may wait for the transaction timeout", "transactional_id", id, "err", err)
+		j.log.Warn("ending this process's open transaction "+when+"; the group's next generation may wait for the transaction timeout", "transactional_id", id, "err", err)
 	}
 }
 

@@ -199,6 +199,7 @@ func (j *Job) Run(ctx context.Context) error {
 		if j.instance == "" {
 			return fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
 		}
+		j.endOwnTransaction(ctx, "on start")
 		m, err := newMembership(j)
 		if err != nil {
 			return err

@@ -37,8 +37,12 @@ type membership struct {
 	// current is the assignment not yet revoked (nil: none).
 	current *assignment
 	// members are the instance ids of the group as last seen, to fence
-	// those that leave.
+	// those that leave. Only the group's loop touches it (onAssigned,
+	// then onFetched, which copies it into the assignment).
 	members []string
+	// fence initializes the transactional id of an instance, aborting
+	// what it left open.
+	fence func(ctx context.Context, instance string) error
 
 	// closing is closed first by close: the group's loop may be waiting
 	// in a callback for a run loop that is gone, and closing the client
@@ -54,6 +58,9 @@ func newMembership(j *Job) (*membership, error) {
 		group: cfg.Name, instance: j.instance, log: j.log,
 		assigned: make(chan *assignment), revoked: make(chan chan struct{}), fatal: make(chan error, 1),
 		closing: make(chan struct{}),
+		fence: func(ctx context.Context, instance string) error {
+			return fenceTransactionalID(ctx, j.conn, sink.MemberTransactionalID(cfg.Name, instance), cfg.Kafka.TransactionTimeout)
+		},
 	}
 	topics := j.groupTopics()
 	opts := append(append(append([]kgo.Opt{}, j.conn...), source.FetchOpts()...),
@@ -70,6 +77,7 @@ func newMembership(j *Job) (*membership, error) {
 		kgo.Balancers(kgo.StickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.RequireStableFetchOffsets(),
+		kgo.OnPartitionsAssigned(m.onAssigned),
 		kgo.OnOffsetsFetched(m.onFetched),
 		kgo.OnPartitionsRevoked(m.onRevoked),
 		kgo.OnPartitionsLost(m.onRevoked),
@@ -109,7 +117,10 @@ func (j *Job) groupTopics() []string {
 // partitions the offsets were fetched for) to the run loop.
 func (m *membership) onFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	memberID, generation := cl.GroupMetadata()
-	a := &assignment{member: sink.GroupMember{Group: m.group, MemberID: memberID, InstanceID: m.instance, Generation: generation}}
+	a := &assignment{
+		member:  sink.GroupMember{Group: m.group, MemberID: memberID, InstanceID: m.instance, Generation: generation},
+		members: slices.Clone(m.members),
+	}
 	// The response has the partitions once per form (per group from
 	// OffsetFetch v8 on, top level before); franz-go may fill both.
 	seen := map[source.TopicPartition]bool{}
@@ -256,13 +267,25 @@ func (m *membership) await(ctx context.Context, stopping <-chan struct{}) (*assi
 	return m.current, nil
 }
 
+// onAssigned runs in the group's loop when a generation is assigned,
+// before its committed offsets are fetched: it fences the members that
+// left since the last generation (fenceDeparted). It must come before the
+// fetch: the fetch waits for stable offsets, and a member killed while
+// committing leaves its epoch's offsets pending in its open transaction,
+// which would hold every member's fetch until the transaction timeout.
+func (m *membership) onAssigned(ctx context.Context, _ *kgo.Client, _ map[string][]int32) {
+	m.fenceDeparted(ctx)
+}
+
 // fenceDeparted fences the transactional ids of members that left the
 // group since it was last seen: a process killed mid-epoch leaves its
 // transaction open, and read_committed readers of everything it wrote to
 // (outputs, the repartition and state topics) would wait for the
-// transaction timeout. Initializing its transactional id aborts it now.
-// A process that comes back with that id fences in turn, as on any start.
-func (m *membership) fenceDeparted(ctx context.Context, j *Job) {
+// transaction timeout, as would the group's stable offset fetch when the
+// transaction holds offsets. Initializing its transactional id aborts it
+// now. A process that comes back with that id fences in turn, as on any
+// start (Job.Run).
+func (m *membership) fenceDeparted(ctx context.Context) {
 	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
 	if err != nil {
 		m.log.Warn("describing the consumer group", "err", err)
@@ -281,21 +304,18 @@ func (m *membership) fenceDeparted(ctx context.Context, j *Job) {
 		if gone == m.instance || slices.Contains(now, gone) {
 			continue
 		}
-		id := sink.MemberTransactionalID(j.cfg.Name, gone)
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := fenceTransactionalID(fctx, j.conn, id, j.cfg.Kafka.TransactionTimeout)
+		err := m.fence(fctx, gone)
 		cancel()
 		if err != nil {
-			m.log.Warn("fencing a departed member's transactional id", "instance", gone, "transactional_id", id, "err", err)
+			m.log.Warn("fencing a departed member's transactional id", "instance", gone, "transactional_id", sink.MemberTransactionalID(m.group, gone), "err", err)
 			continue
 		}
-		m.log.Info("fenced a departed member's transactional id: its open transaction is aborted", "instance", gone, "transactional_id", id)
+		m.log.Info("fenced a departed member's transactional id: its open transaction is aborted", "instance", gone, "transactional_id", sink.MemberTransactionalID(m.group, gone))
 	}
 	m.members = now
 }
 
-// fenceTransactionalID initializes id's producer: the transaction
-// coordinator aborts what id left open and fences its last producer.
 func fenceTransactionalID(ctx context.Context, conn []kgo.Opt, id string, timeout time.Duration) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...), kgo.TransactionalID(id), kgo.TransactionTimeout(timeout))...)
 	if err != nil {

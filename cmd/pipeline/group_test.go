@@ -28,7 +28,9 @@ import (
 // knows nothing of, so every record crosses the repartition topic.
 type groupJob struct {
 	t       *testing.T
-	c       *kafkatest.Cluster
+	brokers []string
+	// config is the job's file (default: the parity-sum example).
+	config  string
 	conn    []kgo.Opt
 	env     map[string]string
 	members map[string]*job
@@ -37,10 +39,9 @@ type groupJob struct {
 
 const groupSessionTimeout = 6 * time.Second
 
-func newGroupJob(t *testing.T, c *kafkatest.Cluster) *groupJob {
-	brokers := c.Bootstrap()
+func newGroupJob(t *testing.T, brokers []string) *groupJob {
 	base := kafkatest.Topic(t, "group")
-	g := &groupJob{t: t, c: c, conn: []kgo.Opt{kgo.SeedBrokers(brokers...)}, members: map[string]*job{}}
+	g := &groupJob{t: t, brokers: brokers, conn: []kgo.Opt{kgo.SeedBrokers(brokers...)}, members: map[string]*job{}}
 	g.env = map[string]string{
 		"KAFKA_BROKERS":       strings.Join(brokers, ","),
 		"JOB_NAME":            base,
@@ -62,7 +63,7 @@ func (g *groupJob) member(id string) *job {
 	if m, ok := g.members[id]; ok {
 		return m
 	}
-	m := &job{t: g.t, bin: binary(g.t), conn: g.conn, env: map[string]string{"PIPELINE_INSTANCE_ID": id}}
+	m := &job{t: g.t, bin: binary(g.t), conn: g.conn, config: g.config, env: map[string]string{"PIPELINE_INSTANCE_ID": id}}
 	for k, v := range g.env {
 		m.env[k] = v
 	}
@@ -175,7 +176,7 @@ func (g *groupJob) awaitExact(n int64) *paritycheck.Report {
 func (g *groupJob) explainDuplicates() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl := kafkatest.Client(g.t, g.c.Bootstrap(), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cl := kafkatest.Client(g.t, g.brokers, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	adm := kadm.NewClient(cl)
 	ends, err := adm.ListEndOffsets(ctx, g.env["OUTPUT_TOPIC"])
 	if err != nil {
@@ -188,7 +189,7 @@ func (g *groupJob) explainDuplicates() {
 			want[o.Partition] = o.Offset
 		}
 	})
-	rd := kafkatest.Client(g.t, g.c.Bootstrap(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	rd := kafkatest.Client(g.t, g.brokers, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeTopics(g.env["OUTPUT_TOPIC"]), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	type seen struct {
 		offset   int64
@@ -238,7 +239,7 @@ func (g *groupJob) count(id, line string) int { return strings.Count(g.member(id
 // sums.
 func TestGroupModeExactUnderFaults(t *testing.T) {
 	c := kafkatest.StartCluster(t, 3)
-	g := newGroupJob(t, c)
+	g := newGroupJob(t, c.Bootstrap())
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	ctx, stopFeeding := context.WithCancel(context.Background())
 	fed := g.feed(ctx)
