@@ -44,6 +44,9 @@ type message struct {
 	// op is the input after the stateless steps (source → worker): its
 	// decoded, possibly mapped, value and its group key.
 	op *operator.Record
+	// slab is where op came from, to give it back to once the worker is
+	// done with it (nil: op is not the worker's to give back).
+	slab *recordSlab
 	// at is the input's event time in epoch milliseconds (source →
 	// worker, jobs with event time only).
 	at      int64

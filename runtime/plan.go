@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -190,11 +189,12 @@ type router struct {
 	// without event time).
 	clocks *clocks
 
-	// records is the unused rest of a chunk of operator.Records: each
-	// input takes one and hands it to a worker with its message, so one
-	// allocation serves recordChunk inputs. A slot is never reused; the
-	// chunk is collected once the workers are done with all of its records.
-	records []operator.Record
+	// slab is where each input's operator.Record comes from: next is its
+	// first unused record, sent the number of its records sent on to a
+	// worker (the others were done with here, and are simply reused when
+	// the slab comes back).
+	slab       *recordSlab
+	next, sent int
 	// one backs the message slice route returns for a kept record.
 	one [1]message
 	// bare: the job has no steps, no event time, no keyed operator and
@@ -203,13 +203,6 @@ type router struct {
 	// validates it (and makes any dead letter) with its own chain.
 	bare bool
 }
-
-// recordChunk is how many operator.Records the router allocates at once:
-// as many as fit in 32 KB, the largest object Go allocates from its
-// per-thread caches. A larger chunk is a large object, each allocated
-// from the heap's page allocator and zeroed (with fresh pages faulted in)
-// on its own.
-const recordChunk = (32 << 10) / int(unsafe.Sizeof(operator.Record{}))
 
 func (p *plan) newRouter(workers int) *router {
 	chain := p.chain.Clone()
@@ -271,11 +264,7 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		r.one[0] = message{kind: msgRecord, rec: rec}
 		return r.one[:], partitionWorker(rec.Topic, rec.Partition, r.workers)
 	}
-	if len(r.records) == 0 {
-		r.records = make([]operator.Record, recordChunk)
-	}
-	op := &r.records[0]
-	r.records = r.records[1:]
+	op := r.record()
 	*op = operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
@@ -327,8 +316,22 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		r.chain.Recycle(op)
 		return r.late(rec, at, late), worker
 	}
-	r.one[0] = message{kind: msgRecord, rec: rec, op: op, at: at}
+	r.sent++
+	r.one[0] = message{kind: msgRecord, rec: rec, op: op, slab: r.slab, at: at}
 	return r.one[:], worker
+}
+
+// record is the next unused operator.Record of the router's slab.
+func (r *router) record() *operator.Record {
+	if r.slab == nil || r.next == len(r.slab.recs) {
+		if r.slab != nil {
+			r.slab.left(r.sent)
+		}
+		r.slab, r.next, r.sent = recordSlabs.Get().(*recordSlab), 0, 0
+	}
+	op := &r.slab.recs[r.next]
+	r.next++
+	return op
 }
 
 // shuffleOut is the source side of a group-mode keyed job: the stateless

@@ -58,6 +58,9 @@ type workerTask struct {
 	out      []message
 	acked    []checkpoint.ID
 	exported []exportReport
+	// returns gives the operator.Records of processed inputs back to
+	// their slabs, a run at a time.
+	returns slabReturns
 	// aligned is the barrier snapshotted and not yet resumed from (0:
 	// none): it must reach the sink before a savepoint's export runs, and
 	// the inputs held during the alignment wait for both.
@@ -93,10 +96,14 @@ func (w *workerTask) handle(b batch) error {
 	if p, ok := w.op.(prefetcher); ok {
 		p.prefetch(b.msgs)
 	}
+	defer w.returns.flush()
 	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
 			outs, dls := w.op.process(m)
+			if m.slab != nil {
+				w.returns.add(m.slab) // process is done with m.op
+			}
 			for _, r := range outs {
 				w.out = append(w.out, message{kind: msgRecord, rec: r})
 			}
