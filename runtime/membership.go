@@ -316,6 +316,8 @@ func (m *membership) fenceDeparted(ctx context.Context) {
 	m.members = now
 }
 
+// fenceTransactionalID initializes id's producer: the transaction
+// coordinator aborts what id left open and fences its last producer.
 func fenceTransactionalID(ctx context.Context, conn []kgo.Opt, id string, timeout time.Duration) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...), kgo.TransactionalID(id), kgo.TransactionTimeout(timeout))...)
 	if err != nil {
