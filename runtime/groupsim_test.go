@@ -66,6 +66,10 @@ type gsimBugs struct {
 	// have fetched their new generation's offsets, which the departed
 	// member's pending offsets hold until the transaction timeout.
 	fenceAfterFetch bool
+	// noFenceOfUnseen: a process fences, on its first assignment, only
+	// members it saw leave, not the ones that left while no member was
+	// there to see it (their checkpoint records name them).
+	noFenceOfUnseen bool
 }
 
 type gsim struct {
@@ -79,6 +83,10 @@ type gsim struct {
 	// was there to fence them, until their transactional id is
 	// initialized again: nobody may wait for a transaction of theirs.
 	unfenced map[string]bool
+	// orphaned are the processes the group dropped while no live member
+	// was there to fence them, and when: a process started after that
+	// fences them on its first assignment, and must not wait for them.
+	orphaned map[string]time.Time
 	// stalled is the first wait for a transaction that should have been
 	// fenced (a liveness violation: only the transaction timeout ends it).
 	stalled error
@@ -98,6 +106,8 @@ type gproc struct {
 	// toFence are departed members it fences after its next offset
 	// fetch (the fenceAfterFetch bug).
 	toFence []*gproc
+	// started is when the process last started.
+	started time.Time
 }
 
 type gattempt struct {
@@ -133,7 +143,7 @@ func (s *gsim) call(p *gproc, crashP float64, what string, fn func() error) erro
 }
 
 func newGsim(seed uint64, procs int, bugs gsimBugs) *gsim {
-	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs, unfenced: map[string]bool{}}
+	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs, unfenced: map[string]bool{}, orphaned: map[string]time.Time{}}
 	for _, t := range []struct {
 		name  string
 		parts int
@@ -227,6 +237,7 @@ func (s *gsim) departed(gone *gproc) {
 	}
 	if witness == nil {
 		s.log("no live member is there to fence %s's transactional id", gone.id)
+		s.orphaned[gone.id] = s.k.Now()
 		return
 	}
 	s.unfenced[gone.id] = true
@@ -243,7 +254,25 @@ func (s *gsim) fence(p *gproc, who string) {
 		panic(err)
 	}
 	delete(s.unfenced, p.id)
+	delete(s.orphaned, p.id)
 	s.log("%s %s's transactional id", who, p.id)
+}
+
+// fenceUnseen is a started process's first assignment: every process
+// named by a checkpoint record (here: any other) that is out of the
+// group with a transaction open is fenced (membership.fenceDeparted).
+func (s *gsim) fenceUnseen(p *gproc) {
+	open := s.k.OpenTransactions()
+	for _, q := range s.procs {
+		if q == p || q.in {
+			continue
+		}
+		if slices.Contains(open, gsimJob+"-"+q.id) {
+			s.fence(q, p.id+", started, fences the unseen")
+		} else {
+			delete(s.orphaned, q.id)
+		}
+	}
 }
 
 // join puts p (started, or awake after being dropped) into the group.
@@ -289,7 +318,8 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 		// end it.
 		for _, h := range holders {
 			id := strings.TrimPrefix(h, gsimJob+"-")
-			if s.stalled == nil && (id == p.id || s.unfenced[id]) {
+			orphaned, ok := s.orphaned[id]
+			if s.stalled == nil && (id == p.id || s.unfenced[id] || ok && !p.started.Before(orphaned)) {
 				s.stalled = fmt.Errorf("%s waits for its offsets held by the open transaction of %s, which nobody fenced: only the transaction timeout ends it", p.id, h)
 				s.log("%v", s.stalled)
 			}
@@ -460,7 +490,7 @@ func (s *gsim) step(p *gproc, faults bool) {
 	switch {
 	case !p.up:
 		if !faults || s.rng.IntN(40) == 0 {
-			p.up = true
+			p.up, p.started = true, s.k.Now()
 			s.log("%s restarts", p.id)
 			if !s.bugs.noOwnFence {
 				// Job.Run: end what a predecessor with this instance
@@ -471,6 +501,9 @@ func (s *gsim) step(p *gproc, faults bool) {
 				})
 			}
 			s.join(p)
+			if !s.bugs.noFenceOfUnseen {
+				s.fenceUnseen(p)
+			}
 		}
 	case p.paused:
 		if !faults || s.rng.IntN(60) == 0 {
@@ -634,21 +667,27 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeFindsInjectedBugs: the schedules find the mistakes
 // group mode must not make: offsets committed without the member's
-// generation (a zombie's epoch commits), and an attempt that restarts on
-// an assignment from the offsets of when it was assigned.
+// generation (a zombie's epoch commits), an attempt that restarts on an
+// assignment from the offsets of when it was assigned, and the fences
+// that keep an open transaction from holding the group's offsets until it
+// times out. A zombie is fenced by the members that saw it leave in most
+// schedules, so the generation check (its second line of defence) has
+// more schedules to be found in.
 func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		bugs gsimBugs
+		name  string
+		bugs  gsimBugs
+		seeds uint64
 	}{
-		{"memberless offset commits", gsimBugs{memberless: true}},
-		{"offsets fetched once per assignment", gsimBugs{offsetsAtAssignment: true}},
-		{"a restarted process does not fence its own transactional id", gsimBugs{noOwnFence: true}},
-		{"departed members fenced after the offset fetch", gsimBugs{fenceAfterFetch: true}},
+		{"memberless offset commits", gsimBugs{memberless: true}, 500},
+		{"offsets fetched once per assignment", gsimBugs{offsetsAtAssignment: true}, 100},
+		{"a restarted process does not fence its own transactional id", gsimBugs{noOwnFence: true}, 100},
+		{"departed members fenced after the offset fetch", gsimBugs{fenceAfterFetch: true}, 100},
+		{"members that left unseen not fenced", gsimBugs{noFenceOfUnseen: true}, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := 0
-			for seed := uint64(1); seed <= 100; seed++ {
+			for seed := uint64(1); seed <= tc.seeds; seed++ {
 				if err := newGsim(seed, 3, tc.bugs).run(300, 1500); err != nil {
 					if found == 0 {
 						t.Logf("seed %d: %v", seed, err)
@@ -657,9 +696,9 @@ func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
 				}
 			}
 			if found == 0 {
-				t.Fatal("no schedule of 100 found the bug")
+				t.Fatalf("no schedule of %d found the bug", tc.seeds)
 			}
-			t.Logf("%d of 100 schedules found it", found)
+			t.Logf("%d of %d schedules found it", found, tc.seeds)
 		})
 	}
 }
