@@ -42,11 +42,14 @@ import (
 // state partitions it owns up to their last stable offset. When a member
 // leaves the group without ending its transaction (killed), the others
 // fence its transactional id when they are assigned its partitions,
-// before they fetch the offsets, and every process fences its own before
-// it joins (a killed predecessor with its instance id comes back without
-// a rebalance): an open transaction would hold read_committed readers,
-// and the stable offset fetch when it holds an epoch's offsets (killed
-// while committing), until the transaction timeout.
+// before they fetch the offsets, every process fences its own before it
+// joins (a killed predecessor with its instance id comes back without a
+// rebalance), and a process's first assignment fences the instances of
+// the job's checkpoint records that are out of the group with a
+// transaction open (they left while nobody was there to see them go): an
+// open transaction would hold read_committed readers, and the stable
+// offset fetch when it holds an epoch's offsets (killed while
+// committing), until the transaction timeout.
 
 // shuffle is how a group-mode job spreads keyed work: the repartition and
 // state topics, their partition count R, and the key groups G.

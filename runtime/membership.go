@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 )
@@ -43,6 +44,10 @@ type membership struct {
 	// fence initializes the transactional id of an instance, aborting
 	// what it left open.
 	fence func(ctx context.Context, instance string) error
+	// known returns the instance ids with checkpoint records of the job;
+	// asked once, at the first assignment (seeded then).
+	known  func(ctx context.Context) ([]string, error)
+	seeded bool
 
 	// closing is closed first by close: the group's loop may be waiting
 	// in a callback for a run loop that is gone, and closing the client
@@ -61,6 +66,7 @@ func newMembership(j *Job) (*membership, error) {
 		fence: func(ctx context.Context, instance string) error {
 			return fenceTransactionalID(ctx, j.conn, sink.MemberTransactionalID(cfg.Name, instance), cfg.Kafka.TransactionTimeout)
 		},
+		known: func(ctx context.Context) ([]string, error) { return kstore.MemberInstances(ctx, j.conn, cfg.Name) },
 	}
 	topics := j.groupTopics()
 	opts := append(append(append([]kgo.Opt{}, j.conn...), source.FetchOpts()...),
@@ -269,7 +275,8 @@ func (m *membership) await(ctx context.Context, stopping <-chan struct{}) (*assi
 
 // onAssigned runs in the group's loop when a generation is assigned,
 // before its committed offsets are fetched: it fences the members that
-// left since the last generation (fenceDeparted). It must come before the
+// left since the last generation, and on the first assignment those that
+// left unseen (fenceDeparted). It must come before the
 // fetch: the fetch waits for stable offsets, and a member killed while
 // committing leaves its epoch's offsets pending in its open transaction,
 // which would hold every member's fetch until the transaction timeout.
@@ -284,7 +291,8 @@ func (m *membership) onAssigned(ctx context.Context, _ *kgo.Client, _ map[string
 // transaction timeout, as would the group's stable offset fetch when the
 // transaction holds offsets. Initializing its transactional id aborts it
 // now. A process that comes back with that id fences in turn, as on any
-// start (Job.Run).
+// start (Job.Run). The first time, there is no last view: the members
+// that left unseen take its place (unseen).
 func (m *membership) fenceDeparted(ctx context.Context) {
 	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
 	if err != nil {
@@ -300,10 +308,17 @@ func (m *membership) fenceDeparted(ctx context.Context) {
 		}
 	}
 	slices.Sort(now)
+	var departed []string
 	for _, gone := range m.members {
-		if gone == m.instance || slices.Contains(now, gone) {
-			continue
+		if gone != m.instance && !slices.Contains(now, gone) {
+			departed = append(departed, gone)
 		}
+	}
+	if !m.seeded {
+		m.seeded = true
+		departed = append(departed, m.unseen(ctx, now)...)
+	}
+	for _, gone := range departed {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := m.fence(fctx, gone)
 		cancel()
@@ -314,6 +329,47 @@ func (m *membership) fenceDeparted(ctx context.Context) {
 		m.log.Info("fenced a departed member's transactional id: its open transaction is aborted", "instance", gone, "transactional_id", sink.MemberTransactionalID(m.group, gone))
 	}
 	m.members = now
+}
+
+// unseen are the instances with checkpoint records of the job that are out
+// of the group and have a transaction open: members that left while no
+// member was there to see them go (every process of the job was stopped
+// or killed; this one started after). Only a process's first assignment
+// asks: it has seen nobody leave yet, and from then on it sees every
+// departure. An instance that is back in the group, or whose id has no
+// transaction open, is left alone (a job's checkpoint topic names every
+// instance it ever ran with).
+func (m *membership) unseen(ctx context.Context, now []string) []string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	known, err := m.known(ctx)
+	if err != nil {
+		m.log.Warn("reading the instance ids of the job's checkpoint records, to fence those that left unseen", "err", err)
+		return nil
+	}
+	byTxn := map[string]string{}
+	var ids []string
+	for _, instance := range known {
+		if instance != m.instance && !slices.Contains(now, instance) && !slices.Contains(m.members, instance) {
+			id := sink.MemberTransactionalID(m.group, instance)
+			byTxn[id] = instance
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	described, err := kadm.NewClient(m.cl).DescribeTransactions(ctx, ids...)
+	if err != nil {
+		m.log.Warn("describing the transactions of instances out of the group", "err", err)
+	}
+	var open []string
+	for _, d := range described.Sorted() {
+		if d.Err == nil && d.State == "Ongoing" {
+			open = append(open, byTxn[d.TxnID])
+		}
+	}
+	return open
 }
 
 // fenceTransactionalID initializes id's producer: the transaction

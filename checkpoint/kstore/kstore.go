@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,6 +153,33 @@ func SavepointImported(ctx context.Context, conn []kgo.Opt, job, id string) (boo
 		}
 	}
 	return false, nil
+}
+
+// MemberInstances returns the instance ids of job's group members that
+// have committed checkpoint records (sink.MemberRecordKey:
+// "<job>/<instance>"), sorted: every process that ever committed an epoch
+// of the group-mode job, as far as compaction and tombstones left it.
+func MemberInstances(ctx context.Context, conn []kgo.Opt, job string) ([]string, error) {
+	seen := map[string]bool{}
+	prefix := job + "/"
+	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
+		instance, ok := strings.CutPrefix(string(r.Key), prefix)
+		if ok {
+			seen[instance] = r.Value != nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for id, live := range seen {
+		if live {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // Newest folds a checkpoint topic, read in offset order with

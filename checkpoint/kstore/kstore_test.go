@@ -118,3 +118,47 @@ func TestEnsureRefusesDeletingTopic(t *testing.T) {
 		t.Fatalf("got %v, want a refusal naming cleanup.policy", err)
 	}
 }
+
+// TestMemberInstances: the instance ids of a group-mode job's committed
+// member records, without the single-mode record, members deleted by a
+// tombstone, records of aborted transactions, or another job whose name
+// starts with this one's.
+func TestMemberInstances(t *testing.T) {
+	k := kafkatest.Broker(t)
+	job := kafkatest.Topic(t, "job")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}
+	if err := Ensure(ctx, kadm.NewClient(kafkatest.Client(t, k.Bootstrap())), job, -1); err != nil {
+		t.Fatal(err)
+	}
+	topic := checkpoint.TopicName(job)
+	rec := func(key, value string) *kgo.Record {
+		r := &kgo.Record{Topic: topic, Key: []byte(key)}
+		if value != "" {
+			r.Value = []byte(value)
+		}
+		return r
+	}
+	cl := kafkatest.Client(t, k.Bootstrap())
+	if err := cl.ProduceSync(ctx, rec(job+"/b", "x"), rec(job+"/a", "x"), rec(job, "x"), rec(job+"/gone", "x"), rec(job+"/gone", ""), rec(job+"x/other", "x")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txn := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(job+"-aborted"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, rec(job+"/aborted", "x")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	got, err := MemberInstances(ctx, conn, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("MemberInstances = %v, want [a b]", got)
+	}
+}

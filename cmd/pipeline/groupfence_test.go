@@ -23,9 +23,11 @@ import (
 // timeout (5 minutes here): a process restarted with the same instance id
 // fences its own transactional id before it joins (as the group's only
 // member it replaces itself without a rebalance, so nobody else would),
-// and the survivors of a member that stays dead fence it when they are
-// assigned its partitions, before they fetch their offsets. Both go on
-// within a minute, and the sums stay exact.
+// the survivors of a member that stays dead fence it when they are
+// assigned its partitions, before they fetch their offsets, and a process
+// started after every member was gone fences the instances of the job's
+// checkpoint records that are out of the group with a transaction open.
+// Each goes on within a minute, and the sums stay exact.
 func TestGroupModeKilledWhileCommitting(t *testing.T) {
 	g := newGroupJob(t, kafkatest.Broker(t).Bootstrap())
 	g.withTransactionTimeout("5m")
@@ -50,6 +52,20 @@ func TestGroupModeKilledWhileCommitting(t *testing.T) {
 	g.awaitRestore("a", restored)
 	if !strings.Contains(a.output(), `msg="fenced a departed member's transactional id`) {
 		t.Fatalf("instance a took over without fencing b:\n%s", a.output())
+	}
+	time.Sleep(2 * time.Second)
+	g.alive()
+
+	g.logf("b back, killed at its fifth commit again; a killed too: nobody sees b leave")
+	b.start(killAt)
+	g.awaitKilledWhileCommitting(b)
+	a.kill()
+	time.Sleep(groupSessionTimeout + 3*time.Second) // both out of the group
+	c := g.member("c")
+	c.start()
+	g.awaitRestore("c", 0)
+	if !strings.Contains(c.output(), `msg="fenced a departed member's transactional id: its open transaction is aborted" job=`+g.env["JOB_NAME"]+" instance=b") {
+		t.Fatalf("instance c restored without fencing b:\n%s", c.output())
 	}
 	time.Sleep(2 * time.Second)
 	g.alive()
