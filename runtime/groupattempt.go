@@ -93,9 +93,8 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 func (j *Job) endOwnTransaction(ctx context.Context, when string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	id := sink.MemberTransactionalID(j.cfg.Name, j.instance)
-	if err := fenceTransactionalID(fctx, j.conn, id, j.cfg.Kafka.TransactionTimeout); err != nil {
-		j.log.Warn("ending this process's open transaction "+when+"; the group's next generation may wait for the transaction timeout", "transactional_id", id, "err", err)
+	if err := j.fenceMember(fctx, j.instance); err != nil {
+		j.log.Warn("ending this process's open transaction "+when+"; the group's next generation may wait for the transaction timeout", "transactional_id", sink.MemberTransactionalID(j.cfg.Name, j.instance), "err", err)
 	}
 }
 

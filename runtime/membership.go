@@ -63,10 +63,8 @@ func newMembership(j *Job) (*membership, error) {
 		group: cfg.Name, instance: j.instance, log: j.log,
 		assigned: make(chan *assignment), revoked: make(chan chan struct{}), fatal: make(chan error, 1),
 		closing: make(chan struct{}),
-		fence: func(ctx context.Context, instance string) error {
-			return fenceTransactionalID(ctx, j.conn, sink.MemberTransactionalID(cfg.Name, instance), cfg.Kafka.TransactionTimeout)
-		},
-		known: func(ctx context.Context) ([]string, error) { return kstore.MemberInstances(ctx, j.conn, cfg.Name) },
+		fence:   j.fenceMember,
+		known:   func(ctx context.Context) ([]string, error) { return kstore.MemberInstances(ctx, j.conn, cfg.Name) },
 	}
 	topics := j.groupTopics()
 	opts := append(append(append([]kgo.Opt{}, j.conn...), source.FetchOpts()...),
@@ -319,14 +317,15 @@ func (m *membership) fenceDeparted(ctx context.Context) {
 		departed = append(departed, m.unseen(ctx, now)...)
 	}
 	for _, gone := range departed {
+		id := sink.MemberTransactionalID(m.group, gone)
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := m.fence(fctx, gone)
 		cancel()
 		if err != nil {
-			m.log.Warn("fencing a departed member's transactional id", "instance", gone, "transactional_id", sink.MemberTransactionalID(m.group, gone), "err", err)
+			m.log.Warn("fencing a departed member's transactional id", "instance", gone, "transactional_id", id, "err", err)
 			continue
 		}
-		m.log.Info("fenced a departed member's transactional id: its open transaction is aborted", "instance", gone, "transactional_id", sink.MemberTransactionalID(m.group, gone))
+		m.log.Info("fenced a departed member's transactional id: its open transaction is aborted", "instance", gone, "transactional_id", id)
 	}
 	m.members = now
 }
@@ -350,7 +349,7 @@ func (m *membership) unseen(ctx context.Context, now []string) []string {
 	byTxn := map[string]string{}
 	var ids []string
 	for _, instance := range known {
-		if instance != m.instance && !slices.Contains(now, instance) && !slices.Contains(m.members, instance) {
+		if instance != m.instance && !slices.Contains(now, instance) {
 			id := sink.MemberTransactionalID(m.group, instance)
 			byTxn[id] = instance
 			ids = append(ids, id)
@@ -370,6 +369,12 @@ func (m *membership) unseen(ctx context.Context, now []string) []string {
 		}
 	}
 	return open
+}
+
+// fenceMember fences the transactional id of the job's instance: the
+// coordinator aborts what that instance's process left open.
+func (j *Job) fenceMember(ctx context.Context, instance string) error {
+	return fenceTransactionalID(ctx, j.conn, sink.MemberTransactionalID(j.cfg.Name, instance), j.cfg.Kafka.TransactionTimeout)
 }
 
 // fenceTransactionalID initializes id's producer: the transaction
