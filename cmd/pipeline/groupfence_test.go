@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,20 +82,7 @@ func TestGroupModeKilledWhileCommitting(t *testing.T) {
 // withTransactionTimeout runs the members with kafka.transaction_timeout
 // d: the parity-sum example's file with the one line added.
 func (g *groupJob) withTransactionTimeout(d string) {
-	g.t.Helper()
-	b, err := os.ReadFile("../../examples/parity-sum/config.yaml")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	const brokers = "  brokers: ${KAFKA_BROKERS:-127.0.0.1:9092}\n"
-	if !strings.Contains(string(b), brokers) {
-		g.t.Fatalf("the example's kafka section changed; this test adds a line after %q", brokers)
-	}
-	path := filepath.Join(g.t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(strings.Replace(string(b), brokers, brokers+"  transaction_timeout: "+d+"\n", 1)), 0o644); err != nil {
-		g.t.Fatal(err)
-	}
-	g.config = path
+	g.config = exampleWith(g.t, "  brokers: ${KAFKA_BROKERS:-127.0.0.1:9092}\n", "  transaction_timeout: "+d+"\n")
 }
 
 // awaitKilledWhileCommitting waits for m's fault point to kill it, and

@@ -61,12 +61,21 @@ func (j *job) feed(from, count int64, rate float64) (wait func()) {
 // withStep writes a copy of the parity-sum example with step (YAML, two
 // spaces deep) inserted first, and returns its path.
 func withStep(t *testing.T, step string) string {
+	return exampleWith(t, "steps:\n", step)
+}
+
+// exampleWith writes a copy of the parity-sum example with insert added
+// after the first occurrence of after, and returns its path.
+func exampleWith(t *testing.T, after, insert string) string {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/parity-sum/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := strings.Replace(string(data), "steps:\n", "steps:\n"+step, 1)
+	if !strings.Contains(string(data), after) {
+		t.Fatalf("the parity-sum example no longer has %q to add %q after", after, insert)
+	}
+	changed := strings.Replace(string(data), after, after+insert, 1)
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
 		t.Fatal(err)
