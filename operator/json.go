@@ -344,6 +344,10 @@ func (s *scanner) errChar(context string) error {
 }
 
 func (s *scanner) skipSpace() {
+	// Compact JSON has no space between tokens: one test and out.
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return
+	}
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -637,25 +641,28 @@ func (s *scanner) str() ([]byte, error) {
 	start := s.pos
 	// Fast path: plain ASCII with no escapes is returned in place. Eight
 	// bytes at a time while none of them needs a look (padding, ids and
-	// names are long runs of plain ASCII), then byte by byte.
-	for s.pos+8 <= len(s.data) {
-		if m := plainASCII8(binary.LittleEndian.Uint64(s.data[s.pos:])); m != 0 {
-			s.pos += bits.TrailingZeros64(m) >> 3 // the first byte to look at
+	// names are long runs of plain ASCII), then byte by byte; in locals,
+	// which stay in registers.
+	data, pos := s.data, s.pos
+	for pos+8 <= len(data) {
+		if m := plainASCII8(binary.LittleEndian.Uint64(data[pos:])); m != 0 {
+			pos += bits.TrailingZeros64(m) >> 3 // the first byte to look at
 			break
 		}
-		s.pos += 8
+		pos += 8
 	}
-	for s.pos < len(s.data) {
-		c := s.data[s.pos]
+	for pos < len(data) {
+		c := data[pos]
 		if c == '"' {
-			s.pos++
-			return s.data[start : s.pos-1], nil
+			s.pos = pos + 1
+			return data[start:pos], nil
 		}
 		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
 			break
 		}
-		s.pos++
+		pos++
 	}
+	s.pos = pos
 	buf := append(s.d.scratch[:0], s.data[start:s.pos]...)
 	defer func() { s.d.scratch = buf[:0] }()
 	for s.pos < len(s.data) {
@@ -804,15 +811,27 @@ func (s *scanner) scanNumber() (i int64, isInt bool, f float64, err error) {
 	case c == '0':
 		s.pos++
 	case c >= '1' && c <= '9':
-		for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
-			d := uint64(s.data[s.pos] - '0')
+		// Nineteen digits always fit uint64 (10^19-1 < 2^64): only the
+		// digits after them need the overflow test. Locals, not s.pos,
+		// keep the loop in registers.
+		data, pos := s.data, s.pos
+		for n := 0; pos < len(data) && n < 19; n++ {
+			d := data[pos] - '0'
+			if d > 9 {
+				break
+			}
+			mag = mag*10 + uint64(d)
+			pos++
+		}
+		for ; pos < len(data) && data[pos] >= '0' && data[pos] <= '9'; pos++ {
+			d := uint64(data[pos] - '0')
 			if mag > (math.MaxUint64-d)/10 {
 				exact = false
 			} else if exact {
 				mag = mag*10 + d
 			}
-			s.pos++
 		}
+		s.pos = pos
 	default:
 		return 0, false, 0, s.errChar("in numeric literal")
 	}

@@ -32,6 +32,11 @@ func TestDecodeObject(t *testing.T) {
 		{in: `{"a":9223372036854775808}`, want: map[string]any{"a": 9223372036854775808.0}},
 		{in: `{"a":-9223372036854775809}`, want: map[string]any{"a": -9223372036854775809.0}},
 		{in: `{"a":123456789012345678901234567890}`, want: map[string]any{"a": 1.2345678901234568e29}},
+		// Around the nineteen digits scanned without an overflow test: the
+		// largest of 19 digits, the largest uint64 (20) and one past it.
+		{in: `{"a":1234567890123456789,"b":9999999999999999999}`, want: map[string]any{"a": 1234567890123456789, "b": 9999999999999999999.0}},
+		{in: `{"a":18446744073709551615,"b":-18446744073709551616}`, want: map[string]any{"a": 18446744073709551615.0, "b": -18446744073709551616.0}},
+		{in: `{"a":-9223372036854775808.5,"b":10000000000000000000e-1}`, want: map[string]any{"a": -9223372036854775808.5, "b": 1e18}},
 		{in: `{"a":1.0}`, want: map[string]any{"a": 1.0}},
 		{in: `{"s":"h\u00e9\"\\\/\b\f\n\r\t","u":"😀","p":"\ud83d\ude00"}`, want: map[string]any{"s": "hé\"\\/\b\f\n\r\t", "u": "😀", "p": "😀"}},
 		{in: `{"lone":"\ud800x"}`, want: map[string]any{"lone": "\ufffdx"}},
