@@ -106,6 +106,9 @@ type scanner struct {
 	data  []byte
 	pos   int
 	depth int
+	// slow: skipFast refused a value of this input, so skipValue no
+	// longer tries it.
+	slow bool
 }
 
 type syntaxError struct {
@@ -245,7 +248,15 @@ func (f *fieldSet) covers(e *Expr) bool {
 // fields go to slots[i] (bit i of the returned mask says the field was
 // there), the rest is parsed to the same errors and not built.
 func (d *decoder) decodeSlots(data []byte, need *fieldSet, slots *[maxSlots]any) (uint8, error) {
-	s := scanner{d: d, data: data}
+	if len(need.slots) == 0 && d.validObject(data) {
+		return 0, nil // nothing to build: valid is all there is to know
+	}
+	return d.scanSlots(&scanner{d: d, data: data}, need, slots)
+}
+
+// scanSlots is decodeSlots by the scanner s, which is at the start of
+// the data.
+func (d *decoder) scanSlots(s *scanner, need *fieldSet, slots *[maxSlots]any) (uint8, error) {
 	if err := s.objectStart(); err != nil {
 		return 0, err
 	}
@@ -280,6 +291,30 @@ func (d *decoder) decodeSlots(data []byte, need *fieldSet, slots *[maxSlots]any)
 			return has, s.end()
 		}
 	}
+}
+
+// validObject reports whether data is one valid JSON object, as
+// decodeSlots would parse it, by skipFast. False may also mean nesting
+// deeper than skipFast follows: the scanner then decides.
+func (d *decoder) validObject(data []byte) bool {
+	pos := 0
+	for pos < len(data) && isSpace(data[pos]) {
+		pos++
+	}
+	if pos == len(data) || data[pos] != '{' {
+		return false
+	}
+	end, spaced, ok := skipFast(data, pos, maxDepth)
+	if !ok {
+		return false
+	}
+	for i := end; i < len(data); i++ {
+		if !isSpace(data[i]) {
+			return false
+		}
+	}
+	d.spaced = d.spaced || spaced || pos > 0 || end < len(data)
+	return true
 }
 
 // decodeValue parses data, which must hold exactly one JSON value of any
@@ -505,11 +540,24 @@ func (s *scanner) skipValue() error {
 		return s.errEOF()
 	}
 	switch c := s.data[s.pos]; {
-	case c == '{':
+	case c == '{' || c == '[':
+		// A container is skipped in one loop (skipFast) unless it is
+		// invalid or deeper than that goes: then by the scanner alone,
+		// which says why, and from then on for this input, so that nested
+		// values are not walked again and again. A scalar is no faster
+		// there: the scanner skips it.
+		if !s.slow {
+			if end, spaced, ok := skipFast(s.data, s.pos, maxDepth-s.depth); ok {
+				s.pos = end
+				s.d.spaced = s.d.spaced || spaced
+				return nil
+			}
+			s.slow = true
+		}
 		s.pos++
-		return s.skipContainer('}')
-	case c == '[':
-		s.pos++
+		if c == '{' {
+			return s.skipContainer('}')
+		}
 		return s.skipContainer(']')
 	case c == '"':
 		s.pos++
