@@ -55,7 +55,10 @@
 // Process decodes a JSON value once per record, building only the
 // top-level fields the chain's expressions read (all of them when one reads
 // $env); the rest is validated and skipped, so a bad value fails the same
-// way whatever is read of it. An expression that reads more of the record
+// way whatever is read of it. What nothing reads (a whole record when no
+// field is, a container) is validated by skipFast in one loop, which
+// leaves every value it refuses to the scanner and so never changes an
+// error (skip.go). An expression that reads more of the record
 // later (a sink key) gets the whole value decoded first. The decoded map
 // comes from the records the runtime gave back with Chain.Recycle, once
 // nothing read them any more.
