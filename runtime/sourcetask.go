@@ -160,7 +160,7 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 	}
 	for w := range out { // each worker's batch: room for its share
 		if out[w] == nil {
-			out[w] = make([]message, 0, batchRoom(len(recs)/len(out)))
+			out[w] = newBatch(batchRoom(len(recs) / len(out)))
 		}
 	}
 	for _, rec := range recs {

@@ -91,13 +91,14 @@ func (w *workerTask) run(ctx context.Context) error {
 // waits in out, acked and exported for flush.
 func (w *workerTask) handle(b batch) error {
 	if w.out == nil { // one output per input is the common case
-		w.out = make([]message, 0, batchRoom(len(b.msgs)))
+		w.out = newBatch(batchRoom(len(b.msgs)))
 	}
 	if p, ok := w.op.(prefetcher); ok {
 		p.prefetch(b.msgs)
 	}
 	defer w.returns.flush()
-	return w.align.each(b, func(m message) error {
+	held := len(w.align.held)
+	err := w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
 			outs, dls := w.op.process(m)
@@ -117,6 +118,10 @@ func (w *workerTask) handle(b batch) error {
 		}
 		return nil
 	})
+	if err == nil && len(w.align.held) == held {
+		recycleBatch(b.msgs) // every message handled, none held in place
+	}
+	return err
 }
 
 func (w *workerTask) onBarrier(from int, b *barrier) error {
