@@ -149,3 +149,23 @@ func TestAlignerHoldsEverythingUntilRelease(t *testing.T) {
 		t.Fatalf("after release: processed %q, %d held; want a1 a2 b1 b2 a3 and none held", got, a.heldMsgs)
 	}
 }
+
+// A worker gives a batch's slice back for reuse only when it handled all
+// of it: once a barrier blocks the input mid-batch, the rest waits in the
+// aligner inside the same slice, and must come out of it intact (a
+// recycled slice is cleared at once).
+func TestWorkerRecyclesNoHeldBatch(t *testing.T) {
+	w := &workerTask{align: newAligner(2)}
+	if err := w.handle(batch{from: 0, msgs: []message{bar(1, "in", 0), rec("a"), rec("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	held := w.align.release()
+	if len(held) != 1 || len(held[0].msgs) != 2 {
+		t.Fatalf("held %v, want the 2 records after the barrier", held)
+	}
+	for i, want := range []string{"a", "b"} {
+		if m := held[0].msgs[i]; m.barrier == nil || name(m) != want {
+			t.Fatalf("held message %d is %+v, want record %s: the held batch was cleared", i, m, want)
+		}
+	}
+}
