@@ -297,10 +297,8 @@ func (d *decoder) scanSlots(s *scanner, need *fieldSet, slots *[maxSlots]any) (u
 // decodeSlots would parse it, by skipFast. False may also mean nesting
 // deeper than skipFast follows: the scanner then decides.
 func (d *decoder) validObject(data []byte) bool {
-	pos := 0
-	for pos < len(data) && isSpace(data[pos]) {
-		pos++
-	}
+	var spacedBefore bool
+	pos := skipSpaces(data, 0, &spacedBefore)
 	if pos == len(data) || data[pos] != '{' {
 		return false
 	}
@@ -313,7 +311,7 @@ func (d *decoder) validObject(data []byte) bool {
 			return false
 		}
 	}
-	d.spaced = d.spaced || spaced || pos > 0 || end < len(data)
+	d.spaced = d.spaced || spaced || spacedBefore || end < len(data)
 	return true
 }
 

@@ -38,13 +38,7 @@ func skipFast(data []byte, pos, budget int) (end int, spaced, ok bool) {
 		if !wantValue && depth == 0 {
 			return pos, spaced, true
 		}
-		for pos < len(data) && data[pos] <= ' ' {
-			if c := data[pos]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				return 0, false, false
-			}
-			pos++
-			spaced = true
-		}
+		pos = skipSpaces(data, pos, &spaced)
 		if pos >= len(data) {
 			return 0, false, false
 		}
@@ -86,10 +80,7 @@ func skipFast(data []byte, pos, budget int) (end int, spaced, ok bool) {
 			} else {
 				objects &^= 1 << (depth - 1)
 			}
-			for pos < len(data) && isSpace(data[pos]) {
-				pos++
-				spaced = true
-			}
+			pos = skipSpaces(data, pos, &spaced)
 			if pos < len(data) && data[pos] == close {
 				pos++
 				depth--
@@ -106,18 +97,8 @@ func skipFast(data []byte, pos, budget int) (end int, spaced, ok bool) {
 				return 0, false, false
 			}
 			wantValue = false
-		case c == 't':
-			if pos, ok = skipWord(data, pos, "true"); !ok {
-				return 0, false, false
-			}
-			wantValue = false
-		case c == 'f':
-			if pos, ok = skipWord(data, pos, "false"); !ok {
-				return 0, false, false
-			}
-			wantValue = false
-		case c == 'n':
-			if pos, ok = skipWord(data, pos, "null"); !ok {
+		case c == 't' || c == 'f' || c == 'n':
+			if pos, ok = skipWord(data, pos, literal(c)); !ok {
 				return 0, false, false
 			}
 			wantValue = false
@@ -129,13 +110,23 @@ func skipFast(data []byte, pos, budget int) (end int, spaced, ok bool) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
+// skipSpaces returns the offset of the first byte at or after pos that is
+// not JSON whitespace, setting *spaced if it skipped any.
+func skipSpaces(data []byte, pos int, spaced *bool) int {
+	start := pos
+	for pos < len(data) && isSpace(data[pos]) {
+		pos++
+	}
+	if pos > start {
+		*spaced = true
+	}
+	return pos
+}
+
 // skipMemberKey reads an object member's key string and the ':' after it,
 // with the whitespace around them.
 func skipMemberKey(data []byte, pos int, spaced bool) (int, bool, bool) {
-	for pos < len(data) && isSpace(data[pos]) {
-		pos++
-		spaced = true
-	}
+	pos = skipSpaces(data, pos, &spaced)
 	if pos >= len(data) || data[pos] != '"' {
 		return 0, false, false
 	}
@@ -143,10 +134,7 @@ func skipMemberKey(data []byte, pos int, spaced bool) (int, bool, bool) {
 	if !ok {
 		return 0, false, false
 	}
-	for pos < len(data) && isSpace(data[pos]) {
-		pos++
-		spaced = true
-	}
+	pos = skipSpaces(data, pos, &spaced)
 	if pos >= len(data) || data[pos] != ':' {
 		return 0, false, false
 	}
@@ -264,6 +252,17 @@ func skipDigits(data []byte, pos int) (int, bool) {
 		pos++
 	}
 	return pos, pos > start
+}
+
+// literal is the JSON word that starts with c: 't', 'f' or 'n'.
+func literal(c byte) string {
+	switch c {
+	case 't':
+		return "true"
+	case 'f':
+		return "false"
+	}
+	return "null"
 }
 
 // skipWord reads the literal word (true, false, null).
