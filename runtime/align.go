@@ -28,7 +28,9 @@ func newAligner(inputs int) aligner {
 
 // each calls fn for every message of b that may be processed now, in
 // order, and holds back the rest of the batch as soon as b's input is
-// blocked (fn may block it, by delivering a barrier to arrive).
+// blocked (fn may block it, by delivering a barrier to arrive). A batch
+// handled to the end goes back for reuse (recycleBatch): nothing keeps a
+// part of its slice then, where a held rest is a subslice of it.
 func (a *aligner) each(b batch, fn func(m message) error) error {
 	for i, m := range b.msgs {
 		if a.blocked[b.from] {
@@ -40,6 +42,7 @@ func (a *aligner) each(b batch, fn func(m message) error) error {
 			return err
 		}
 	}
+	recycleBatch(b.msgs)
 	return nil
 }
 

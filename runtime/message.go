@@ -71,10 +71,10 @@ func newBatch(n int) []message {
 	return make([]message, 0, n)
 }
 
-// recycleBatch gives msgs back to batchPool once its receiver has handled
-// every message of it and kept none in place (an aligner holding the rest
-// of a batch keeps a part of its slice). It clears the messages, so the
-// pool pins no record.
+// recycleBatch gives msgs back to batchPool; aligner.each calls it once
+// its receiver (a worker, the sink) has handled every message of it and
+// kept none in place (a held rest is a subslice). It clears the messages,
+// so the pool pins no record.
 func recycleBatch(msgs []message) {
 	clear(msgs)
 	msgs = msgs[:0]

@@ -146,8 +146,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		// at_most_once: no commit to wait for; count each batch as sent.
 		defer s.epoch.publish(s.metrics, s.now())
 	}
-	held := len(s.align.held)
-	err := s.align.each(b, func(m message) error {
+	return s.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter, msgLate:
 			rec := s.fitRecord(m)
@@ -177,10 +176,6 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		}
 		return nil
 	})
-	if err == nil && len(s.align.held) == held {
-		recycleBatch(b.msgs) // every message handled, none held in place
-	}
-	return err
 }
 
 func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {

@@ -97,8 +97,7 @@ func (w *workerTask) handle(b batch) error {
 		p.prefetch(b.msgs)
 	}
 	defer w.returns.flush()
-	held := len(w.align.held)
-	err := w.align.each(b, func(m message) error {
+	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
 			outs, dls := w.op.process(m)
@@ -118,10 +117,6 @@ func (w *workerTask) handle(b batch) error {
 		}
 		return nil
 	})
-	if err == nil && len(w.align.held) == held {
-		recycleBatch(b.msgs) // every message handled, none held in place
-	}
-	return err
 }
 
 func (w *workerTask) onBarrier(from int, b *barrier) error {
