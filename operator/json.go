@@ -297,21 +297,16 @@ func (d *decoder) scanSlots(s *scanner, need *fieldSet, slots *[maxSlots]any) (u
 // decodeSlots would parse it, by skipFast. False may also mean nesting
 // deeper than skipFast follows: the scanner then decides.
 func (d *decoder) validObject(data []byte) bool {
-	var spacedBefore bool
-	pos := skipSpaces(data, 0, &spacedBefore)
+	var around bool // whitespace before or after the object
+	pos := skipSpaces(data, 0, &around)
 	if pos == len(data) || data[pos] != '{' {
 		return false
 	}
-	end, spaced, ok := skipFast(data, pos, maxDepth)
-	if !ok {
+	end, inside, ok := skipFast(data, pos, maxDepth)
+	if !ok || skipSpaces(data, end, &around) != len(data) {
 		return false
 	}
-	for i := end; i < len(data); i++ {
-		if !isSpace(data[i]) {
-			return false
-		}
-	}
-	d.spaced = d.spaced || spaced || spacedBefore || end < len(data)
+	d.spaced = d.spaced || inside || around
 	return true
 }
 
