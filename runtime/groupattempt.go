@@ -605,10 +605,10 @@ func (a *attempt) firstPartition(ctx context.Context) (source.TopicPartition, er
 // repartitionDrained reports whether no record of the repartition topic
 // is left after the positions position gives (false for a partition
 // without one), and why not. Every transaction on the topic must be
-// decided first; then a record after the positions would be fetched at
-// once. (The positions cannot be compared with the end offsets: a reader
-// stops after the last record, before the commit marker that ends the
-// log.)
+// decided first; then the topic is read from the positions through to
+// its end. (The positions cannot be compared with the end offsets: a
+// reader stops after the last record, before the commit marker that ends
+// the log.)
 func repartitionDrained(ctx context.Context, adm *kadm.Client, conn []kgo.Opt, topic string, position func(partition int32) (int64, bool)) (bool, string, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -633,34 +633,9 @@ func repartitionDrained(ctx context.Context, adm *kadm.Client, conn []kgo.Opt, t
 	if why != "" {
 		return false, why, nil
 	}
-	more, err := recordsAfter(ctx, conn, topic, from)
+	more, err := kread.After(ctx, conn, topic, from)
 	if err != nil || more {
 		return false, "records are left in the repartition topic", err
 	}
 	return true, "", nil
-}
-
-// recordsAfter reports whether a read_committed reader finds a record of
-// topic at or after the given offsets (per partition) within a second;
-// the caller has made sure no transaction is open there.
-func recordsAfter(ctx context.Context, conn []kgo.Opt, topic string, from map[int32]int64) (bool, error) {
-	assign := map[string]map[int32]kgo.Offset{topic: {}}
-	for p, o := range from {
-		assign[topic][p] = kgo.NewOffset().At(o)
-	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...), kgo.ConsumePartitions(assign), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-	if err != nil {
-		return false, err
-	}
-	defer cl.Close()
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	fs := cl.PollRecords(pctx, 1)
-	var ferr error
-	fs.EachError(func(_ string, _ int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && ferr == nil {
-			ferr = err
-		}
-	})
-	return fs.NumRecords() > 0, ferr
 }

@@ -1,6 +1,10 @@
 // Package kread reads a topic from its start to its last stable offset with
 // read_committed, exactly once through, and stops: how a job restores its
 // checkpoint and state topics, and how tests read a job's whole output.
+// After reads from given offsets the same way and says whether a committed
+// record is there: how a group-mode job tells that its repartition topic
+// is drained, with an answer that does not depend on how soon a fetch
+// returns.
 //
 // Knowing where "the end" is needs care under transactions: the last data
 // record is often followed by commit or abort markers (and aborted records),

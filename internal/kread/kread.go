@@ -14,29 +14,66 @@ import (
 // connection options (kclient.Options). It reads every partition of the
 // topic, or just the given ones.
 func All(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record) error, partitions ...int32) error {
-	admCl, err := kgo.NewClient(conn...)
-	if err != nil {
-		return err
-	}
-	defer admCl.Close()
-	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("listing last stable offsets of %s: %w", topic, err)
-	}
-	starts, err := kadm.NewClient(admCl).ListStartOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("listing start offsets of %s: %w", topic, err)
-	}
 	want := map[int32]bool{}
 	for _, p := range partitions {
 		want[p] = true
 	}
-	// remaining: partition -> last stable offset still to reach.
-	remaining := map[int32]int64{}
-	assign := map[int32]kgo.Offset{}
+	ranges, err := listRanges(ctx, conn, topic, func(p int32) (int64, bool) {
+		return 0, len(want) == 0 || want[p]
+	})
+	if err != nil {
+		return err
+	}
+	return scan(ctx, conn, topic, ranges, func(r *kgo.Record) (bool, error) { return false, fn(r) })
+}
+
+// After reports whether topic holds a committed data record at or after
+// from (per partition; the partitions not in from are not looked at)
+// and before the last stable offset as of the call. Unlike a poll that
+// waits a while for a record, its answer does not depend on how fast the
+// broker answers: it reads each partition through to the end it listed.
+func After(ctx context.Context, conn []kgo.Opt, topic string, from map[int32]int64) (bool, error) {
+	ranges, err := listRanges(ctx, conn, topic, func(p int32) (int64, bool) {
+		off, ok := from[p]
+		return off, ok
+	})
+	if err != nil {
+		return false, err
+	}
+	found := false
+	err = scan(ctx, conn, topic, ranges, func(*kgo.Record) (bool, error) {
+		found = true
+		return true, nil
+	})
+	return found, err
+}
+
+// span is what is left to read of one partition: from offset from up to
+// (not including) the last stable offset end.
+type span struct{ from, end int64 }
+
+// listRanges lists the start and last stable offsets of topic and returns
+// the span of every partition that first names (with the offset to read
+// from, raised to the log start) and that holds anything there.
+func listRanges(ctx context.Context, conn []kgo.Opt, topic string, first func(p int32) (int64, bool)) (map[int32]span, error) {
+	admCl, err := kgo.NewClient(conn...)
+	if err != nil {
+		return nil, err
+	}
+	defer admCl.Close()
+	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing last stable offsets of %s: %w", topic, err)
+	}
+	starts, err := kadm.NewClient(admCl).ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing start offsets of %s: %w", topic, err)
+	}
+	ranges := map[int32]span{}
 	var listErr error
 	ends.Each(func(o kadm.ListedOffset) {
-		if len(want) > 0 && !want[o.Partition] {
+		from, ok := first(o.Partition)
+		if !ok || listErr != nil {
 			return
 		}
 		if o.Err != nil {
@@ -48,16 +85,26 @@ func All(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record)
 			listErr = fmt.Errorf("no start offset for %s/%d", topic, o.Partition)
 			return
 		}
-		if o.Offset > start.Offset {
-			remaining[o.Partition] = o.Offset
-			assign[o.Partition] = kgo.NewOffset().At(start.Offset)
+		from = max(from, start.Offset)
+		if o.Offset > from {
+			ranges[o.Partition] = span{from: from, end: o.Offset}
 		}
 	})
-	if listErr != nil {
-		return listErr
-	}
-	if len(remaining) == 0 {
+	return ranges, listErr
+}
+
+// scan reads the spans with read_committed and calls fn for every data
+// record in them, until every span is read through or fn says stop.
+func scan(ctx context.Context, conn []kgo.Opt, topic string, spans map[int32]span, fn func(*kgo.Record) (stop bool, err error)) error {
+	if len(spans) == 0 {
 		return nil
+	}
+	// remaining: partition -> last stable offset still to reach.
+	remaining := map[int32]int64{}
+	assign := map[int32]kgo.Offset{}
+	for p, s := range spans {
+		remaining[p] = s.end
+		assign[p] = kgo.NewOffset().At(s.from)
 	}
 	opts := append(append([]kgo.Opt{}, conn...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
@@ -82,19 +129,20 @@ func All(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record)
 			return fetchErr
 		}
 		var fnErr error
+		stop := false
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := remaining[r.Partition]
-			if !ok || fnErr != nil {
+			if !ok || fnErr != nil || stop {
 				return // partition done; later records are past the end
 			}
 			if !r.Attrs.IsControl() && r.Offset < end {
-				fnErr = fn(r)
+				stop, fnErr = fn(r)
 			}
 			if r.Offset >= end-1 {
 				delete(remaining, r.Partition)
 			}
 		})
-		if fnErr != nil {
+		if fnErr != nil || stop {
 			return fnErr
 		}
 	}

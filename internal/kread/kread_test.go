@@ -28,26 +28,7 @@ func TestAllStopsAtLastStableOffset(t *testing.T) {
 	if err := All(ctx, conn, topic, func(*kgo.Record) error { t.Fatal("record in an empty topic"); return nil }); err != nil {
 		t.Fatal(err)
 	}
-
-	p := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(topic), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	txn := func(end kgo.TransactionEndTry, part int32, vals ...string) {
-		if err := p.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vals {
-			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := p.EndTransaction(ctx, end); err != nil {
-			t.Fatal(err)
-		}
-	}
-	txn(kgo.TryCommit, 0, "a", "b")
-	txn(kgo.TryCommit, 1, "c")
-	txn(kgo.TryAbort, 0, "x", "y")
-	txn(kgo.TryAbort, 1, "z")
+	writeEndingInAborts(ctx, t, k.Bootstrap(), topic)
 
 	var got []string
 	err := All(ctx, conn, topic, func(r *kgo.Record) error {
@@ -66,5 +47,96 @@ func TestAllStopsAtLastStableOffset(t *testing.T) {
 	}
 	if fmt.Sprint(only1) != "[c]" {
 		t.Fatalf("partition 1 alone: %v, want [c]", only1)
+	}
+}
+
+// writeEndingInAborts writes, with a transactional producer: partition 0
+// a, b committed (offsets 0, 1; its marker 2), then x, y aborted (3, 4;
+// marker 5); partition 1 c committed (0; marker 1), then z aborted (2;
+// marker 3).
+func writeEndingInAborts(ctx context.Context, t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	p := kafkatest.Client(t, brokers, kgo.TransactionalID(topic), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	txn := func(end kgo.TransactionEndTry, part int32, vals ...string) {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(kgo.TryCommit, 0, "a", "b")
+	txn(kgo.TryCommit, 1, "c")
+	txn(kgo.TryAbort, 0, "x", "y")
+	txn(kgo.TryAbort, 1, "z")
+}
+
+// After finds a committed record at or after an offset, and nothing when
+// only markers and aborted records follow it; records of a transaction
+// still open are not there yet. It reads to the end it listed, so the
+// answer does not hang on how soon the broker answers a fetch.
+func TestAfter(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "after")
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}
+	after := func(from map[int32]int64) bool {
+		t.Helper()
+		found, err := After(ctx, conn, topic, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if after(map[int32]int64{0: 0, 1: 0}) {
+		t.Fatal("a record found in an empty topic")
+	}
+	writeEndingInAborts(ctx, t, k.Bootstrap(), topic)
+	for _, c := range []struct {
+		from map[int32]int64
+		want bool
+	}{
+		{map[int32]int64{0: 0}, true},
+		{map[int32]int64{0: 1}, true},
+		{map[int32]int64{0: 2}, false}, // the marker, then aborted records
+		{map[int32]int64{0: 4}, false},
+		{map[int32]int64{0: 6}, false}, // the end
+		{map[int32]int64{1: 0}, true},
+		{map[int32]int64{1: 1}, false},
+		{map[int32]int64{0: 2, 1: 0}, true},
+		{map[int32]int64{0: 2, 1: 1}, false},
+		{map[int32]int64{}, false},
+	} {
+		if got := after(c.from); got != c.want {
+			t.Errorf("After(%v) = %v, want %v", c.from, got, c.want)
+		}
+	}
+
+	// A transaction still open: its record is past the last stable
+	// offset, so not there yet; once committed, it is.
+	p := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(topic+"-open"), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if after(map[int32]int64{1: 1}) {
+		t.Fatal("a record of an open transaction counted")
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if !after(map[int32]int64{1: 1}) {
+		t.Fatal("the committed record after the aborted one not found")
 	}
 }
