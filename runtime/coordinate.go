@@ -109,6 +109,14 @@ type coordinatorLoop struct {
 	// final checkpoint is to be taken once the coordinator's Ready is
 	// done with.
 	draining, drainDone bool
+	// pausedAfter is the last checkpoint triggered before the sources
+	// stopped. Only a later one shows the drain: an earlier barrier may
+	// precede records the sources read before they stopped, and those
+	// records reach the repartition topic only in a later epoch's
+	// transaction (held by the sink while this one commits, or still on
+	// their way through the graph), so the topic can look drained when
+	// the checkpoint completes while they are still to come.
+	pausedAfter checkpoint.ID
 	// remote is the outcome of the group savepoint of a stop, taken on
 	// its own goroutine (remoteWait) while the loop goes on; ctx is the
 	// loop's, which ends it.
@@ -211,6 +219,10 @@ func (l *coordinatorLoop) onStop() error {
 		l.log.Info("stopping with a savepoint: the sources stop, and the repartition topic drains first")
 		l.draining = true
 		l.group.pause()
+		l.pausedAfter = l.coord.LastTriggered()
+		if _, err := l.coord.TriggerNow(l.now()); err != nil {
+			l.log.Debug("the checkpoint after the sources stopped waits for the one in flight", "err", err)
+		}
 		return nil
 	}
 	return l.finalCheckpoint(true)
@@ -329,12 +341,13 @@ func (l *coordinatorLoop) actReady() error {
 				offsets = l.group.keep(offsets)
 			}
 			l.sp.completed(id, offsets, res.eventTime)
-			if l.draining && l.finalID == 0 {
-				drained, err := l.group.drained(res.offsets)
-				if err != nil {
-					return err
-				}
-				if drained {
+			if l.draining && l.finalID == 0 && id > l.pausedAfter {
+				// A failure to tell (the broker slow or away for a
+				// moment) is asked again at the next checkpoint.
+				switch drained, err := l.group.drained(res.offsets); {
+				case err != nil:
+					l.log.Warn("could not tell whether the repartition topic is drained; the next checkpoint looks again", "checkpoint", id, "err", err)
+				case drained:
 					l.draining, l.drainDone = false, true
 					l.log.Info("the repartition topic is drained", "checkpoint", id)
 				}

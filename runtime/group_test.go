@@ -15,12 +15,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/state"
 )
 
 // groupEnv turns e's job into a group-mode job.
@@ -215,7 +217,10 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	done := runBackground(a)
 	const total = 20000
 	feedWait := e.feedInBackground(total, 10000)
-	e.awaitRead(a, 3000, logs)
+	// Committed outputs, not records read: the first attempt may read
+	// and then end in the rebalance that adds the repartition topic
+	// (created after the first join) before it commits anything.
+	e.awaitCommittedOutputs(1000, logs)
 	dir := filepath.Join(t.TempDir(), "sp")
 	a.StopWithSavepoint(dir)
 	if err := awaitDone(t, done); err != nil {
@@ -232,6 +237,9 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	}
 	if op := sp.Manifest().Operator("sums"); op == nil || op.Keys != 2 {
 		t.Fatalf("the savepoint's aggregate: %+v", op)
+	}
+	if read, counted := savepointCounts(t, a, sp); counted != read {
+		t.Fatalf("the savepoint's offsets cover %d inputs, its state counts %d\n%s", read, counted, logs.String())
 	}
 	feedWait()
 
@@ -253,6 +261,113 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	job.Stop()
 	if err := awaitDone(t, done); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A stop with a savepoint that arrives while an epoch commits, with
+// records the sources read after that epoch's barrier still held by the
+// sink (they go out in the next epoch's transaction): the committing
+// epoch cannot show the repartition topic drained, however empty it
+// looks when it completes. Only a checkpoint whose barrier came after the
+// sources stopped can; the savepoint's state then counts every input its
+// source offsets cover. The hold makes the schedule certain: the epoch
+// held has nothing to shuffle, its keyed side has read everything, and
+// the new inputs are read while it commits.
+func TestGroupModeStopWithSavepointWhileAnEpochCommits(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	var hold atomic.Bool
+	holding := make(chan checkpoint.ID, 1)
+	release := make(chan struct{})
+	a, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"), withBeforeCommit(func(id checkpoint.ID) {
+		if hold.CompareAndSwap(true, false) {
+			holding <- id
+			<-release
+		}
+	}))
+	done := runBackground(a)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	e.numbers(1, 1000)
+	e.awaitFinal(1000, &running{done: done, logs: logs})
+
+	// The next epoch to commit has nothing to shuffle: every input is
+	// shuffled and aggregated already.
+	hold.Store(true)
+	var held checkpoint.ID
+	select {
+	case held = <-holding:
+	case <-time.After(time.Minute):
+		t.Fatalf("no epoch committed:\n%s", logs.String())
+	}
+	// Counted from here: a first attempt may have read inputs and ended
+	// in a rebalance before it committed them.
+	before := readIn(t, a, e.env["INPUT_TOPIC"])
+	e.numbers(1001, 1000)
+	e.awaitRead(a, before+1000, logs)
+	dir := filepath.Join(t.TempDir(), "sp")
+	a.StopWithSavepoint(dir)
+	for !strings.Contains(logs.String(), "the sources stop, and the repartition topic drains first") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	if err := awaitDone(t, done); err != nil {
+		t.Fatalf("Run after StopWithSavepoint: %v\n%s", err, logs.String())
+	}
+	read, counted := savepointCounts(t, a, openSavepoint(t, dir))
+	if read != 2000 || counted != read {
+		t.Fatalf("the savepoint (the epoch held was %d) has read %d inputs and counted %d, want 2000 and 2000\n%s", held, read, counted, logs.String())
+	}
+}
+
+// savepointCounts is how many inputs the source offsets of a parity-sum
+// savepoint cover (the input was written without transactions, so its
+// offsets count records), and how many its state counts.
+func savepointCounts(t *testing.T, j *Job, sp *savepoint.Reader) (read, counted int64) {
+	t.Helper()
+	for _, o := range sp.Manifest().Offsets() {
+		read += o.Offset
+	}
+	err := sp.Scan("sums", state.Range{End: state.KeyGroup(j.cfg.Checkpoint.KeyGroups)}, func(en savepoint.Entry) error {
+		st, err := j.plan.agg.DecodeState(en.Value)
+		if err != nil {
+			return err
+		}
+		n, _ := st.Value("count")
+		counted += n.(int64)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read, counted
+}
+
+// awaitCommittedOutputs waits until the output topic holds at least n
+// committed records.
+func (e *testEnv) awaitCommittedOutputs(n int, logs *syncBuffer) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got := 0
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(*kgo.Record) error { got++; return nil })
+		cancel()
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			e.t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d committed outputs, want %d:\n%s", got, n, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -29,9 +30,13 @@ import (
 // its state partitions to settle, restores them, shuffles source records
 // to the repartition partition of their key group, aggregates repartition
 // records, and commits outputs, state and offsets (as the member of its
-// generation) in one transaction. At the end every output must be exactly
-// one failure-free run's: per key, counts 1..n once each and the exact
-// sum. The real runtime's group mode is proven against Kafka by
+// generation) in one transaction. A record read is on its way through the
+// process for a while, and an epoch's barrier may fall among the records
+// on their way (the rest belong to the next epoch). At the end every
+// output must be exactly one failure-free run's: per key, counts 1..n
+// once each and the exact sum. Other schedules end in a stop with a
+// savepoint of the last process (runStop), whose state must be that of
+// exactly the inputs its offsets cover. The real runtime's group mode is proven against Kafka by
 // cmd/pipeline's TestGroupModeExactUnderFaults; this explores the schedules
 // a real cluster cannot be driven through.
 
@@ -70,6 +75,11 @@ type gsimBugs struct {
 	// members it saw leave, not the ones that left while no member was
 	// there to see it (their checkpoint records name them).
 	noFenceOfUnseen bool
+	// drainBeforePause: a stop with a savepoint takes any checkpoint that
+	// completes after the sources paused as proof of the drain, also one
+	// whose barrier came before the pause, while records read before the
+	// pause are still on their way to the repartition topic.
+	drainBeforePause bool
 }
 
 type gsim struct {
@@ -90,6 +100,28 @@ type gsim struct {
 	// stalled is the first wait for a transaction that should have been
 	// fenced (a liveness violation: only the transaction timeout ends it).
 	stalled error
+	// stop is the stop with a savepoint asked of the sole owner (runStop),
+	// nil until asked.
+	stop *gstop
+}
+
+// gstop is a stop with a savepoint of the process that owns every
+// partition (coordinatorLoop.onStop): its sources pause, it commits
+// epochs reading only the repartition topic until a checkpoint whose
+// barrier came after the pause shows it drained, and its next checkpoint
+// is the savepoint.
+type gstop struct {
+	p *gproc
+	// pausedAt is the sequence number of the first read after the pause.
+	pausedAt int64
+	drained  bool
+	// saved is the final checkpoint: its state, and its source offsets.
+	saved *gsaved
+}
+
+type gsaved struct {
+	offsets map[memkafka.TP]int64
+	sums    map[string][2]int64
 }
 
 type gproc struct {
@@ -118,6 +150,18 @@ type gattempt struct {
 	sums   map[string][2]int64 // key -> count, sum
 	dirty  map[string]bool
 	begun  bool
+	// held are the records read and not yet through the process (on
+	// their way through its graph, or held by its sink while an epoch
+	// commits), in read order; seq numbers the reads.
+	held []gheld
+	seq  int64
+}
+
+// gheld is a record read, and the sequence number of its read.
+type gheld struct {
+	tp  memkafka.TP
+	rec memkafka.Record
+	seq int64
 }
 
 // gsimCrash is a process killed at a call into the model.
@@ -283,6 +327,10 @@ func (s *gsim) join(p *gproc) {
 	}
 	replaced := p.in // a static member back before the group dropped it
 	p.member, p.in = m, true
+	// Back in the group, it is no longer one that left unseen: it ended
+	// its own transaction when it learned it was out (or fenced its id on
+	// start), and if it dies again, the group drops it with members there.
+	delete(s.orphaned, p.id)
 	s.log("%s joins as %s in generation %d (static replacement: %v)", p.id, m.MemberID, m.Generation, replaced)
 	if replaced {
 		p.assignedAt = s.k.GroupOffsets(gsimJob)
@@ -378,31 +426,56 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 	s.log("%s starts an attempt in generation %d on %v at %v", p.id, a.member.Generation, tps, a.pos)
 }
 
-// process reads a few records of one of p's partitions into its epoch.
+// process reads a few records of one of p's partitions (the repartition
+// topic's alone once a stop paused its sources), or passes some of what
+// it read through the operators into its epoch.
 func (s *gsim) process(p *gproc, crashP float64) {
 	a := p.att
-	tp := a.tps[s.rng.IntN(len(a.tps))]
+	if len(a.held) > 0 && s.rng.IntN(2) == 0 {
+		s.deliver(p, crashP, 1+s.rng.IntN(len(a.held)))
+		return
+	}
+	tps := a.tps
+	if s.stop != nil && s.stop.p == p {
+		tps = slices.DeleteFunc(slices.Clone(tps), func(tp memkafka.TP) bool { return tp.Topic != gsimRep })
+	}
+	tp := tps[s.rng.IntN(len(tps))]
 	recs, next, err := s.k.ReadCommitted(tp, a.pos[tp], 1+s.rng.IntN(5))
 	if err != nil || len(recs) == 0 {
 		a.pos[tp] = max(a.pos[tp], next)
 		return
 	}
+	for _, r := range recs {
+		a.held = append(a.held, gheld{tp: tp, rec: r, seq: a.seq})
+		a.seq++
+	}
+	a.pos[tp] = next
+}
+
+// deliver passes the first n records p holds through its operators: a
+// source record to the repartition partition of its key, a repartition
+// record into its key's sum and an output. It reports whether the attempt
+// goes on.
+func (s *gsim) deliver(p *gproc, crashP float64, n int) bool {
+	a := p.att
 	if !a.begun {
 		if err := a.prod.Begin(); err != nil {
 			p.att = nil
-			return
+			return false
 		}
 		a.begun = true
 	}
-	for _, r := range recs {
-		n, _ := strconv.ParseInt(string(r.Value), 10, 64)
-		key := gsimKey(n)
+	for range n {
+		h := a.held[0]
+		a.held = a.held[1:]
+		num, _ := strconv.ParseInt(string(h.rec.Value), 10, 64)
+		key := gsimKey(num)
 		var out memkafka.Record
-		if tp.Topic == gsimIn {
-			out = memkafka.Record{Topic: gsimRep, Partition: gsimPartition(key), Key: []byte(key), Value: r.Value}
+		if h.tp.Topic == gsimIn {
+			out = memkafka.Record{Topic: gsimRep, Partition: gsimPartition(key), Key: []byte(key), Value: h.rec.Value}
 		} else {
 			v := a.sums[key]
-			v = [2]int64{v[0] + 1, v[1] + n}
+			v = [2]int64{v[0] + 1, v[1] + num}
 			a.sums[key], a.dirty[key] = v, true
 			out = memkafka.Record{Topic: gsimOut, Partition: 0, Key: []byte(key), Value: fmt.Appendf(nil, "%d,%d", v[0], v[1])}
 		}
@@ -410,16 +483,32 @@ func (s *gsim) process(p *gproc, crashP float64) {
 			s.log("%s: produce failed (%v); the attempt ends", p.id, err)
 			_ = a.prod.End(false)
 			p.att = nil
-			return
+			return false
 		}
 	}
-	a.pos[tp] = next
+	return true
 }
 
-// commit ends p's epoch: state records, offsets as the member of its
-// generation, then the commit.
+// commit ends p's epoch at a barrier among the records it holds: those
+// read before the barrier go through into the epoch, the rest stay held
+// for the next one (a sink holds what arrives while an epoch commits).
+// Then state records, the barrier's offsets as the member of its
+// generation, and the commit.
 func (s *gsim) commit(p *gproc, crashP float64, faults bool) {
 	a := p.att
+	if !s.deliver(p, crashP, s.rng.IntN(len(a.held)+1)) {
+		return
+	}
+	barrier := a.seq // the sequence number of the first read after it
+	offsets := maps.Clone(a.pos)
+	for i, h := range a.held {
+		if i == 0 {
+			barrier = h.seq
+		}
+		if o := h.rec.Offset; o < offsets[h.tp] {
+			offsets[h.tp] = o
+		}
+	}
 	if faults && s.rng.IntN(20) == 0 {
 		// A broker hiccup: the epoch aborts and the attempt restarts on
 		// the same assignment (no rebalance).
@@ -451,10 +540,6 @@ func (s *gsim) commit(p *gproc, crashP float64, faults bool) {
 		}
 	}
 	clear(a.dirty)
-	offsets := map[memkafka.TP]int64{}
-	for tp, o := range a.pos {
-		offsets[tp] = o
-	}
 	err := s.call(p, crashP, "TxnCommitOffsets", func() error {
 		if s.bugs.memberless {
 			return a.prod.TxnCommitOffsets(gsimJob, offsets)
@@ -471,6 +556,42 @@ func (s *gsim) commit(p *gproc, crashP float64, faults bool) {
 	}
 	a.begun = false
 	s.log("%s commits %v (generation %d)", p.id, offsets, a.member.Generation)
+	if st := s.stop; st != nil && st.p == p {
+		s.stopCommitted(barrier, offsets)
+	}
+}
+
+// stopCommitted is the stop's step after each checkpoint of the stopping
+// process: the final one is the savepoint; before that, a checkpoint whose
+// barrier came after the pause shows the drain when no transaction is open
+// on the repartition topic and no committed record is after its offsets
+// (repartitionDrained).
+func (s *gsim) stopCommitted(barrier int64, offsets map[memkafka.TP]int64) {
+	st := s.stop
+	if st.drained {
+		saved := &gsaved{offsets: map[memkafka.TP]int64{}, sums: maps.Clone(st.p.att.sums)}
+		for tp, o := range offsets {
+			if tp.Topic == gsimIn {
+				saved.offsets[tp] = o
+			}
+		}
+		st.saved = saved
+		s.log("%s's final checkpoint is the savepoint: %v", st.p.id, saved.offsets)
+		return
+	}
+	if barrier < st.pausedAt && !s.bugs.drainBeforePause {
+		return
+	}
+	for i := range gsimRepParts {
+		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
+		o, _ := s.k.EndOffsets(tp)
+		recs, _, err := s.k.ReadCommitted(tp, offsets[tp], 1)
+		if o.LastStable < o.HighWatermark || err != nil || len(recs) > 0 {
+			return
+		}
+	}
+	st.drained = true
+	s.log("the repartition topic is drained (barrier at read %d, the pause at %d)", barrier, st.pausedAt)
 }
 
 // step is one scheduler step of p, under faults or not.
@@ -525,7 +646,9 @@ func (s *gsim) step(p *gproc, faults bool) {
 		s.join(p)
 	case p.att == nil:
 		s.startAttempt(p, crashP)
-	case p.att.begun && s.rng.IntN(4) == 0:
+	case s.rng.IntN(4) == 0 && (p.att.begun || len(p.att.held) > 0 || s.rng.IntN(2) == 0):
+		// An epoch with nothing in it commits too: its offsets (and,
+		// in the runtime, its checkpoint record).
 		s.commit(p, crashP, faults)
 	default:
 		s.process(p, crashP)
@@ -600,33 +723,204 @@ func (s *gsim) check(inputs int64) error {
 		v := want[gsimKey(n)]
 		want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
 	}
-	got := map[string]int64{} // last count per key
-	last := map[string]int64{}
+	last, err := s.outputs()
+	if err != nil {
+		return err
+	}
+	for key, w := range want {
+		if last[key] != w {
+			return fmt.Errorf("key %s: final {count %d, sum %d}, want {count %d, sum %d} (drained: %v)", key, last[key][0], last[key][1], w[0], w[1], s.drained())
+		}
+	}
+	return nil
+}
+
+// outputs are the last committed output of each key, {count, sum}, once
+// the outputs are checked to count 1..n once each, in order.
+func (s *gsim) outputs() (map[string][2]int64, error) {
+	last := map[string][2]int64{}
 	var from int64
 	tp := memkafka.TP{Topic: gsimOut}
 	for {
 		recs, next, err := s.k.ReadCommitted(tp, from, 1000)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, r := range recs {
 			c, sum, _ := strings.Cut(string(r.Value), ",")
 			cn, _ := strconv.ParseInt(c, 10, 64)
 			sn, _ := strconv.ParseInt(sum, 10, 64)
 			key := string(r.Key)
-			if cn != got[key]+1 {
-				return fmt.Errorf("key %s: output count %d follows %d (offset %d): an input counted twice or lost", key, cn, got[key], r.Offset)
+			if cn != last[key][0]+1 {
+				return nil, fmt.Errorf("key %s: output count %d follows %d (offset %d): an input counted twice or lost", key, cn, last[key][0], r.Offset)
 			}
-			got[key], last[key] = cn, sn
+			last[key] = [2]int64{cn, sn}
 		}
 		if next == from {
-			break
+			return last, nil
 		}
 		from = next
 	}
-	for key, w := range want {
-		if got[key] != w[0] || last[key] != w[1] {
-			return fmt.Errorf("key %s: final {count %d, sum %d}, want {count %d, sum %d} (drained: %v)", key, got[key], last[key], w[0], w[1], s.drained())
+}
+
+// runStop plays a schedule that ends in a stop with a savepoint: input
+// arrives and processes fail for steps; then every process but the first
+// stops, and while input still arrives the first, once the others are
+// out of the group, is asked to stop with a savepoint. It returns the
+// first violation: the savepoint's state must be that of exactly the
+// inputs its offsets cover, and the outputs must end at it.
+func (s *gsim) runStop(inputs int64, steps int) error {
+	for i := 0; i < steps; i++ {
+		s.feed(inputs / 2)
+		s.step(s.procs[s.rng.IntN(len(s.procs))], true)
+		s.k.Advance(gsimStep)
+		s.expire()
+	}
+	p := s.procs[0]
+	for _, o := range s.procs[1:] {
+		s.shutdown(o)
+	}
+	// The stop is asked at a random step, or (half the schedules) at
+	// the first moment when the keyed side has read everything shuffled
+	// and the process has just read source records that are not through
+	// it yet: where a drain could be seen too early.
+	askAt, waitForFresh := s.rng.IntN(150), s.rng.IntN(2) == 0
+	for i := 0; i < 20000 && (s.stop == nil || s.stop.saved == nil); i++ {
+		switch {
+		case !waitForFresh || s.stop != nil:
+			if s.rng.IntN(10) == 0 {
+				s.feed(inputs) // slower than the process reads
+			}
+		case p.att != nil && !p.att.begun && s.readAll(p):
+			s.feed(inputs) // a burst, once it has caught up
+		}
+		if s.stop == nil && i >= askAt && p.att != nil && s.alone(p) && (!waitForFresh || i > askAt+5000 || s.freshReads(p)) {
+			s.stop = &gstop{p: p, pausedAt: p.att.seq}
+			s.log("%s is asked to stop with a savepoint: its sources pause (read %d)", p.id, p.att.seq)
+		}
+		s.step(p, false)
+		s.k.Advance(gsimStep)
+		s.expire()
+	}
+	if s.stop == nil || s.stop.saved == nil {
+		return errors.New("the stop with a savepoint did not finish")
+	}
+	// The process stops after its final checkpoint, with nothing open; a
+	// transaction that a killed process left open, with nobody there to
+	// fence it, ends at its timeout (it holds the outputs' last stable
+	// offset until then).
+	if a := p.att; a != nil && a.begun {
+		_ = a.prod.End(false)
+	}
+	s.k.Advance(gsimTxnTimeout + gsimStep)
+	if err := s.checkSaved(); err != nil {
+		return err
+	}
+	return s.stalled
+}
+
+// shutdown ends o for good: a live process stops (Job.Stop: its epoch
+// ends, here aborted, and it leaves the group); a crashed or paused one
+// is killed, its transaction left for the group to drop and fence it.
+func (s *gsim) shutdown(o *gproc) {
+	if o.up && !o.paused {
+		if o.att != nil && o.att.begun {
+			_ = o.att.prod.End(false)
+		}
+		o.att = nil
+		if o.in {
+			_ = s.k.LeaveGroup(gsimJob, o.member)
+			o.in = false
+			s.log("%s stops and leaves the group", o.id)
+			s.rebalance()
+		}
+	} else {
+		s.log("%s is killed", o.id)
+	}
+	o.up, o.paused, o.att = false, false, nil
+}
+
+// freshReads: p's open epoch has nothing in it, it holds records read
+// from the sources, and the repartition topic has nothing committed or
+// open that it has not read.
+func (s *gsim) freshReads(p *gproc) bool {
+	a := p.att
+	if a.begun || !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimIn }) {
+		return false
+	}
+	for i := range gsimRepParts {
+		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
+		o, _ := s.k.EndOffsets(tp)
+		recs, _, _ := s.k.ReadCommitted(tp, a.pos[tp], 1)
+		if o.LastStable < o.HighWatermark || len(recs) > 0 {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimRep })
+}
+
+// readAll: p holds nothing, and none of its partitions has anything
+// committed or open that it has not read.
+func (s *gsim) readAll(p *gproc) bool {
+	a := p.att
+	if len(a.held) > 0 {
+		return false
+	}
+	for _, tp := range a.tps {
+		o, _ := s.k.EndOffsets(tp)
+		recs, _, _ := s.k.ReadCommitted(tp, a.pos[tp], 1)
+		if o.LastStable < o.HighWatermark || len(recs) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// alone: p is the group's only member, so it owns every partition.
+func (s *gsim) alone(p *gproc) bool {
+	for _, o := range s.procs {
+		if o != p && o.in {
+			return false
+		}
+	}
+	return p.in
+}
+
+// checkSaved: the savepoint's sums are those of exactly the inputs before
+// its source offsets, and the committed outputs end at them.
+func (s *gsim) checkSaved() error {
+	saved := s.stop.saved
+	want := map[string][2]int64{}
+	for tp, end := range saved.offsets {
+		for from := int64(0); from < end; {
+			recs, next, err := s.k.ReadCommitted(tp, from, 100)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				if r.Offset < end {
+					n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+					v := want[gsimKey(n)]
+					want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
+				}
+			}
+			if next == from {
+				break
+			}
+			from = next
+		}
+	}
+	last, err := s.outputs()
+	if err != nil {
+		return err
+	}
+	for i := range gsimKeys {
+		key := gsimKey(int64(i))
+		if got := saved.sums[key]; got != want[key] {
+			return fmt.Errorf("key %s: the savepoint holds {count %d, sum %d}, but its source offsets cover {count %d, sum %d}", key, got[0], got[1], want[key][0], want[key][1])
+		}
+		if last[key] != want[key] {
+			return fmt.Errorf("key %s: the outputs end at {count %d, sum %d}, the savepoint at {count %d, sum %d}", key, last[key][0], last[key][1], want[key][0], want[key][1])
 		}
 	}
 	return nil
@@ -665,6 +959,24 @@ func TestSimulationGroupMode(t *testing.T) {
 	t.Logf("%d schedules, %d generations in all", n, rebalances)
 }
 
+// TestSimulationGroupModeStopWithSavepoint: schedules with crashes end in
+// a stop with a savepoint of the last process, asked while input arrives
+// and records are on their way through it; every savepoint holds the
+// state of exactly the inputs its offsets cover.
+func TestSimulationGroupModeStopWithSavepoint(t *testing.T) {
+	first, n := gsimSeeds(t)
+	for seed := first; seed < first+uint64(n); seed++ {
+		s := newGsim(seed, 3, gsimBugs{})
+		if err := s.runStop(600, 600); err != nil {
+			t.Fatalf("seed %d: %v\n(replay: go test ./runtime -run TestSimulationGroupModeStopWithSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
+		}
+		if *simSeed != 0 {
+			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
+		}
+	}
+	t.Logf("%d schedules", n)
+}
+
 // TestSimulationGroupModeFindsInjectedBugs: the schedules find the mistakes
 // group mode must not make: offsets committed without the member's
 // generation (a zombie's epoch commits), an attempt that restarts on an
@@ -684,11 +996,19 @@ func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
 		{"a restarted process does not fence its own transactional id", gsimBugs{noOwnFence: true}, 100},
 		{"departed members fenced after the offset fetch", gsimBugs{fenceAfterFetch: true}, 100},
 		{"members that left unseen not fenced", gsimBugs{noFenceOfUnseen: true}, 100},
+		{"a stop's drain shown by a checkpoint from before the pause", gsimBugs{drainBeforePause: true}, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := 0
 			for seed := uint64(1); seed <= tc.seeds; seed++ {
-				if err := newGsim(seed, 3, tc.bugs).run(300, 1500); err != nil {
+				s := newGsim(seed, 3, tc.bugs)
+				var err error
+				if tc.bugs.drainBeforePause {
+					err = s.runStop(600, 600)
+				} else {
+					err = s.run(300, 1500)
+				}
+				if err != nil {
 					if found == 0 {
 						t.Logf("seed %d: %v", seed, err)
 					}
