@@ -17,18 +17,14 @@ func TestMain(m *testing.M) { kafkatest.Main(m) }
 // the last committed record, and All must still stop, having returned only
 // committed records.
 func TestAllStopsAtLastStableOffset(t *testing.T) {
-	k := kafkatest.Broker(t)
-	topic := kafkatest.Topic(t, "log")
-	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}
+	ctx, brokers, topic := newTopic(t, "log")
+	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
 
 	// Nothing written yet: returns at once.
 	if err := All(ctx, conn, topic, func(*kgo.Record) error { t.Fatal("record in an empty topic"); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	writeEndingInAborts(ctx, t, k.Bootstrap(), topic)
+	writeEndingInAborts(ctx, t, brokers, topic)
 
 	var got []string
 	err := All(ctx, conn, topic, func(r *kgo.Record) error {
@@ -48,6 +44,18 @@ func TestAllStopsAtLastStableOffset(t *testing.T) {
 	if fmt.Sprint(only1) != "[c]" {
 		t.Fatalf("partition 1 alone: %v, want [c]", only1)
 	}
+}
+
+// newTopic creates a topic of two partitions on the test broker, and
+// gives a context for the test.
+func newTopic(t *testing.T, name string) (context.Context, []string, string) {
+	t.Helper()
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, name)
+	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx, k.Bootstrap(), topic
 }
 
 // writeEndingInAborts writes, with a transactional producer: partition 0
@@ -82,12 +90,8 @@ func writeEndingInAborts(ctx context.Context, t *testing.T, brokers []string, to
 // still open are not there yet. It reads to the end it listed, so the
 // answer does not hang on how soon the broker answers a fetch.
 func TestAfter(t *testing.T) {
-	k := kafkatest.Broker(t)
-	topic := kafkatest.Topic(t, "after")
-	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn := []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}
+	ctx, brokers, topic := newTopic(t, "after")
+	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
 	after := func(from map[int32]int64) bool {
 		t.Helper()
 		found, err := After(ctx, conn, topic, from)
@@ -99,7 +103,7 @@ func TestAfter(t *testing.T) {
 	if after(map[int32]int64{0: 0, 1: 0}) {
 		t.Fatal("a record found in an empty topic")
 	}
-	writeEndingInAborts(ctx, t, k.Bootstrap(), topic)
+	writeEndingInAborts(ctx, t, brokers, topic)
 	for _, c := range []struct {
 		from map[int32]int64
 		want bool
@@ -122,7 +126,7 @@ func TestAfter(t *testing.T) {
 
 	// A transaction still open: its record is past the last stable
 	// offset, so not there yet; once committed, it is.
-	p := kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(topic+"-open"), kgo.DefaultProduceTopic(topic),
+	p := kafkatest.Client(t, brokers, kgo.TransactionalID(topic+"-open"), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
