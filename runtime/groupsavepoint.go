@@ -259,6 +259,17 @@ func (j *Job) exportGroup(ctx context.Context, adm *kadm.Client, dir string, now
 		return savepoint.Summary{}, err
 	}
 	if restorers != nil {
+		// The offsets are stable once the last epochs' markers reached the
+		// offsets topic; their markers on the state partitions may still
+		// be on their way, and a read before them would miss the state of
+		// inputs the offsets cover (restoreMember waits the same way).
+		all := make([]int32, j.shuffle.partitions)
+		for p := range all {
+			all[p] = int32(p)
+		}
+		if err := awaitSettled(ctx, adm, j.shuffle.state, all, j.cfg.Kafka.TransactionTimeout); err != nil {
+			return savepoint.Summary{}, err
+		}
 		read := func(ctx context.Context, fn func(key, value []byte) error) error {
 			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) })
 		}
