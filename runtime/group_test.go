@@ -325,6 +325,53 @@ func TestGroupModeStopWithSavepointWhileAnEpochCommits(t *testing.T) {
 	}
 }
 
+// A live group savepoint whose pause runs out while its export reads the
+// state: the members read on meanwhile, so the state it would read may
+// hold inputs after the offsets it fetched. It fails and says why instead
+// of writing that cut, and the job stays exact. The hook holds the export
+// until the group has committed more input.
+func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	cfg := paritySumGroup(t, e.env)
+	cfg.Checkpoint.Timeout = 2 * time.Second // a pause lasts 4 s at most
+	readOn := func() {
+		// Until the keyed side has committed state for inputs read
+		// after the pause.
+		before := e.committedOutputs()
+		deadline := time.Now().Add(time.Minute)
+		for e.committedOutputs() <= before {
+			if time.Now().After(deadline) {
+				t.Errorf("the group committed no output for a minute after the export began (%d)", before)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	a, logs := newJob(t, cfg, WithInstanceID("a"), withBeforeExportState(readOn))
+	r := &running{job: a, done: runBackground(a), logs: logs}
+	const total = 20000
+	feedWait := e.feedInBackground(total, 4000)
+	e.awaitCommittedOutputs(1000, logs)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "sp")
+	if _, err := a.Savepoint(ctx, dir); !errors.Is(err, errCutMoved) {
+		t.Fatalf("a savepoint whose pause ran out during the export: %v, want %v\n%s", err, errCutMoved, logs.String())
+	}
+	if _, err := savepoint.Open(dir); err == nil {
+		t.Fatal("the failed savepoint left a savepoint behind")
+	}
+	feedWait()
+	if rep := e.awaitFinal(total, r); !rep.Exact() {
+		t.Fatalf("after the failed savepoint: %v", rep)
+	}
+	a.Stop()
+	if err := awaitDone(t, r.done); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // savepointCounts is how many inputs the source offsets of a parity-sum
 // savepoint cover (the input was written without transactions, so its
 // offsets count records), and how many its state counts.
@@ -354,13 +401,7 @@ func (e *testEnv) awaitCommittedOutputs(n int, logs *syncBuffer) {
 	e.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		got := 0
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(*kgo.Record) error { got++; return nil })
-		cancel()
-		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			e.t.Fatal(err)
-		}
+		got := e.committedOutputs()
 		if got >= n {
 			return
 		}
@@ -369,6 +410,19 @@ func (e *testEnv) awaitCommittedOutputs(n int, logs *syncBuffer) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// committedOutputs is how many committed records the output topic holds.
+func (e *testEnv) committedOutputs() int {
+	e.t.Helper()
+	got := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(*kgo.Record) error { got++; return nil })
+	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		e.t.Fatal(err)
+	}
+	return got
 }
 
 // Savepoints while two members run: a live one (every member pauses its

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -182,6 +183,10 @@ func (j *Job) groupSavepoint(ctx context.Context, dir string) (savepoint.Summary
 	return sum, nil
 }
 
+// errCutMoved fails a group savepoint whose members read on before its
+// export was done.
+var errCutMoved = errors.New("the group read on before the savepoint was written (its pause ran out: a larger checkpoint.timeout gives a large state more time)")
+
 // pausedAndDrained reports whether every member of the group acked pause
 // id and no record is left in the repartition topic after the group's
 // committed offsets; why says what is missing.
@@ -221,6 +226,12 @@ func (j *Job) pausedAndDrained(ctx context.Context, adm *kadm.Client, id string)
 	if j.plan.agg == nil {
 		return true, "", nil
 	}
+	return j.repartitionDrainedForGroup(ctx, adm)
+}
+
+// repartitionDrainedForGroup reports whether no record of the repartition
+// topic is left after the group's committed offsets.
+func (j *Job) repartitionDrainedForGroup(ctx context.Context, adm *kadm.Client) (bool, string, error) {
 	committed, err := adm.FetchOffsets(ctx, j.cfg.Name)
 	if err != nil {
 		return false, "", err
@@ -245,6 +256,26 @@ func (j *Job) exportGroup(ctx context.Context, adm *kadm.Client, dir string, now
 	committed, err := fetchStableOffsets(ctx, adm, j.cfg.Name, tps, j.cfg.Kafka.TransactionTimeout)
 	if err != nil {
 		return savepoint.Summary{}, err
+	}
+	// The cut holds only while the members stay paused, and a pause ends
+	// at its deadline (pauseDeadline) even while the export runs: then the
+	// members read on, and the state read below could hold inputs after
+	// these offsets. So the repartition topic must be drained after these
+	// offsets were fetched, and they must not have moved once the state
+	// is read: a source offset and the records shuffled from its inputs
+	// commit together, so while no source offset moves, no input reaches
+	// the state.
+	if j.plan.agg != nil {
+		drained, why, err := j.repartitionDrainedForGroup(ctx, adm)
+		if err != nil {
+			return savepoint.Summary{}, err
+		}
+		if !drained {
+			return savepoint.Summary{}, fmt.Errorf("%w (%s)", errCutMoved, why)
+		}
+	}
+	if j.beforeExportState != nil {
+		j.beforeExportState()
 	}
 	var offsets []checkpoint.SourceOffset
 	for _, tp := range tps {
@@ -275,6 +306,13 @@ func (j *Job) exportGroup(ctx context.Context, adm *kadm.Client, dir string, now
 		}
 		if err := j.readStateInto(ctx, read, restorers); err != nil {
 			return savepoint.Summary{}, fmt.Errorf("reading the state: %w", err)
+		}
+		again, err := fetchStableOffsets(ctx, adm, j.cfg.Name, tps, j.cfg.Kafka.TransactionTimeout)
+		if err != nil {
+			return savepoint.Summary{}, err
+		}
+		if !maps.Equal(committed, again) {
+			return savepoint.Summary{}, fmt.Errorf("%w (the source offsets moved while the state was read)", errCutMoved)
 		}
 	}
 	// The manifest names a checkpoint: this member's newest (the cut is

@@ -54,8 +54,12 @@ type Job struct {
 	// beforeCommit, if set, runs before each epoch's commit, on the
 	// committing goroutine (tests).
 	beforeCommit func(checkpoint.ID)
-	metrics      *metrics.Metrics
-	status       *status
+	// beforeExportState, if set, runs in a group savepoint's export after
+	// it fetched the group's offsets and before it reads the state
+	// (tests: let the pause run out meanwhile).
+	beforeExportState func()
+	metrics           *metrics.Metrics
+	status            *status
 	// stopping is closed by Stop: finish with a final checkpoint, exported
 	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
 	stopping      chan struct{}
@@ -101,6 +105,10 @@ func WithFaults(i *fault.Injector) Option { return func(j *Job) { j.faults = i }
 
 // withBeforeCommit runs fn before each epoch's commit (tests).
 func withBeforeCommit(fn func(checkpoint.ID)) Option { return func(j *Job) { j.beforeCommit = fn } }
+
+// withBeforeExportState runs fn in a group savepoint's export before it
+// reads the state (tests).
+func withBeforeExportState(fn func()) Option { return func(j *Job) { j.beforeExportState = fn } }
 
 // WithInstanceID names this process in a group-mode job: its static
 // membership of the job's consumer group and its transactional id
