@@ -46,6 +46,7 @@ const (
 	gsimRep        = "gsim-repartition"
 	gsimState      = "gsim-group-state"
 	gsimOut        = "gsim-out"
+	gsimCkpt       = "gsim-checkpoints"
 	gsimInParts    = 4
 	gsimRepParts   = 3
 	gsimKeyGroups  = 12
@@ -80,6 +81,10 @@ type gsimBugs struct {
 	// whose barrier came before the pause, while records read before the
 	// pause are still on their way to the repartition topic.
 	drainBeforePause bool
+	// exportWithoutRecheck: a live savepoint's export takes the offsets
+	// and reads the state without making sure the members did not read
+	// on in between (their pause may run out meanwhile).
+	exportWithoutRecheck bool
 }
 
 type gsim struct {
@@ -103,6 +108,38 @@ type gsim struct {
 	// stop is the stop with a savepoint asked of the sole owner (runStop),
 	// nil until asked.
 	stop *gstop
+	// live is the savepoint taken while the group runs (runLive), nil
+	// until asked.
+	live *glive
+}
+
+// glive is a savepoint of the group while it runs (groupsavepoint.go):
+// the asker posts a pause; each member sees it when it sees it, stops
+// reading its source partitions, and acks in the transaction of its first
+// checkpoint whose barrier came after that; once every member acked and
+// the repartition topic is drained, the asker takes the group's offsets
+// and, some steps later (reading a large state takes time), the state
+// topic. Members read on once the pause is lifted or runs out.
+type glive struct {
+	id    string
+	asker *gproc
+	until time.Time
+	// ready: every member acked and the topic is drained; the export
+	// starts at the asker's next step.
+	ready bool
+	// offsets are the group's source offsets the export took (nil
+	// before), and readIn the steps until it reads the state.
+	offsets map[memkafka.TP]int64
+	readIn  int
+	saved   *gsaved
+	failed  string
+}
+
+// pausing reports whether p's attempt has seen the pause in force and
+// reads no source partition.
+func (s *gsim) pausing(a *gattempt) bool {
+	l := s.live
+	return l != nil && a.pauseSeen == l.id && !s.k.Now().After(l.until)
 }
 
 // gstop is a stop with a savepoint of the process that owns every
@@ -155,6 +192,10 @@ type gattempt struct {
 	// commits), in read order; seq numbers the reads.
 	held []gheld
 	seq  int64
+	// pauseSeen is the live savepoint's pause the attempt has seen, and
+	// pausedAt the sequence number of its first read after that.
+	pauseSeen string
+	pausedAt  int64
 }
 
 // gheld is a record read, and the sequence number of its read.
@@ -191,7 +232,7 @@ func newGsim(seed uint64, procs int, bugs gsimBugs) *gsim {
 	for _, t := range []struct {
 		name  string
 		parts int
-	}{{gsimIn, gsimInParts}, {gsimRep, gsimRepParts}, {gsimState, gsimRepParts}, {gsimOut, 1}} {
+	}{{gsimIn, gsimInParts}, {gsimRep, gsimRepParts}, {gsimState, gsimRepParts}, {gsimOut, 1}, {gsimCkpt, 1}} {
 		if err := s.k.CreateTopic(t.name, t.parts); err != nil {
 			panic(err)
 		}
@@ -431,13 +472,21 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 // it read through the operators into its epoch.
 func (s *gsim) process(p *gproc, crashP float64) {
 	a := p.att
+	if l := s.live; l != nil && a.pauseSeen != l.id && !s.k.Now().After(l.until) && s.rng.IntN(3) == 0 {
+		// It reads the pause record from the checkpoint topic.
+		a.pauseSeen, a.pausedAt = l.id, a.seq
+		s.log("%s sees the pause (read %d)", p.id, a.seq)
+	}
 	if len(a.held) > 0 && s.rng.IntN(2) == 0 {
 		s.deliver(p, crashP, 1+s.rng.IntN(len(a.held)))
 		return
 	}
 	tps := a.tps
-	if s.stop != nil && s.stop.p == p {
+	if s.stop != nil && s.stop.p == p || s.pausing(a) {
 		tps = slices.DeleteFunc(slices.Clone(tps), func(tp memkafka.TP) bool { return tp.Topic != gsimRep })
+	}
+	if len(tps) == 0 {
+		return
 	}
 	tp := tps[s.rng.IntN(len(tps))]
 	recs, next, err := s.k.ReadCommitted(tp, a.pos[tp], 1+s.rng.IntN(5))
@@ -540,6 +589,13 @@ func (s *gsim) commit(p *gproc, crashP float64, faults bool) {
 		}
 	}
 	clear(a.dirty)
+	if s.pausing(a) && barrier >= a.pausedAt {
+		ack := memkafka.Record{Topic: gsimCkpt, Key: []byte("paused/" + p.id), Value: []byte(s.live.id)}
+		if err := s.call(p, crashP, "Produce ack", func() error { _, err := a.prod.Produce(ack); return err }); err != nil {
+			fail("produce ack", err)
+			return
+		}
+	}
 	err := s.call(p, crashP, "TxnCommitOffsets", func() error {
 		if s.bugs.memberless {
 			return a.prod.TxnCommitOffsets(gsimJob, offsets)
@@ -679,14 +735,21 @@ func (s *gsim) run(inputs int64, steps int) error {
 		s.k.Advance(gsimStep)
 		s.expire()
 	}
+	return s.finish(inputs)
+}
+
+// finish: the rest of the input arrives, everyone recovers and the job
+// drains; the outputs must be exact.
+func (s *gsim) finish(inputs int64) error {
 	for s.fed < inputs {
 		s.feed(inputs)
 	}
 	for i := 0; i < 20000; i++ {
+		s.liveStep()
 		s.step(s.procs[i%len(s.procs)], false)
 		s.k.Advance(gsimStep)
 		s.expire()
-		if i%50 == 0 && s.drained() {
+		if i%50 == 0 && s.drained() && s.liveDone() {
 			break
 		}
 	}
@@ -886,16 +949,35 @@ func (s *gsim) alone(p *gproc) bool {
 	return p.in
 }
 
-// checkSaved: the savepoint's sums are those of exactly the inputs before
-// its source offsets, and the committed outputs end at them.
+// checkSaved: the stop's savepoint holds the state of exactly the inputs
+// before its source offsets, and the committed outputs end at it.
 func (s *gsim) checkSaved() error {
-	saved := s.stop.saved
+	want, err := s.savedMatchesInputs(s.stop.saved)
+	if err != nil {
+		return err
+	}
+	last, err := s.outputs()
+	if err != nil {
+		return err
+	}
+	for i := range gsimKeys {
+		key := gsimKey(int64(i))
+		if last[key] != want[key] {
+			return fmt.Errorf("key %s: the outputs end at {count %d, sum %d}, the savepoint at {count %d, sum %d}", key, last[key][0], last[key][1], want[key][0], want[key][1])
+		}
+	}
+	return nil
+}
+
+// savedMatchesInputs: saved's sums are those of exactly the inputs before
+// its source offsets, which it returns.
+func (s *gsim) savedMatchesInputs(saved *gsaved) (map[string][2]int64, error) {
 	want := map[string][2]int64{}
 	for tp, end := range saved.offsets {
 		for from := int64(0); from < end; {
 			recs, next, err := s.k.ReadCommitted(tp, from, 100)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for _, r := range recs {
 				if r.Offset < end {
@@ -910,20 +992,207 @@ func (s *gsim) checkSaved() error {
 			from = next
 		}
 	}
-	last, err := s.outputs()
-	if err != nil {
-		return err
-	}
 	for i := range gsimKeys {
 		key := gsimKey(int64(i))
 		if got := saved.sums[key]; got != want[key] {
-			return fmt.Errorf("key %s: the savepoint holds {count %d, sum %d}, but its source offsets cover {count %d, sum %d}", key, got[0], got[1], want[key][0], want[key][1])
+			return nil, fmt.Errorf("key %s: the savepoint holds {count %d, sum %d}, but its source offsets cover {count %d, sum %d}", key, got[0], got[1], want[key][0], want[key][1])
 		}
-		if last[key] != want[key] {
-			return fmt.Errorf("key %s: the outputs end at {count %d, sum %d}, the savepoint at {count %d, sum %d}", key, last[key][0], last[key][1], want[key][0], want[key][1])
+	}
+	return want, nil
+}
+
+// runLive plays a schedule in which a random process asks for a
+// savepoint of the running group: half the time among the crashes of the
+// faulty part, half the time after it, while the rest of the input
+// arrives and the job drains. Whatever else happens, a savepoint written
+// must hold the state of exactly the inputs its offsets cover, and the
+// run's outputs must be exact.
+func (s *gsim) runLive(inputs int64, steps int) error {
+	askAt := s.rng.IntN(2 * steps)
+	for i := 0; i < steps; i++ {
+		s.feed(inputs / 2)
+		if i == askAt {
+			s.askLive()
+		}
+		s.liveStep()
+		s.step(s.procs[s.rng.IntN(len(s.procs))], true)
+		s.k.Advance(gsimStep)
+		s.expire()
+	}
+	for i := steps; i < 2*steps; i++ {
+		if s.rng.IntN(4) == 0 {
+			s.feed(inputs)
+		}
+		if i == askAt {
+			s.askLive()
+		}
+		s.liveStep()
+		s.step(s.procs[i%len(s.procs)], false)
+		s.k.Advance(gsimStep)
+		s.expire()
+	}
+	if err := s.finish(inputs); err != nil {
+		return err
+	}
+	if l := s.live; l != nil && l.saved != nil {
+		if _, err := s.savedMatchesInputs(l.saved); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// gsimPause is how long a pause lasts: twice the checkpoint timeout in
+// the runtime; here long enough for most pauses to drain, and shorter
+// than the longest exports.
+const gsimPause = 200 * gsimStep
+
+// liveDone: no live savepoint is asked, or it is written or failed.
+func (s *gsim) liveDone() bool {
+	l := s.live
+	return l == nil || l.saved != nil || l.failed != ""
+}
+
+// askLive posts a pause for a savepoint by a live process.
+func (s *gsim) askLive() {
+	var up []*gproc
+	for _, p := range s.procs {
+		if p.up && !p.paused {
+			up = append(up, p)
+		}
+	}
+	if len(up) == 0 {
+		return
+	}
+	asker := up[s.rng.IntN(len(up))]
+	s.live = &glive{id: fmt.Sprintf("%s-%d", asker.id, s.k.Now().UnixMilli()), asker: asker, until: s.k.Now().Add(gsimPause)}
+	s.log("%s asks for a savepoint of the group: pause %s until %s", asker.id, s.live.id, s.live.until.Format("15:04:05.0"))
+}
+
+// liveStep is the asker's step of the live savepoint (groupSavepoint):
+// wait for every member's ack and the drain, then export.
+func (s *gsim) liveStep() {
+	l := s.live
+	if l == nil || l.saved != nil || l.failed != "" {
+		return
+	}
+	if !l.asker.up || l.asker.paused {
+		if !l.asker.up {
+			l.failed = "the asker died"
+			s.log("the savepoint is abandoned: %s", l.failed)
+		}
+		return
+	}
+	end := func(failed string) {
+		l.failed = failed
+		l.until = s.k.Now() // lifted: the members read on
+		s.log("the savepoint fails: %s", failed)
+	}
+	switch {
+	case l.offsets == nil && !l.ready:
+		if s.k.Now().After(l.until.Add(-gsimPause / 4)) {
+			end("the group did not pause and drain in time")
+			return
+		}
+		l.ready = s.allAcked(l.id) && s.repartitionDrained()
+	case l.offsets == nil:
+		l.offsets = map[memkafka.TP]int64{}
+		committed := s.k.GroupOffsets(gsimJob)
+		for i := range gsimInParts {
+			tp := memkafka.TP{Topic: gsimIn, Partition: int32(i)}
+			o, ok := committed[tp]
+			if !ok {
+				end("a partition has no committed offset yet")
+				return
+			}
+			l.offsets[tp] = o
+		}
+		if !s.bugs.exportWithoutRecheck && !s.repartitionDrained() {
+			end("the group read on before the export (drain)")
+			return
+		}
+		l.readIn = s.rng.IntN(3 * int(gsimPause/gsimStep) / 2)
+		s.log("%s exports: offsets %v, the state read in %d steps", l.asker.id, l.offsets, l.readIn)
+	case l.readIn > 0:
+		l.readIn--
+	default:
+		for i := range gsimRepParts {
+			o, _ := s.k.EndOffsets(memkafka.TP{Topic: gsimState, Partition: int32(i)})
+			if o.LastStable < o.HighWatermark {
+				return // awaitSettled
+			}
+		}
+		sums := map[string][2]int64{}
+		for i := range gsimRepParts {
+			s.readCommitted(memkafka.TP{Topic: gsimState, Partition: int32(i)}, func(r memkafka.Record) {
+				c, sum, _ := strings.Cut(string(r.Value), ",")
+				cn, _ := strconv.ParseInt(c, 10, 64)
+				sn, _ := strconv.ParseInt(sum, 10, 64)
+				sums[string(r.Key)] = [2]int64{cn, sn}
+			})
+		}
+		committed := s.k.GroupOffsets(gsimJob)
+		for tp, o := range l.offsets {
+			if committed[tp] != o && !s.bugs.exportWithoutRecheck {
+				end("the group read on while the state was read")
+				return
+			}
+		}
+		l.saved = &gsaved{offsets: l.offsets, sums: sums}
+		l.until = s.k.Now()
+		s.log("%s wrote the savepoint", l.asker.id)
+	}
+}
+
+// allAcked: every member of the group has acked pause id, in a committed
+// transaction.
+func (s *gsim) allAcked(id string) bool {
+	acked := map[string]string{}
+	s.readCommitted(memkafka.TP{Topic: gsimCkpt}, func(r memkafka.Record) {
+		acked[strings.TrimPrefix(string(r.Key), "paused/")] = string(r.Value)
+	})
+	members := 0
+	for _, p := range s.procs {
+		if p.in {
+			members++
+			if acked[p.id] != id {
+				return false
+			}
+		}
+	}
+	return members > 0
+}
+
+// repartitionDrained: no transaction open on the repartition topic, and
+// no committed record after the group's offsets (repartitionDrained).
+func (s *gsim) repartitionDrained() bool {
+	committed := s.k.GroupOffsets(gsimJob)
+	for i := range gsimRepParts {
+		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
+		o, _ := s.k.EndOffsets(tp)
+		recs, _, err := s.k.ReadCommitted(tp, committed[tp], 1)
+		if o.LastStable < o.HighWatermark || err != nil || len(recs) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readCommitted calls fn for every committed record of tp.
+func (s *gsim) readCommitted(tp memkafka.TP, fn func(memkafka.Record)) {
+	for from := int64(0); ; {
+		recs, next, err := s.k.ReadCommitted(tp, from, 100)
+		if err != nil {
+			panic(err)
+		}
+		for _, r := range recs {
+			fn(r)
+		}
+		if next == from {
+			return
+		}
+		from = next
+	}
 }
 
 func gsimSeeds(t *testing.T) (first uint64, n int) {
@@ -977,6 +1246,37 @@ func TestSimulationGroupModeStopWithSavepoint(t *testing.T) {
 	t.Logf("%d schedules", n)
 }
 
+// TestSimulationGroupModeLiveSavepoint: schedules with crashes in which a
+// process asks for a savepoint of the running group; every savepoint
+// written holds the state of exactly the inputs its offsets cover, and
+// the outputs stay exact. Some pauses run out while the export reads the
+// state: those savepoints fail.
+func TestSimulationGroupModeLiveSavepoint(t *testing.T) {
+	first, n := gsimSeeds(t)
+	outcomes := map[string]int{}
+	for seed := first; seed < first+uint64(n); seed++ {
+		s := newGsim(seed, 3, gsimBugs{})
+		if err := s.runLive(300, 1500); err != nil {
+			t.Fatalf("seed %d: %v\n(replay: go test ./runtime -run TestSimulationGroupModeLiveSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
+		}
+		switch l := s.live; {
+		case l == nil:
+			outcomes["not asked (nobody up)"]++
+		case l.saved != nil:
+			outcomes["written"]++
+		default:
+			outcomes[l.failed]++
+		}
+		if *simSeed != 0 {
+			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
+		}
+	}
+	if outcomes["written"] == 0 && n >= 50 {
+		t.Fatalf("no schedule wrote a savepoint: %v", outcomes)
+	}
+	t.Logf("%d schedules: %v", n, outcomes)
+}
+
 // TestSimulationGroupModeFindsInjectedBugs: the schedules find the mistakes
 // group mode must not make: offsets committed without the member's
 // generation (a zombie's epoch commits), an attempt that restarts on an
@@ -997,15 +1297,19 @@ func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
 		{"departed members fenced after the offset fetch", gsimBugs{fenceAfterFetch: true}, 100},
 		{"members that left unseen not fenced", gsimBugs{noFenceOfUnseen: true}, 100},
 		{"a stop's drain shown by a checkpoint from before the pause", gsimBugs{drainBeforePause: true}, 100},
+		{"a live savepoint's export not rechecked", gsimBugs{exportWithoutRecheck: true}, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := 0
 			for seed := uint64(1); seed <= tc.seeds; seed++ {
 				s := newGsim(seed, 3, tc.bugs)
 				var err error
-				if tc.bugs.drainBeforePause {
+				switch {
+				case tc.bugs.drainBeforePause:
 					err = s.runStop(600, 600)
-				} else {
+				case tc.bugs.exportWithoutRecheck:
+					err = s.runLive(300, 1500)
+				default:
 					err = s.run(300, 1500)
 				}
 				if err != nil {
