@@ -35,8 +35,9 @@ import (
 // on their way (the rest belong to the next epoch). At the end every
 // output must be exactly one failure-free run's: per key, counts 1..n
 // once each and the exact sum. Other schedules end in a stop with a
-// savepoint of the last process (runStop), whose state must be that of
-// exactly the inputs its offsets cover. The real runtime's group mode is proven against Kafka by
+// savepoint of the last process (runStop), or take a savepoint of the
+// running group (runLive); a savepoint's state must be that of exactly
+// the inputs its offsets cover. The real runtime's group mode is proven against Kafka by
 // cmd/pipeline's TestGroupModeExactUnderFaults; this explores the schedules
 // a real cluster cannot be driven through.
 
