@@ -312,7 +312,10 @@ func TestGroupModeStopWithSavepointWhileAnEpochCommits(t *testing.T) {
 	e.awaitRead(a, before+1000, logs)
 	dir := filepath.Join(t.TempDir(), "sp")
 	a.StopWithSavepoint(dir)
-	for !strings.Contains(logs.String(), "the sources stop, and the repartition topic drains first") {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(logs.String(), "the sources stop, and the repartition topic drains first"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stop did not begin:\n%s", logs.String())
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(release)
