@@ -53,6 +53,20 @@ type Cluster struct {
 	// (group.go).
 	members map[string]*group
 	nextPID int64
+	// markerLag: a transaction's end leaves its markers pending, to be
+	// written one at a time by DeliverMarker (SetMarkerLag); pending are
+	// those not written yet, in the order the transactions ended.
+	markerLag bool
+	pending   []pendingMarker
+}
+
+// pendingMarker is a decided transaction's marker not yet written: into
+// partition tp, or, with group set, the one that makes its offsets for
+// group take effect.
+type pendingMarker struct {
+	t     *txn
+	tp    TP
+	group string
 }
 
 type topic struct {
@@ -60,6 +74,7 @@ type topic struct {
 }
 
 type partition struct {
+	tp      TP
 	entries []entry
 	// settled is a prefix of entries known to hold no open transaction:
 	// an entry's transaction only ever leaves the open state, and new
@@ -90,11 +105,19 @@ type txnID struct {
 
 // txn is one transaction: what it wrote, and how it ended.
 type txn struct {
+	id      string // its transactional id
 	status  txnStatus
 	started time.Time
 	written []TP // partitions it wrote, in order of first write
 	offsets map[string]map[TP]int64
+	// unmarked are the partitions whose marker is still pending (marker
+	// lag): to their readers the transaction is still open.
+	unmarked map[TP]bool
 }
+
+// openIn reports whether a read_committed reader of tp still sees t as
+// open: undecided, or decided with its marker in tp not written yet.
+func (t *txn) openIn(tp TP) bool { return t.status == txnOpen || t.unmarked[tp] }
 
 type txnStatus uint8
 
@@ -152,7 +175,7 @@ func (c *Cluster) CreateTopic(name string, partitions int) error {
 	}
 	t := &topic{}
 	for range partitions {
-		t.partitions = append(t.partitions, &partition{})
+		t.partitions = append(t.partitions, &partition{tp: TP{Topic: name, Partition: int32(len(t.partitions))}})
 	}
 	c.topics[name] = t
 	return nil
@@ -170,7 +193,7 @@ func (c *Cluster) AddPartitions(name string, total int) error {
 		return fmt.Errorf("topic %s has %d partitions, asked for %d: %w", name, len(t.partitions), total, kerr.InvalidPartitions)
 	}
 	for len(t.partitions) < total {
-		t.partitions = append(t.partitions, &partition{})
+		t.partitions = append(t.partitions, &partition{tp: TP{Topic: name, Partition: int32(len(t.partitions))}})
 	}
 	return nil
 }
@@ -232,25 +255,100 @@ func (c *Cluster) append(r Record, t *txn) (Record, error) {
 // group offsets applied on commit; c.mu is held.
 func (c *Cluster) end(t *txn, commit bool) {
 	t.status = txnAborted
+	var groups []string
 	if commit {
 		t.status = txnCommitted
-		for _, group := range slices.Sorted(maps.Keys(t.offsets)) {
-			g := c.groups[group]
-			if g == nil {
-				g = map[TP]int64{}
-				c.groups[group] = g
-			}
-			for tp, o := range t.offsets[group] {
-				g[tp] = o
-			}
+		groups = slices.Sorted(maps.Keys(t.offsets))
+	}
+	if c.markerLag {
+		for _, group := range groups {
+			c.pending = append(c.pending, pendingMarker{t: t, group: group})
 		}
+		t.unmarked = map[TP]bool{}
+		for _, tp := range t.written {
+			t.unmarked[tp] = true
+			c.pending = append(c.pending, pendingMarker{t: t, tp: tp})
+		}
+		return
+	}
+	for _, group := range groups {
+		c.applyOffsets(t, group)
 	}
 	for _, tp := range t.written {
-		p, err := c.partition(tp)
-		if err != nil {
-			continue // the topic was deleted meanwhile
+		c.writeMarker(t, tp)
+	}
+}
+
+// applyOffsets makes committed transaction t's offsets for group take
+// effect; c.mu is held.
+func (c *Cluster) applyOffsets(t *txn, group string) {
+	g := c.groups[group]
+	if g == nil {
+		g = map[TP]int64{}
+		c.groups[group] = g
+	}
+	for tp, o := range t.offsets[group] {
+		g[tp] = o
+	}
+}
+
+// writeMarker appends decided transaction t's control marker to tp; c.mu
+// is held.
+func (c *Cluster) writeMarker(t *txn, tp TP) {
+	delete(t.unmarked, tp)
+	p, err := c.partition(tp)
+	if err != nil {
+		return // the topic was deleted meanwhile
+	}
+	p.entries = append(p.entries, entry{rec: Record{Topic: tp.Topic, Partition: tp.Partition, Offset: int64(len(p.entries)), Timestamp: c.now}, txn: t, marker: true})
+}
+
+// SetMarkerLag makes every transaction end from now on leave its markers
+// pending (point 7 of the package doc), to be written by DeliverMarker.
+func (c *Cluster) SetMarkerLag(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.markerLag = on
+}
+
+// PendingMarkers is how many markers of decided transactions are not
+// written yet.
+func (c *Cluster) PendingMarkers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+// DeliverMarker writes pending marker i (0 <= i < PendingMarkers): into
+// its partition, or, for a group's offsets, by making them take effect.
+func (c *Cluster) DeliverMarker(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deliver(i)
+}
+
+// deliver writes pending marker i; c.mu is held.
+func (c *Cluster) deliver(i int) {
+	m := c.pending[i]
+	c.pending = slices.Delete(c.pending, i, i+1)
+	if m.group != "" {
+		c.applyOffsets(m.t, m.group)
+		return
+	}
+	c.writeMarker(m.t, m.tp)
+}
+
+// flushMarkers writes every pending marker of transactional id name's
+// transactions, as the coordinator does before it answers that id again
+// (a client meanwhile is told CONCURRENT_TRANSACTIONS and retries); c.mu
+// is held.
+func (c *Cluster) flushMarkers(name string) {
+	for i := 0; i < len(c.pending); {
+		if c.pending[i].t.id == name {
+			c.deliver(i)
+			continue
 		}
-		p.entries = append(p.entries, entry{rec: Record{Topic: tp.Topic, Partition: tp.Partition, Offset: int64(len(p.entries)), Timestamp: c.now}, txn: t, marker: true})
+		i++
 	}
 }
 
@@ -258,7 +356,7 @@ func (c *Cluster) end(t *txn, commit bool) {
 // still open, or the high watermark; c.mu is held.
 func (p *partition) stable() int64 {
 	for ; p.settled < int64(len(p.entries)); p.settled++ {
-		if e := p.entries[p.settled]; e.txn != nil && e.txn.status == txnOpen {
+		if e := p.entries[p.settled]; e.txn != nil && e.txn.openIn(p.tp) {
 			break
 		}
 	}

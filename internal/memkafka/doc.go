@@ -35,6 +35,15 @@
 //     old generation (kerr.IllegalGeneration), a replaced instance
 //     (kerr.FencedInstanceID) or a stranger (kerr.UnknownMemberID).
 //     TestGroupModelMatchesTheRealBroker checks each against Kafka.
+//  7. Marker lag, when asked for (SetMarkerLag): Kafka's coordinator
+//     decides a transaction, answers, and only then writes its markers,
+//     to each partition and to the offsets topic on their own. Until a
+//     partition's marker is written the transaction is open to that
+//     partition's readers, and until the offsets topic's is, its offsets
+//     have not taken effect (PendingOffsets). DeliverMarker writes one;
+//     the transactional id's next transaction or InitProducer writes its
+//     own first. Off by default: the conformance tests cannot make a real
+//     broker delay one marker.
 //
 // What a producer with an old epoch is told depends on who checks, not on
 // why its epoch is old, exactly as Kafka 4 and franz-go answer (the

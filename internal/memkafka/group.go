@@ -147,3 +147,23 @@ func (c *Cluster) UnstableOffsets(groupName string, tps []TP) []string {
 	slices.Sort(holders)
 	return holders
 }
+
+// PendingOffsets reports whether a decided transaction's offsets for one
+// of tps in group wait for their marker (marker lag): a stable offset
+// fetch is still refused with UNSTABLE_OFFSET_COMMIT, though no
+// transaction holding them is open any more.
+func (c *Cluster) PendingOffsets(groupName string, tps []TP) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.pending {
+		if m.group != groupName {
+			continue
+		}
+		for tp := range m.t.offsets[groupName] {
+			if containsTP(tps, tp) {
+				return true
+			}
+		}
+	}
+	return false
+}

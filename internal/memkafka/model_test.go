@@ -268,3 +268,74 @@ func TestTimeoutAndFencing(t *testing.T) {
 		t.Fatalf("a timeout above the brokers' maximum: %v", err)
 	}
 }
+
+// Marker lag: a committed transaction stays open to the readers of each
+// partition until that partition's marker is written, and its offsets
+// take effect only with the offsets topic's; the id's next transaction
+// and a new InitProducer write the id's pending markers first.
+func TestMarkerLag(t *testing.T) {
+	c := New(time.Unix(0, 0))
+	c.SetMarkerLag(true)
+	a, b, in := TP{"a", 0}, TP{"b", 0}, TP{"in", 0}
+	for _, topic := range []string{"a", "b", "in"} {
+		if err := c.CreateTopic(topic, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.InitProducer("x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(value string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range []TP{a, b} {
+			if _, err := p.Produce(Record{Topic: tp.Topic, Value: []byte(value)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.TxnCommitOffsets("g", map[TP]int64{in: 7}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.End(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	visible := func(tp TP) int {
+		recs, _, err := c.ReadCommitted(tp, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(recs)
+	}
+	commit("1")
+	if n := c.PendingMarkers(); n != 3 {
+		t.Fatalf("%d pending markers, want 3 (offsets, a, b)", n)
+	}
+	if visible(a) != 0 || visible(b) != 0 || !c.PendingOffsets("g", []TP{in}) || c.GroupOffsets("g")[in] != 0 {
+		t.Fatal("a decided transaction took effect before its markers")
+	}
+	if o, _ := c.EndOffsets(a); o.LastStable != 0 || o.HighWatermark != 1 {
+		t.Fatalf("a's offsets %+v before its marker", o)
+	}
+	c.DeliverMarker(2) // b's
+	if visible(a) != 0 || visible(b) != 1 {
+		t.Fatal("b's marker did not make it visible in b alone")
+	}
+	c.DeliverMarker(0) // the offsets'
+	if c.PendingOffsets("g", []TP{in}) || c.GroupOffsets("g")[in] != 7 {
+		t.Fatal("the offsets' marker did not make them take effect")
+	}
+	commit("2") // writes a's pending marker before its first write
+	if visible(a) != 1 || c.PendingMarkers() != 3 {
+		t.Fatalf("after the next transaction: %d visible in a, %d pending", visible(a), c.PendingMarkers())
+	}
+	if _, err := c.InitProducer("x", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if visible(a) != 2 || visible(b) != 2 || c.PendingMarkers() != 0 {
+		t.Fatal("InitProducer did not write the id's pending markers")
+	}
+}

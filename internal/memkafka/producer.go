@@ -46,6 +46,7 @@ func (c *Cluster) InitProducer(name string, timeout time.Duration) (*Producer, e
 		id = &txnID{pid: c.nextPID, epoch: -1}
 		c.ids[name] = id
 	}
+	c.flushMarkers(name)
 	if id.open != nil {
 		c.end(id.open, false)
 		id.open = nil
@@ -116,7 +117,10 @@ func (p *Producer) open(check func() (*txnID, error)) (*txn, error) {
 		return nil, err
 	}
 	if id.open == nil {
-		id.open = &txn{status: txnOpen, started: p.c.now}
+		// The id's previous transaction's markers first, as the
+		// coordinator finishes them before it takes the id's next one.
+		p.c.flushMarkers(p.name)
+		id.open = &txn{id: p.name, status: txnOpen, started: p.c.now}
 	}
 	return id.open, nil
 }
