@@ -30,16 +30,19 @@ import (
 // its state partitions to settle, restores them, shuffles source records
 // to the repartition partition of their key group, aggregates repartition
 // records, and commits outputs, state and offsets (as the member of its
-// generation) in one transaction. A record read is on its way through the
+// generation) in one transaction. The brokers write a transaction's
+// markers one at a time, some steps after it ended (memkafka's marker
+// lag), so the group's offsets can take effect before the state they go
+// with is readable. A record read is on its way through the
 // process for a while, and an epoch's barrier may fall among the records
 // on their way (the rest belong to the next epoch). At the end every
 // output must be exactly one failure-free run's: per key, counts 1..n
 // once each and the exact sum. Other schedules end in a stop with a
 // savepoint of the last process (runStop), or take a savepoint of the
 // running group (runLive); a savepoint's state must be that of exactly
-// the inputs its offsets cover. The real runtime's group mode is proven against Kafka by
-// cmd/pipeline's TestGroupModeExactUnderFaults; this explores the schedules
-// a real cluster cannot be driven through.
+// the inputs its offsets cover. The real runtime's group mode is proven
+// against Kafka by cmd/pipeline's TestGroupModeExactUnderFaults; this
+// explores the schedules a real cluster cannot be driven through.
 
 const (
 	gsimJob        = "gsim"
@@ -86,6 +89,11 @@ type gsimBugs struct {
 	// and reads the state without making sure the members did not read
 	// on in between (their pause may run out meanwhile).
 	exportWithoutRecheck bool
+	// restoreBeforeMarkers: an attempt restores its state partitions
+	// without waiting for the markers of the transactions that wrote
+	// them (awaitSettled), which may still be on their way after the
+	// group's offsets took effect.
+	restoreBeforeMarkers bool
 }
 
 type gsim struct {
@@ -230,6 +238,7 @@ func (s *gsim) call(p *gproc, crashP float64, what string, fn func() error) erro
 
 func newGsim(seed uint64, procs int, bugs gsimBugs) *gsim {
 	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs, unfenced: map[string]bool{}, orphaned: map[string]time.Time{}}
+	s.k.SetMarkerLag(true)
 	for _, t := range []struct {
 		name  string
 		parts int
@@ -381,6 +390,24 @@ func (s *gsim) join(p *gproc) {
 	s.rebalance()
 }
 
+// tick ends a scheduler step: time moves on, the brokers write some of
+// the markers of decided transactions (each on its own, in any order:
+// marker lag), and the group drops members past the session timeout.
+func (s *gsim) tick() {
+	s.k.Advance(gsimStep)
+	if n := s.k.PendingMarkers(); n > 0 && s.rng.IntN(3) == 0 {
+		s.k.DeliverMarker(s.rng.IntN(n))
+	}
+	s.expire()
+}
+
+// settleMarkers writes every pending marker: the brokers do, in the end.
+func (s *gsim) settleMarkers() {
+	for s.k.PendingMarkers() > 0 {
+		s.k.DeliverMarker(0)
+	}
+}
+
 // expire drops members that have not been heard of for the session
 // timeout: crashed and not back, or paused.
 func (s *gsim) expire() {
@@ -401,6 +428,9 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 	tps := s.assignment(p.id)
 	if len(tps) == 0 {
 		return
+	}
+	if s.k.PendingOffsets(gsimJob, tps) {
+		return // a stable fetch is refused until their marker is written
 	}
 	if holders := s.k.UnstableOffsets(gsimJob, tps); len(holders) > 0 {
 		// require_stable: wait for the transactions holding them. Not
@@ -425,7 +455,7 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 		if tp.Topic == gsimRep {
 			stp := memkafka.TP{Topic: gsimState, Partition: tp.Partition}
 			o, _ := s.k.EndOffsets(stp)
-			if o.LastStable < o.HighWatermark {
+			if o.LastStable < o.HighWatermark && !s.bugs.restoreBeforeMarkers {
 				return // awaitSettled
 			}
 			owned = append(owned, stp)
@@ -733,8 +763,7 @@ func (s *gsim) run(inputs int64, steps int) error {
 		s.feed(inputs)
 		p := s.procs[s.rng.IntN(len(s.procs))]
 		s.step(p, true)
-		s.k.Advance(gsimStep)
-		s.expire()
+		s.tick()
 	}
 	return s.finish(inputs)
 }
@@ -748,12 +777,12 @@ func (s *gsim) finish(inputs int64) error {
 	for i := 0; i < 20000; i++ {
 		s.liveStep()
 		s.step(s.procs[i%len(s.procs)], false)
-		s.k.Advance(gsimStep)
-		s.expire()
+		s.tick()
 		if i%50 == 0 && s.drained() && s.liveDone() {
 			break
 		}
 	}
+	s.settleMarkers()
 	if err := s.check(inputs); err != nil {
 		return err
 	}
@@ -837,8 +866,7 @@ func (s *gsim) runStop(inputs int64, steps int) error {
 	for i := 0; i < steps; i++ {
 		s.feed(inputs / 2)
 		s.step(s.procs[s.rng.IntN(len(s.procs))], true)
-		s.k.Advance(gsimStep)
-		s.expire()
+		s.tick()
 	}
 	p := s.procs[0]
 	for _, o := range s.procs[1:] {
@@ -863,8 +891,7 @@ func (s *gsim) runStop(inputs int64, steps int) error {
 			s.log("%s is asked to stop with a savepoint: its sources pause (read %d)", p.id, p.att.seq)
 		}
 		s.step(p, false)
-		s.k.Advance(gsimStep)
-		s.expire()
+		s.tick()
 	}
 	if s.stop == nil || s.stop.saved == nil {
 		return errors.New("the stop with a savepoint did not finish")
@@ -877,6 +904,7 @@ func (s *gsim) runStop(inputs int64, steps int) error {
 		_ = a.prod.End(false)
 	}
 	s.k.Advance(gsimTxnTimeout + gsimStep)
+	s.settleMarkers()
 	if err := s.checkSaved(); err != nil {
 		return err
 	}
@@ -1017,8 +1045,7 @@ func (s *gsim) runLive(inputs int64, steps int) error {
 		}
 		s.liveStep()
 		s.step(s.procs[s.rng.IntN(len(s.procs))], true)
-		s.k.Advance(gsimStep)
-		s.expire()
+		s.tick()
 	}
 	for i := steps; i < 2*steps; i++ {
 		if s.rng.IntN(4) == 0 {
@@ -1029,8 +1056,7 @@ func (s *gsim) runLive(inputs int64, steps int) error {
 		}
 		s.liveStep()
 		s.step(s.procs[i%len(s.procs)], false)
-		s.k.Advance(gsimStep)
-		s.expire()
+		s.tick()
 	}
 	if err := s.finish(inputs); err != nil {
 		return err
@@ -1047,6 +1073,15 @@ func (s *gsim) runLive(inputs int64, steps int) error {
 // the runtime; here long enough for most pauses to drain, and shorter
 // than the longest exports.
 const gsimPause = 200 * gsimStep
+
+// gsimInputs are the input topic's partitions.
+func gsimInputs() []memkafka.TP {
+	tps := make([]memkafka.TP, gsimInParts)
+	for i := range tps {
+		tps[i] = memkafka.TP{Topic: gsimIn, Partition: int32(i)}
+	}
+	return tps
+}
 
 // liveDone: no live savepoint is asked, or it is written or failed.
 func (s *gsim) liveDone() bool {
@@ -1097,6 +1132,9 @@ func (s *gsim) liveStep() {
 		}
 		l.ready = s.allAcked(l.id) && s.repartitionDrained()
 	case l.offsets == nil:
+		if s.k.PendingOffsets(gsimJob, gsimInputs()) {
+			return // fetchStableOffsets waits
+		}
 		l.offsets = map[memkafka.TP]int64{}
 		committed := s.k.GroupOffsets(gsimJob)
 		for i := range gsimInParts {
@@ -1112,7 +1150,11 @@ func (s *gsim) liveStep() {
 			end("the group read on before the export (drain)")
 			return
 		}
-		l.readIn = s.rng.IntN(3 * int(gsimPause/gsimStep) / 2)
+		if s.rng.IntN(2) == 0 {
+			// Reading a large state takes a while; a small one is read
+			// at once.
+			l.readIn = s.rng.IntN(3 * int(gsimPause/gsimStep) / 2)
+		}
 		s.log("%s exports: offsets %v, the state read in %d steps", l.asker.id, l.offsets, l.readIn)
 	case l.readIn > 0:
 		l.readIn--
@@ -1122,6 +1164,9 @@ func (s *gsim) liveStep() {
 			if o.LastStable < o.HighWatermark {
 				return // awaitSettled
 			}
+		}
+		if s.k.PendingOffsets(gsimJob, gsimInputs()) {
+			return // fetchStableOffsets waits
 		}
 		sums := map[string][2]int64{}
 		for i := range gsimRepParts {
@@ -1299,6 +1344,7 @@ func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
 		{"members that left unseen not fenced", gsimBugs{noFenceOfUnseen: true}, 100},
 		{"a stop's drain shown by a checkpoint from before the pause", gsimBugs{drainBeforePause: true}, 100},
 		{"a live savepoint's export not rechecked", gsimBugs{exportWithoutRecheck: true}, 300},
+		{"state restored before its markers", gsimBugs{restoreBeforeMarkers: true}, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := 0
