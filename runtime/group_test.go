@@ -337,7 +337,7 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
 	groupEnv(e)
 	cfg := paritySumGroup(t, e.env)
-	cfg.Checkpoint.Timeout = 2 * time.Second // a pause lasts 4 s at most
+	cfg.Checkpoint.Timeout = 3 * time.Second // a pause lasts 6 s at most: ready within 4.5 s
 	readOn := func() {
 		// Until the keyed side has committed state for inputs read
 		// after the pause.
