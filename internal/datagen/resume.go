@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/internal/kread"
 )
 
 // A resuming generator (Options.Resume) writes in transactions, under one
@@ -80,50 +82,23 @@ func lastNumber(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic str
 }
 
 // highestIn is the highest number among the committed records of one
-// partition in [from, end), end being its last stable offset. Control
-// records are read too: the offset just below the last stable offset is
-// often a transaction marker, never returned otherwise, and seeing it is
-// how the read knows it reached the end.
+// partition in [from, end), end being its last stable offset.
 func highestIn(ctx context.Context, conn []kgo.Opt, topic string, partition int32, from, end int64) (int64, bool, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return 0, false, err
-	}
-	defer cl.Close()
 	var (
 		highest int64
 		found   bool
 	)
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return 0, false, fmt.Errorf("reading the end of %s/%d: %w", topic, partition, err)
+	err := kread.Range(ctx, conn, topic, partition, from, end, func(r *kgo.Record) error {
+		var v struct {
+			N *int64 `json:"n"`
 		}
-		if err := fs.Err(); err != nil {
-			return 0, false, fmt.Errorf("reading the end of %s/%d: %w", topic, partition, err)
+		if json.Unmarshal(r.Value, &v) == nil && v.N != nil && (!found || *v.N > highest) {
+			highest, found = *v.N, true
 		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if done || r.Offset >= end {
-				done = true
-				return
-			}
-			if !r.Attrs.IsControl() {
-				var v struct {
-					N *int64 `json:"n"`
-				}
-				if json.Unmarshal(r.Value, &v) == nil && v.N != nil && (!found || *v.N > highest) {
-					highest, found = *v.N, true
-				}
-			}
-			done = r.Offset >= end-1
-		})
-		if done {
-			return highest, found, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the end of %s/%d: %w", topic, partition, err)
 	}
+	return highest, found, nil
 }

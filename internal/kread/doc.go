@@ -4,7 +4,8 @@
 // After reads from given offsets the same way and says whether a committed
 // record is there: how a group-mode job tells that its repartition topic
 // is drained, with an answer that does not depend on how soon a fetch
-// returns.
+// returns. Range reads one partition between two offsets the same way
+// (how datagen -resume finds the last number written).
 //
 // Knowing where "the end" is needs care under transactions: the last data
 // record is often followed by commit or abort markers (and aborted records),

@@ -48,6 +48,19 @@ func After(ctx context.Context, conn []kgo.Opt, topic string, from map[int32]int
 	return found, err
 }
 
+// Range calls fn for every committed data record of one partition of
+// topic in [from, end), in offset order, end being a last stable offset
+// listed before: the read stops there, past markers and aborted records
+// it never returns.
+func Range(ctx context.Context, conn []kgo.Opt, topic string, partition int32, from, end int64, fn func(*kgo.Record) error) error {
+	if from >= end {
+		return nil
+	}
+	return scan(ctx, conn, topic, map[int32]span{partition: {from: from, end: end}}, func(r *kgo.Record) (bool, error) {
+		return false, fn(r)
+	})
+}
+
 // span is what is left to read of one partition: from offset from up to
 // (not including) the last stable offset end.
 type span struct{ from, end int64 }

@@ -124,6 +124,16 @@ func TestAfter(t *testing.T) {
 		}
 	}
 
+	// Range reads one partition's committed records in a span, through
+	// the markers and aborted records after them.
+	var got []string
+	if err := Range(ctx, conn, topic, 0, 1, 6, func(r *kgo.Record) error { got = append(got, string(r.Value)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[b]" {
+		t.Fatalf("Range(partition 0, [1, 6)) = %v, want [b]", got)
+	}
+
 	// A transaction still open: its record is past the last stable
 	// offset, so not there yet; once committed, it is.
 	p := kafkatest.Client(t, brokers, kgo.TransactionalID(topic+"-open"), kgo.DefaultProduceTopic(topic),
