@@ -476,22 +476,11 @@ func (s *gsim) startAttempt(p *gproc, crashP float64) {
 		a.pos[tp] = offsets[tp]
 	}
 	for _, stp := range owned {
-		var from int64
-		for {
-			recs, next, err := s.k.ReadCommitted(stp, from, 100)
-			if err != nil {
-				panic(err)
-			}
-			for _, r := range recs {
-				c, sum, _ := strings.Cut(string(r.Value), ",")
-				cn, _ := strconv.ParseInt(c, 10, 64)
-				sn, _ := strconv.ParseInt(sum, 10, 64)
-				a.sums[string(r.Key)] = [2]int64{cn, sn}
-			}
-			if next == from {
-				break
-			}
-			from = next
+		if err := s.readCommitted(stp, func(r memkafka.Record) error {
+			a.sums[string(r.Key)] = parseSums(r.Value)
+			return nil
+		}); err != nil {
+			panic(err)
 		}
 	}
 	p.att = a
@@ -667,15 +656,10 @@ func (s *gsim) stopCommitted(barrier int64, offsets map[memkafka.TP]int64) {
 		return
 	}
 	if barrier < st.pausedAt && !s.bugs.drainBeforePause {
-		return
+		return // a checkpoint from before the pause shows nothing
 	}
-	for i := range gsimRepParts {
-		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
-		o, _ := s.k.EndOffsets(tp)
-		recs, _, err := s.k.ReadCommitted(tp, offsets[tp], 1)
-		if o.LastStable < o.HighWatermark || err != nil || len(recs) > 0 {
-			return
-		}
+	if !s.drainedAt(offsets) {
+		return
 	}
 	st.drained = true
 	s.log("the repartition topic is drained (barrier at read %d, the pause at %d)", barrier, st.pausedAt)
@@ -832,28 +816,26 @@ func (s *gsim) check(inputs int64) error {
 // the outputs are checked to count 1..n once each, in order.
 func (s *gsim) outputs() (map[string][2]int64, error) {
 	last := map[string][2]int64{}
-	var from int64
-	tp := memkafka.TP{Topic: gsimOut}
-	for {
-		recs, next, err := s.k.ReadCommitted(tp, from, 1000)
-		if err != nil {
-			return nil, err
+	err := s.readCommitted(memkafka.TP{Topic: gsimOut}, func(r memkafka.Record) error {
+		v, key := parseSums(r.Value), string(r.Key)
+		if v[0] != last[key][0]+1 {
+			return fmt.Errorf("key %s: output count %d follows %d (offset %d): an input counted twice or lost", key, v[0], last[key][0], r.Offset)
 		}
-		for _, r := range recs {
-			c, sum, _ := strings.Cut(string(r.Value), ",")
-			cn, _ := strconv.ParseInt(c, 10, 64)
-			sn, _ := strconv.ParseInt(sum, 10, 64)
-			key := string(r.Key)
-			if cn != last[key][0]+1 {
-				return nil, fmt.Errorf("key %s: output count %d follows %d (offset %d): an input counted twice or lost", key, cn, last[key][0], r.Offset)
-			}
-			last[key] = [2]int64{cn, sn}
-		}
-		if next == from {
-			return last, nil
-		}
-		from = next
+		last[key] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return last, nil
+}
+
+// parseSums decodes a "count,sum" value: an output, or a state record.
+func parseSums(v []byte) [2]int64 {
+	c, sum, _ := strings.Cut(string(v), ",")
+	cn, _ := strconv.ParseInt(c, 10, 64)
+	sn, _ := strconv.ParseInt(sum, 10, 64)
+	return [2]int64{cn, sn}
 }
 
 // runStop plays a schedule that ends in a stop with a savepoint: input
@@ -940,15 +922,7 @@ func (s *gsim) freshReads(p *gproc) bool {
 	if a.begun || !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimIn }) {
 		return false
 	}
-	for i := range gsimRepParts {
-		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
-		o, _ := s.k.EndOffsets(tp)
-		recs, _, _ := s.k.ReadCommitted(tp, a.pos[tp], 1)
-		if o.LastStable < o.HighWatermark || len(recs) > 0 {
-			return false
-		}
-	}
-	return !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimRep })
+	return s.drainedAt(a.pos) && !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimRep })
 }
 
 // readAll: p holds nothing, and none of its partitions has anything
@@ -959,9 +933,7 @@ func (s *gsim) readAll(p *gproc) bool {
 		return false
 	}
 	for _, tp := range a.tps {
-		o, _ := s.k.EndOffsets(tp)
-		recs, _, _ := s.k.ReadCommitted(tp, a.pos[tp], 1)
-		if o.LastStable < o.HighWatermark || len(recs) > 0 {
+		if !s.readTo(tp, a.pos[tp]) {
 			return false
 		}
 	}
@@ -1003,22 +975,16 @@ func (s *gsim) checkSaved() error {
 func (s *gsim) savedMatchesInputs(saved *gsaved) (map[string][2]int64, error) {
 	want := map[string][2]int64{}
 	for tp, end := range saved.offsets {
-		for from := int64(0); from < end; {
-			recs, next, err := s.k.ReadCommitted(tp, from, 100)
-			if err != nil {
-				return nil, err
+		err := s.readCommitted(tp, func(r memkafka.Record) error {
+			if r.Offset < end {
+				n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+				v := want[gsimKey(n)]
+				want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
 			}
-			for _, r := range recs {
-				if r.Offset < end {
-					n, _ := strconv.ParseInt(string(r.Value), 10, 64)
-					v := want[gsimKey(n)]
-					want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
-				}
-			}
-			if next == from {
-				break
-			}
-			from = next
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	for i := range gsimKeys {
@@ -1170,12 +1136,12 @@ func (s *gsim) liveStep() {
 		}
 		sums := map[string][2]int64{}
 		for i := range gsimRepParts {
-			s.readCommitted(memkafka.TP{Topic: gsimState, Partition: int32(i)}, func(r memkafka.Record) {
-				c, sum, _ := strings.Cut(string(r.Value), ",")
-				cn, _ := strconv.ParseInt(c, 10, 64)
-				sn, _ := strconv.ParseInt(sum, 10, 64)
-				sums[string(r.Key)] = [2]int64{cn, sn}
-			})
+			if err := s.readCommitted(memkafka.TP{Topic: gsimState, Partition: int32(i)}, func(r memkafka.Record) error {
+				sums[string(r.Key)] = parseSums(r.Value)
+				return nil
+			}); err != nil {
+				panic(err)
+			}
 		}
 		committed := s.k.GroupOffsets(gsimJob)
 		for tp, o := range l.offsets {
@@ -1194,9 +1160,12 @@ func (s *gsim) liveStep() {
 // transaction.
 func (s *gsim) allAcked(id string) bool {
 	acked := map[string]string{}
-	s.readCommitted(memkafka.TP{Topic: gsimCkpt}, func(r memkafka.Record) {
+	if err := s.readCommitted(memkafka.TP{Topic: gsimCkpt}, func(r memkafka.Record) error {
 		acked[strings.TrimPrefix(string(r.Key), "paused/")] = string(r.Value)
-	})
+		return nil
+	}); err != nil {
+		panic(err)
+	}
 	members := 0
 	for _, p := range s.procs {
 		if p.in {
@@ -1209,33 +1178,46 @@ func (s *gsim) allAcked(id string) bool {
 	return members > 0
 }
 
-// repartitionDrained: no transaction open on the repartition topic, and
-// no committed record after the group's offsets (repartitionDrained).
-func (s *gsim) repartitionDrained() bool {
-	committed := s.k.GroupOffsets(gsimJob)
+// repartitionDrained: the repartition topic is drained at the group's
+// offsets (the runtime's repartitionDrainedForGroup).
+func (s *gsim) repartitionDrained() bool { return s.drainedAt(s.k.GroupOffsets(gsimJob)) }
+
+// drainedAt: no transaction is open on the repartition topic, and no
+// committed record of it is at or after the positions pos
+// (repartitionDrained).
+func (s *gsim) drainedAt(pos map[memkafka.TP]int64) bool {
 	for i := range gsimRepParts {
 		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
-		o, _ := s.k.EndOffsets(tp)
-		recs, _, err := s.k.ReadCommitted(tp, committed[tp], 1)
-		if o.LastStable < o.HighWatermark || err != nil || len(recs) > 0 {
+		if !s.readTo(tp, pos[tp]) {
 			return false
 		}
 	}
 	return true
 }
 
-// readCommitted calls fn for every committed record of tp.
-func (s *gsim) readCommitted(tp memkafka.TP, fn func(memkafka.Record)) {
+// readTo: no transaction is open on tp, and no committed record of it is
+// at or after offset from.
+func (s *gsim) readTo(tp memkafka.TP, from int64) bool {
+	o, _ := s.k.EndOffsets(tp)
+	recs, _, err := s.k.ReadCommitted(tp, from, 1)
+	return o.LastStable == o.HighWatermark && err == nil && len(recs) == 0
+}
+
+// readCommitted calls fn for every committed record of tp, until fn
+// fails.
+func (s *gsim) readCommitted(tp memkafka.TP, fn func(memkafka.Record) error) error {
 	for from := int64(0); ; {
 		recs, next, err := s.k.ReadCommitted(tp, from, 100)
 		if err != nil {
-			panic(err)
+			return err
 		}
 		for _, r := range recs {
-			fn(r)
+			if err := fn(r); err != nil {
+				return err
+			}
 		}
 		if next == from {
-			return
+			return nil
 		}
 		from = next
 	}
