@@ -168,16 +168,7 @@ func (e *testEnv) awaitOutputs(n int, r *running) []string {
 	e.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var vals []string
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(r *kgo.Record) error {
-			vals = append(vals, string(r.Value))
-			return nil
-		})
-		cancel()
-		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			e.t.Fatal(err)
-		}
+		vals := e.outputValues()
 		if len(vals) == n {
 			return vals
 		}
@@ -341,9 +332,9 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	readOn := func() {
 		// Until the keyed side has committed state for inputs read
 		// after the pause.
-		before := e.committedOutputs()
+		before := len(e.outputValues())
 		deadline := time.Now().Add(time.Minute)
-		for e.committedOutputs() <= before {
+		for len(e.outputValues()) <= before {
 			if time.Now().After(deadline) {
 				t.Errorf("the group committed no output for a minute after the export began (%d)", before)
 				return
@@ -404,7 +395,7 @@ func (e *testEnv) awaitCommittedOutputs(n int, logs *syncBuffer) {
 	e.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		got := e.committedOutputs()
+		got := len(e.outputValues())
 		if got >= n {
 			return
 		}
@@ -415,17 +406,21 @@ func (e *testEnv) awaitCommittedOutputs(n int, logs *syncBuffer) {
 	}
 }
 
-// committedOutputs is how many committed records the output topic holds.
-func (e *testEnv) committedOutputs() int {
+// outputValues are the values of the output topic's committed records
+// (none before the topic exists).
+func (e *testEnv) outputValues() []string {
 	e.t.Helper()
-	got := 0
+	var vals []string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(*kgo.Record) error { got++; return nil })
+	err := kread.All(ctx, e.conn, e.env["OUTPUT_TOPIC"], func(r *kgo.Record) error {
+		vals = append(vals, string(r.Value))
+		return nil
+	})
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		e.t.Fatal(err)
 	}
-	return got
+	return vals
 }
 
 // Savepoints while two members run: a live one (every member pauses its
