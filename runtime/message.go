@@ -1,8 +1,9 @@
 package runtime
 
 import (
-	"github.com/twmb/franz-go/pkg/kgo"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/operator"
