@@ -13,7 +13,11 @@
 # BENCH_CONTENDERS (plain-copy,pipeline-keyed-sum-exactly_once-1s,
 # pipeline-keyed-sum-exactly_once-100ms), BENCH_OUT
 # (bench/results/<date>-compare), KAFKA_BOOTSTRAP (a running broker; else one
-# is started as in run.sh). No Kafka Streams, so no Maven.
+# is started as in run.sh), BENCH_STEADY (a window such as 10s: measure each
+# contender at steady state over it, after BENCH_WARMUP (3s) of running,
+# instead of over the drain; BENCH_N must then outlast warmup + window at
+# the fastest contender's rate, e.g. 30000000 for the plain copy and 10s).
+# No Kafka Streams, so no Maven.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +28,8 @@ parts=${BENCH_PARTITIONS:-8}
 rounds=${BENCH_ROUNDS:-2}
 contenders=${BENCH_CONTENDERS:-plain-copy,pipeline-keyed-sum-exactly_once-1s,pipeline-keyed-sum-exactly_once-100ms}
 out=${BENCH_OUT:-bench/results/$(date -u +%Y-%m-%d)-compare}
+steady=()
+[ -n "${BENCH_STEADY:-}" ] && steady=(-steady-window "$BENCH_STEADY" -steady-warmup "${BENCH_WARMUP:-3s}" -bytes=false)
 run=$(date -u +%Y%m%dT%H%M%S)
 
 echo "== building (working tree, and $base)"
@@ -53,7 +59,28 @@ for r in $(seq "$rounds"); do
     echo "round $r $which: $(cat /proc/loadavg)" | tee -a "$out-load.txt"
     bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run-$r-$which" \
       -out "$out-$which.jsonl" -contenders "$contenders" -keys "$keys" -partitions "$parts" \
-      -pipeline "$bin"
+      -pipeline "$bin" "${steady[@]}"
   done
 done
 echo "== wrote $out-new.jsonl $out-base.jsonl $out-load.txt"
+# Per contender: the mean over the rounds of each build, and new / base.
+python3 - "$out-new.jsonl" "$out-base.jsonl" <<'PY' || true
+import json, sys
+def load(path):
+    by = {}
+    for line in open(path):
+        r = json.loads(line)
+        if not r.get("error"):
+            by.setdefault(r["name"], []).append(r)
+    return by
+new, base = load(sys.argv[1]), load(sys.argv[2])
+mean = lambda rs, k: sum(r.get(k, 0) for r in rs) / len(rs)
+print(f"{'contender':45} {'records/s new':>14} {'base':>12} {'ratio':>6} {'CPU s/M new':>12} {'base':>6} {'ratio':>6}")
+for name in new:
+    if name not in base:
+        continue
+    n, b = new[name], base[name]
+    rn, rb = mean(n, "records_per_sec"), mean(b, "records_per_sec")
+    cn, cb = mean(n, "cpu_sec_per_million"), mean(b, "cpu_sec_per_million")
+    print(f"{name:45} {rn:14.0f} {rb:12.0f} {rn/rb:6.3f} {cn:12.2f} {cb:6.2f} {cn/cb if cb else 0:6.3f}")
+PY

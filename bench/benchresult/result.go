@@ -34,5 +34,11 @@ type Result struct {
 	CheckpointMeanMs    float64 `json:"checkpoint_mean_ms,omitempty"`
 	StateKeys           int64   `json:"state_keys,omitempty"`
 	StateBytes          int64   `json:"state_bytes,omitempty"`
-	Error               string  `json:"error,omitempty"`
+	// Steady: measured at steady state (runner -steady-window), not over
+	// a drain: Records and Seconds are the window's, and there is no
+	// latency. BrokerCPUSecPerMillion is the local brokers' CPU over the
+	// same window, per million records.
+	Steady                 bool    `json:"steady,omitempty"`
+	BrokerCPUSecPerMillion float64 `json:"broker_cpu_sec_per_million,omitempty"`
+	Error                  string  `json:"error,omitempty"`
 }

@@ -67,6 +67,8 @@ func main() {
 	flag.BoolVar(&o.countBytes, "bytes", true, "count the input's bytes for MB/s (one read of the input topic before the first contender)")
 	flag.StringVar(&o.windowedInput, "windowed-input", "", "input topic of the windowed contenders (workload -event-rate); none: they are skipped")
 	flag.Int64Var(&o.windowedExpect, "windowed-expect", 0, "window outputs the windowed input gives (workload -expect)")
+	flag.DurationVar(&o.window, "steady-window", 0, "measure each contender at steady state over this long instead of over the drain (0: drain); the input must outlast it")
+	flag.DurationVar(&o.warmup, "steady-warmup", 3*time.Second, "with -steady-window: how long each contender runs before the window")
 	flag.Parse()
 	if err := shape.Check(o.shape); err != nil {
 		log.Fatalf("runner: -shape: %v", err)
@@ -115,14 +117,25 @@ func main() {
 			continue
 		}
 		log.Printf("runner: %s ...", c.Name)
-		r, err := measure(context.Background(), o, adm, sizes, c)
+		var r result
+		if o.window > 0 {
+			r, err = measureSteady(context.Background(), o, adm, c)
+		} else {
+			r, err = measure(context.Background(), o, adm, sizes, c)
+		}
 		if err != nil {
 			log.Printf("runner: %s: %v", c.Name, err)
 			r.Error = err.Error()
 		}
-		log.Printf("runner: %s: %.0f records/s (%.1f MB/s), p50 %.0fms p99 %.0fms, %.1f CPU s/M, peak RSS %.0f MiB",
-			c.Name, r.RecordsPerSec, r.MBPerSec, r.LatencyP50ms, r.LatencyP99ms, r.CPUSecPerMillion, r.PeakRSSMiB)
-		if c.Kind == "pipeline" {
+		switch {
+		case o.window > 0:
+			log.Printf("runner: %s: steady state: %.0f records/s, %.2f CPU s/M, broker %.2f CPU s/M",
+				c.Name, r.RecordsPerSec, r.CPUSecPerMillion, r.BrokerCPUSecPerMillion)
+		default:
+			log.Printf("runner: %s: %.0f records/s (%.1f MB/s), p50 %.0fms p99 %.0fms, %.1f CPU s/M, peak RSS %.0f MiB",
+				c.Name, r.RecordsPerSec, r.MBPerSec, r.LatencyP50ms, r.LatencyP99ms, r.CPUSecPerMillion, r.PeakRSSMiB)
+		}
+		if c.Kind == "pipeline" && o.window == 0 {
 			log.Printf("runner: %s: %d checkpoints, mean %.0f bytes, %.0f ms; state %d keys, %d bytes",
 				c.Name, r.Checkpoints, r.CheckpointMeanBytes, r.CheckpointMeanMs, r.StateKeys, r.StateBytes)
 		}
@@ -153,6 +166,8 @@ type options struct {
 	shape, jvmHeap string
 	size           int
 	countBytes     bool
+	// window and warmup: steady-state measurement (measureSteady).
+	window, warmup time.Duration
 }
 
 // windowEndOf returns the "window_end" field (RFC 3339) of a window

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -159,5 +160,59 @@ func TestWindowedContenders(t *testing.T) {
 	}
 	if got := windowEndOf([]byte(`{"key":"k1","window_start":"2026-12-04T10:00:00Z","window_end":"2026-12-04T10:00:01Z","count":1,"sum":2}`)); got != 1796378401000 {
 		t.Errorf("windowEndOf = %d", got)
+	}
+}
+
+// TestCPUSeconds reads this process's own CPU time from /proc: it grows
+// with work done, and a process that cannot be read counts nothing.
+func TestCPUSeconds(t *testing.T) {
+	self := os.Getpid()
+	before := cpuSeconds(self)
+	x := 0
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		x++
+	}
+	if after := cpuSeconds(self); after <= before {
+		t.Errorf("CPU seconds %v then %v after a busy loop (%d turns), want more", before, after, x)
+	}
+	if got := cpuSeconds(-1); got != 0 {
+		t.Errorf("cpuSeconds(-1) = %v, want 0", got)
+	}
+}
+
+// TestMeasureSteadyNeedsInputThatOutlastsTheWindow: a steady-state
+// measurement whose contender drains the whole input before the window
+// ends is refused, not reported as a rate that ran out of work.
+func TestMeasureSteadyNeedsInputThatOutlastsTheWindow(t *testing.T) {
+	k := kafkatest.Broker(t)
+	bin := filepath.Join(t.TempDir(), "plaincopy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../plaincopy").CombinedOutput(); err != nil {
+		t.Fatalf("build plaincopy: %v\n%s", err, out)
+	}
+	in := kafkatest.Topic(t, "bench-in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), in, 2, nil)
+	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(in))
+	for i := 0; i < 100; i++ {
+		cl.Produce(context.Background(), &kgo.Record{Value: []byte(`{"key":"k1","amount":1}`)}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o := options{brokers: strings.Join(k.Bootstrap(), ","), input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin,
+		partitions: 2, warmup: 2 * time.Second, window: time.Second}
+	var c contender
+	for _, x := range contenders(o) {
+		if x.Name == "plain-copy" {
+			c = x
+		}
+	}
+	adm := kadm.NewClient(cl)
+	t.Cleanup(func() {
+		cleanup(context.Background(), adm, "bench-"+o.run)
+		_, _ = adm.DeleteTopics(context.Background(), in)
+	})
+	_, err := measureSteady(context.Background(), o, adm, c)
+	if err == nil || !strings.Contains(err.Error(), "ran out") {
+		t.Fatalf("measureSteady on 100 records: %v, want the input-ran-out error", err)
 	}
 }
