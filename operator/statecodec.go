@@ -35,6 +35,33 @@ func fastFunc(fn config.AggregateFunc) bool {
 // and reports whether it did; on false, into may be partly written and
 // the general codec must decode b (it overwrites every value).
 func (l *layout) decodeFast(b []byte, into *AggregateState) bool {
+	ok := l.fastValues(b, func(i int, v int64, has bool) {
+		switch a := into.accs[i].(type) {
+		case *CountAcc:
+			a.n = v
+		case *SumAcc:
+			*a = SumAcc{i: v}
+		case *MinMaxAcc:
+			*a = MinMaxAcc{max: a.max, has: has, i: v}
+		case *FirstLastAcc:
+			*a = FirstLastAcc{last: a.last}
+			if has {
+				a.has, a.intKind, a.i = true, intInt, v
+			}
+		}
+	})
+	if ok {
+		into.keyKind = keyString
+	}
+	return ok
+}
+
+// fastValues walks b, a state in the fast form of l, and gives set each
+// value's integer in order (has false: an empty min, max, first or last;
+// count and sum always have one). It reports whether b is in the fast
+// form; on false set may have seen some of the values. It is the one
+// reader of the fast form: decodeFast and IntState.Decode both use it.
+func (l *layout) fastValues(b []byte, set func(i int, v int64, has bool)) bool {
 	if !l.fast || len(b) < len(l.header) || string(b[:len(l.header)]) != string(l.header) {
 		return false
 	}
@@ -52,14 +79,13 @@ func (l *layout) decodeFast(b []byte, into *AggregateState) bool {
 		}
 		payload := b[3 : 1+n]
 		b = b[1+n:]
-		acc := into.accs[i]
 		switch fn {
 		case config.AggCount:
 			c, ok := exactUvarint(payload)
 			if !ok || c > math.MaxInt64 {
 				return false
 			}
-			acc.(*CountAcc).n = int64(c)
+			set(i, int64(c), true)
 		case config.AggSum:
 			if len(payload) < 2 || payload[0] != kindInt {
 				return false
@@ -68,33 +94,31 @@ func (l *layout) decodeFast(b []byte, into *AggregateState) bool {
 			if !ok {
 				return false
 			}
-			*acc.(*SumAcc) = SumAcc{i: v}
+			set(i, v, true)
 		case config.AggMin, config.AggMax:
-			a := acc.(*MinMaxAcc)
 			switch {
 			case len(payload) == 1 && payload[0] == kindEmpty:
-				*a = MinMaxAcc{max: a.max}
+				set(i, 0, false)
 			case len(payload) >= 2 && payload[0] == kindInt:
 				v, ok := exactVarint(payload[1:])
 				if !ok {
 					return false
 				}
-				*a = MinMaxAcc{max: a.max, has: true, i: v}
+				set(i, v, true)
 			default:
 				return false
 			}
 		case config.AggFirst, config.AggLast:
-			a := acc.(*FirstLastAcc)
 			switch {
 			case len(payload) == 1 && payload[0] == 0:
-				*a = FirstLastAcc{last: a.last}
+				set(i, 0, false)
 			case len(payload) >= 2 && payload[0] == 1 && payload[1] < 0x80 && int(payload[1]) == len(payload)-2:
 				// a one-byte length (values this short always have one)
 				v, ok := parseSmallInt(payload[2:])
 				if !ok {
 					return false
 				}
-				*a = FirstLastAcc{last: a.last, has: true, intKind: intInt, i: v}
+				set(i, v, true)
 			default:
 				return false
 			}
@@ -102,11 +126,7 @@ func (l *layout) decodeFast(b []byte, into *AggregateState) bool {
 			return false
 		}
 	}
-	if len(b) != 0 {
-		return false
-	}
-	into.keyKind = keyString
-	return true
+	return len(b) == 0
 }
 
 // exactUvarint reads b as exactly one minimally encoded uvarint, the only
@@ -128,45 +148,62 @@ func exactVarint(b []byte) (int64, bool) {
 // appendFast appends the encoding of s when it has the fast form and
 // reports whether it did; on false b is returned unchanged (in length).
 func (l *layout) appendFast(b []byte, s *AggregateState) ([]byte, bool) {
-	if !l.fast || s.keyKind != keyString {
+	if s.keyKind != keyString {
+		return b, false
+	}
+	return l.appendFastValues(b, func(i int) (v int64, has, ok bool) {
+		switch a := s.accs[i].(type) {
+		case *CountAcc:
+			return a.n, true, true
+		case *SumAcc:
+			return a.i, true, a.d == nil
+		case *MinMaxAcc:
+			return a.i, a.has, !a.has || a.d == nil
+		case *FirstLastAcc:
+			return a.i, a.has, !a.has || a.intKind != intNone
+		}
+		return 0, false, false
+	})
+}
+
+// appendFastValues appends the fast form of the state whose value i is
+// get(i): its integer, whether it has one (see fastValues), and ok false
+// when it is not an integer (a decimal sum, a string last value), which
+// the fast form cannot hold. On false b is returned unchanged (in
+// length). It is the one writer of the fast form: appendFast and
+// IntState.AppendBinary both use it.
+func (l *layout) appendFastValues(b []byte, get func(i int) (v int64, has, ok bool)) ([]byte, bool) {
+	if !l.fast {
 		return b, false
 	}
 	start := len(b)
 	b = append(b, l.header...)
 	for i, fn := range l.funcs {
+		v, has, ok := get(i)
+		if !ok {
+			return b[:start], false
+		}
 		b = append(b, l.prefixes[i]...)
 		lenAt := len(b)
 		b = append(b, 0, accVersion, l.tags[i])
 		switch fn {
 		case config.AggCount:
-			b = binary.AppendUvarint(b, uint64(s.accs[i].(*CountAcc).n))
+			b = binary.AppendUvarint(b, uint64(v))
 		case config.AggSum:
-			a := s.accs[i].(*SumAcc)
-			if a.d != nil {
-				return b[:start], false
-			}
-			b = binary.AppendVarint(append(b, kindInt), a.i)
+			b = binary.AppendVarint(append(b, kindInt), v)
 		case config.AggMin, config.AggMax:
-			a := s.accs[i].(*MinMaxAcc)
-			switch {
-			case !a.has:
+			if !has {
 				b = append(b, kindEmpty)
-			case a.d != nil:
-				return b[:start], false
-			default:
-				b = binary.AppendVarint(append(b, kindInt), a.i)
+			} else {
+				b = binary.AppendVarint(append(b, kindInt), v)
 			}
 		case config.AggFirst, config.AggLast:
-			a := s.accs[i].(*FirstLastAcc)
-			switch {
-			case !a.has:
+			if !has {
 				b = append(b, 0)
-			case a.intKind == intNone:
-				return b[:start], false
-			default:
+			} else {
 				b = append(b, 1, 0)
 				at := len(b)
-				b = strconv.AppendInt(b, a.i, 10) // at most 20 bytes
+				b = strconv.AppendInt(b, v, 10) // at most 20 bytes
 				b[at-1] = byte(len(b) - at)
 			}
 		}
