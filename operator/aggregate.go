@@ -36,6 +36,9 @@ type Aggregator struct {
 	vm   vm.VM
 	dec  decoder
 	vals []any // per-record scratch, one per value
+	// ints is the chain's integer path (nil: none), whose records AddInts
+	// takes (intpath.go).
+	ints *intPath
 }
 
 // layout is what every state of one aggregate shares.
@@ -142,7 +145,7 @@ func (l *layout) initState(block unsafe.Pointer) *AggregateState {
 // Clone returns an Aggregator sharing the compiled expressions, with its
 // own scratch space, for another goroutine.
 func (a *Aggregator) Clone() *Aggregator {
-	return &Aggregator{layout: a.layout, path: a.path, id: a.id, emit: a.emit, ttl: a.ttl, args: a.args, vals: make([]any, len(a.args))}
+	return &Aggregator{layout: a.layout, path: a.path, id: a.id, emit: a.emit, ttl: a.ttl, args: a.args, vals: make([]any, len(a.args)), ints: a.ints}
 }
 
 // TTL is aggregate.ttl: a key not updated for this long is deleted (0:

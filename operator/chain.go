@@ -45,6 +45,9 @@ type Chain struct {
 	need *fieldSet
 	// mapped says a map step replaces the input value.
 	mapped bool
+	// ints is the chain's integer path (nil: the chain is not of its
+	// shape): Process reads a record by it when it can (intpath.go).
+	ints *intPath
 }
 
 type step struct {
@@ -155,6 +158,10 @@ func Compile(steps []config.Step) (*Chain, error) {
 		return nil, errors.Join(errs...)
 	}
 	c.need = c.inputFields()
+	c.ints = compileIntPath(c.steps, c.agg, c.window)
+	if c.agg != nil {
+		c.agg.ints = c.ints
+	}
 	c.firstPath = "steps"
 	if len(steps) > 0 {
 		c.firstPath = fmt.Sprintf("steps[0].%s", steps[0].Kind())
@@ -340,7 +347,7 @@ func onlyFields(exprs []*Expr) bool {
 // Clone returns a Chain sharing the compiled programs, for another
 // goroutine.
 func (c *Chain) Clone() *Chain {
-	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped}
+	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped, ints: c.ints}
 	n.dec.maps = c.maps
 	if c.agg != nil {
 		n.agg = c.agg.Clone()
@@ -359,6 +366,7 @@ func (c *Chain) Clone() *Chain {
 func (c *Chain) Recycle(r *Record) {
 	c.maps.put(r.fields)
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
+	r.intsRead = false
 	r.clearSlots()
 }
 
@@ -381,6 +389,9 @@ func (c *Chain) Window() *config.Window { return c.window }
 // non-nil error means the record failed and goes to the dead-letter topic;
 // it never panics on any input.
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
+	if c.ints != nil && !r.decoded && r.Format != config.FormatRaw && c.ints.read(&c.dec, r) {
+		return true, nil // keyed, its integers read: the one step is done
+	}
 	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
 		return false, err
 	}

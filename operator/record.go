@@ -29,6 +29,8 @@ type Record struct {
 	Format config.Format
 
 	// GroupKey is the key_by result as text; Keyed says a key_by step ran.
+	// It may alias Value (the integer path, intpath.go): copy it to keep
+	// it beyond the Record's Value.
 	GroupKey string
 	Keyed    bool
 	// keyKind is the JSON type of the key_by result, for the aggregate's
@@ -62,6 +64,11 @@ type Record struct {
 	partial *fieldSet
 	// metaSet: the meta variables already written into fields.
 	metaSet metaMask
+	// intsRead: the chain's integer path read the record (intpath.go):
+	// ints holds the integers of the fields it reads, and nothing else
+	// is decoded.
+	intsRead bool
+	ints     [maxSlots]int64
 }
 
 // fieldMaps keeps the maps of records that are done with, for the

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -75,6 +76,9 @@ type aggregateOp struct {
 	// reused by every record.
 	st  *operator.AggregateState
 	enc []byte
+	// ints is the state the integer path updates (nil: the aggregate has
+	// none), reused by every record the chain read by that path.
+	ints *operator.IntState
 	// latest input timestamp per key changed in this epoch, for the
 	// timestamps of on_checkpoint outputs.
 	changedAt map[string]int64
@@ -89,6 +93,11 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 	defer o.p.chain.Recycle(m.op)
 	key := []byte(m.op.GroupKey)
 	slot := o.store.Slot(key) // one lookup for Get and Put
+	if o.ints != nil {
+		if out, deadLetters, done := o.processInts(m, key, slot); done {
+			return out, deadLetters
+		}
+	}
 	st, ok := o.load(slot)
 	changed, rerr := o.agg.Add(st, m.op)
 	if rerr != nil {
@@ -101,10 +110,7 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		o.put(slot, key, st)
 	}
 	if o.agg.Emit() == config.EmitOnCheckpoint {
-		if o.changedAt == nil {
-			o.changedAt = map[string]int64{}
-		}
-		o.changedAt[m.op.GroupKey] = m.rec.Timestamp.UnixMilli()
+		o.changed(m)
 		return nil, nil
 	}
 	// The input's timestamp, as the router copied it into the
@@ -114,6 +120,51 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
 	return outs, nil
+}
+
+// processInts is process by the integer path (operator/intpath.go), for
+// a record the chain read by it and a state in the form it holds: the
+// same state encoding and output, without an AggregateState. done false
+// declines (the record was not read by that path, its key's state is a
+// decimal one, a sum would overflow), having changed nothing: process
+// then takes the general path with the same slot.
+func (o *aggregateOp) processInts(m message, key []byte, slot state.CompactSlot) (out []*kgo.Record, deadLetters []message, done bool) {
+	enc, found := slot.Value()
+	if !found {
+		o.ints.Reset()
+	} else if !o.ints.Decode(enc) {
+		return nil, nil, false
+	}
+	changed, ok := o.agg.AddInts(o.ints, m.op)
+	if !ok {
+		return nil, nil, false
+	}
+	if changed || !found {
+		o.enc = o.ints.AppendBinary(o.enc[:0])
+		slot.Put(key, o.enc)
+	}
+	if o.agg.Emit() == config.EmitOnCheckpoint {
+		o.changed(m)
+		return nil, nil, true
+	}
+	outs, rerr := o.p.keyedOutputs(&o.buf, m.op.Timestamp, m.op.GroupKey, o.buf.cut(o.ints.AppendOutput(o.buf.start(), m.op.GroupKey)))
+	if rerr != nil {
+		return nil, o.p.deadLetters(m.rec, rerr), true
+	}
+	return outs, nil, true
+}
+
+// changed notes that m's key changed in this epoch, with m's input
+// timestamp, for its on_checkpoint output.
+func (o *aggregateOp) changed(m message) {
+	if o.changedAt == nil {
+		o.changedAt = map[string]int64{}
+	}
+	k := m.op.GroupKey
+	if _, ok := o.changedAt[k]; !ok {
+		k = strings.Clone(k) // it may alias the input's value
+	}
+	o.changedAt[k] = m.rec.Timestamp.UnixMilli()
 }
 
 // prefetch readies the states of a batch's records before process takes

@@ -553,7 +553,7 @@ func newAggregateOp(p *plan, agg *operator.Aggregator, groups int, rng state.Ran
 	if err != nil {
 		return nil, err
 	}
-	return &aggregateOp{p: p, agg: agg, store: store, st: agg.NewState()}, nil
+	return &aggregateOp{p: p, agg: agg, store: store, st: agg.NewState(), ints: agg.NewIntState()}, nil
 }
 
 // restoringOperators builds one keyed operator per worker and, for a job
