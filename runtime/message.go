@@ -7,6 +7,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/state"
 )
 
 // msgKind says what a message carries. The zero value is invalid.
@@ -40,6 +41,9 @@ const (
 // message is the unit on the task graph's channels, sent in batches.
 type message struct {
 	kind msgKind
+	// hash is the hash of op's GroupKey (keyed jobs): the router computes
+	// it for the key group, and the worker's store places the key by it.
+	hash state.Hash
 	// rec is the Kafka record: the input record for source → worker
 	// messages, the record to produce for worker → sink messages.
 	rec *kgo.Record

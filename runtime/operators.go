@@ -92,7 +92,7 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 	// it needs): its decoded map goes back to the chain for a later input.
 	defer o.p.chain.Recycle(m.op)
 	key := []byte(m.op.GroupKey)
-	slot := o.store.Slot(key) // one lookup for Get and Put
+	slot := o.store.SlotHashed(m.hash, key) // one lookup for Get and Put
 	if o.ints != nil {
 		if out, deadLetters, done := o.processInts(m, key, slot); done {
 			return out, deadLetters
@@ -170,13 +170,13 @@ func (o *aggregateOp) changed(m message) {
 // prefetch readies the states of a batch's records before process takes
 // them one by one: with many keys each lookup is a cache miss on the
 // table and one on the record, and prefetching overlaps those of the
-// whole batch (state.Compact.Prefetch).
+// whole batch (state.Compact.PrefetchHashed). It reads the keys' hashes
+// from the messages, not the keys: those are in the router's core's
+// cache, and reading each would be a miss of its own before the slot's.
 func (o *aggregateOp) prefetch(msgs []message) {
-	o.store.Prefetch(len(msgs), func(i int) []byte {
-		if m := msgs[i]; m.kind == msgRecord && m.op != nil {
-			return unsafe.Slice(unsafe.StringData(m.op.GroupKey), len(m.op.GroupKey)) // only read
-		}
-		return nil
+	o.store.PrefetchHashed(len(msgs), func(i int) (state.Hash, bool) {
+		m := &msgs[i]
+		return m.hash, m.kind == msgRecord && m.op != nil
 	})
 }
 

@@ -294,12 +294,13 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		}
 	}
 	keep, rerr := r.chain.Process(op)
+	var hash state.Hash
 	switch {
 	case !r.chain.Keyed():
 		worker = partitionWorker(rec.Topic, rec.Partition, r.workers)
 	case rerr == nil && keep:
-		kg := state.KeyGroupOf([]byte(op.GroupKey), r.groups)
-		worker = state.WorkerOf(kg, r.workers, r.groups)
+		hash = state.HashOf([]byte(op.GroupKey))
+		worker = state.WorkerOf(hash.Group(r.groups), r.workers, r.groups)
 	default:
 		// A dead letter of a keyed job has no key: any worker will do,
 		// as long as the same input always goes to the same one.
@@ -317,7 +318,7 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		return r.late(rec, at, late), worker
 	}
 	r.sent++
-	r.one[0] = message{kind: msgRecord, rec: rec, op: op, slab: r.slab, at: at}
+	r.one[0] = message{kind: msgRecord, rec: rec, op: op, slab: r.slab, at: at, hash: hash}
 	return r.one[:], worker
 }
 

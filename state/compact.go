@@ -346,11 +346,16 @@ func tableFor(keys int) int {
 // hash is the key's murmur3 hash, whose remainder is its key group; it
 // panics like Store.Put if that group is not in the store's range.
 func (s *Compact) hash(key []byte) uint32 {
-	h := murmur3(key, 0)
-	if kg := KeyGroup(h % uint32(s.groups)); !s.rng.Contains(kg) {
+	return s.checkHash(HashOf(key), key)
+}
+
+// checkHash is hash for a key whose hash the caller has: it panics the
+// same way if the key's group is not in the store's range.
+func (s *Compact) checkHash(h Hash, key []byte) uint32 {
+	if kg := KeyGroup(uint32(h) % uint32(s.groups)); !s.rng.Contains(kg) {
 		s.wrongGroup(kg, key)
 	}
-	return h
+	return uint32(h)
 }
 
 //go:noinline
@@ -502,13 +507,25 @@ type CompactSlot struct {
 }
 
 // Prefetch brings the table slots and records of n keys (key(i) for i
-// in 0..n-1) into the cache, for a batch of lookups that follows. A
-// lookup in a large store is two cache misses, a slot and then its
-// record, that each wait for memory; here the slots of all n keys are
-// loaded in one pass of independent loads, then their records in another,
-// so that the misses overlap instead of adding up. It only reads: a key
-// that is not in the store, or not in its first slot, just does not gain.
+// in 0..n-1) into the cache, for a batch of lookups that follows: it is
+// PrefetchHashed with each key's hash computed here.
 func (s *Compact) Prefetch(n int, key func(i int) []byte) {
+	s.PrefetchHashed(n, func(i int) (Hash, bool) {
+		k := key(i)
+		return HashOf(k), k != nil
+	})
+}
+
+// PrefetchHashed brings the table slots and records of n keys into the
+// cache, for a batch of lookups that follows; hash(i) is key i's Hash
+// (false: no key i). A lookup in a large store is two cache misses, a
+// slot and then its record, that each wait for memory; here the slots of
+// all n keys are loaded in one pass of independent loads, then their
+// records in another, so that the misses overlap instead of adding up.
+// With the hashes at hand, the first pass reads nothing else of the keys,
+// which are often in another core's cache. It only reads: a key that is
+// not in the store, or not in its first slot, just does not gain.
+func (s *Compact) PrefetchHashed(n int, hash func(i int) (Hash, bool)) {
 	t := s.m.table
 	if len(t) < offHeapTable/8 || n < 2 {
 		return // a table this small is in the cache, or it does not matter
@@ -516,7 +533,9 @@ func (s *Compact) Prefetch(n int, key func(i int) []byte) {
 	mask := len(t) - 1
 	slots := s.prefetched[:0]
 	for i := range n {
-		slots = append(slots, t[int(murmur3(key(i), 0))&mask])
+		if h, ok := hash(i); ok {
+			slots = append(slots, t[int(h)&mask])
+		}
 	}
 	var sum byte
 	for _, sl := range slots {
@@ -531,9 +550,14 @@ func (s *Compact) Prefetch(n int, key func(i int) []byte) {
 // Slot finds key's place; it panics like Put if key's group is not in the
 // store's range.
 func (s *Compact) Slot(key []byte) CompactSlot {
-	h := s.hash(key)
-	slot, loc, found := s.find(h, key)
-	return CompactSlot{s: s, h: h, slot: slot, loc: loc, found: found}
+	return s.SlotHashed(HashOf(key), key)
+}
+
+// SlotHashed is Slot for a key whose Hash the caller has.
+func (s *Compact) SlotHashed(h Hash, key []byte) CompactSlot {
+	hv := s.checkHash(h, key)
+	slot, loc, found := s.find(hv, key)
+	return CompactSlot{s: s, h: hv, slot: slot, loc: loc, found: found}
 }
 
 // Value is Compact.Get of the slot's key.

@@ -25,10 +25,26 @@ const MaxKeyGroups = 1 << 15
 // It panics if groups is not in [1, MaxKeyGroups]: that is a wiring bug
 // that CheckKeyGroups reports as an error at configuration time.
 func KeyGroupOf(key []byte, groups int) KeyGroup {
+	return HashOf(key).Group(groups)
+}
+
+// Hash is a key's hash, murmur3_x86_32(key, seed 0): its remainder by the
+// key-group count is the key's group (KeyGroupOf), and a Compact places
+// the key by it. Whoever routes a key by its group has the hash already
+// and can hand it on (Compact.SlotHashed, PrefetchHashed), so that a key
+// is hashed once on its way instead of once per use.
+type Hash uint32
+
+// HashOf is key's Hash.
+func HashOf(key []byte) Hash { return Hash(murmur3(key, 0)) }
+
+// Group is the key group of the key with hash h among groups key groups.
+// It panics like KeyGroupOf if groups is not in [1, MaxKeyGroups].
+func (h Hash) Group(groups int) KeyGroup {
 	if groups < 1 || groups > MaxKeyGroups {
 		panic(fmt.Sprintf("state: KeyGroupOf with %d key groups, want 1..%d", groups, MaxKeyGroups))
 	}
-	return KeyGroup(murmur3(key, 0) % uint32(groups))
+	return KeyGroup(uint32(h) % uint32(groups))
 }
 
 // CheckKeyGroups reports whether groups is a usable key-group count.
