@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"encoding/binary"
+	"fmt"
 	"strconv"
 	"unsafe"
 
@@ -206,11 +208,39 @@ func (s *IntState) Reset() {
 	}
 }
 
-// Decode replaces s with the state encoded in b and reports whether it
-// could: false when b is not in the fast form (a decimal sum, a string
-// value, a key that is not a string, a damaged state), which only the
-// general codec reads. On false s must be Reset or decoded again.
+// The integer path keeps states in the store in a form of its own, the
+// native form: a tag byte, the has bits (uint32) and the values (int64
+// each), little-endian, fixed in size, so that a record reads and writes
+// a state with a few loads and stores instead of parsing and printing its
+// encoding. The changelog and the savepoints never see it: the store
+// gives every value through AppendChangelog (state.Compact.SetEncoding).
+// A restored state arrives as its encoding (the fast form), which Decode
+// reads too. nativeTag is a byte no encoding starts with (versions are
+// 1 to 3).
+const nativeTag = 0xFE
+
+// NativeState reports whether b, a stored state, is in the integer
+// path's native form rather than an encoding.
+func NativeState(b []byte) bool { return len(b) > 0 && b[0] == nativeTag }
+
+// AppendNative appends s in the native form.
+func (s *IntState) AppendNative(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(append(b, nativeTag), s.has)
+	for _, v := range s.vals[:len(s.layout.funcs)] {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+// Decode replaces s with the state in b, in the native form or encoded,
+// and reports whether it could: false when b is an encoding other than
+// the fast form (a decimal sum, a string value, a key that is not a
+// string, a damaged state), which only the general codec reads. On false
+// s must be Reset or decoded again.
 func (s *IntState) Decode(b []byte) bool {
+	if NativeState(b) {
+		return s.decodeNative(b)
+	}
 	s.has = 0
 	return s.layout.fastValues(b, func(i int, v int64, has bool) {
 		s.vals[i] = v
@@ -218,6 +248,33 @@ func (s *IntState) Decode(b []byte) bool {
 			s.has |= 1 << i
 		}
 	})
+}
+
+// decodeNative reads b, a state in the native form of s's layout.
+func (s *IntState) decodeNative(b []byte) bool {
+	n := len(s.layout.funcs)
+	if len(b) != 5+8*n {
+		return false
+	}
+	s.has = binary.LittleEndian.Uint32(b[1:])
+	for i := range n {
+		s.vals[i] = int64(binary.LittleEndian.Uint64(b[5+8*i:]))
+	}
+	return s.has>>n == 0
+}
+
+// AppendChangelog appends the encoding of a stored state, b: b itself
+// when it is an encoding, the fast form of it when it is in the native
+// form. It uses s, a state of the same aggregate, as its scratch.
+func (s *IntState) AppendChangelog(dst, b []byte) []byte {
+	if !NativeState(b) {
+		return append(dst, b...)
+	}
+	if !s.decodeNative(b) {
+		// Only AppendNative of this layout writes the native form.
+		panic(fmt.Sprintf("operator: a stored state in the native form of another aggregate (%d bytes, %d values)", len(b), len(s.layout.funcs)))
+	}
+	return s.AppendBinary(dst)
 }
 
 // AppendBinary appends s's encoding: AggregateState.AppendBinary's, byte

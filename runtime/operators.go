@@ -77,8 +77,11 @@ type aggregateOp struct {
 	st  *operator.AggregateState
 	enc []byte
 	// ints is the state the integer path updates (nil: the aggregate has
-	// none), reused by every record the chain read by that path.
+	// none), reused by every record the chain read by that path; conv
+	// holds a stored state of that path's native form as its encoding,
+	// for the general path (decode).
 	ints *operator.IntState
+	conv []byte
 	// latest input timestamp per key changed in this epoch, for the
 	// timestamps of on_checkpoint outputs.
 	changedAt map[string]int64
@@ -124,7 +127,8 @@ func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []messa
 
 // processInts is process by the integer path (operator/intpath.go), for
 // a record the chain read by it and a state in the form it holds: the
-// same state encoding and output, without an AggregateState. done false
+// same output, without an AggregateState, and the state stored in the
+// path's native form (the store encodes it for the changelog). done false
 // declines (the record was not read by that path, its key's state is a
 // decimal one, a sum would overflow), having changed nothing: process
 // then takes the general path with the same slot.
@@ -140,7 +144,7 @@ func (o *aggregateOp) processInts(m message, key []byte, slot state.CompactSlot)
 		return nil, nil, false
 	}
 	if changed || !found {
-		o.enc = o.ints.AppendBinary(o.enc[:0])
+		o.enc = o.ints.AppendNative(o.enc[:0])
 		slot.Put(key, o.enc)
 	}
 	if o.agg.Emit() == config.EmitOnCheckpoint {
@@ -195,6 +199,10 @@ func (o *aggregateOp) load(slot state.CompactSlot) (st *operator.AggregateState,
 // decode decodes enc, a state this operator wrote or a restore checked,
 // into o.st.
 func (o *aggregateOp) decode(enc []byte) {
+	if operator.NativeState(enc) { // the integer path's: as its encoding
+		o.conv = o.ints.AppendChangelog(o.conv[:0], enc)
+		enc = o.conv
+	}
 	if err := o.agg.DecodeInto(o.st, enc); err != nil {
 		// Every stored state was encoded here or checked by the restore.
 		panic(fmt.Sprintf("decoding the stored state of aggregate %s: %v", o.agg.ID(), err))

@@ -554,7 +554,15 @@ func newAggregateOp(p *plan, agg *operator.Aggregator, groups int, rng state.Ran
 	if err != nil {
 		return nil, err
 	}
-	return &aggregateOp{p: p, agg: agg, store: store, st: agg.NewState(), ints: agg.NewIntState()}, nil
+	op := &aggregateOp{p: p, agg: agg, store: store, st: agg.NewState(), ints: agg.NewIntState()}
+	if op.ints != nil {
+		// The integer path stores its states in a native form; the
+		// changelog and savepoints get their encoding (through a state
+		// of its own: Snapshot and All may run between two records'
+		// uses of op.ints).
+		store.SetEncoding(agg.NewIntState().AppendChangelog)
+	}
+	return op, nil
 }
 
 // restoringOperators builds one keyed operator per worker and, for a job
