@@ -75,6 +75,9 @@ type testEnv struct {
 	brokers []string
 	conn    []kgo.Opt
 	env     map[string]string
+	// parity: the inputs carry "parity" (datagen.Options.Parity), the
+	// input of parity-sum-by-field.
+	parity bool
 }
 
 func newTestEnv(t *testing.T, guarantee string) *testEnv {
@@ -99,7 +102,7 @@ func (e *testEnv) numbers(from, count int64) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := datagen.Numbers(ctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: from, Count: count}); err != nil {
+	if _, err := datagen.Numbers(ctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: from, Count: count, Parity: e.parity}); err != nil {
 		e.t.Fatal(err)
 	}
 }

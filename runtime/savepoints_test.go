@@ -50,7 +50,7 @@ func (e *testEnv) feedInBackground(count int64, rate float64) (wait func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _ = datagen.Numbers(ctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: count, Rate: rate})
+		_, _ = datagen.Numbers(ctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: 1, Count: count, Rate: rate, Parity: e.parity})
 	}()
 	return wg.Wait
 }

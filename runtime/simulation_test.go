@@ -59,6 +59,9 @@ type simJob struct {
 	// windowed: the job is parity-windows (simwindows_test.go), whose
 	// inputs carry an event time and whose oracle is by window.
 	windowed bool
+	// keyField: the inputs carry their key as the field "k" (a string),
+	// which the job keys by: the integer path (operator/intpath.go).
+	keyField bool
 }
 
 var simJobs = []simJob{
@@ -70,6 +73,10 @@ var simJobs = []simJob{
 	}},
 	{name: "keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `'"k" + string(n % 37)'`, 1),
 		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }},
+	// The same sums keyed by a field of the input: the chain the integer
+	// path takes, whose states the store keeps in its native form.
+	{name: "field-keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `k`, 1),
+		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }, keyField: true},
 }
 
 var paritySumYAML = func() string {
@@ -233,7 +240,7 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 	c.createTopics(t)
 	for p, ins := range r.inputs {
 		for _, in := range ins {
-			if _, err := c.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: inputValue(in), Timestamp: c.clock}); err != nil {
+			if _, err := c.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: c.job.inputValue(in), Timestamp: c.clock}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -243,12 +250,14 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 	return c, nil
 }
 
-func inputValue(in simInput) []byte {
-	if in.bad {
+func (j simJob) inputValue(in simInput) []byte {
+	switch {
+	case in.bad:
 		return []byte(`{"n": oops`)
-	}
-	if in.ts != 0 {
+	case in.ts != 0:
 		return fmt.Appendf(nil, `{"n": %d, "ts": %d}`, in.n, in.ts)
+	case j.keyField:
+		return fmt.Appendf(nil, `{"k":%q,"n":%d}`, j.keyOf(in.n), in.n)
 	}
 	return fmt.Appendf(nil, `{"n": %d}`, in.n)
 }
@@ -259,7 +268,7 @@ func (r *simRun) write(k int) {
 		in := r.pending[0]
 		r.pending = r.pending[1:]
 		p := r.w.rng.IntN(simPartitions)
-		if _, err := r.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: inputValue(in), Timestamp: r.clock}); err != nil {
+		if _, err := r.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: r.job.inputValue(in), Timestamp: r.clock}); err != nil {
 			panic(err)
 		}
 		r.inputs[p] = append(r.inputs[p], in)

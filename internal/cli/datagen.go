@@ -25,6 +25,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	rate := fs.Float64("rate", 0, "records per second; 0 is as fast as the broker takes them")
 	eventTime := fs.Bool("ts", false, `add "ts": the time of writing in epoch milliseconds (the parity-windows input)`)
 	disorder := fs.Duration("disorder", 0, "with -ts: move each ts back by a random amount up to this (out-of-order input)")
+	parity := fs.Bool("parity", false, `add "parity": "even" or "odd" (the input of examples/parity-sum-by-field)`)
 	resume := fs.Bool("resume", false, "continue after the highest number the topic holds, writing in transactions, so that restarts (a crash included) leave 1..n each once")
 	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
 		return code
@@ -37,7 +38,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	n, err := datagen.Numbers(ctx, []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}, datagen.Options{
 		Topic: *topic, Partitions: int32(*partitions), From: *from, Count: *count, Rate: *rate, Resume: *resume,
-		EventTime: *eventTime, Disorder: *disorder,
+		EventTime: *eventTime, Disorder: *disorder, Parity: *parity,
 		Progress: func(written int64) { fmt.Fprintf(stderr, "datagen: %d written\n", written) },
 		Started: func(first int64) {
 			if *resume {

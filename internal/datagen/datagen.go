@@ -41,18 +41,43 @@ type Options struct {
 	// Disorder: the input of an event-time job (parity-windows).
 	EventTime bool
 	Disorder  time.Duration
+	// Parity adds "parity": "even" or "odd", the number's parity as a
+	// field: the input of a job that keys by a field (key_by: parity),
+	// such as examples/parity-sum-by-field.
+	Parity bool
 }
 
-// value is number n's record value under o.
+// value is number n's record value under o: Value(n) with "ts" and
+// "parity" added as o asks.
 func (o *Options) value(n int64) []byte {
-	if !o.EventTime {
+	if !o.EventTime && !o.Parity {
 		return Value(n)
 	}
-	ts := time.Now().UnixMilli()
-	if d := o.Disorder.Milliseconds(); d > 0 {
-		ts -= rand.Int64N(d + 1)
+	b := make([]byte, 0, 56)
+	b = append(b, `{"n":`...)
+	b = strconv.AppendInt(b, n, 10)
+	if o.EventTime {
+		ts := time.Now().UnixMilli()
+		if d := o.Disorder.Milliseconds(); d > 0 {
+			ts -= rand.Int64N(d + 1)
+		}
+		b = append(b, `,"ts":`...)
+		b = strconv.AppendInt(b, ts, 10)
 	}
-	return ValueAt(n, ts)
+	if o.Parity {
+		b = append(b, `,"parity":"`...)
+		b = append(b, Parity(n)...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// Parity is "even" or "odd": the key parity-sum gives n.
+func Parity(n int64) string {
+	if n%2 == 0 {
+		return "even"
+	}
+	return "odd"
 }
 
 // ValueAt is the JSON value of number n at event time ts (epoch ms):

@@ -23,6 +23,35 @@ func TestValue(t *testing.T) {
 	}
 }
 
+// The record value under each option: "ts" and "parity" added to {"n":n}.
+func TestOptionsValue(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		n    int64
+		want string
+	}{
+		{Options{}, 7, `{"n":7}`},
+		{Options{Parity: true}, 7, `{"n":7,"parity":"odd"}`},
+		{Options{Parity: true}, -4, `{"n":-4,"parity":"even"}`},
+	} {
+		if got := string(c.o.value(c.n)); got != c.want {
+			t.Errorf("%+v: value(%d) = %s, want %s", c.o, c.n, got, c.want)
+		}
+	}
+	var v struct {
+		N      int64  `json:"n"`
+		TS     int64  `json:"ts"`
+		Parity string `json:"parity"`
+	}
+	before := time.Now().UnixMilli()
+	if err := json.Unmarshal((&Options{EventTime: true, Parity: true}).value(8), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.N != 8 || v.Parity != "even" || v.TS < before || v.TS > time.Now().UnixMilli() {
+		t.Errorf("with ts and parity: %+v", v)
+	}
+}
+
 func TestNumbersWritesEachOnce(t *testing.T) {
 	k := kafkatest.Broker(t)
 	topic := kafkatest.Topic(t, "numbers")
