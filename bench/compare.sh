@@ -16,7 +16,11 @@
 # is started as in run.sh), BENCH_STEADY (a window such as 10s: measure each
 # contender at steady state over it, after BENCH_WARMUP (3s) of running,
 # instead of over the drain; BENCH_N must then outlast warmup + window at
-# the fastest contender's rate, e.g. 30000000 for the plain copy and 10s).
+# the fastest contender's rate, e.g. 30000000 for the plain copy and 10s),
+# BENCH_PAIRED (with BENCH_STEADY: run the two builds at the same time,
+# each pipeline contender beside its base twin, and print the rounds'
+# ratios of CPU per record; the same binary on both sides gives ratios
+# within ±3% where rounds one after the other moved by ±15%).
 # No Kafka Streams, so no Maven.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +34,11 @@ contenders=${BENCH_CONTENDERS:-plain-copy,pipeline-keyed-sum-exactly_once-1s,pip
 out=${BENCH_OUT:-bench/results/$(date -u +%Y-%m-%d)-compare}
 steady=()
 [ -n "${BENCH_STEADY:-}" ] && steady=(-steady-window "$BENCH_STEADY" -steady-warmup "${BENCH_WARMUP:-3s}" -bytes=false)
+paired=${BENCH_PAIRED:-}
+if [ -n "$paired" ] && [ -z "${BENCH_STEADY:-}" ]; then
+  echo "BENCH_PAIRED needs BENCH_STEADY" >&2
+  exit 2
+fi
 run=$(date -u +%Y%m%dT%H%M%S)
 
 echo "== building (working tree, and $base)"
@@ -52,7 +61,17 @@ mkdir -p "$(dirname "$out")"
 : >"$out-new.jsonl"
 : >"$out-base.jsonl"
 : >"$out-load.txt"
+: >"$out-paired.jsonl"
 for r in $(seq "$rounds"); do
+  if [ -n "$paired" ]; then
+    # Both builds at once, over the same window: each pipeline contender
+    # beside its -base twin (runner -pair-with).
+    echo "round $r paired: $(cat /proc/loadavg)" | tee -a "$out-load.txt"
+    bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run-$r" \
+      -out "$out-paired.jsonl" -contenders "$contenders" -keys "$keys" -partitions "$parts" \
+      -pipeline bin/pipeline -pair-with bin/pipeline-base "${steady[@]}"
+    continue
+  fi
   for which in new base; do
     bin=bin/pipeline
     [ "$which" = base ] && bin=bin/pipeline-base
@@ -63,6 +82,22 @@ for r in $(seq "$rounds"); do
   done
 done
 echo "== wrote $out-new.jsonl $out-base.jsonl $out-load.txt"
+if [ -n "$paired" ]; then
+  # The pairs' ratios of CPU per record, per contender (new / base).
+  python3 - "$out-paired.jsonl" <<'PY' || true
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+base = {}
+for i, r in enumerate(rs):
+    if r["name"].endswith("-base") and i > 0 and not r.get("error"):
+        n = rs[i - 1]
+        base.setdefault(n["name"], []).append(n["cpu_sec_per_million"] / r["cpu_sec_per_million"])
+for name, ratios in base.items():
+    mean = sum(ratios) / len(ratios)
+    print(f"{name}: CPU per record new/base {mean:.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})")
+PY
+  exit 0
+fi
 # Per contender: the mean over the rounds of each build, and new / base.
 python3 - "$out-new.jsonl" "$out-base.jsonl" <<'PY' || true
 import json, sys

@@ -69,6 +69,7 @@ func main() {
 	flag.Int64Var(&o.windowedExpect, "windowed-expect", 0, "window outputs the windowed input gives (workload -expect)")
 	flag.DurationVar(&o.window, "steady-window", 0, "measure each contender at steady state over this long instead of over the drain (0: drain); the input must outlast it")
 	flag.DurationVar(&o.warmup, "steady-warmup", 3*time.Second, "with -steady-window: how long each contender runs before the window")
+	flag.StringVar(&o.pairWith, "pair-with", "", "with -steady-window: run each pipeline contender together with the same contender of this other pipeline binary (named <name>-base), over the same window, so that both meet the same machine")
 	flag.Parse()
 	if err := shape.Check(o.shape); err != nil {
 		log.Fatalf("runner: -shape: %v", err)
@@ -82,6 +83,9 @@ func main() {
 	}
 	if o.brokers == "" {
 		log.Fatal("runner: -brokers or KAFKA_BOOTSTRAP required")
+	}
+	if o.pairWith != "" && o.window == 0 {
+		log.Fatal("runner: -pair-with needs -steady-window")
 	}
 	// Named contenders run in the order named; "all" in the listed order.
 	if o.contenders != "all" {
@@ -118,9 +122,25 @@ func main() {
 		}
 		log.Printf("runner: %s ...", c.Name)
 		var r result
-		if o.window > 0 {
+		switch {
+		case o.pairWith != "" && c.Kind == "pipeline":
+			var rs []result
+			rs, err = measureTogether(context.Background(), o, adm, []contender{c, baseOf(o, c)})
+			if err != nil {
+				rs[1].Error = err.Error()
+			} else {
+				log.Printf("runner: %s: steady state, with %s: %.0f records/s, %.2f CPU s/M; %s: %.0f records/s, %.2f CPU s/M; CPU per record new/base %.3f",
+					c.Name, rs[1].Name, rs[0].RecordsPerSec, rs[0].CPUSecPerMillion, rs[1].Name, rs[1].RecordsPerSec, rs[1].CPUSecPerMillion,
+					rs[0].CPUSecPerMillion/rs[1].CPUSecPerMillion)
+			}
+			b, _ := json.Marshal(rs[1])
+			if _, err := f.Write(append(b, '\n')); err != nil {
+				log.Fatal(err)
+			}
+			r = rs[0]
+		case o.window > 0:
 			r, err = measureSteady(context.Background(), o, adm, c)
-		} else {
+		default:
 			r, err = measure(context.Background(), o, adm, sizes, c)
 		}
 		if err != nil {
@@ -128,6 +148,7 @@ func main() {
 			r.Error = err.Error()
 		}
 		switch {
+		case o.pairWith != "" && c.Kind == "pipeline":
 		case o.window > 0:
 			log.Printf("runner: %s: steady state: %.0f records/s, %.2f CPU s/M, broker %.2f CPU s/M",
 				c.Name, r.RecordsPerSec, r.CPUSecPerMillion, r.BrokerCPUSecPerMillion)
@@ -140,7 +161,7 @@ func main() {
 				c.Name, r.Checkpoints, r.CheckpointMeanBytes, r.CheckpointMeanMs, r.StateKeys, r.StateBytes)
 		}
 		if !o.keep {
-			cleanup(context.Background(), adm, "bench-"+o.run+"-"+c.Name)
+			cleanup(context.Background(), adm, "bench-"+o.run+"-"+c.Name) // and its -base pair's
 		}
 		b, _ := json.Marshal(r)
 		b = append(b, '\n')
@@ -166,8 +187,25 @@ type options struct {
 	shape, jvmHeap string
 	size           int
 	countBytes     bool
-	// window and warmup: steady-state measurement (measureSteady).
+	// window and warmup: steady-state measurement (measureSteady);
+	// pairWith: the base pipeline binary each pipeline contender runs
+	// beside (measureTogether).
 	window, warmup time.Duration
+	pairWith       string
+}
+
+// baseOf is pipeline contender c run by o.pairWith's binary, named
+// <name>-base.
+func baseOf(o options, c contender) contender {
+	ob := o
+	ob.pipeline = o.pairWith
+	for _, b := range contenders(ob) {
+		if b.Name == c.Name {
+			b.Name += "-base"
+			return b
+		}
+	}
+	panic("no base contender " + c.Name)
 }
 
 // windowEndOf returns the "window_end" field (RFC 3339) of a window

@@ -215,4 +215,12 @@ func TestMeasureSteadyNeedsInputThatOutlastsTheWindow(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ran out") {
 		t.Fatalf("measureSteady on 100 records: %v, want the input-ran-out error", err)
 	}
+	// Two at once (the -pair-with mode), each on a topic of its own.
+	cleanup(context.Background(), adm, "bench-"+o.run)
+	twin := c
+	twin.Name += "-base"
+	rs, err := measureTogether(context.Background(), o, adm, []contender{c, twin})
+	if err == nil || !strings.Contains(err.Error(), "ran out") || len(rs) != 2 || rs[1].Name != twin.Name {
+		t.Fatalf("measureTogether on 100 records: %v (%d results), want the input-ran-out error", err, len(rs))
+	}
 }
