@@ -311,3 +311,24 @@ func FuzzIntPath(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkIntPathRead is the integer path's reading of the bench
+// workload's record (bench/jobs/keyed-sum.yaml): the key, two integers
+// and a pad string skipped.
+func BenchmarkIntPathRead(b *testing.B) {
+	c := mustCompile(b, keyByStep("key"), aggStep("", val("sum", config.AggSum, "amount"), val("count", config.AggCount, ""), val("ts", config.AggLast, "ts")))
+	var values [][]byte
+	for i := range 64 {
+		values = append(values, []byte(`{"key":"k`+strconv.Itoa(i*1543%100000)+`","amount":`+strconv.Itoa(i*37%1000+1)+`,"ts":17646880910`+strconv.Itoa(10+i)+`,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`))
+	}
+	var r Record
+	b.SetBytes(int64(len(values[0])))
+	i := 0
+	for b.Loop() {
+		r = Record{Value: values[i%len(values)]}
+		i++
+		if keep, err := c.Process(&r); !keep || err != nil || !r.intsRead {
+			b.Fatal("not read by the integer path")
+		}
+	}
+}
