@@ -197,6 +197,9 @@ type router struct {
 	next, sent int
 	// one backs the message slice route returns for a kept record.
 	one [1]message
+	// lastTopic's format is lastFormat (formatOf).
+	lastTopic  string
+	lastFormat config.Format
 	// bare: the job has no steps, no event time, no keyed operator and
 	// no sink key expressions, so nothing here reads a record: route
 	// passes it on by partition as it is, and the worker's passThrough
@@ -268,7 +271,7 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 	*op = operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
-		Format: r.p.format[rec.Topic],
+		Format: r.formatOf(rec.Topic),
 	}
 	var (
 		at   int64
@@ -322,6 +325,16 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 	return r.one[:], worker
 }
 
+// formatOf is the value format of topic's source. A poll's records come
+// in runs of one topic (most jobs read one), so the last answer is kept
+// instead of a map lookup per record.
+func (r *router) formatOf(topic string) config.Format {
+	if topic != r.lastTopic {
+		r.lastTopic, r.lastFormat = topic, r.p.format[topic]
+	}
+	return r.lastFormat
+}
+
 // record is the next unused operator.Record of the router's slab.
 func (r *router) record() *operator.Record {
 	if r.slab == nil || r.next == len(r.slab.recs) {
@@ -345,7 +358,7 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record) ([]message, int) {
 	op := &operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
-		Format: r.p.format[rec.Topic],
+		Format: r.formatOf(rec.Topic),
 	}
 	worker := int(uint32(rec.Partition) % uint32(r.workers))
 	keep, rerr := r.chain.Process(op)
