@@ -62,6 +62,9 @@ type simJob struct {
 	// keyField: the inputs carry their key as the field "k" (a string),
 	// which the job keys by: the integer path (operator/intpath.go).
 	keyField bool
+	// guarantees the job runs under (nil: exactly_once and
+	// at_least_once).
+	guarantees []config.Guarantee
 }
 
 var simJobs = []simJob{
@@ -74,9 +77,13 @@ var simJobs = []simJob{
 	{name: "keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `'"k" + string(n % 37)'`, 1),
 		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }},
 	// The same sums keyed by a field of the input: the chain the integer
-	// path takes, whose states the store keeps in its native form.
+	// path takes, whose states the store keeps in its native form. Its
+	// states are kept, encoded and restored the same way under either
+	// guarantee, whose commit paths the jobs above cover: exactly_once
+	// only, for the CI's time.
 	{name: "field-keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `k`, 1),
-		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }, keyField: true},
+		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }, keyField: true,
+		guarantees: []config.Guarantee{config.ExactlyOnce}},
 }
 
 var paritySumYAML = func() string {
@@ -1008,7 +1015,11 @@ func TestSimulation(t *testing.T) {
 	old := debug.SetGCPercent(400)
 	t.Cleanup(func() { debug.SetGCPercent(old) })
 	for _, job := range simJobs {
-		for _, g := range []config.Guarantee{config.ExactlyOnce, config.AtLeastOnce} {
+		guarantees := job.guarantees
+		if guarantees == nil {
+			guarantees = []config.Guarantee{config.ExactlyOnce, config.AtLeastOnce}
+		}
+		for _, g := range guarantees {
 			t.Run(job.name+"/"+string(g), func(t *testing.T) {
 				t.Parallel()
 				runSeeds(t, job, g, seeds, bugNone)
