@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +12,8 @@ import (
 // The integer path (operator/intpath.go) against the real broker: the
 // job of examples/parity-sum-by-field keys by a field and sums integers,
 // so its records take that path and its states are kept in the path's
-// native form, which the changelog and savepoints must never see.
+// native form, which the changelog and savepoints must never see. It also
+// runs TestExactlyOnceSurvivesFailuresAtEveryPoint.
 
 // paritySumByField loads examples/parity-sum-by-field/config.yaml, and
 // makes the test's input carry the parity field it keys by.
@@ -27,21 +27,6 @@ func paritySumByField(t *testing.T, e *testEnv) *config.Config {
 	return parseConfig(t, data, e.env)
 }
 
-// Failures at every fault point, each followed by a restore from the
-// changelog: the sums stay exact, one output per input.
-func TestParitySumByFieldSurvivesFailuresAtEveryPoint(t *testing.T) {
-	e := newTestEnv(t, "exactly_once")
-	r := startWith(t, paritySumByField(t, e), WithFaults(failEverywhere()))
-	n := e.feedUntilEveryFault(r)
-	rep := e.awaitFinal(n, r)
-	if err := r.stop(); err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Exact() {
-		t.Fatalf("exactly_once after failures: %v", rep)
-	}
-}
-
 // A stop with a savepoint, then a new job from it with more workers and
 // the general path's chain (a filter before the key_by takes the chain off
 // the integer path): the savepoint holds the states' encoding, which both
@@ -50,17 +35,8 @@ func TestParitySumByFieldSavepointRestoresIntoTheGeneralPath(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
 	cfg := paritySumByField(t, e)
 	cfg.Workers = 1
-	job, logs := newJob(t, cfg)
-	done := runBackground(job)
 	const total = 20000
-	feedWait := e.feedInBackground(total, 10000)
-	e.awaitRead(job, 3000, logs)
-	dir := filepath.Join(t.TempDir(), "sp")
-	job.StopWithSavepoint(dir)
-	if err := awaitDone(t, done); err != nil {
-		t.Fatalf("Run after StopWithSavepoint: %v", err)
-	}
-	sp := openSavepoint(t, dir)
+	sp, feedWait := e.stoppedUnderLoad(cfg, total)
 	if op := sp.Manifest().Operator("sums"); op == nil || op.Keys != 2 {
 		t.Fatalf("the savepoint's aggregate: %+v", op)
 	}
@@ -79,8 +55,8 @@ func TestParitySumByFieldSavepointRestoresIntoTheGeneralPath(t *testing.T) {
 	}
 	upgraded := parseConfig(t, []byte(general), e.env)
 	upgraded.Workers = 3
-	job, logs = newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
-	done = runBackground(job)
+	job, logs := newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
+	done := runBackground(job)
 	rep := e.awaitFinal(total, &running{done: done, logs: logs})
 	job.Stop()
 	if err := awaitDone(t, done); err != nil {

@@ -471,15 +471,27 @@ func startWith(t *testing.T, cfg *config.Config, opts ...Option) *running {
 // After a failure at any point the job restarts from its last checkpoint,
 // and under exactly_once the output is still one failure-free run's.
 func TestExactlyOnceSurvivesFailuresAtEveryPoint(t *testing.T) {
-	e := newTestEnv(t, "exactly_once")
-	r := startWith(t, paritySum(t, e.env), WithFaults(failEverywhere()))
-	n := e.feedUntilEveryFault(r)
-	rep := e.awaitFinal(n, r)
-	if err := r.stop(); err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Exact() {
-		t.Fatalf("exactly_once after failures: %v", rep)
+	for _, job := range []struct {
+		name string
+		cfg  func(*testing.T, *testEnv) *config.Config
+	}{
+		{"parity-sum", func(t *testing.T, e *testEnv) *config.Config { return paritySum(t, e.env) }},
+		// The integer path: its native states, restored from the
+		// changelog after every failure (intpath_test.go).
+		{"parity-sum-by-field", paritySumByField},
+	} {
+		t.Run(job.name, func(t *testing.T) {
+			e := newTestEnv(t, "exactly_once")
+			r := startWith(t, job.cfg(t, e), WithFaults(failEverywhere()))
+			n := e.feedUntilEveryFault(r)
+			rep := e.awaitFinal(n, r)
+			if err := r.stop(); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Exact() {
+				t.Fatalf("exactly_once after failures: %v", rep)
+			}
+		})
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
@@ -88,6 +89,23 @@ func (e *testEnv) stoppedWithSavepoint(n int64) *savepoint.Reader {
 	return openSavepoint(e.t, dir)
 }
 
+// stoppedUnderLoad runs cfg while total numbers are written at 10,000 a
+// second, stops it with a savepoint once it read 3,000, and opens the
+// savepoint; wait waits for the rest of the input to be written.
+func (e *testEnv) stoppedUnderLoad(cfg *config.Config, total int64) (sp *savepoint.Reader, wait func()) {
+	e.t.Helper()
+	job, logs := newJob(e.t, cfg)
+	done := runBackground(job)
+	wait = e.feedInBackground(total, 10000)
+	e.awaitRead(job, 3000, logs)
+	dir := filepath.Join(e.t.TempDir(), "sp")
+	job.StopWithSavepoint(dir)
+	if err := awaitDone(e.t, done); err != nil {
+		e.t.Fatalf("Run after StopWithSavepoint: %v", err)
+	}
+	return openSavepoint(e.t, dir), wait
+}
+
 func openSavepoint(t *testing.T, dir string) *savepoint.Reader {
 	t.Helper()
 	r, err := savepoint.Open(dir)
@@ -106,19 +124,9 @@ func TestStopWithSavepointThenUpgrade(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
 	cfg := paritySum(t, e.env)
 	cfg.Workers = 1
-	job, logs := newJob(t, cfg)
-	done := runBackground(job)
-
 	// Input flows the whole time the job stops.
 	const total = 20000
-	feedWait := e.feedInBackground(total, 10000)
-	e.awaitRead(job, 3000, logs)
-	dir := filepath.Join(t.TempDir(), "upgrade")
-	job.StopWithSavepoint(dir)
-	if err := awaitDone(t, done); err != nil {
-		t.Fatalf("Run after StopWithSavepoint: %v", err)
-	}
-	sp := openSavepoint(t, dir)
+	sp, feedWait := e.stoppedUnderLoad(cfg, total)
 	m := sp.Manifest()
 	final, err := kstore.Latest(context.Background(), e.conn, cfg.Name)
 	if err != nil || final == nil {
@@ -138,8 +146,8 @@ func TestStopWithSavepointThenUpgrade(t *testing.T) {
 	// The upgrade: a filter that drops nothing, and three workers.
 	upgraded := paritySumEdited(t, e.env, "steps:\n", "steps:\n  - id: positive\n    filter: 'n > 0'\n")
 	upgraded.Workers = 3
-	job, logs = newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
-	done = runBackground(job)
+	job, logs := newJob(t, upgraded, WithSavepointRestore(sp, savepoint.RestoreOptions{}))
+	done := runBackground(job)
 	r := &running{done: done, logs: logs}
 	rep := e.awaitFinal(total, r)
 	if !rep.Exact() {

@@ -39,37 +39,10 @@ func TestTsOf(t *testing.T) {
 // a tiny input against a real broker: every input is counted once, every
 // probe gets a latency, and the process was sampled. No timing is asserted.
 func TestMeasurePlainCopy(t *testing.T) {
-	k := kafkatest.Broker(t)
-	brokers := strings.Join(k.Bootstrap(), ",")
-	bin := filepath.Join(t.TempDir(), "plaincopy")
-	if out, err := exec.Command("go", "build", "-o", bin, "../plaincopy").CombinedOutput(); err != nil {
-		t.Fatalf("build plaincopy: %v\n%s", err, out)
-	}
-	in := kafkatest.Topic(t, "bench-in")
-	kafkatest.CreateTopic(t, k.Bootstrap(), in, 4, nil)
-	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(in))
 	const n = 500
 	v := []byte(`{"key":"k1","amount":1,"ts":1,"pad":"x"}`)
-	for i := 0; i < n; i++ {
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A run id of its own: the output topic is named after it, and a reused
-	// broker (KAFKA_BOOTSTRAP) still has the last run's.
-	o := options{brokers: brokers, input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin, probe: 50, probeRate: 500, keys: 10, partitions: 4, idle: defaultTestIdle, countBytes: true}
-	var c contender
-	for _, x := range contenders(o) {
-		if x.Name == "plain-copy" {
-			c = x
-		}
-	}
-	adm := kadm.NewClient(cl)
-	// On a shared broker (KAFKA_BOOTSTRAP), leave no topics behind.
-	t.Cleanup(func() {
-		cleanup(context.Background(), adm, "bench-"+o.run)
-		_, _ = adm.DeleteTopics(context.Background(), in)
-	})
+	o, c, adm := plainCopyOn(t, 4, n, v)
+	o.probe, o.probeRate, o.keys, o.idle, o.countBytes = 50, 500, 10, defaultTestIdle, true
 	r, err := measure(context.Background(), o, adm, &inputSizes{}, c)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +65,42 @@ func TestMeasurePlainCopy(t *testing.T) {
 	if r.PeakRSSMiB <= 0 {
 		t.Errorf("peak RSS = %v, want > 0", r.PeakRSSMiB)
 	}
+}
+
+// plainCopyOn builds the plain copy and fills a fresh input topic of
+// partitions partitions with n records of value; it returns options
+// reading it under a run id of its own (the output topics are named after
+// it, and a reused broker (KAFKA_BOOTSTRAP) still has the last run's),
+// the plain-copy contender and an admin client. The topics go at the end.
+func plainCopyOn(t *testing.T, partitions int, n int, value []byte) (options, contender, *kadm.Client) {
+	t.Helper()
+	k := kafkatest.Broker(t)
+	bin := filepath.Join(t.TempDir(), "plaincopy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../plaincopy").CombinedOutput(); err != nil {
+		t.Fatalf("build plaincopy: %v\n%s", err, out)
+	}
+	in := kafkatest.Topic(t, "bench-in")
+	kafkatest.CreateTopic(t, k.Bootstrap(), in, int32(partitions), nil)
+	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(in))
+	for range n {
+		cl.Produce(context.Background(), &kgo.Record{Value: value}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o := options{brokers: strings.Join(k.Bootstrap(), ","), input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin, partitions: partitions}
+	var c contender
+	for _, x := range contenders(o) {
+		if x.Name == "plain-copy" {
+			c = x
+		}
+	}
+	adm := kadm.NewClient(cl)
+	t.Cleanup(func() {
+		cleanup(context.Background(), adm, "bench-"+o.run)
+		_, _ = adm.DeleteTopics(context.Background(), in)
+	})
+	return o, c, adm
 }
 
 // TestFlinkContenders checks that the Flink contenders launch the peer jar
@@ -184,33 +193,8 @@ func TestCPUSeconds(t *testing.T) {
 // measurement whose contender drains the whole input before the window
 // ends is refused, not reported as a rate that ran out of work.
 func TestMeasureSteadyNeedsInputThatOutlastsTheWindow(t *testing.T) {
-	k := kafkatest.Broker(t)
-	bin := filepath.Join(t.TempDir(), "plaincopy")
-	if out, err := exec.Command("go", "build", "-o", bin, "../plaincopy").CombinedOutput(); err != nil {
-		t.Fatalf("build plaincopy: %v\n%s", err, out)
-	}
-	in := kafkatest.Topic(t, "bench-in")
-	kafkatest.CreateTopic(t, k.Bootstrap(), in, 2, nil)
-	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(in))
-	for i := 0; i < 100; i++ {
-		cl.Produce(context.Background(), &kgo.Record{Value: []byte(`{"key":"k1","amount":1}`)}, nil)
-	}
-	if err := cl.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	o := options{brokers: strings.Join(k.Bootstrap(), ","), input: in, run: kafkatest.Topic(t, "run"), plaincopy: bin,
-		partitions: 2, warmup: 2 * time.Second, window: time.Second}
-	var c contender
-	for _, x := range contenders(o) {
-		if x.Name == "plain-copy" {
-			c = x
-		}
-	}
-	adm := kadm.NewClient(cl)
-	t.Cleanup(func() {
-		cleanup(context.Background(), adm, "bench-"+o.run)
-		_, _ = adm.DeleteTopics(context.Background(), in)
-	})
+	o, c, adm := plainCopyOn(t, 2, 100, []byte(`{"key":"k1","amount":1}`))
+	o.warmup, o.window = 2*time.Second, time.Second
 	_, err := measureSteady(context.Background(), o, adm, c)
 	if err == nil || !strings.Contains(err.Error(), "ran out") {
 		t.Fatalf("measureSteady on 100 records: %v, want the input-ran-out error", err)
