@@ -199,7 +199,7 @@ func (o *aggregateOp) load(slot state.CompactSlot) (st *operator.AggregateState,
 // decode decodes enc, a state this operator wrote or a restore checked,
 // into o.st.
 func (o *aggregateOp) decode(enc []byte) {
-	if operator.NativeState(enc) { // the integer path's: as its encoding
+	if o.ints != nil && operator.NativeState(enc) { // the integer path's: as its encoding
 		o.conv = o.ints.AppendChangelog(o.conv[:0], enc)
 		enc = o.conv
 	}
