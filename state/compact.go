@@ -59,7 +59,7 @@ type Compact struct {
 	live  int   // keys with a value
 	bytes int64 // sum of len(key)+len(value) over keys with a value
 
-	// prefetched holds Prefetch's first pass; touched sums the bytes its
+	// prefetched holds PrefetchHashed's first pass; touched sums the bytes its
 	// second pass read, so that no load of it is optimized away.
 	prefetched []uint64
 	touched    byte
@@ -525,16 +525,6 @@ type CompactSlot struct {
 	slot  int
 	loc   uint32
 	found bool
-}
-
-// Prefetch brings the table slots and records of n keys (key(i) for i
-// in 0..n-1) into the cache, for a batch of lookups that follows: it is
-// PrefetchHashed with each key's hash computed here.
-func (s *Compact) Prefetch(n int, key func(i int) []byte) {
-	s.PrefetchHashed(n, func(i int) (Hash, bool) {
-		k := key(i)
-		return HashOf(k), k != nil
-	})
 }
 
 // PrefetchHashed brings the table slots and records of n keys into the

@@ -308,10 +308,10 @@ func TestCompactGrow(t *testing.T) {
 	}
 }
 
-// TestCompactPrefetchOnlyReads: Prefetch on a store large enough for it
+// TestCompactPrefetchOnlyReads: PrefetchHashed on a store large enough for it
 // to act (present, deleted, absent and empty keys, and other operations'
 // leftovers in its buffer) changes no answer: a twin store given the same
-// operations without Prefetch answers the same and snapshots the same.
+// operations without PrefetchHashed answers the same and snapshots the same.
 func TestCompactPrefetchOnlyReads(t *testing.T) {
 	a, _ := NewCompact("op", 4, RangeFor(0, 1, 4), nil)
 	b, _ := NewCompact("op", 4, RangeFor(0, 1, 4), nil)
@@ -322,7 +322,7 @@ func TestCompactPrefetchOnlyReads(t *testing.T) {
 		b.Put(key(i), key(i*3))
 	}
 	if len(a.m.table) < offHeapTable/8 {
-		t.Fatalf("a table of %d slots: too small for Prefetch to act", len(a.m.table))
+		t.Fatalf("a table of %d slots: too small for PrefetchHashed to act", len(a.m.table))
 	}
 	a.Snapshot()
 	b.Snapshot()
@@ -343,12 +343,12 @@ func TestCompactPrefetchOnlyReads(t *testing.T) {
 				batch[j] = key(rnd.IntN(n))
 			}
 		}
-		a.Prefetch(len(batch), func(j int) []byte { return batch[j] })
+		a.PrefetchHashed(len(batch), func(j int) (Hash, bool) { return HashOf(batch[j]), batch[j] != nil })
 		for _, k := range batch {
 			va, oka := a.Get(k)
 			vb, okb := b.Get(k)
 			if oka != okb || !bytes.Equal(va, vb) {
-				t.Fatalf("round %d: %q is %q %v after Prefetch, %q %v without", round, k, va, oka, vb, okb)
+				t.Fatalf("round %d: %q is %q %v after PrefetchHashed, %q %v without", round, k, va, oka, vb, okb)
 			}
 			if len(k) > 0 && rnd.IntN(3) == 0 {
 				v := fmt.Appendf(nil, "%s-%d", k, round)
@@ -358,7 +358,7 @@ func TestCompactPrefetchOnlyReads(t *testing.T) {
 		}
 	}
 	if a.Len() != b.Len() || a.DirtyLen() != b.DirtyLen() || a.ApproxBytes() != b.ApproxBytes() {
-		t.Fatalf("counters %d/%d/%d after Prefetch, %d/%d/%d without", a.Len(), a.DirtyLen(), a.ApproxBytes(), b.Len(), b.DirtyLen(), b.ApproxBytes())
+		t.Fatalf("counters %d/%d/%d after PrefetchHashed, %d/%d/%d without", a.Len(), a.DirtyLen(), a.ApproxBytes(), b.Len(), b.DirtyLen(), b.ApproxBytes())
 	}
 	da, db := a.Snapshot(), b.Snapshot()
 	if len(da.Entries) != len(db.Entries) {
@@ -367,7 +367,7 @@ func TestCompactPrefetchOnlyReads(t *testing.T) {
 	for i := range da.Entries {
 		ea, eb := da.Entries[i], db.Entries[i]
 		if !bytes.Equal(ea.Key, eb.Key) || !bytes.Equal(ea.Value, eb.Value) || ea.Deleted != eb.Deleted {
-			t.Fatalf("snapshot entry %d: %+v after Prefetch, %+v without", i, ea, eb)
+			t.Fatalf("snapshot entry %d: %+v after PrefetchHashed, %+v without", i, ea, eb)
 		}
 	}
 }

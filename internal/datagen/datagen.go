@@ -80,17 +80,6 @@ func Parity(n int64) string {
 	return "odd"
 }
 
-// ValueAt is the JSON value of number n at event time ts (epoch ms):
-// {"n":n,"ts":ts}.
-func ValueAt(n, ts int64) []byte {
-	b := make([]byte, 0, 40)
-	b = append(b, `{"n":`...)
-	b = strconv.AppendInt(b, n, 10)
-	b = append(b, `,"ts":`...)
-	b = strconv.AppendInt(b, ts, 10)
-	return append(b, '}')
-}
-
 // Value is the JSON value of number n: {"n":n}.
 func Value(n int64) []byte {
 	b := make([]byte, 0, 24)
