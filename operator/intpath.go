@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -19,15 +20,16 @@ import (
 //
 // The integer path does the same work on the bytes: Chain.Process reads
 // the key as a slice of the record's value and the integers into the
-// record (intPath.read), and the runtime folds them into the state's
-// encoding through an IntState, which holds the values as int64s and
-// reads and writes the same encoding (the fast form of statecodec.go) and
-// the same output. Whatever it does not know, it declines, and the
-// general path takes the record as before: a key that is not a plain
-// string (a number, an escape, non-ASCII text), a field that is not an
-// integer literal that fits int64, a missing field, invalid JSON, a state
-// not in the fast form (a decimal sum, a key of another kind), a sum that
-// would overflow. Only the general path explains errors, so a record's
+// record (intPath.read), and the runtime folds them into the key's state
+// through an IntState, which holds the values as int64s, keeps them in
+// the store in a native form of its own (below), and writes the same
+// encoding (the fast form of statecodec.go) and the same output as
+// AggregateState. Whatever it does not know, it declines, and the
+// general path takes the record as before: a key that is not a string
+// without escapes (a number, a string with an escape), a field that is
+// not an integer literal that fits int64, a missing field, invalid JSON,
+// a state not in the fast form (a decimal sum, a key of another kind), a
+// sum that would overflow. Only the general path explains errors, so a record's
 // dead letter is the same whichever path saw it first.
 // TestIntPathMatchesGeneral and FuzzIntPath hold the two paths together:
 // where the integer path takes a record, it gives the general path's key,
@@ -71,12 +73,7 @@ func compileIntPath(steps []step, agg *Aggregator, window *config.Window) *intPa
 		if e.field == "" || e.field == p.key {
 			return nil
 		}
-		j := -1
-		for k, f := range p.fields {
-			if f == e.field {
-				j = k
-			}
-		}
+		j := slices.Index(p.fields, e.field)
 		if j < 0 {
 			if len(p.fields) == maxSlots {
 				return nil
