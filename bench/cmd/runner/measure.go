@@ -365,18 +365,10 @@ func (s *sampler) run(ctx context.Context) {
 }
 
 func (s *sampler) sample() {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid))
-	if err != nil {
+	cpu, ok := processCPU(s.pid)
+	if !ok {
 		return
 	}
-	// Fields after the ")" of comm: state is field 3; utime 14, stime 15.
-	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
 	if err != nil {
 		return
@@ -389,10 +381,27 @@ func (s *sampler) sample() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cpu = (ut + st) / clkTck
+	s.cpu = cpu
 	if hwm > s.hwm {
 		s.hwm = hwm
 	}
+}
+
+// processCPU is the user+system CPU seconds of process pid so far, from
+// /proc (false: it cannot be read).
+func processCPU(pid int) (float64, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the ")" of comm: state is field 3; utime 14, stime 15.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clkTck, true
 }
 
 // clkTck is USER_HZ, 100 on every Linux the bench runs on.

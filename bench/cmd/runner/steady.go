@@ -200,18 +200,8 @@ func (r *steadyRun) produced(ctx context.Context, adm *kadm.Client) (int64, erro
 func cpuSeconds(pids ...int) float64 {
 	var sum float64
 	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the ")" of comm: utime is field 14, stime 15.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		sum += (ut + st) / clkTck
+		cpu, _ := processCPU(pid)
+		sum += cpu
 	}
 	return sum
 }
