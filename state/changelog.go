@@ -94,8 +94,12 @@ func parseChangelogKey(b []byte) (operator []byte, kg KeyGroup, key []byte, err 
 }
 
 // Records turns d into state-topic records, in d's order, with all keys in
-// one new buffer. Values are d's own (nil for tombstones).
+// one new buffer (or the store's, if it built them with d). Values are d's
+// own (nil for tombstones).
 func (d Delta) Records() []ChangelogRecord {
+	if d.records != nil {
+		return d.records
+	}
 	prefix := appendChangelogPrefix(nil, d.Operator)
 	size := 0
 	for _, e := range d.Entries {

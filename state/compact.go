@@ -53,8 +53,11 @@ type Compact struct {
 	// each once (the record's dirty flag guards against duplicates). A
 	// record that grew out of its room moved: its new place is listed
 	// too, and the old entry, flagged moved, is skipped.
-	dirty  []uint32
+	// Each entry is loc<<32 | hash: the hash gives the key group (and the
+	// slot of a deleted key) without reading the key again.
+	dirty  []uint64
 	dirtyN int // dirty keys (not counting moved entries twice)
+	prefix []byte // the changelog keys' prefix, kept for the next Snapshot
 
 	live  int   // keys with a value
 	bytes int64 // sum of len(key)+len(value) over keys with a value
@@ -485,12 +488,12 @@ func (s *Compact) remove(slot int, r record) {
 	r.setFlag(flagMoved)
 }
 
-func (s *Compact) markDirty(loc uint32, r record) {
+func (s *Compact) markDirty(h, loc uint32, r record) {
 	if r.flags()&flagDirty != 0 {
 		return
 	}
 	r.setFlag(flagDirty)
-	s.dirty = append(s.dirty, loc)
+	s.dirty = append(s.dirty, uint64(loc)<<32|uint64(h))
 	s.dirtyN++
 }
 
@@ -591,7 +594,7 @@ func (sl CompactSlot) Put(key, value []byte) {
 func (s *Compact) put(h uint32, slot int, loc uint32, found bool, key, value []byte) {
 	if !found {
 		loc, r := s.insert(h, slot, key, value, 0)
-		s.markDirty(loc, r)
+		s.markDirty(h, loc, r)
 		return
 	}
 	r := s.m.record(loc)
@@ -607,10 +610,10 @@ func (s *Compact) put(h uint32, slot int, loc uint32, found bool, key, value []b
 	if moved && wasDirty {
 		// Listed already at its old place, which Snapshot skips now.
 		r.setFlag(flagDirty)
-		s.dirty = append(s.dirty, loc)
+		s.dirty = append(s.dirty, uint64(loc)<<32|uint64(h))
 		return
 	}
-	s.markDirty(loc, r)
+	s.markDirty(h, loc, r)
 }
 
 // move copies r's key and flags (except dirty) into a new record with
@@ -628,7 +631,8 @@ func (s *Compact) move(r record, value []byte) (uint32, record) {
 // Snapshot writes a tombstone for it when the changelog holds a value.
 // Deleting a key without a value does nothing. Delete panics like Put.
 func (s *Compact) Delete(key []byte) {
-	_, loc, found := s.find(s.hash(key), key)
+	h := s.hash(key)
+	_, loc, found := s.find(h, key)
 	if !found {
 		return
 	}
@@ -639,86 +643,80 @@ func (s *Compact) Delete(key []byte) {
 	r.setFlag(flagDeleted)
 	s.live--
 	s.bytes -= int64(r.klen + r.vlen)
-	s.markDirty(loc, r)
-}
-
-// entryRef is a record to be written out in key-group, then key order.
-// prefix, the key's first 8 bytes, decides most comparisons without
-// reading the records.
-type entryRef struct {
-	group  KeyGroup
-	prefix uint64
-	loc    uint32
-}
-
-func (s *Compact) ref(loc uint32, key []byte) entryRef {
-	var p [8]byte
-	copy(p[:], key)
-	return entryRef{group: KeyGroup(murmur3(key, 0) % uint32(s.groups)), prefix: binary.BigEndian.Uint64(p[:]), loc: loc}
-}
-
-func (s *Compact) sortRefs(refs []entryRef) {
-	slices.SortFunc(refs, func(a, b entryRef) int {
-		switch {
-		case a.group != b.group:
-			return int(a.group) - int(b.group)
-		case a.prefix < b.prefix:
-			return -1
-		case a.prefix > b.prefix:
-			return 1
-		}
-		return bytes.Compare(s.m.record(a.loc).key(), s.m.record(b.loc).key())
-	})
+	s.markDirty(h, loc, r)
 }
 
 // Snapshot is Store.Snapshot: the changes since the previous Snapshot, one
-// Entry per changed key in key-group then key order, in buffers the store
+// Entry per changed key, in the order of the records in memory, with the
+// state-topic records built along (Delta.Records), in buffers the store
 // never touches again.
+//
+// The dirty list is sorted by location first: at a barrier most records
+// are dirty when the keys are few, and reading them front to back lets the
+// hardware prefetch what a walk in the order the keys came would miss in
+// the cache at every key. (Sorting by key group and key instead, as Store
+// does, cost most of a Snapshot: a comparison reads both records when
+// keys share their first 8 bytes, as "user-0001…" keys do.)
 func (s *Compact) Snapshot() Delta {
 	d := Delta{Operator: s.operator}
 	if s.dirtyN == 0 {
 		s.dirty = s.dirty[:0]
 		return d
 	}
-	refs := make([]entryRef, 0, s.dirtyN)
+	dirty := s.dirty
+	slices.Sort(dirty) // by location: loc<<32 | hash
+	prefix := appendChangelogPrefix(s.prefix[:0], s.operator)
+	s.prefix = prefix
 	size := 0
-	for _, loc := range s.dirty {
-		r := s.m.record(loc)
-		if r.flags()&flagMoved != 0 {
-			continue
+	for _, e := range dirty {
+		if r := s.m.record(uint32(e >> 32)); r.flags()&flagMoved == 0 {
+			size += len(prefix) + 2 + r.klen + r.vlen
 		}
-		refs = append(refs, s.ref(loc, r.key()))
-		size += r.klen + r.vlen
 	}
-	s.dirty = s.dirty[:0]
-	s.dirtyN = 0
-	s.sortRefs(refs)
-
 	if s.encode != nil {
 		size += size / 2 // encodings may be longer than what is stored
 	}
 	buf := make([]byte, 0, size)
-	d.Entries = make([]Entry, 0, len(refs))
-	for _, ref := range refs {
-		r := s.m.record(ref.loc)
+	d.Entries = make([]Entry, 0, s.dirtyN)
+	d.records = make([]ChangelogRecord, 0, s.dirtyN)
+	for _, e := range dirty {
+		loc, h := uint32(e>>32), uint32(e)
+		r := s.m.record(loc)
+		if r.flags()&flagMoved != 0 {
+			continue // listed again at its new place
+		}
 		r.clearFlag(flagDirty)
+		group := KeyGroup(h % uint32(s.groups))
 		if r.flags()&flagDeleted != 0 {
 			key := r.key()
 			if r.flags()&flagPersisted != 0 {
-				d.Entries = append(d.Entries, Entry{Group: ref.group, Key: cut(&buf, key), Deleted: true})
+				rk := len(buf)
+				buf = append(buf, prefix...)
+				buf = binary.BigEndian.AppendUint16(buf, uint16(group))
+				k := len(buf)
+				buf = append(buf, key...)
+				d.Entries = append(d.Entries, Entry{Group: group, Key: buf[k:len(buf):len(buf)], Deleted: true})
+				d.records = append(d.records, ChangelogRecord{Key: buf[rk:len(buf):len(buf)]})
 			}
-			slot, _, _ := s.find(murmur3(key, 0), key)
+			slot, _, _ := s.find(h, key)
 			s.remove(slot, r)
 			continue
 		}
 		r.setFlag(flagPersisted)
+		rk := len(buf)
+		buf = append(buf, prefix...)
+		buf = binary.BigEndian.AppendUint16(buf, uint16(group))
 		k := len(buf)
 		buf = append(buf, r.key()...)
 		v := len(buf)
 		buf = s.appendEncoded(buf, r.value())
 		// Never nil, even when empty: buf is not nil.
-		d.Entries = append(d.Entries, Entry{Group: ref.group, Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]})
+		value := buf[v:len(buf):len(buf)]
+		d.Entries = append(d.Entries, Entry{Group: group, Key: buf[k:v:v], Value: value})
+		d.records = append(d.records, ChangelogRecord{Key: buf[rk:v:v], Value: value})
 	}
+	s.dirty = dirty[:0]
+	s.dirtyN = 0
 	s.compactIfWasteful()
 	return d
 }
@@ -748,8 +746,31 @@ func (s *Compact) compactIfWasteful() {
 	}
 }
 
+// entryRef is a record to be exported in key-group, then key order.
+// prefix, the key's first 8 bytes, decides most comparisons without
+// reading the records.
+type entryRef struct {
+	group  KeyGroup
+	prefix uint64
+	loc    uint32
+}
+
+func (s *Compact) sortRefs(refs []entryRef) {
+	slices.SortFunc(refs, func(a, b entryRef) int {
+		switch {
+		case a.group != b.group:
+			return int(a.group) - int(b.group)
+		case a.prefix < b.prefix:
+			return -1
+		case a.prefix > b.prefix:
+			return 1
+		}
+		return bytes.Compare(s.m.record(a.loc).key(), s.m.record(b.loc).key())
+	})
+}
+
 // All is Store.All: every key with a value, encoded, in key-group then key
-// order; each Entry owns its bytes. The store must not be changed during
+// order (savepoints are written by key group); each Entry owns its bytes. The store must not be changed during
 // the iteration.
 func (s *Compact) All() iter.Seq[Entry] {
 	return func(yield func(Entry) bool) {
@@ -760,7 +781,10 @@ func (s *Compact) All() iter.Seq[Entry] {
 			}
 			r := s.m.record(uint32(sl))
 			if r.flags()&flagDeleted == 0 {
-				refs = append(refs, s.ref(uint32(sl), r.key()))
+				var p [8]byte
+				copy(p[:], r.key())
+				group := KeyGroup(uint32(sl>>32) % uint32(s.groups))
+				refs = append(refs, entryRef{group: group, prefix: binary.BigEndian.Uint64(p[:]), loc: uint32(sl)})
 			}
 		}
 		s.sortRefs(refs)

@@ -18,12 +18,18 @@ type Entry struct {
 }
 
 // Delta is what changed in one store since its previous Snapshot: one
-// Entry per changed key, sorted by key group, then by key bytes. Its
-// slices share a few buffers owned by the Delta; the store never touches
-// them again.
+// Entry per changed key. Store sorts them by key group, then by key bytes;
+// Compact lists them in the order it holds them, which is as deterministic
+// (the same changes in the same order give the same Delta) and lets it
+// read its memory front to back. Its slices share a few buffers owned by
+// the Delta; the store never touches them again.
 type Delta struct {
 	Operator string
 	Entries  []Entry
+	// records, if set, are Entries as state-topic records, built by the
+	// store along with them (Compact's Snapshot writes each key once, with
+	// its changelog prefix in front); Records returns them.
+	records []ChangelogRecord
 }
 
 // Snapshot returns the changes since the previous Snapshot (or since the
