@@ -56,7 +56,7 @@ type Compact struct {
 	// Each entry is loc<<32 | hash: the hash gives the key group (and the
 	// slot of a deleted key) without reading the key again.
 	dirty  []uint64
-	dirtyN int // dirty keys (not counting moved entries twice)
+	dirtyN int    // dirty keys (not counting moved entries twice)
 	prefix []byte // the changelog keys' prefix, kept for the next Snapshot
 
 	live  int   // keys with a value
