@@ -263,8 +263,11 @@ func (c stateChanges) record(i int) *kgo.Record {
 }
 
 // changelog is a snapshot's delta as changes for the job's state topic.
-func (p *plan) changelog(delta state.Delta) stateChanges {
-	return stateChanges{topic: kstore.StateTopic(p.cfg.Name), recs: delta.Records()}
+func (p *plan) changelog(delta state.Delta) stateChanges { return p.changes(delta.Records()) }
+
+// changes are changelog records as changes for the job's state topic.
+func (p *plan) changes(recs []state.ChangelogRecord) stateChanges {
+	return stateChanges{topic: kstore.StateTopic(p.cfg.Name), recs: recs}
 }
 
 func (o *aggregateOp) snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary) {
@@ -273,24 +276,26 @@ func (o *aggregateOp) snapshot(watermark int64) (outputs []*kgo.Record, changes 
 			o.p.metrics.KeysExpired(o.agg.ID(), n)
 		}
 	}
-	delta := o.store.Snapshot()
-	if o.agg.Emit() == config.EmitOnCheckpoint {
-		for _, e := range delta.Entries {
-			if e.Deleted {
-				continue
-			}
-			o.decode(e.Value)
-			var ts time.Time
-			if at, ok := o.changedAt[string(e.Key)]; ok {
-				ts = time.UnixMilli(at)
-			}
-			outs, rerr := o.output(ts, string(e.Key), o.st)
-			if rerr == nil {
-				outputs = append(outputs, outs...)
-			}
-		}
-		clear(o.changedAt)
+	if o.agg.Emit() != config.EmitOnCheckpoint {
+		// Only the changelog: no Entries to build.
+		return nil, o.p.changes(o.store.SnapshotRecords()), []checkpoint.StateSummary{o.summary()}
 	}
+	delta := o.store.Snapshot()
+	for _, e := range delta.Entries {
+		if e.Deleted {
+			continue
+		}
+		o.decode(e.Value)
+		var ts time.Time
+		if at, ok := o.changedAt[string(e.Key)]; ok {
+			ts = time.UnixMilli(at)
+		}
+		outs, rerr := o.output(ts, string(e.Key), o.st)
+		if rerr == nil {
+			outputs = append(outputs, outs...)
+		}
+	}
+	clear(o.changedAt)
 	changes = o.p.changelog(delta)
 	return outputs, changes, []checkpoint.StateSummary{o.summary()}
 }

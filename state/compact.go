@@ -58,6 +58,8 @@ type Compact struct {
 	dirty  []uint64
 	dirtyN int    // dirty keys (not counting moved entries twice)
 	prefix []byte // the changelog keys' prefix, kept for the next Snapshot
+	// sortScratch is sortDirty's second list, kept for the next Snapshot.
+	sortScratch []uint64
 
 	live  int   // keys with a value
 	bytes int64 // sum of len(key)+len(value) over keys with a value
@@ -659,12 +661,25 @@ func (s *Compact) Delete(key []byte) {
 // keys share their first 8 bytes, as "user-0001…" keys do.)
 func (s *Compact) Snapshot() Delta {
 	d := Delta{Operator: s.operator}
+	d.records = s.snapshot(&d.Entries)
+	return d
+}
+
+// SnapshotRecords is Snapshot for a caller that needs only the changelog
+// records (Delta.Records): it builds no Entries, which at a million dirty
+// keys is 56 MB less to write.
+func (s *Compact) SnapshotRecords() []ChangelogRecord {
+	return s.snapshot(nil)
+}
+
+// snapshot clears the dirty list into changelog records, and into
+// *entries too if entries is not nil.
+func (s *Compact) snapshot(entries *[]Entry) []ChangelogRecord {
 	if s.dirtyN == 0 {
 		s.dirty = s.dirty[:0]
-		return d
+		return nil
 	}
-	dirty := s.dirty
-	slices.Sort(dirty) // by location: loc<<32 | hash
+	dirty := s.sortDirty()
 	prefix := appendChangelogPrefix(s.prefix[:0], s.operator)
 	s.prefix = prefix
 	size := 0
@@ -677,8 +692,10 @@ func (s *Compact) Snapshot() Delta {
 		size += size / 2 // encodings may be longer than what is stored
 	}
 	buf := make([]byte, 0, size)
-	d.Entries = make([]Entry, 0, s.dirtyN)
-	d.records = make([]ChangelogRecord, 0, s.dirtyN)
+	records := make([]ChangelogRecord, 0, s.dirtyN)
+	if entries != nil {
+		*entries = make([]Entry, 0, s.dirtyN)
+	}
 	for _, e := range dirty {
 		loc, h := uint32(e>>32), uint32(e)
 		r := s.m.record(loc)
@@ -687,38 +704,80 @@ func (s *Compact) Snapshot() Delta {
 		}
 		r.clearFlag(flagDirty)
 		group := KeyGroup(h % uint32(s.groups))
-		if r.flags()&flagDeleted != 0 {
-			key := r.key()
-			if r.flags()&flagPersisted != 0 {
-				rk := len(buf)
-				buf = append(buf, prefix...)
-				buf = binary.BigEndian.AppendUint16(buf, uint16(group))
-				k := len(buf)
-				buf = append(buf, key...)
-				d.Entries = append(d.Entries, Entry{Group: group, Key: buf[k:len(buf):len(buf)], Deleted: true})
-				d.records = append(d.records, ChangelogRecord{Key: buf[rk:len(buf):len(buf)]})
+		deleted := r.flags()&flagDeleted != 0
+		if deleted {
+			if r.flags()&flagPersisted == 0 {
+				// Never written: nothing to delete in the changelog.
+				slot, _, _ := s.find(h, r.key())
+				s.remove(slot, r)
+				continue
 			}
-			slot, _, _ := s.find(h, key)
-			s.remove(slot, r)
-			continue
+		} else {
+			r.setFlag(flagPersisted)
 		}
-		r.setFlag(flagPersisted)
 		rk := len(buf)
 		buf = append(buf, prefix...)
 		buf = binary.BigEndian.AppendUint16(buf, uint16(group))
 		k := len(buf)
 		buf = append(buf, r.key()...)
 		v := len(buf)
-		buf = s.appendEncoded(buf, r.value())
-		// Never nil, even when empty: buf is not nil.
-		value := buf[v:len(buf):len(buf)]
-		d.Entries = append(d.Entries, Entry{Group: group, Key: buf[k:v:v], Value: value})
-		d.records = append(d.records, ChangelogRecord{Key: buf[rk:v:v], Value: value})
+		var value []byte // nil: a tombstone
+		if !deleted {
+			buf = s.appendEncoded(buf, r.value())
+			value = buf[v:len(buf):len(buf)] // never nil, even when empty: buf is not nil
+		} else {
+			slot, _, _ := s.find(h, r.key())
+			s.remove(slot, r)
+		}
+		records = append(records, ChangelogRecord{Key: buf[rk:v:v], Value: value})
+		if entries != nil {
+			*entries = append(*entries, Entry{Group: group, Key: buf[k:v:v], Value: value, Deleted: deleted})
+		}
 	}
 	s.dirty = dirty[:0]
 	s.dirtyN = 0
 	s.compactIfWasteful()
-	return d
+	return records
+}
+
+// sortDirty sorts the dirty list by location (its entries are loc<<32 |
+// hash): a least-significant-digit radix sort on the location's 32 bits,
+// three passes of 11 bits through a scratch list kept for the next
+// Snapshot. A comparison sort of a million entries took a fifth of the
+// Snapshot; this is a few ns per entry and pass.
+func (s *Compact) sortDirty() []uint64 {
+	const bits, buckets = 11, 1 << 11
+	src := s.dirty
+	if len(src) < 256 {
+		slices.Sort(src)
+		return src
+	}
+	dst := s.sortScratch
+	if cap(dst) < len(src) {
+		dst = make([]uint64, len(src))
+	}
+	dst = dst[:len(src)]
+	var count [buckets]int
+	for shift := 32; shift < 64; shift += bits {
+		clear(count[:])
+		for _, e := range src {
+			count[(e>>shift)&(buckets-1)]++
+		}
+		at := 0
+		for i, n := range count {
+			count[i] = at
+			at += n
+		}
+		for _, e := range src {
+			b := (e >> shift) & (buckets - 1)
+			dst[count[b]] = e
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	// Three passes: the sorted list is in what was the scratch list.
+	s.dirty, s.sortScratch = src, dst
+	return src
 }
 
 // compactIfWasteful rewrites the records into new chunks once more than

@@ -392,3 +392,27 @@ func TestCompactPrefetchOnlyReads(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactSortDirty: the radix sort of the dirty list orders it as a
+// comparison sort does, for lists above and below its cut-over, with
+// locations spread over all 32 bits.
+func TestCompactSortDirty(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	c, _ := NewCompact("op", 1, RangeFor(0, 1, 1), nil)
+	for _, n := range []int{0, 1, 255, 256, 257, 5000, 100_000} {
+		locs := rnd.Perm(n + n/2)[:n] // distinct
+		c.dirty = c.dirty[:0]
+		for _, l := range locs {
+			loc := uint64(l) * 0x9e3779b1 % (1 << 32) // spread, still distinct for these n
+			c.dirty = append(c.dirty, loc<<32|uint64(rnd.Uint32()))
+		}
+		want := slices.Clone(c.dirty)
+		slices.Sort(want)
+		if got := c.sortDirty(); !slices.Equal(got, want) {
+			t.Fatalf("n=%d: sortDirty differs from slices.Sort", n)
+		}
+		if cap(c.dirty) > 0 && cap(c.sortScratch) > 0 && &c.dirty[:1][0] == &c.sortScratch[:1][0] {
+			t.Fatalf("n=%d: the dirty list and the scratch list share memory", n)
+		}
+	}
+}
