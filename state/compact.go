@@ -703,35 +703,32 @@ func (s *Compact) snapshot(entries *[]Entry) []ChangelogRecord {
 			continue // listed again at its new place
 		}
 		r.clearFlag(flagDirty)
-		group := KeyGroup(h % uint32(s.groups))
 		deleted := r.flags()&flagDeleted != 0
-		if deleted {
-			if r.flags()&flagPersisted == 0 {
-				// Never written: nothing to delete in the changelog.
-				slot, _, _ := s.find(h, r.key())
-				s.remove(slot, r)
-				continue
+		// A value, or a tombstone for a key the changelog holds a value
+		// of; a key deleted before it was ever written needs neither.
+		if !deleted || r.flags()&flagPersisted != 0 {
+			group := KeyGroup(h % uint32(s.groups))
+			rk := len(buf)
+			buf = append(buf, prefix...)
+			buf = binary.BigEndian.AppendUint16(buf, uint16(group))
+			k := len(buf)
+			buf = append(buf, r.key()...)
+			v := len(buf)
+			var value []byte // nil: a tombstone
+			if !deleted {
+				buf = s.appendEncoded(buf, r.value())
+				value = buf[v:len(buf):len(buf)] // never nil, even when empty: buf is not nil
 			}
-		} else {
-			r.setFlag(flagPersisted)
+			records = append(records, ChangelogRecord{Key: buf[rk:v:v], Value: value})
+			if entries != nil {
+				*entries = append(*entries, Entry{Group: group, Key: buf[k:v:v], Value: value, Deleted: deleted})
+			}
 		}
-		rk := len(buf)
-		buf = append(buf, prefix...)
-		buf = binary.BigEndian.AppendUint16(buf, uint16(group))
-		k := len(buf)
-		buf = append(buf, r.key()...)
-		v := len(buf)
-		var value []byte // nil: a tombstone
-		if !deleted {
-			buf = s.appendEncoded(buf, r.value())
-			value = buf[v:len(buf):len(buf)] // never nil, even when empty: buf is not nil
-		} else {
+		if deleted {
 			slot, _, _ := s.find(h, r.key())
 			s.remove(slot, r)
-		}
-		records = append(records, ChangelogRecord{Key: buf[rk:v:v], Value: value})
-		if entries != nil {
-			*entries = append(*entries, Entry{Group: group, Key: buf[k:v:v], Value: value, Deleted: deleted})
+		} else {
+			r.setFlag(flagPersisted)
 		}
 	}
 	s.dirty = dirty[:0]
@@ -829,8 +826,8 @@ func (s *Compact) sortRefs(refs []entryRef) {
 }
 
 // All is Store.All: every key with a value, encoded, in key-group then key
-// order (savepoints are written by key group); each Entry owns its bytes. The store must not be changed during
-// the iteration.
+// order (savepoints are written by key group); each Entry owns its bytes.
+// The store must not be changed during the iteration.
 func (s *Compact) All() iter.Seq[Entry] {
 	return func(yield func(Entry) bool) {
 		refs := make([]entryRef, 0, s.live)
