@@ -268,7 +268,19 @@ func (d *decoder) mapping(n *yaml.Node, path string, allowed []string, each func
 // suggestion is the end of an "unknown ..." message: the closest allowed
 // word when one is close, otherwise the whole list.
 func suggestion(got string, allowed []string) string {
-	best, bestDist := "", 3
+	if best, ok := closest(got, allowed); ok {
+		return fmt.Sprintf("; did you mean %s?", best)
+	}
+	return "; allowed: " + strings.Join(allowed, ", ")
+}
+
+// closest is the allowed word nearest to got, if it is near enough to be
+// what a typo of it meant: at most one edit per three characters of got,
+// and one for any word (a swap of two neighbours is one edit: strat,
+// jsno). Case is ignored.
+func closest(got string, allowed []string) (string, bool) {
+	limit := max(1, utf8.RuneCountInString(got)/3)
+	best, bestDist := "", limit+1
 	for _, a := range allowed {
 		if abs(len(got)-len(a)) >= bestDist {
 			continue // too far apart to be a typo; skips long garbage cheaply
@@ -277,17 +289,18 @@ func suggestion(got string, allowed []string) string {
 			best, bestDist = a, dist
 		}
 	}
-	if best != "" && bestDist <= utf8.RuneCountInString(got)/3 {
-		return fmt.Sprintf("; did you mean %s?", best)
-	}
-	return "; allowed: " + strings.Join(allowed, ", ")
+	return best, best != ""
 }
 
 func abs(x int) int { return max(x, -x) }
 
-// editDistance is the Levenshtein distance between a and b, in bytes
-// (keys and enum values are ASCII).
+// editDistance is the optimal string alignment distance between a and b,
+// in bytes (keys and enum values are ASCII): the Levenshtein distance
+// with a swap of two adjacent characters counted as one edit, the
+// commonest typo.
 func editDistance(a, b string) int {
+	// Rows i-2, i-1 and i of the table.
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -301,8 +314,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }
@@ -413,7 +429,12 @@ func (d *decoder) start(n *yaml.Node, path string, v reflect.Value) {
 	default:
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
-			d.fail(n, path, "want earliest, latest or an RFC 3339 timestamp such as 2024-05-01T00:00:00Z, got %q", s)
+			const want = "earliest, latest or an RFC 3339 timestamp such as 2024-05-01T00:00:00Z"
+			if best, ok := closest(s, []string{string(StartEarliest), string(StartLatest)}); ok {
+				d.fail(n, path, "unknown start %q; did you mean %s? (want %s)", s, best, want)
+				return
+			}
+			d.fail(n, path, "want %s, got %q", want, s)
 			return
 		}
 		sp = StartPosition{Kind: StartAtTimestamp, At: t}

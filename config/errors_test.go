@@ -141,6 +141,23 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			// Every field and enum name gets the suggestion a typo deserves:
+			// a swap of two letters is one edit (strat, jsno), and a short
+			// word's one edit is close enough (inof, smu).
+			name: "typos of fields and enum values suggest the closest",
+			yaml: "name: job\nkafka:\n  brokers: [localhost:9092]\nsources:\n  - topics: [in]\n    strat: earliest\n    format: jsno\n" +
+				"  - topics: [in2]\n    start: earlist\nsteps:\n  - key_by: n\n  - aggregate:\n      values:\n        c: cuont()\n        s: smu(n)\n" +
+				"sinks:\n  - topic: out\nlogging:\n  level: inof\n",
+			want: []string{
+				"c.yaml:6:5: sources[0].strat: unknown field; did you mean start?",
+				`c.yaml:7:13: sources[0].format: unknown format "jsno"; did you mean json?`,
+				`c.yaml:9:12: sources[1].start: unknown start "earlist"; did you mean earliest? (want earliest, latest or an RFC 3339 timestamp such as 2024-05-01T00:00:00Z)`,
+				`c.yaml:14:12: steps[1].aggregate.values.c: unknown aggregate function "cuont"; did you mean count?`,
+				`c.yaml:15:12: steps[1].aggregate.values.s: unknown aggregate function "smu"; did you mean sum?`,
+				`c.yaml:19:10: logging.level: unknown level "inof"; did you mean info?`,
+			},
+		},
+		{
 			name: "unknown field far from all lists them",
 			yaml: minimal + "admin:\n  colour: blue\n",
 			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token, savepoint_dir"},
@@ -628,5 +645,21 @@ func TestParseWithCheck(t *testing.T) {
 				t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+// The distance behind "did you mean": a swap of neighbours is one edit.
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"strat", "start", 1}, {"jsno", "json", 1}, {"smu", "sum", 1}, {"ab", "ba", 1},
+		{"fromat", "format", 1}, {"topc", "topic", 1}, {"", "abc", 3}, {"abc", "abc", 0},
+		{"kitten", "sitting", 3}, {"ca", "abc", 3},
+	} {
+		if got := editDistance(c.a, c.b); got != c.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
 	}
 }
