@@ -9,8 +9,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# What `pipeline version` prints. The build context has no .git, so pass
+# it: docker build --build-arg VERSION="$(git describe --always --dirty)" .
+ARG VERSION=devel
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/pipeline ./cmd/pipeline
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/eoflow/pipeline/internal/cli.stampedVersion=${VERSION}" -o /out/pipeline ./cmd/pipeline
 
 # Run: Alpine rather than distroless, for busybox wget, which the compose
 # health check calls (/healthz); it also carries the CA roots that

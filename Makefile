@@ -1,11 +1,15 @@
 # One place for the commands the README names.
 GO        ?= go
 KAFKA_DIR ?= .kafka-local
+BIN       ?= bin/pipeline
+# What `pipeline version` prints: the tree's git description (a tag, else
+# the commit, "-dirty" with uncommitted changes), "devel" outside git.
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench bench-recovery
 
-build: ## the pipeline binary, in bin/
-	$(GO) build -o bin/pipeline ./cmd/pipeline
+build: ## the pipeline binary, in bin/ (BIN=path for another), stamped with VERSION
+	$(GO) build -ldflags "-X github.com/eoflow/pipeline/internal/cli.stampedVersion=$(VERSION)" -o $(BIN) ./cmd/pipeline
 
 test: ## every test, race detector on, against one real shared Kafka broker
 	./scripts/test.sh

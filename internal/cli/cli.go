@@ -58,7 +58,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "topics":
 		return topicsCmd(args[1:], stdout, stderr)
 	case "version":
-		fs := newFlags("pipeline version", "  pipeline version\n      print the version: the module's, else the VCS revision built from, else devel")
+		fs := newFlags("pipeline version", "  pipeline version\n      print the version: the one make build stamped (git describe), else the module's, else the VCS revision built from, else devel")
 		if _, code, ok := parseFlags(fs, args[1:], false, stdout, stderr); !ok {
 			return code
 		}
@@ -164,9 +164,19 @@ func printOperators(w io.Writer, cfg *config.Config) {
 	}
 }
 
-// version is the module version when built from a tagged module, otherwise
-// the VCS revision the binary was built from, otherwise "devel".
+// stampedVersion is set at link time by `make build` (and the Dockerfile's
+// VERSION build argument): -ldflags "-X
+// github.com/eoflow/pipeline/internal/cli.stampedVersion=$(git describe
+// --always --dirty)".
+var stampedVersion string
+
+// version is the version stamped at link time, else the module version
+// when built from a tagged module, else the VCS revision the binary was
+// built from, else "devel".
 func version() string {
+	if stampedVersion != "" {
+		return stampedVersion
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "devel"
