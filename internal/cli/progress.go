@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/runtime"
 )
 
@@ -26,6 +27,8 @@ type progress struct {
 	state        runtime.State
 	guarantee    string
 	in, out      float64 // records read, and written to the sinks' topics
+	windowed     bool    // the job has a window, so records can be late
+	late         float64 // late records: written to the late topic, or dropped
 	deadLetters  float64
 	lag          float64
 	lagKnown     bool // a source task has reported lag
@@ -33,9 +36,31 @@ type progress struct {
 	checkpointAt time.Time
 }
 
+// progressTopics says what of the job's output is late records: a
+// window's late topic (the status names the dead-letter topics).
+type progressTopics struct {
+	late     map[string]bool
+	windowed bool
+}
+
+func newProgressTopics(cfg *config.Config) progressTopics {
+	t := progressTopics{late: map[string]bool{}}
+	for _, s := range cfg.Steps {
+		if s.Window != nil {
+			t.windowed = true
+			if s.Window.LateTopic != "" {
+				t.late[s.Window.LateTopic] = true
+			}
+		}
+	}
+	return t
+}
+
 // readProgress samples the job's metrics (gathered from g) and status.
-func readProgress(g prometheus.Gatherer, st runtime.Status, now time.Time) (progress, error) {
-	p := progress{at: now, state: st.State, guarantee: st.Guarantee,
+// Records written to a late topic count as late (when they became
+// visible, as outputs do), with the dropped ones; dead letters by code.
+func readProgress(g prometheus.Gatherer, topics progressTopics, st runtime.Status, now time.Time) (progress, error) {
+	p := progress{at: now, state: st.State, guarantee: st.Guarantee, windowed: topics.windowed,
 		checkpoint: st.Checkpoint.LastCompleted, checkpointAt: st.Checkpoint.LastCompletedAt}
 	families, err := g.Gather()
 	if err != nil {
@@ -51,8 +76,15 @@ func readProgress(g prometheus.Gatherer, st runtime.Status, now time.Time) (prog
 			case "pipeline_records_in_total":
 				p.in += m.GetCounter().GetValue()
 			case "pipeline_records_out_total":
-				if !deadLetterTopics[label(m, "topic")] {
+				switch topic := label(m, "topic"); {
+				case topics.late[topic]:
+					p.late += m.GetCounter().GetValue()
+				case !deadLetterTopics[topic]:
 					p.out += m.GetCounter().GetValue()
+				}
+			case "pipeline_late_records_total":
+				if label(m, "result") == "drop" {
+					p.late += m.GetCounter().GetValue()
 				}
 			case "pipeline_dead_letter_records_total":
 				p.deadLetters += m.GetCounter().GetValue()
@@ -80,10 +112,16 @@ func label(m *dto.Metric, name string) string {
 // line is the progress line for p, with rates since prev:
 //
 //	progress: running  in 2000 (400/s)  out 2000 (400/s)  lag 0  checkpoint 57 (0.3s ago)  dead letters 1
+//
+// A windowed job's line has "late N" after out.
 func (p progress) line(prev progress) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "progress: %s  in %.0f (%s)  out %.0f (%s)  lag ", p.state,
+	fmt.Fprintf(&b, "progress: %s  in %.0f (%s)  out %.0f (%s)  ", p.state,
 		p.in, rate(p.in-prev.in, p.at.Sub(prev.at)), p.out, rate(p.out-prev.out, p.at.Sub(prev.at)))
+	if p.windowed {
+		fmt.Fprintf(&b, "late %.0f  ", p.late)
+	}
+	b.WriteString("lag ")
 	if p.lagKnown {
 		fmt.Fprintf(&b, "%.0f", p.lag)
 	} else {
@@ -115,7 +153,7 @@ func rate(n float64, d time.Duration) string {
 
 // reportProgress prints a progress line to w every interval until ctx
 // ends. The first line's rates count from start.
-func reportProgress(ctx context.Context, every time.Duration, g prometheus.Gatherer, job *runtime.Job, w io.Writer) {
+func reportProgress(ctx context.Context, every time.Duration, g prometheus.Gatherer, topics progressTopics, job *runtime.Job, w io.Writer) {
 	prev := progress{at: time.Now()}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -124,7 +162,7 @@ func reportProgress(ctx context.Context, every time.Duration, g prometheus.Gathe
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			p, err := readProgress(g, job.Status(), now)
+			p, err := readProgress(g, topics, job.Status(), now)
 			if err != nil {
 				fmt.Fprintf(w, "progress: reading the metrics: %v\n", err)
 				continue

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/runtime"
 )
@@ -41,6 +42,13 @@ func TestProgressLine(t *testing.T) {
 			want: "progress: running  in 1500 (1000/s)  out 1300 (800/s)  lag 0  no checkpoints (at_most_once)  dead letters 0",
 		},
 		{
+			name: "a windowed job: late side outputs are not results",
+			p: progress{at: t0.Add(5 * time.Second), state: runtime.StateRunning, guarantee: "exactly_once",
+				in: 3000, out: 1100, windowed: true, late: 250, lagKnown: true,
+				checkpoint: 57, checkpointAt: t0.Add(4700 * time.Millisecond)},
+			want: "progress: running  in 3000 (400/s)  out 1100 (40/s)  late 250  lag 0  checkpoint 57 (300ms ago)  dead letters 0",
+		},
+		{
 			name: "a minute since the last checkpoint",
 			p: progress{at: t0.Add(90 * time.Second), state: runtime.StateRestarting, guarantee: "exactly_once", in: 1000, out: 900,
 				checkpoint: 3, checkpointAt: t0.Add(30 * time.Second)},
@@ -74,7 +82,7 @@ func TestReadProgressFromMetrics(t *testing.T) {
 	st := runtime.Status{State: runtime.StateRunning, Guarantee: "exactly_once",
 		Topology:   runtime.Topology{Sinks: []runtime.SinkInfo{{Topic: "out", DeadLetterTopic: "job-dead-letter"}}},
 		Checkpoint: runtime.CheckpointState{LastCompleted: 8, LastCompletedAt: at.Add(-time.Second)}}
-	p, err := readProgress(reg, st, at)
+	p, err := readProgress(reg, progressTopics{}, st, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,5 +90,49 @@ func TestReadProgressFromMetrics(t *testing.T) {
 		lag: 12, lagKnown: true, checkpoint: 8, checkpointAt: at.Add(-time.Second)}
 	if p != want {
 		t.Fatalf("readProgress =\n%+v\nwant\n%+v", p, want)
+	}
+}
+
+// A windowed job's late records are counted apart from its results: those
+// written to the late topic once visible (side_output), and those dropped.
+func TestReadProgressCountsLateRecordsApart(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte(`name: job
+kafka:
+  brokers: [localhost:9092]
+sources:
+  - topics: [in]
+    event_time: {}
+steps:
+  - key_by: _key
+  - window:
+      tumbling: 10s
+      values:
+        n: count()
+sinks:
+  - topic: out
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "job")
+	m.Input("in").Add(100, 1000)
+	m.Output("out").Add(20, 200)
+	m.Output("job-late").Add(7, 70)
+	m.Output("job-dead-letter").Add(1, 10)
+	for range 7 {
+		m.LateRecord("side_output") // counted when read; the late topic's outputs when visible
+	}
+	m.LateRecord("drop")
+	m.LateRecord("drop")
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := runtime.Status{State: runtime.StateRunning, Guarantee: "exactly_once",
+		Topology: runtime.Topology{Sinks: []runtime.SinkInfo{{Topic: "out", DeadLetterTopic: "job-dead-letter"}}}}
+	p, err := readProgress(reg, newProgressTopics(cfg), st, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.out != 20 || p.late != 9 || !p.windowed {
+		t.Fatalf("out %v, late %v (windowed %v); want out 20, late 9 (7 written, 2 dropped)", p.out, p.late, p.windowed)
 	}
 }

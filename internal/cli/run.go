@@ -185,7 +185,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reportProgress(progressCtx, *progressInterval, reg, job, stderr)
+			reportProgress(progressCtx, *progressInterval, reg, newProgressTopics(cfg), job, stderr)
 		}()
 	}
 	log.Info("starting", "guarantee", cfg.Guarantee, "brokers", strings.Join(cfg.Kafka.Brokers, ","), "config", *file)
