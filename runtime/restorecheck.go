@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/state"
 )
 
@@ -46,43 +51,151 @@ func permanent(err error) bool {
 // stable offset, so a predecessor's open transaction does not hold it up;
 // the restore after fencing checks again what it then reads.
 func (j *Job) checkBeforeRestart(ctx context.Context, adm *kadm.Client) error {
+	_, err := j.restartCheck(ctx, adm)
+	return err
+}
+
+// RestartCheck is what a restart from the job's own checkpoints would
+// start from, as CheckRestart found it.
+type RestartCheck struct {
+	// Checkpoints are the newest checkpoint of the job (single mode) or
+	// of each group member that wrote one (group mode); none for a job
+	// that has not run.
+	Checkpoints []CheckedCheckpoint
+}
+
+// CheckedCheckpoint is one checkpoint a restart would continue from.
+type CheckedCheckpoint struct {
+	// Member is the group member's instance id ("" in single mode).
+	Member string
+	ID     uint64
+	// Notes say what changed that a restart allows (the log's
+	// "restarting with a changed configuration").
+	Notes []string
+	// Undescribed: an older build wrote it without saying what its state
+	// means, so only key groups and operator ids could be compared.
+	Undescribed bool
+}
+
+// CheckRestart connects and runs the check a start of the job runs
+// before it changes anything on the cluster (pipeline validate
+// --against-checkpoint): whether the job's last checkpoint takes this
+// configuration, and whether the internal topics agree. It changes
+// nothing itself. The error is the refusal Run would return.
+func (j *Job) CheckRestart(ctx context.Context) (RestartCheck, error) {
+	cl, err := kgo.NewClient(j.conn...)
+	if err != nil {
+		return RestartCheck{}, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if j.shuffle != nil {
+		return j.groupRestartCheck(ctx, adm)
+	}
+	return j.restartCheck(ctx, adm)
+}
+
+// restartCheck is checkBeforeRestart, saying what it checked against.
+func (j *Job) restartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck, error) {
+	var out RestartCheck
 	name := j.cfg.Name
 	cpTopic, stateTopic := checkpoint.TopicName(name), kstore.StateTopic(name)
 	topics, err := adm.ListTopics(ctx, cpTopic, stateTopic)
 	if err != nil {
-		return fmt.Errorf("listing the internal topics: %w", err)
+		return out, fmt.Errorf("listing the internal topics: %w", err)
 	}
 	var latest *checkpoint.Record
 	if topics.Has(cpTopic) {
 		var members bool
 		if latest, members, err = kstore.Modes(ctx, j.conn, name); err != nil {
-			return fmt.Errorf("reading the latest checkpoint: %w", err)
+			return out, fmt.Errorf("reading the latest checkpoint: %w", err)
 		}
 		if members && latest == nil {
-			return fmt.Errorf("%w: job %s ran in group mode (scale.mode: group; its members' checkpoint records are in %s): run it in group mode, or under a new name (a job moves between modes only through a savepoint)",
+			return out, fmt.Errorf("%w: job %s ran in group mode (scale.mode: group; its members' checkpoint records are in %s): run it in group mode, or under a new name (a job moves between modes only through a savepoint)",
 				ErrIncompatible, name, cpTopic)
 		}
 	}
 	if latest == nil {
 		if !topics.Has(stateTopic) {
-			return nil // a new job
+			return out, nil // a new job
 		}
 		live, err := liveStateKeys(ctx, kafkaCluster{conn: j.conn, job: name}.ReadState, func(key []byte) error {
 			_, err := state.DecodeChangelogKey(key)
 			return err
 		})
 		if err != nil {
-			return err
+			return out, err
 		}
-		return j.checkRestored(nil, len(live))
+		return out, j.checkRestored(nil, len(live))
 	}
-	if _, err := j.checkCheckpoint(latest, false); err != nil {
-		return err
+	plan, err := j.checkCheckpoint(latest, false)
+	if err != nil {
+		return out, err
 	}
+	out.Checkpoints = append(out.Checkpoints, checked("", latest, plan))
 	if !topics.Has(stateTopic) {
-		return j.checkRestored(latest, 0)
+		return out, j.checkRestored(latest, 0)
 	}
-	return nil
+	return out, nil
+}
+
+// groupRestartCheck is CheckRestart in group mode: a single-mode job's
+// checkpoints refuse a group-mode start, and every member's newest
+// checkpoint must take the configuration (each member checks its own
+// when it starts).
+func (j *Job) groupRestartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck, error) {
+	var out RestartCheck
+	name := j.cfg.Name
+	cpTopic := checkpoint.TopicName(name)
+	topics, err := adm.ListTopics(ctx, cpTopic)
+	if err != nil {
+		return out, fmt.Errorf("listing the internal topics: %w", err)
+	}
+	if !topics.Has(cpTopic) {
+		return out, nil // a new job
+	}
+	single := kstore.Newest{Job: name}
+	members := map[string]*kstore.Newest{}
+	prefix := name + "/"
+	err = kread.All(ctx, j.conn, cpTopic, func(r *kgo.Record) error {
+		key := string(r.Key)
+		if member, ok := strings.CutPrefix(key, prefix); ok {
+			if members[member] == nil {
+				members[member] = &kstore.Newest{Job: key, Member: true}
+			}
+			return members[member].Add(r)
+		}
+		return single.Add(r)
+	})
+	if err != nil {
+		return out, fmt.Errorf("reading the checkpoints: %w", err)
+	}
+	if single.Record != nil {
+		return out, fmt.Errorf("%w: job %s ran in single mode (its last checkpoint is %d): run it with scale.mode: single, or under a new name (a job moves between modes only through a savepoint, run --from-savepoint)",
+			ErrIncompatible, name, single.Record.ID)
+	}
+	var refusals []error
+	for _, member := range slices.Sorted(maps.Keys(members)) {
+		rec := members[member].Record
+		if rec == nil {
+			continue
+		}
+		plan, err := j.checkCheckpoint(rec, false)
+		if err != nil {
+			refusals = append(refusals, fmt.Errorf("member %s: %w", member, err))
+			continue
+		}
+		out.Checkpoints = append(out.Checkpoints, checked(member, rec, plan))
+	}
+	return out, errors.Join(refusals...)
+}
+
+func checked(member string, rec *checkpoint.Record, plan *savepoint.RestorePlan) CheckedCheckpoint {
+	c := CheckedCheckpoint{Member: member, ID: uint64(rec.ID), Undescribed: plan == nil}
+	if plan != nil {
+		c.Notes = plan.Notes
+	}
+	return c
 }
 
 // checkCheckpoint applies the restore rules to the job's own checkpoint

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
@@ -26,7 +28,8 @@ Usage:
       [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
       [--stop-with-savepoint DIR] [--progress] [--instance-id ID]
   pipeline validate -c FILE         check a job file; print every problem, or a summary and
-      [--from-savepoint PATH ...]   the operator ids (and whether the savepoint fits)
+      [--against-checkpoint]        the operator ids (and whether the job's last checkpoint,
+      [--from-savepoint PATH ...]   or the savepoint, takes it)
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo                     everything in one process (in-process broker, generator, job)
   pipeline savepoint create DIR     ask the running job for a savepoint into DIR
@@ -78,14 +81,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-const validateSynopsis = `  pipeline validate [-c FILE] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
-      check a job file without connecting to Kafka: print every problem as
-      FILE:LINE:COL: path: message (exit 1), or a summary and the operator
-      ids (exit 0); with --from-savepoint, also whether the savepoint fits`
+const validateSynopsis = `  pipeline validate [-c FILE] [--against-checkpoint] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+      check a job file: print every problem as FILE:LINE:COL: path: message
+      (exit 1), or a summary and the operator ids (exit 0). Without a flag it
+      does not connect to Kafka, so it cannot tell whether a restart will
+      refuse the file; with --against-checkpoint it connects, reads the job's
+      last checkpoint and runs the check a restart runs (exit 1 with run's
+      refusal); with --from-savepoint, whether the savepoint fits`
 
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("pipeline validate", validateSynopsis)
 	file := fs.String("c", "config.yaml", "the job's YAML `FILE`")
+	againstCheckpoint := fs.Bool("against-checkpoint", false, "also connect to the job's cluster, read its last checkpoint and run the check a restart runs: whether the checkpoint's state still fits this file, and whether the internal topics agree (changes nothing on the cluster)")
 	var restore restoreFlags
 	restore.register(fs)
 	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
@@ -99,17 +106,34 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
 		return exitUsage
 	}
+	if *againstCheckpoint && restore.path != "" {
+		fmt.Fprintln(stderr, "pipeline validate: --against-checkpoint checks a restart from the job's own checkpoints, --from-savepoint a start from the savepoint: give one")
+		return exitUsage
+	}
 	cfg, ok := loadConfig(*file, stdout, stderr)
 	if !ok {
 		return exitFail
 	}
 	// What only building the job refuses is refused here too (expressions
 	// were compiled when loading).
-	if _, err := runtime.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
+	job, err := runtime.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
 		if !printProblems(*file, err, stdout, stderr) {
 			fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
 		}
 		return exitFail
+	}
+	var restart *runtime.RestartCheck
+	if *againstCheckpoint && cfg.Guarantee != config.AtMostOnce {
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		defer cancel()
+		check, err := job.CheckRestart(ctx)
+		if err != nil {
+			// The words `run` would exit with.
+			fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
+			return exitFail
+		}
+		restart = &check
 	}
 	// What starting from the savepoint would do; partition counts are
 	// checked against the cluster by `run`. A job that cannot start from
@@ -117,7 +141,6 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	var (
 		sp   *savepoint.Reader
 		plan *savepoint.RestorePlan
-		err  error
 	)
 	if restore.path != "" {
 		if sp, plan, err = restore.plan(cfg); err != nil {
@@ -127,6 +150,13 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: ok: %s\n", *file, cfg.Summary())
 	printOperators(stdout, cfg)
+	switch {
+	case restart != nil:
+		printRestartCheck(stdout, cfg, *restart)
+	case sp == nil && cfg.Guarantee != config.AtMostOnce:
+		fmt.Fprintf(stdout, "not checked: whether the job's last checkpoint takes this file (a restart refuses a changed key_by or values);\n"+
+			"  pipeline validate --against-checkpoint -c %s connects and checks it\n", *file)
+	}
 	if sp == nil {
 		return exitOK
 	}
@@ -145,6 +175,32 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  note: %s\n", n)
 	}
 	return exitOK
+}
+
+// checkTimeout bounds validate --against-checkpoint: reading the
+// checkpoint topic, and the state topic of a job that lost its
+// checkpoints.
+const checkTimeout = 2 * time.Minute
+
+// printRestartCheck says what a restart would continue from.
+func printRestartCheck(w io.Writer, cfg *config.Config, check runtime.RestartCheck) {
+	if len(check.Checkpoints) == 0 {
+		fmt.Fprintf(w, "job %q has no checkpoint yet: it starts from its sources' start positions\n", cfg.Name)
+		return
+	}
+	for _, c := range check.Checkpoints {
+		who := fmt.Sprintf("job %q", cfg.Name)
+		if c.Member != "" {
+			who = fmt.Sprintf("member %q of job %q", c.Member, cfg.Name)
+		}
+		fmt.Fprintf(w, "checkpoint %d of %s fits: a restart continues from it\n", c.ID, who)
+		if c.Undescribed {
+			fmt.Fprintln(w, "  note: an older build wrote it without saying what its state means: only the key groups and operator ids were compared")
+		}
+		for _, n := range c.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
 }
 
 // printOperators lists the operators with their stable ids: state maps to

@@ -36,6 +36,20 @@ func TestValidateGoodFiles(t *testing.T) {
 	}
 }
 
+// Plain validate does not connect, so it cannot know whether the job's
+// last checkpoint takes the file: it says so, and how to check.
+func TestValidateSaysWhatItDidNotCheck(t *testing.T) {
+	code, out, errOut := runCLI("validate", "-c", "../../examples/parity-sum/config.yaml")
+	if code != 0 || !strings.Contains(out, "not checked: whether the job's last checkpoint takes this file") ||
+		!strings.Contains(out, "pipeline validate --against-checkpoint -c ../../examples/parity-sum/config.yaml") {
+		t.Fatalf("validate: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, _, errOut = runCLI("validate", "-c", "../../examples/parity-sum/config.yaml", "--against-checkpoint", "--from-savepoint", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "give one") {
+		t.Fatalf("validate --against-checkpoint --from-savepoint: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestValidateReportsEveryProblemWithPosition(t *testing.T) {
 	p := writeFile(t, `name: demo
 kafka:
