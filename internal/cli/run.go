@@ -202,13 +202,24 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 			}
 			cancel()
 		}
-		log.Error("stopped", "err", err)
-		// Also as plain text: a refusal spans lines, each with its fix.
-		fmt.Fprintf(stderr, "pipeline run: %v\n", err)
+		reportStop(log, cfg.Logging, err, stderr)
 		return exitFail
 	}
 	log.Info("stopped")
 	return exitOK
+}
+
+// reportStop says once why the job stopped. A text log prints it as plain
+// text after the log line: a refusal spans lines, each with its fix, which
+// a log value would print as one line of \n escapes. A JSON log (read by
+// machines, which plain text would trip) carries it in the record.
+func reportStop(log *slog.Logger, l config.Logging, err error, stderr io.Writer) {
+	if l.Format == "json" {
+		log.Error("stopped", "err", err)
+		return
+	}
+	log.Error("stopped; why follows")
+	fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 }
 
 // defaultHeapFloorMiB is --heap-floor-mib's default (internal/gcfloor):
