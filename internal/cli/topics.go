@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -20,11 +24,13 @@ import (
 )
 
 const topicsUsage = `usage:
-  pipeline topics create [-c FILE] NAME [--partitions N] [--replication-factor N] [--config KEY=VALUE]... [--if-not-exists]
-  pipeline topics list [-c FILE]
-  pipeline topics describe [-c FILE] NAME...
-      create, list and describe topics on the cluster of the job's file: its
-      kafka.brokers, TLS and SASL settings, so no other tool is needed
+  pipeline topics create [-c FILE] [--brokers LIST] NAME [--partitions N] [--replication-factor N] [--config KEY=VALUE]... [--if-not-exists]
+  pipeline topics list [-c FILE] [--brokers LIST]
+  pipeline topics describe [-c FILE] [--brokers LIST] NAME...
+      create, list and describe topics on the cluster of the job's file
+      (-c, default ./config.yaml): its kafka.brokers, TLS and SASL settings, so
+      no other tool is needed; --brokers names other brokers. Without
+      ./config.yaml and -c: --brokers, else $KAFKA_BROKERS, else 127.0.0.1:9092
 `
 
 // topicsTimeout bounds one topics command: the brokers answer admin
@@ -53,27 +59,84 @@ func topicsCmd(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// topicsAdmin is an admin client connected as the job in file connects.
-func topicsAdmin(file string, stdout, stderr io.Writer) (*kadm.Client, func(), bool) {
-	cfg, ok := loadConfig(file, stdout, stderr)
+// clusterFlags say which cluster a topics command talks to: the one of
+// the job's file (-c, default ./config.yaml: its kafka.brokers, TLS and
+// SASL settings), or --brokers. Without either and without ./config.yaml,
+// $KAFKA_BROKERS, else 127.0.0.1:9092, as `datagen` and the example
+// files default.
+type clusterFlags struct {
+	fs      *flag.FlagSet
+	file    string
+	brokers string
+}
+
+func (c *clusterFlags) register(fs *flag.FlagSet) {
+	c.fs = fs
+	fs.StringVar(&c.file, "c", "config.yaml", "the job's YAML `FILE`: its kafka settings say how to connect (when ./config.yaml is absent and no -c is given: --brokers, else $KAFKA_BROKERS, else "+defaultBrokers+")")
+	fs.StringVar(&c.brokers, "brokers", "", "the seed `BROKERS`, comma-separated, instead of the file's (with -c, the file's TLS and SASL settings still apply)")
+}
+
+// defaultBrokers is where the commands look for Kafka when nothing says
+// otherwise: `make kafka-up`'s broker.
+const defaultBrokers = "127.0.0.1:9092"
+
+// options are the client options to connect with, or false once the
+// problem is printed.
+func (c *clusterFlags) options(stdout, stderr io.Writer) ([]kgo.Opt, bool) {
+	named := false
+	c.fs.Visit(func(f *flag.Flag) { named = named || f.Name == "c" })
+	if !named {
+		_, err := os.Stat(c.file)
+		if c.brokers != "" || errors.Is(err, fs.ErrNotExist) {
+			brokers := cmp.Or(c.brokers, os.Getenv("KAFKA_BROKERS"), defaultBrokers)
+			return []kgo.Opt{kgo.SeedBrokers(splitList(brokers)...)}, true
+		}
+	}
+	cfg, ok := loadConfig(c.file, stdout, stderr)
+	if !ok {
+		return nil, false
+	}
+	if c.brokers != "" {
+		cfg.Kafka.Brokers = splitList(c.brokers)
+	}
+	opts, err := kclient.Options(cfg.Kafka)
+	if err != nil {
+		fmt.Fprintf(stderr, "pipeline topics: %v\n", err)
+		return nil, false
+	}
+	return opts, true
+}
+
+// admin is an admin client on the cluster.
+func (c *clusterFlags) admin(stdout, stderr io.Writer) (*kadm.Client, func(), bool) {
+	opts, ok := c.options(stdout, stderr)
 	if !ok {
 		return nil, nil, false
 	}
-	opts, err := kclient.Options(cfg.Kafka)
-	if err == nil {
-		var cl *kgo.Client
-		if cl, err = kgo.NewClient(opts...); err == nil {
-			return kadm.NewClient(cl), cl.Close, true
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "pipeline topics: %v\n", err)
+		return nil, nil, false
+	}
+	return kadm.NewClient(cl), cl.Close, true
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
 		}
 	}
-	fmt.Fprintf(stderr, "pipeline topics: %v\n", err)
-	return nil, nil, false
+	return out
 }
 
 func createTopic(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("pipeline topics create", `  pipeline topics create [-c FILE] NAME [--partitions N] [--replication-factor N] [--config KEY=VALUE]... [--if-not-exists]
+	fs := newFlags("pipeline topics create", `  pipeline topics create [-c FILE] [--brokers LIST] NAME [--partitions N] [--replication-factor N] [--config KEY=VALUE]... [--if-not-exists]
       create topic NAME on the cluster of the job's file`)
-	file := fs.String("c", "config.yaml", "the job's YAML `FILE`: its kafka settings say how to connect")
+	var cluster clusterFlags
+	cluster.register(fs)
 	partitions := fs.Int("partitions", -1, "partitions; -1 is the brokers' default (num.partitions)")
 	replication := fs.Int("replication-factor", -1, "replicas of each partition; -1 is the brokers' default (default.replication.factor)")
 	var configs configFlag
@@ -91,7 +154,7 @@ func createTopic(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pipeline topics create: --partitions and --replication-factor are at least 1 (or -1, the brokers' default)")
 		return exitUsage
 	}
-	adm, closeAdm, ok := topicsAdmin(*file, stdout, stderr)
+	adm, closeAdm, ok := cluster.admin(stdout, stderr)
 	if !ok {
 		return exitFail
 	}
@@ -125,9 +188,10 @@ func brokerMessage(msg string) string {
 }
 
 func listTopics(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("pipeline topics list", `  pipeline topics list [-c FILE]
+	fs := newFlags("pipeline topics list", `  pipeline topics list [-c FILE] [--brokers LIST]
       the cluster's topics (not Kafka's internal ones) with their partitions and replication`)
-	file := fs.String("c", "config.yaml", "the job's YAML `FILE`: its kafka settings say how to connect")
+	var cluster clusterFlags
+	cluster.register(fs)
 	rest, code, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -136,7 +200,7 @@ func listTopics(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline topics list: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
-	adm, closeAdm, ok := topicsAdmin(*file, stdout, stderr)
+	adm, closeAdm, ok := cluster.admin(stdout, stderr)
 	if !ok {
 		return exitFail
 	}
@@ -159,11 +223,12 @@ func listTopics(args []string, stdout, stderr io.Writer) int {
 }
 
 func describeTopics(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("pipeline topics describe", `  pipeline topics describe [-c FILE] NAME...
+	fs := newFlags("pipeline topics describe", `  pipeline topics describe [-c FILE] [--brokers LIST] NAME...
       each topic's partitions (leader, replicas, in-sync replicas, start and
       end offsets) and the configs set on it, where they differ from the
       brokers' defaults`)
-	file := fs.String("c", "config.yaml", "the job's YAML `FILE`: its kafka settings say how to connect")
+	var cluster clusterFlags
+	cluster.register(fs)
 	names, code, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -172,7 +237,7 @@ func describeTopics(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pipeline topics describe: name at least one topic")
 		return exitUsage
 	}
-	adm, closeAdm, ok := topicsAdmin(*file, stdout, stderr)
+	adm, closeAdm, ok := cluster.admin(stdout, stderr)
 	if !ok {
 		return exitFail
 	}

@@ -112,3 +112,30 @@ func TestTopicsUsage(t *testing.T) {
 		}
 	}
 }
+
+// From a directory without config.yaml, the topics commands connect to
+// $KAFKA_BROKERS (else 127.0.0.1:9092), or to --brokers; a file named with
+// -c must exist.
+func TestTopicsWithoutAJobFile(t *testing.T) {
+	k := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, "nofile")
+	t.Chdir(t.TempDir())
+	t.Setenv("KAFKA_BROKERS", strings.Join(k.Bootstrap(), ","))
+
+	if code, out, errOut := runCLI("topics", "create", topic, "--partitions", "2"); code != 0 || !strings.Contains(out, "created topic "+topic) {
+		t.Fatalf("create with $KAFKA_BROKERS: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("topics", "list"); code != 0 || !strings.Contains(out, topic) {
+		t.Fatalf("list with $KAFKA_BROKERS: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	// --brokers wins over the environment (here pointing nowhere).
+	t.Setenv("KAFKA_BROKERS", "127.0.0.1:1")
+	if code, out, errOut := runCLI("topics", "describe", topic, "--brokers", strings.Join(k.Bootstrap(), ",")); code != 0 || !strings.Contains(out, "topic "+topic+": 2 partitions") {
+		t.Fatalf("describe --brokers: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// A file asked for by name is not replaced by the fallback.
+	if code, _, errOut := runCLI("topics", "list", "-c", "missing.yaml", "--brokers", strings.Join(k.Bootstrap(), ",")); code != 1 || !strings.Contains(errOut, "missing.yaml") {
+		t.Fatalf("list -c missing.yaml: exit %d, stderr %q", code, errOut)
+	}
+}
