@@ -27,7 +27,8 @@ const topicsUsage = `usage:
   pipeline topics create [-c FILE] [--brokers LIST] NAME [--partitions N] [--replication-factor N] [--config KEY=VALUE]... [--if-not-exists]
   pipeline topics list [-c FILE] [--brokers LIST]
   pipeline topics describe [-c FILE] [--brokers LIST] NAME...
-      create, list and describe topics on the cluster of the job's file
+  pipeline topics read [-c FILE] [--brokers LIST] TOPIC [--from-beginning] [--committed=false] [--count N] [--format json|text]
+      create, list, describe and read topics on the cluster of the job's file
       (-c, default ./config.yaml): its kafka.brokers, TLS and SASL settings, so
       no other tool is needed; --brokers names other brokers. Without
       ./config.yaml and -c: --brokers, else $KAFKA_BROKERS, else 127.0.0.1:9092
@@ -37,7 +38,7 @@ const topicsUsage = `usage:
 // requests in milliseconds, or not at all.
 const topicsTimeout = 30 * time.Second
 
-// topicsCmd is `pipeline topics create|list|describe`.
+// topicsCmd is `pipeline topics create|list|describe|read`.
 func topicsCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topicsUsage)
@@ -50,6 +51,8 @@ func topicsCmd(args []string, stdout, stderr io.Writer) int {
 		return listTopics(args[1:], stdout, stderr)
 	case "describe":
 		return describeTopics(args[1:], stdout, stderr)
+	case "read":
+		return readRecords(args[1:], stdout, stderr)
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(stdout, topicsUsage)
