@@ -158,7 +158,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	if cfg.Admin.Listen != "" {
 		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin))
 		if err != nil {
-			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n", cfg.Admin.Listen, err)
+			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n  %s\n", cfg.Admin.Listen, err, adminListenOrigin(cfg).change(cfg.Admin.Listen))
 			return exitFail
 		}
 		wg.Add(1)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"sort"
 	"strings"
@@ -95,6 +96,7 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 	if *token == "" {
 		*token = os.Getenv(tokenEnv)
 	}
+	origin := "it is -admin's: is the job running there?" // where the address came from, for a job not found there
 	if *addr == "" || *token == "" {
 		cfg, ok := loadConfig(*file, stdout, stderr)
 		if !ok {
@@ -104,11 +106,18 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 			*token = cfg.Admin.Token
 		}
 		if *addr == "" {
+			lo := adminListenOrigin(cfg)
 			if cfg.Admin.Listen == "" {
-				fmt.Fprintf(stderr, "pipeline savepoint create: %s turns the admin API off (admin.listen): pass -admin URL\n", *file)
+				fmt.Fprintf(stderr, "pipeline savepoint create: %s turns the admin API off (%s): pass -admin URL\n", *file, lo)
 				return exitFail
 			}
 			*addr = adminURL(cfg.Admin.Listen)
+			origin = "it is " + lo.String()
+			if lo.variable != "" {
+				origin += fmt.Sprintf(": is the job running, and is $%s here what it was for the job? Set it as the job has it, or pass -admin URL", lo.variable)
+			} else {
+				origin += ": is the job running? Pass -admin URL if it listens elsewhere"
+			}
 		}
 	}
 	if *token == "" {
@@ -118,7 +127,11 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	info, err := requestSavepoint(ctx, *addr, *token, dirs[0])
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoJob):
+		fmt.Fprintf(stderr, "pipeline savepoint create: no job answers at %s: %v\n  %s\n", *addr, errors.Unwrap(err), origin)
+		return exitFail
+	case err != nil:
 		fmt.Fprintf(stderr, "pipeline savepoint create: %v\n", err)
 		return exitFail
 	}
@@ -140,6 +153,16 @@ func adminURL(listen string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
+// errNoJob marks an admin address where no job's admin API answers
+// (noJob says what did).
+var errNoJob = errors.New("no job answers")
+
+type noJob struct{ err error }
+
+func (e noJob) Error() string        { return errNoJob.Error() + ": " + e.err.Error() }
+func (e noJob) Is(target error) bool { return target == errNoJob }
+func (e noJob) Unwrap() error        { return e.err }
+
 // requestSavepoint is POST /api/v1/savepoints.
 func requestSavepoint(ctx context.Context, base, token, dir string) (runtime.SavepointInfo, error) {
 	body, err := json.Marshal(admin.SavepointRequest{Dir: dir})
@@ -155,6 +178,10 @@ func requestSavepoint(ctx context.Context, base, token, dir string) (runtime.Sav
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if ue := (*neturl.Error)(nil); errors.As(err, &ue) && ctx.Err() == nil {
+			// Nothing listens there, or not HTTP: not the job.
+			return runtime.SavepointInfo{}, noJob{ue.Err}
+		}
 		return runtime.SavepointInfo{}, fmt.Errorf("asking the job at %s: %w", base, err)
 	}
 	defer resp.Body.Close()
@@ -167,7 +194,8 @@ func requestSavepoint(ctx context.Context, base, token, dir string) (runtime.Sav
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 			return runtime.SavepointInfo{}, fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
 		}
-		return runtime.SavepointInfo{}, fmt.Errorf("%s answered %s: %.200s", url, resp.Status, raw)
+		// Not the admin API's answer: another server has the port.
+		return runtime.SavepointInfo{}, noJob{fmt.Errorf("%s answered %s: %.200s", url, resp.Status, raw)}
 	}
 	var ok admin.SavepointResponse
 	if err := json.Unmarshal(raw, &ok); err != nil {
