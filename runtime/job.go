@@ -65,6 +65,10 @@ type Job struct {
 	stopping      chan struct{}
 	stopOnce      sync.Once
 	stopSavepoint string
+	// ended is closed when Run returns, with its error in runErr
+	// (SavepointAndStop waits for it).
+	ended  chan struct{}
+	runErr error
 	// savepoints takes Savepoint's requests to the running attempt.
 	savepoints chan *savepointRequest
 	// from is the savepoint to start from (nil: the job's own checkpoints).
@@ -138,7 +142,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
 		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second, discoverEvery: partitionDiscoveryInterval,
 		jitter:   equalJitter(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
-		stopping: make(chan struct{}), savepoints: make(chan *savepointRequest),
+		stopping: make(chan struct{}), savepoints: make(chan *savepointRequest), ended: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(j)
@@ -181,8 +185,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 // topics are damaged (ErrDamaged), or the cluster cannot honour the
 // configuration (ErrUnfit). Any other
 // failure restarts it from the last completed checkpoint, after a pause
-// that grows while failures repeat.
+// that grows while failures repeat. A Job runs once.
 func (j *Job) Run(ctx context.Context) error {
+	err := j.run(ctx)
+	j.runErr = err
+	close(j.ended)
+	return err
+}
+
+func (j *Job) run(ctx context.Context) error {
 	run, restartsFrom := j.attempt, "the last completed checkpoint"
 	if j.cfg.Guarantee == config.AtMostOnce {
 		run, restartsFrom = j.attemptAtMostOnce, "the group's offsets, with empty state (at_most_once)"

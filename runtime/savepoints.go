@@ -89,6 +89,61 @@ func (j *Job) StopWithSavepoint(dir string) {
 	})
 }
 
+// ErrStopping is wrapped (with ErrSavepoint) by SavepointAndStop when the
+// job is stopping already: a stop is asked for once.
+var ErrStopping = errors.New("the job is stopping already")
+
+// SavepointAndStop stops the job the way StopWithSavepoint does (run
+// --stop-with-savepoint on a signal): its final checkpoint is exported as
+// a savepoint into dir (made absolute against the working directory),
+// and Run returns. It returns once Run has, with the savepoint: the
+// upgrade path of a job started without that flag (POST
+// /api/v1/savepoints with "stop": true). In group mode it is what
+// StopWithSavepoint does there: with other processes running, a
+// savepoint of the whole group is taken and this process stops; on the
+// last process, its final checkpoint after the repartition topic drained.
+//
+// The job stops even when the savepoint then fails (its final checkpoint
+// stands, and Run's error says why). When ctx ends first it stops
+// waiting; the job stops all the same.
+func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summary, error) {
+	if j.cfg.Guarantee == config.AtMostOnce {
+		return savepoint.Summary{}, fmt.Errorf("%w: an at_most_once job takes no checkpoints, so it has no savepoints", ErrSavepoint)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
+	}
+	// Refused before the job stops, not after.
+	if err := savepoint.CheckTarget(abs); err != nil {
+		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
+	}
+	asked := false
+	j.stopOnce.Do(func() {
+		j.stopSavepoint, asked = abs, true
+		close(j.stopping)
+	})
+	if !asked {
+		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, ErrStopping)
+	}
+	j.log.Info("stopping after a final checkpoint, written as a savepoint, as asked", "savepoint", abs)
+	select {
+	case <-j.ended:
+	case <-ctx.Done():
+		return savepoint.Summary{}, fmt.Errorf("stopped waiting for the job to stop with savepoint %s: %w; it stops all the same", abs, ctx.Err())
+	}
+	if j.runErr != nil {
+		return savepoint.Summary{}, j.runErr
+	}
+	// Run ended without an error, so the savepoint is complete unless the
+	// stop was cut short (its context ended: a second signal).
+	sum, err := savepoint.Inspect(abs)
+	if err != nil {
+		return savepoint.Summary{}, fmt.Errorf("%w: the job stopped before the savepoint was complete: %w", ErrSavepoint, err)
+	}
+	return sum, nil
+}
+
 // savepointRequest is one call of Job.Savepoint, handed to the running
 // attempt's coordinator loop.
 type savepointRequest struct {

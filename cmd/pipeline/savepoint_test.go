@@ -213,3 +213,53 @@ func (j *job) readIn(base string) int64 {
 	v, _ := metricstest.Value(string(body), fmt.Sprintf(`pipeline_records_in_total{pipeline=%q,topic=%q}`, j.env["JOB_NAME"], j.env["INPUT_TOPIC"]))
 	return int64(v)
 }
+
+// A job started without --stop-with-savepoint is stopped with a savepoint
+// through its admin API (`savepoint create --stop`), under load: the
+// process exits 0, the savepoint restores, and the outputs across the stop
+// neither lose nor repeat anything.
+func TestStopWithSavepointThroughTheAPI(t *testing.T) {
+	j := newJob(t, "exactly_once")
+	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
+	j.env["PIPELINE_ADMIN_TOKEN"] = "test-token"
+	root := t.TempDir()
+	j.env["SAVEPOINT_DIR"] = root
+	const total = 20000
+
+	j.start()
+	wait := j.feed(1, total/2, 5000)
+	j.awaitRead(2000)
+	addr := "http://" + adminAddr.FindStringSubmatch(j.output())[1]
+	code, stdout, stderr := j.pipelineCmd("savepoint", "create", "-admin", addr, "--stop", "final")
+	final := filepath.Join(root, "final")
+	if code != 0 || !strings.Contains(stdout, "savepoint written: "+final) || !strings.Contains(stdout, "the job stopped") {
+		t.Fatalf("savepoint create --stop: exit %d\n%s%s", code, stdout, stderr)
+	}
+	select {
+	case err := <-j.exited:
+		j.cmd = nil
+		if err != nil {
+			t.Fatalf("the job stopped with a savepoint exited with %v, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not exit after savepoint create --stop answered")
+	}
+	// Asking again finds no job.
+	if code, _, stderr := j.pipelineCmd("savepoint", "create", "-admin", addr, "--stop", "again"); code != 1 || !strings.Contains(stderr, "no job answers") {
+		t.Fatalf("savepoint create --stop of a stopped job: exit %d\n%s", code, stderr)
+	}
+	wait()
+
+	wait = j.feed(total/2+1, total/2, 5000)
+	j.args = []string{"--from-savepoint", final}
+	j.start()
+	wait()
+	rep := j.awaitFinal(total, false)
+	j.terminate()
+	if !rep.Exact() {
+		t.Fatalf("across a stop with a savepoint over the API: %v", rep)
+	}
+	if strings.Count(j.output(), `msg="imported savepoint"`) != 1 {
+		t.Fatal("the savepoint was not imported")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -22,6 +23,7 @@ type Job interface {
 	Ready() bool
 	Checkpoints() []runtime.CheckpointInfo
 	Savepoint(ctx context.Context, dir string) (savepoint.Summary, error)
+	SavepointAndStop(ctx context.Context, dir string) (savepoint.Summary, error)
 }
 
 var _ Job = (*runtime.Job)(nil)
@@ -36,11 +38,20 @@ type SavepointRequest struct {
 	// absolute path that lies below it. Its parent must exist; it must
 	// not, or be empty.
 	Dir string `json:"dir"`
+	// Stop makes the savepoint the job's final checkpoint and stops it
+	// (exit 0), as run --stop-with-savepoint does on a signal: the upgrade
+	// path. The answer comes once the job has stopped.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // SavepointResponse is the answer to POST /api/v1/savepoints.
 type SavepointResponse struct {
 	Savepoint runtime.SavepointInfo `json:"savepoint"`
+	// Stopped: the job stopped after it ({"stop": true}).
+	Stopped bool `json:"stopped,omitempty"`
+	// Note says what else to know, e.g. that other processes of a
+	// group-mode job run on.
+	Note string `json:"note,omitempty"`
 }
 
 // ErrorResponse is the body of every error answer of the API.
@@ -123,18 +134,47 @@ func Handler(job Job, metrics http.Handler, cfg config.Admin) http.Handler {
 		}
 		// The request's context only bounds the wait: a client that gives
 		// up does not leave half a savepoint behind (the job finishes or
-		// removes it).
-		sum, err := job.Savepoint(r.Context(), dir)
+		// removes it), nor a job half stopped (it stops all the same).
+		var (
+			sum  savepoint.Summary
+			note string
+		)
+		if req.Stop {
+			note = othersRunOn(job.Status())
+			sum, err = job.SavepointAndStop(r.Context(), dir)
+		} else {
+			sum, err = job.Savepoint(r.Context(), dir)
+		}
 		switch {
-		case errors.Is(err, savepoint.ErrExists), errors.Is(err, runtime.ErrSavepointBusy):
+		case errors.Is(err, savepoint.ErrExists), errors.Is(err, runtime.ErrSavepointBusy), errors.Is(err, runtime.ErrStopping):
 			writeError(w, http.StatusConflict, err.Error())
 		case err != nil:
 			writeError(w, http.StatusInternalServerError, err.Error())
 		default:
-			writeJSON(w, SavepointResponse{Savepoint: runtime.NewSavepointInfo(sum)})
+			writeJSON(w, SavepointResponse{Savepoint: runtime.NewSavepointInfo(sum), Stopped: req.Stop, Note: note})
 		}
 	})
 	return mux
+}
+
+// othersRunOn is the note of a stop with a savepoint in group mode while
+// other processes were members: they run on, so the savepoint is the
+// job's final state only if they stopped first.
+func othersRunOn(st runtime.Status) string {
+	if st.Group == nil {
+		return ""
+	}
+	var others []string
+	for _, m := range st.Group.Members {
+		if m != st.Group.Instance {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("group mode: this process (%s) stopped; the others (%s) ran on when it was asked, reading after the savepoint: "+
+		"for an upgrade, stop them first and take the savepoint on the last one", st.Group.Instance, strings.Join(others, ", "))
 }
 
 // authorized checks the request's bearer token, answering it if wrong.

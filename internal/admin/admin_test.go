@@ -26,11 +26,22 @@ type fakeJob struct {
 	// savepoint answers Savepoint; asked records the dirs asked for.
 	savepoint func(dir string) (savepoint.Summary, error)
 	asked     []string
+	// stopped records the dirs of SavepointAndStop; stopErr is its error.
+	stopped []string
+	stopErr error
 }
 
 func (f *fakeJob) Savepoint(_ context.Context, dir string) (savepoint.Summary, error) {
 	f.asked = append(f.asked, dir)
 	return f.savepoint(dir)
+}
+
+func (f *fakeJob) SavepointAndStop(_ context.Context, dir string) (savepoint.Summary, error) {
+	f.stopped = append(f.stopped, dir)
+	if f.stopErr != nil {
+		return savepoint.Summary{}, f.stopErr
+	}
+	return savepoint.Summary{Dir: dir, ID: "sha256:cd", CheckpointID: 12}, nil
 }
 
 func (f *fakeJob) Status() runtime.Status                { return f.st }
@@ -163,6 +174,43 @@ func TestSavepointEndpoint(t *testing.T) {
 	}
 	if code, _ := get(t, h, "GET", path); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET %s = %d, want 405", path, code)
+	}
+}
+
+// {"stop": true} asks the job to stop with the savepoint as its final
+// checkpoint, answers once it stopped, and says so; a job stopping
+// already answers 409. In group mode the answer notes the processes that
+// run on.
+func TestSavepointEndpointStops(t *testing.T) {
+	root := t.TempDir()
+	job := &fakeJob{savepoint: func(string) (savepoint.Summary, error) {
+		t.Error("a stop took a savepoint of the running job instead")
+		return savepoint.Summary{}, nil
+	}}
+	h := Handler(job, http.NotFoundHandler(), config.Admin{Token: "s3cret", SavepointDir: root})
+	const path = "/api/v1/savepoints"
+
+	code, _, body := post(t, h, path, "s3cret", `{"dir": "final", "stop": true}`)
+	var ok SavepointResponse
+	if code != 200 || json.Unmarshal([]byte(body), &ok) != nil || !ok.Stopped || ok.Note != "" ||
+		ok.Savepoint.Dir != filepath.Join(root, "final") || ok.Savepoint.CheckpointID != 12 {
+		t.Fatalf("POST stop = %d %s", code, body)
+	}
+	if len(job.stopped) != 1 || job.stopped[0] != filepath.Join(root, "final") {
+		t.Fatalf("SavepointAndStop asked for %v", job.stopped)
+	}
+
+	job.stopErr = fmt.Errorf("%w: %w", runtime.ErrSavepoint, runtime.ErrStopping)
+	if code, _, body := post(t, h, path, "s3cret", `{"dir": "again", "stop": true}`); code != 409 || !strings.Contains(body, "stopping already") {
+		t.Errorf("POST stop while stopping = %d %s, want 409", code, body)
+	}
+
+	job.stopErr = nil
+	job.st.Group = &runtime.GroupInfo{Instance: "b", Members: []string{"a", "b", "c"}}
+	code, _, body = post(t, h, path, "s3cret", `{"dir": "group", "stop": true}`)
+	ok = SavepointResponse{}
+	if code != 200 || json.Unmarshal([]byte(body), &ok) != nil || !strings.Contains(ok.Note, "the others (a, c) ran on") {
+		t.Fatalf("POST stop in group mode = %d %s", code, body)
 	}
 }
 

@@ -23,14 +23,18 @@ import (
 )
 
 const savepointUsage = `usage:
-  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR
-      ask the running job (its admin API) for a savepoint into DIR below the
-      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily
-      exists), or an absolute path inside that directory on the job's
-      machine; prints where it went once complete
+  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] [--stop] DIR
+` + createSynopsisBody + `
   pipeline savepoint inspect PATH
       what a savepoint holds, after verifying its manifest's checksum
 `
+
+const createSynopsisBody = `      ask the running job (its admin API) for a savepoint into DIR below the
+      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily
+      exists), or an absolute path inside that directory on the job's
+      machine; prints where it went once complete. With --stop the savepoint
+      is the job's final checkpoint and the job stops (exit 0), as run
+      --stop-with-savepoint does on a signal: the upgrade path`
 
 // savepointCmd is `pipeline savepoint create|inspect`.
 func savepointCmd(args []string, stdout, stderr io.Writer) int {
@@ -80,11 +84,12 @@ func inspectSavepoint(args []string, stdout, stderr io.Writer) int {
 const tokenEnv = "PIPELINE_ADMIN_TOKEN"
 
 func createSavepoint(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("pipeline savepoint create", "  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] DIR\n      ask the running job (its admin API) for a savepoint into DIR below the\n      job's admin.savepoint_dir: a name such as sp-1 (or daily/sp-1 when daily\n      exists), or an absolute path inside that directory on the job's\n      machine; prints where it went once complete")
+	fs := newFlags("pipeline savepoint create", "  pipeline savepoint create [-c FILE] [-admin URL] [-token TOKEN] [-timeout D] [--stop] DIR\n"+createSynopsisBody)
 	file := fs.String("c", "config.yaml", "the job's YAML file: where its admin API listens (admin.listen) and its token (admin.token)")
 	addr := fs.String("admin", "", "the job's admin API, e.g. `http://127.0.0.1:8080` (default: from the job's file)")
 	token := fs.String("token", "", "the admin API's bearer token (default: $"+tokenEnv+", else admin.token of the job's file)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "how long to wait for the savepoint to complete")
+	stop := fs.Bool("stop", false, "stop the job with the savepoint as its final checkpoint (it exits 0), and answer once it stopped")
 	dirs, code, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -126,7 +131,7 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	info, err := requestSavepoint(ctx, *addr, *token, dirs[0])
+	answer, err := requestSavepoint(ctx, *addr, *token, admin.SavepointRequest{Dir: dirs[0], Stop: *stop})
 	switch {
 	case errors.Is(err, errNoJob):
 		fmt.Fprintf(stderr, "pipeline savepoint create: no job answers at %s: %v\n  %s\n", *addr, errors.Unwrap(err), origin)
@@ -135,8 +140,15 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline savepoint create: %v\n", err)
 		return exitFail
 	}
+	info := answer.Savepoint
 	fmt.Fprintf(stdout, "savepoint written: %s\n  id:         %s\n  checkpoint: %d\n  state:      %d keys, %d bytes\n",
 		info.Dir, info.ID, info.CheckpointID, info.Keys, info.Bytes)
+	if answer.Stopped {
+		fmt.Fprintf(stdout, "the job stopped: it was the final checkpoint; start the job from it with\n  pipeline run -c FILE --from-savepoint %s\n", info.Dir)
+	}
+	if answer.Note != "" {
+		fmt.Fprintf(stdout, "note: %s\n", answer.Note)
+	}
 	return exitOK
 }
 
@@ -164,15 +176,15 @@ func (e noJob) Is(target error) bool { return target == errNoJob }
 func (e noJob) Unwrap() error        { return e.err }
 
 // requestSavepoint is POST /api/v1/savepoints.
-func requestSavepoint(ctx context.Context, base, token, dir string) (runtime.SavepointInfo, error) {
-	body, err := json.Marshal(admin.SavepointRequest{Dir: dir})
+func requestSavepoint(ctx context.Context, base, token string, sr admin.SavepointRequest) (admin.SavepointResponse, error) {
+	body, err := json.Marshal(sr)
 	if err != nil {
-		return runtime.SavepointInfo{}, err
+		return admin.SavepointResponse{}, err
 	}
 	url := strings.TrimSuffix(base, "/") + "/api/v1/savepoints"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return runtime.SavepointInfo{}, err
+		return admin.SavepointResponse{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -180,28 +192,28 @@ func requestSavepoint(ctx context.Context, base, token, dir string) (runtime.Sav
 	if err != nil {
 		if ue := (*neturl.Error)(nil); errors.As(err, &ue) && ctx.Err() == nil {
 			// Nothing listens there, or not HTTP: not the job.
-			return runtime.SavepointInfo{}, noJob{ue.Err}
+			return admin.SavepointResponse{}, noJob{ue.Err}
 		}
-		return runtime.SavepointInfo{}, fmt.Errorf("asking the job at %s: %w", base, err)
+		return admin.SavepointResponse{}, fmt.Errorf("asking the job at %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return runtime.SavepointInfo{}, fmt.Errorf("reading the answer of %s: %w", url, err)
+		return admin.SavepointResponse{}, fmt.Errorf("reading the answer of %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e admin.ErrorResponse
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			return runtime.SavepointInfo{}, fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
+			return admin.SavepointResponse{}, fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
 		}
 		// Not the admin API's answer: another server has the port.
-		return runtime.SavepointInfo{}, noJob{fmt.Errorf("%s answered %s: %.200s", url, resp.Status, raw)}
+		return admin.SavepointResponse{}, noJob{fmt.Errorf("%s answered %s: %.200s", url, resp.Status, raw)}
 	}
 	var ok admin.SavepointResponse
 	if err := json.Unmarshal(raw, &ok); err != nil {
-		return runtime.SavepointInfo{}, fmt.Errorf("the answer of %s: %w", url, err)
+		return admin.SavepointResponse{}, fmt.Errorf("the answer of %s: %w", url, err)
 	}
-	return ok.Savepoint, nil
+	return ok, nil
 }
 
 // restoreFlags are the flags of `run` (and `validate`) that start a job
