@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -141,5 +143,35 @@ func TestTopicsReadUsage(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, tt.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 with %q", tt.args, code, errOut, tt.msg)
 		}
+	}
+}
+
+// The docs read results with `pipeline topics read`; a kcat line kept as
+// the alternative reads committed records and exits at the end (-e), as
+// a user copying it expects.
+func TestDocsReadResultsWithAnEnd(t *testing.T) {
+	docs := []string{"../../README.md", "../../examples/parity-sum/README.md"}
+	more, err := filepath.Glob("../../examples/*/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawRead := false
+	for _, doc := range append(docs, more...) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			sawRead = sawRead || strings.Contains(line, "pipeline topics read ")
+			if !strings.Contains(line, "kcat -b") {
+				continue
+			}
+			if !strings.Contains(line, " -e") || !strings.Contains(line, "isolation.level=read_committed") {
+				t.Errorf("%s:%d: a kcat line without -e or read_committed: %s", doc, i+1, line)
+			}
+		}
+	}
+	if !sawRead {
+		t.Error("no doc reads results with pipeline topics read")
 	}
 }
