@@ -83,7 +83,7 @@ type IncompatibleError struct {
 // RestartFix is how to make a change that a plain restart refuses: the
 // job's own checkpoints allow no flags.
 const RestartFix = "a restart from the job's own checkpoints cannot drop state or remap topics: put the configuration back; " +
-	"or take a savepoint with it (pipeline savepoint create, or run --stop-with-savepoint) and start the changed job from that savepoint " +
+	"or stop the job running it with a savepoint (pipeline savepoint create --stop DIR, or run --stop-with-savepoint DIR) and start the changed job from that savepoint " +
 	"(run --from-savepoint DIR, with the flag a fix above names); or start the changed job under a new name (name:), without state"
 
 func (e *IncompatibleError) Error() string {

@@ -38,7 +38,8 @@ func TestRefusedRestartExits(t *testing.T) {
 	}
 	code, stdout, validated := j.pipelineCmd("validate", "--against-checkpoint", "-c", j.config)
 	refusal, found := strings.CutPrefix(validated, "pipeline validate: ")
-	if code != 1 || !found || !strings.Contains(refusal, `value "sum" was sum(n), the config has sum(n * 2)`) {
+	if code != 1 || !found || !strings.Contains(refusal, `value "sum" was sum(n), the config has sum(n * 2)`) ||
+		!strings.Contains(refusal, "pipeline savepoint create --stop DIR") {
 		t.Fatalf("validate --against-checkpoint of the changed file: exit %d\n%s%s", code, stdout, validated)
 	}
 

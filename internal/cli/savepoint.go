@@ -144,7 +144,7 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "savepoint written: %s\n  id:         %s\n  checkpoint: %d\n  state:      %d keys, %d bytes\n",
 		info.Dir, info.ID, info.CheckpointID, info.Keys, info.Bytes)
 	if answer.Stopped {
-		fmt.Fprintf(stdout, "the job stopped: it was the final checkpoint; start the job from it with\n  pipeline run -c FILE --from-savepoint %s\n", info.Dir)
+		fmt.Fprintf(stdout, "the job stopped after it (its final checkpoint); to start the job, changed or not, from it:\n  pipeline run -c FILE --from-savepoint %s\n", info.Dir)
 	}
 	if answer.Note != "" {
 		fmt.Fprintf(stdout, "note: %s\n", answer.Note)
