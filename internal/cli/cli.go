@@ -33,9 +33,12 @@ Usage:
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo                     everything in one process (in-process broker, generator, job)
   pipeline savepoint create DIR     ask the running job for a savepoint into DIR
+      [--stop]                      (--stop: as its final checkpoint, and stop the job)
   pipeline savepoint inspect PATH   what a savepoint holds
-  pipeline topics create NAME       create a topic on the cluster of the job's file (-c FILE)
+  pipeline topics create NAME       create a topic on the cluster of the job's file (-c FILE,
+                                    or --brokers, else $KAFKA_BROKERS without ./config.yaml)
   pipeline topics list|describe     the cluster's topics; partitions, offsets and configs of some
+  pipeline topics read TOPIC        print a topic's committed records (--from-beginning: to its end)
   pipeline version                  print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
