@@ -126,13 +126,24 @@ func windowCrashes(t *testing.T, j *job, in *windowInput, randomKills int, rng *
 // The read_committed output of parity-windows is the same for any crash
 // schedule and for checkpoint intervals of 20 ms and 2 s, and equals the
 // batch oracle: every window once with its exact count and sum, every
-// record beyond the bound once in the late topic and in no window.
+// record whose window had closed once in the late topic and in no
+// window, and every record behind the watermark in a window still open
+// counted in it.
 func TestParityWindowsExactUnderSIGKILL(t *testing.T) {
 	seed := uint64(envInt(t, "CRASH_SEED", time.Now().UnixNano()))
 	t.Logf("seed %d (CRASH_SEED=%d replays it)", seed, seed)
 	perPartition := int(envInt(t, "WINDOW_RECORDS", 8000))
 	base := time.Now().Add(-time.Hour).UnixMilli() / 1000 * 1000
 	data := windowcheck.Generate(int64(seed), windowPartitions, perPartition, windowParams, 0.02, base)
+	var all []windowcheck.Input
+	for _, part := range data {
+		all = append(all, part...)
+	}
+	if behind := windowcheck.Behind(windowParams, all); behind == 0 {
+		t.Fatal("no input behind the watermark in an open window: the test would not show they count")
+	} else {
+		t.Logf("%d inputs behind their partition's watermark by more than the lateness, in windows still open", behind)
+	}
 	for _, c := range []struct {
 		interval string
 		kills    int
