@@ -63,7 +63,7 @@ func (m *Metrics) DeadLetterTruncated() { m.deadLettersTruncated.Inc() }
 
 // DeadLettered counts one record sent to the dead-letter topic. code is the
 // stable failure class of operator.Code (decode, missing_field, eval, type,
-// overflow, and the sink's too_large), never the message.
+// overflow, future, and the sink's too_large), never the message.
 func (m *Metrics) DeadLettered(code string) {
 	m.deadLetters.WithLabelValues(code).Inc()
 }

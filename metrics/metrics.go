@@ -77,7 +77,7 @@ func restartReasons() []string {
 }
 
 func deadLetterCodes() []string {
-	return []string{"decode", "missing_field", "eval", "type", "overflow", "too_large"}
+	return []string{"decode", "missing_field", "eval", "type", "overflow", "future", "too_large"}
 }
 
 // New registers the metrics of the job named job on reg and returns them.

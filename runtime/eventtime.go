@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -86,6 +87,9 @@ type sourceTime struct {
 	expr       *operator.Expr // nil: the Kafka record timestamp
 	outOfOrder int64          // max_out_of_orderness, ms
 	idle       time.Duration  // idle_timeout; 0: off
+	// maxFuture is max_future in ms (0: off), futureStep its config path.
+	maxFuture  int64
+	futureStep string
 }
 
 // windowPlan is the window step, compiled.
@@ -108,7 +112,8 @@ func compileTime(cfg *config.Config, chain *operator.Chain, agg *operator.Aggreg
 		if et == nil {
 			continue
 		}
-		st := &sourceTime{outOfOrder: et.MaxOutOfOrderness.Milliseconds(), idle: et.IdleTimeout}
+		st := &sourceTime{outOfOrder: et.MaxOutOfOrderness.Milliseconds(), idle: et.IdleTimeout,
+			maxFuture: et.MaxFuture.Milliseconds(), futureStep: fmt.Sprintf("sources[%d].event_time.max_future", i)}
 		if et.Timestamp != "" {
 			path := fmt.Sprintf("sources[%d].event_time.timestamp", i)
 			e, err := operator.CompileExpr(path, et.Timestamp)
@@ -231,6 +236,30 @@ func (c *clocks) at(positions []checkpoint.SourceOffset) []eventTime {
 		out = append(out, et)
 	}
 	return out
+}
+
+// future is the dead-letter error of an event time at that is further
+// ahead of the processing time now than st's max_future, or nil. The
+// decision reads the wall clock, so unlike the rest of event time it can
+// differ on a replay: a record judged near the bound may be kept on
+// one run and refused on the other (after a crash, its time may have
+// come). Off by default, like idle_timeout.
+func (st *sourceTime) future(at int64, now time.Time) *operator.RecordError {
+	nowMs := now.UnixMilli()
+	if at <= window.SatAdd(nowMs, st.maxFuture) {
+		return nil
+	}
+	return &operator.RecordError{Step: st.futureStep, Code: operator.CodeFuture, Reason: fmt.Sprintf(
+		"event time %s is %s ahead of the processing time %s, more than max_future %s; it would move the partition's watermark there and make every later record of the partition late",
+		operator.AppendTime(nil, at), ahead(at-nowMs), operator.AppendTime(nil, nowMs), time.Duration(st.maxFuture)*time.Millisecond)}
+}
+
+// ahead is a gap of ms milliseconds, readable at any size.
+func ahead(ms int64) string {
+	if ms >= math.MaxInt64/int64(time.Millisecond) {
+		return fmt.Sprintf("%d days", ms/(24*3600*1000))
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // jobWatermark is W(N) from W(N-1) and the partitions at barrier N.

@@ -288,6 +288,14 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 			if cl.src.idle > 0 {
 				cl.lastRead = r.clocks.now()
 			}
+			if cl.src.maxFuture > 0 {
+				if ferr := cl.src.future(at, r.clocks.now()); ferr != nil {
+					// Never moves the watermark: one such time would make
+					// every later record of the partition late.
+					r.chain.Recycle(op)
+					return r.p.deadLetters(rec, ferr), int(uint32(rec.Partition) % uint32(r.workers))
+				}
+			}
 			// Late per window against the partition's own watermark
 			// (eventtime.go): a record behind the watermark still counts
 			// in every window of its that is open.

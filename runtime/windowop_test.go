@@ -14,6 +14,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -456,5 +457,44 @@ func TestExtremeEventTimesAreDeadLetters(t *testing.T) {
 	want := []windowOutput{{Key: "odd", WindowStart: "1970-01-01T00:00:01Z", WindowEnd: "1970-01-01T00:00:01.1Z", Count: 1, Sum: 7}}
 	if got := h.sorted(); !slices.Equal(got, want) {
 		t.Fatalf("outputs %+v, want %+v", got, want)
+	}
+}
+
+// A far-future event time (ts 1e15, the year 33658) moves its partition's
+// watermark there, and every later record of the partition is late; the
+// late headers still print it (as epoch milliseconds: RFC 3339 stops at
+// the year 9999). With max_future the record is a dead letter (code
+// future) instead and never moves the watermark; a record ahead by less
+// is kept.
+func TestFarFutureEventTime(t *testing.T) {
+	now := time.Now().UnixMilli() / 1000 * 1000
+	rec := func(n, ts int64) string { return fmt.Sprintf(`{"n": %d, "ts": %d}`, n, ts) }
+	h := newWindowHarness(t, windowTestJob, windowEnv("tumbling: 1s", "0s", "0s"), 1)
+	h.send(0, 0, rec(1, now))
+	h.send(0, 1, rec(3, 1e15))
+	h.send(0, 2, rec(5, now+1))
+	if h.dead != 0 || len(h.late) != 1 || sinkHeader(h.late[0], HeaderLateWatermark) != "1000000000000000" {
+		t.Fatalf("without max_future: %d dead letters, late %v; want the record after 1e15 late, judged at 1000000000000000", h.dead, h.late)
+	}
+
+	yaml := strings.Replace(windowTestJob, "max_out_of_orderness: ${OOO}", "max_out_of_orderness: ${OOO}, max_future: 1h", 1)
+	h = newWindowHarness(t, yaml, windowEnv("tumbling: 1s", "0s", "0s"), 1)
+	h.send(0, 0, rec(1, now))
+	h.send(0, 1, rec(3, 1e15))
+	h.send(0, 2, rec(5, now+1))
+	h.send(0, 3, rec(7, now+2000))
+	h.send(0, 4, rec(9, now+59*60*1000)) // within max_future: kept
+	h.barrier()
+	if len(h.late) != 0 || h.dead != 1 {
+		t.Fatalf("with max_future 1h: %d late, %d dead letters; want 0 and 1", len(h.late), h.dead)
+	}
+	dl := h.deadRecs[0]
+	if sinkHeader(dl, sink.HeaderCode) != "future" || sinkHeader(dl, sink.HeaderStep) != "sources[0].event_time.max_future" ||
+		!strings.Contains(sinkHeader(dl, sink.HeaderReason), "event time 1000000000000000 is ") || sinkHeader(dl, sink.HeaderOffset) != "1" {
+		t.Fatalf("dead letter headers %v", dl.Headers)
+	}
+	start := string(operator.AppendTime(nil, now))
+	if got := h.sorted(); len(got) < 2 || got[0].WindowStart != start || got[0].Count != 2 || got[0].Sum != 6 {
+		t.Fatalf("outputs %+v; want [%s, +1s) with 2 records, summing 6", got, start)
 	}
 }
