@@ -61,6 +61,10 @@ func (m *Metrics) EndToEnd(recordTime, visible time.Time) {
 // max.message.bytes (the original sizes are in its headers).
 func (m *Metrics) DeadLetterTruncated() { m.deadLettersTruncated.Inc() }
 
+// TimestampReplaced counts one record written to topic with the
+// processing time as its timestamp instead of its own.
+func (m *Metrics) TimestampReplaced(topic string) { m.timestampsReplaced.WithLabelValues(topic).Inc() }
+
 // DeadLettered counts one record sent to the dead-letter topic. code is the
 // stable failure class of operator.Code (decode, missing_field, eval, type,
 // overflow, future, and the sink's too_large), never the message.
