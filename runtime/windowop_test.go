@@ -405,6 +405,13 @@ func TestIdlePartitionReleasesTheWatermark(t *testing.T) {
 		if wm != want {
 			t.Errorf("idle_timeout %s: watermark %d, want %d", idle, wm, want)
 		}
+		// The input stops: every partition goes idle, none is left to
+		// move the watermark, and it stays (the README says so: the last
+		// windows do not fire until records arrive).
+		now = now.Add(time.Hour)
+		if got := jobWatermark(wm, c.at(parts)); got != wm {
+			t.Errorf("idle_timeout %s, every partition silent: watermark %d, want it held at %d", idle, got, wm)
+		}
 	}
 }
 
