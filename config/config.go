@@ -188,6 +188,8 @@ type EventTime struct {
 	MaxOutOfOrderness time.Duration `yaml:"max_out_of_orderness"`
 	// IdleTimeout: a partition without records for this long (processing time) stops holding the watermark back. Default 0: off (deterministic).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxFuture: a record whose event time is further ahead of the processing time than this goes to the dead-letter topic (code future) and never moves its partition's watermark. Default 0: off (deterministic).
+	MaxFuture time.Duration `yaml:"max_future"`
 }
 
 // Step is one stage of the chain. Exactly one of Filter, Map, KeyBy,

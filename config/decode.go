@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,12 +403,15 @@ func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	dur, err := parseDuration(s)
-	if err != nil {
-		d.fail(n, path, "invalid duration %q: want a number with a unit (ns, us, ms, s, m, h, d), e.g. 250ms, 1s, 1m30s, 7d", s)
-		return
-	}
-	if dur < 0 {
+	switch {
+	case errors.Is(err, errDurationNegative) || err == nil && dur < 0:
 		d.fail(n, path, "duration %s is negative", s)
+		return
+	case errors.Is(err, errDurationTooLarge):
+		d.fail(n, path, "duration %s is too large: at most %dd (about 292 years)", s, maxDurationDays)
+		return
+	case err != nil:
+		d.fail(n, path, "invalid duration %q: want a number with a unit (ns, us, ms, s, m, h, d), e.g. 250ms, 1s, 1m30s, 7d", s)
 		return
 	}
 	v.SetInt(int64(dur))
@@ -582,24 +587,56 @@ func describe(n *yaml.Node) string {
 	return fmt.Sprintf("%q", v)
 }
 
+// Why parseDuration refused a duration that is well formed.
+var (
+	errDurationNegative = errors.New("negative")
+	errDurationTooLarge = errors.New("too large")
+)
+
+// maxDurationDays is the whole days a time.Duration holds (about 292
+// years).
+const maxDurationDays = math.MaxInt64 / int64(24*time.Hour)
+
+// durationSyntax is what time.ParseDuration reads, unsigned: numbers
+// with units.
+var durationSyntax = regexp.MustCompile(`^(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // parseDuration is time.ParseDuration plus days: a leading whole number
-// of days ("7d", "1d12h"), since state TTLs are written in days.
+// of days ("7d", "1d12h"), since state TTLs are written in days. A well
+// formed duration below zero is errDurationNegative, one beyond what a
+// time.Duration holds errDurationTooLarge; anything else is a syntax
+// error.
 func parseDuration(s string) (time.Duration, error) {
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		if d, err := parseDuration(rest); err == nil && d == 0 {
+			return 0, nil // -0s
+		} else if err == nil || errors.Is(err, errDurationTooLarge) {
+			return 0, errDurationNegative
+		}
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
 	days, rest, ok := strings.Cut(s, "d")
 	if !ok {
-		return time.ParseDuration(s)
+		d, err := time.ParseDuration(s)
+		if err != nil && durationSyntax.MatchString(strings.TrimPrefix(s, "+")) {
+			return 0, errDurationTooLarge // well formed: it overflowed
+		}
+		return d, err
 	}
-	n, err := strconv.ParseUint(days, 10, 16)
-	if err != nil {
-		return time.ParseDuration(s) // its error names the problem
+	if days == "" || strings.TrimLeft(days, "0123456789") != "" || (rest != "" && !durationSyntax.MatchString(rest)) {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	n, err := strconv.ParseInt(days, 10, 64)
+	if err != nil || n > maxDurationDays {
+		return 0, errDurationTooLarge
 	}
 	d := time.Duration(n) * 24 * time.Hour
 	if rest == "" {
 		return d, nil
 	}
 	r, err := time.ParseDuration(rest)
-	if err != nil || strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, "+") || r > math.MaxInt64-d {
-		return 0, fmt.Errorf("invalid duration %q", s)
+	if err != nil || r > math.MaxInt64-d {
+		return 0, errDurationTooLarge
 	}
 	return d + r, nil
 }

@@ -223,6 +223,15 @@ func TestParseErrors(t *testing.T) {
 				"c.yaml:10:14: checkpoint.min_pause: duration -1s is negative",
 			},
 		},
+		{
+			name: "durations in days: negative and too large",
+			yaml: minimal + "checkpoint:\n  timeout: -1d\n  min_pause: 200000d\n  interval: 3000000h\n",
+			want: []string{
+				"c.yaml:9:12: checkpoint.timeout: duration -1d is negative",
+				"c.yaml:10:14: checkpoint.min_pause: duration 200000d is too large: at most 106751d (about 292 years)",
+				"c.yaml:11:13: checkpoint.interval: duration 3000000h is too large: at most 106751d (about 292 years)",
+			},
+		},
 
 		// Enums.
 		{

@@ -89,9 +89,22 @@ func TestParseDurationDays(t *testing.T) {
 			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"d", "1.5d", "-1d", "1d-1h", "7days", "1dd", "1d2562047h"} {
-		if got, err := parseDuration(bad); err == nil {
-			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
+	for bad, want := range map[string]error{
+		"d": nil, "1.5d": nil, "1d-1h": nil, "7days": nil, "1dd": nil, "5.5.5s": nil, "-x": nil, "1x": nil,
+		"-1d": errDurationNegative, "-1s": errDurationNegative, "-1d12h": errDurationNegative, "-100000d": errDurationNegative,
+		"200000d": errDurationTooLarge, "1d2562047h": errDurationTooLarge, "3000000h": errDurationTooLarge,
+		"99999999999999999999d": errDurationTooLarge, "106752d": errDurationTooLarge,
+	} {
+		got, err := parseDuration(bad)
+		if err == nil || (want != nil) != errors.Is(err, want) || want == nil && (errors.Is(err, errDurationNegative) || errors.Is(err, errDurationTooLarge)) {
+			t.Errorf("parseDuration(%q) = %v, %v; want error %v (nil: a syntax error)", bad, got, err, want)
+		}
+	}
+	// Every duration a time.Duration holds is accepted: 100000d (273
+	// years) too, up to 106751d.
+	for in, want := range map[string]time.Duration{"100000d": 100000 * 24 * time.Hour, "106751d": 106751 * 24 * time.Hour} {
+		if got, err := parseDuration(in); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 }

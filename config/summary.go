@@ -134,6 +134,9 @@ func (c *Config) Fingerprint() string {
 		// fingerprint its checkpoints were written with.
 		if et := s.EventTime; et != nil {
 			put("event_time", et.Timestamp, et.MaxOutOfOrderness.String(), et.IdleTimeout.String())
+			if et.MaxFuture > 0 {
+				put("max_future", et.MaxFuture.String())
+			}
 		}
 	}
 	put("steps", strconv.Itoa(len(c.Steps)))

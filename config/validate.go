@@ -241,6 +241,7 @@ func (v *validator) sources() {
 		if et := s.EventTime; et != nil {
 			v.millis(path+".event_time.max_out_of_orderness", et.MaxOutOfOrderness)
 			v.millis(path+".event_time.idle_timeout", et.IdleTimeout)
+			v.millis(path+".event_time.max_future", et.MaxFuture)
 		}
 	}
 }

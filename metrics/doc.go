@@ -39,6 +39,7 @@
 //	pipeline_consumer_lag_records{topic,partition}         SetLag, ForgetPartition
 //	pipeline_end_to_end_latency_seconds (histogram)        EndToEnd
 //	pipeline_dead_letter_records_total{code}               DeadLettered
+//	pipeline_timestamps_replaced_total{topic}              TimestampReplaced
 //	pipeline_checkpoint_duration_seconds (histogram)       CheckpointCompleted
 //	pipeline_checkpoint_alignment_seconds (histogram)      CheckpointCompleted
 //	pipeline_checkpoint_size_bytes (histogram)             CheckpointCompleted

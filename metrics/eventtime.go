@@ -30,7 +30,7 @@ func newEventTime(m *Metrics, f factory) eventTime {
 		partitionWatermark: f.gaugeVec("watermark_partition_timestamp_seconds", "Watermark of each input partition with event time: its largest event time minus max_out_of_orderness, as of the last checkpoint barrier. Absent before the partition's first record.", "topic", "partition"),
 		watermark:          f.gauge("watermark_timestamp_seconds", "The job's event-time watermark (the least partition watermark, never decreasing), as of the last checkpoint barrier; windows ending at or before it minus allowed_lateness have fired. 0 before every partition reported."),
 		openWindows:        f.gaugeVec("windows_open", "Windows holding state (not yet fired), per window operator.", "operator"),
-		lateRecords:        f.counterVec("late_records_total", "Records behind their partition's watermark by more than allowed_lateness, by what happened to them (result): side_output (written to the late topic) or drop.", "result"),
+		lateRecords:        f.counterVec("late_records_total", "Records all of whose windows had closed (window end + allowed_lateness at or below their partition's watermark), by what happened to them (result): side_output (written to the late topic) or drop. A record with one window still open counts there and is not late.", "result"),
 		expiredKeys:        f.counterVec("expired_keys_total", "Keys whose state was deleted because they were not updated for aggregate.ttl, per operator.", "operator"),
 		firedWindows:       f.counterVec("windows_fired_total", "Windows fired (emitted and deleted) at a checkpoint barrier, per window operator.", "operator"),
 	}

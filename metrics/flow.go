@@ -61,9 +61,13 @@ func (m *Metrics) EndToEnd(recordTime, visible time.Time) {
 // max.message.bytes (the original sizes are in its headers).
 func (m *Metrics) DeadLetterTruncated() { m.deadLettersTruncated.Inc() }
 
+// TimestampReplaced counts one record written to topic with the
+// processing time as its timestamp instead of its own.
+func (m *Metrics) TimestampReplaced(topic string) { m.timestampsReplaced.WithLabelValues(topic).Inc() }
+
 // DeadLettered counts one record sent to the dead-letter topic. code is the
 // stable failure class of operator.Code (decode, missing_field, eval, type,
-// overflow, and the sink's too_large), never the message.
+// overflow, future, and the sink's too_large), never the message.
 func (m *Metrics) DeadLettered(code string) {
 	m.deadLetters.WithLabelValues(code).Inc()
 }

@@ -30,6 +30,7 @@ type Metrics struct {
 	endToEnd                                 prometheus.Histogram
 	deadLetters                              *prometheus.CounterVec
 	deadLettersTruncated                     prometheus.Counter
+	timestampsReplaced                       *prometheus.CounterVec
 
 	checkpointDuration, checkpointAlignment, checkpointSize  prometheus.Histogram
 	lastCheckpointID, lastCheckpointTime, checkpointInterval prometheus.Gauge
@@ -77,7 +78,7 @@ func restartReasons() []string {
 }
 
 func deadLetterCodes() []string {
-	return []string{"decode", "missing_field", "eval", "type", "overflow", "too_large"}
+	return []string{"decode", "missing_field", "eval", "type", "overflow", "future", "too_large"}
 }
 
 // New registers the metrics of the job named job on reg and returns them.
@@ -120,6 +121,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})
 	m.deadLetters = f.counterVec("dead_letter_records_total", "Records that could not be decoded or evaluated (or whose output was too large for its topic) and went to the dead-letter topic, by failure code.", "code")
 	m.deadLettersTruncated = f.counter("dead_letter_truncated_total", "Dead letters cut to fit their topic's max.message.bytes; the original sizes are in their headers.")
+	m.timestampsReplaced = f.counterVec("timestamps_replaced_total", "Records written with the processing time as their timestamp because their topic would refuse their own (message.timestamp.after.max.ms or before.max.ms), per topic; the original is in the header pipeline.timestamp.original.", "topic")
 
 	// Checkpoints take a commit round trip at best (about 10 ms) and at
 	// most checkpoint.timeout (30 s by default); alignment can be shorter.

@@ -50,6 +50,7 @@ var wantFamilies = []string{
 	"pipeline_state_bytes",
 	"pipeline_state_keys",
 	"pipeline_state_restore_duration_seconds",
+	"pipeline_timestamps_replaced_total",
 	"pipeline_transaction_aborts_total",
 	"pipeline_transaction_age_seconds",
 	"pipeline_transaction_commit_duration_seconds",

@@ -32,11 +32,14 @@ const (
 	// exact value; the record is rejected instead of silently losing
 	// precision. (A decimal sum cannot overflow.)
 	CodeOverflow Code = "overflow"
+	// CodeFuture: the record's event time is further ahead of the
+	// processing time than its source's event_time.max_future allows.
+	CodeFuture Code = "future"
 )
 
 // Codes lists every Code, for pre-registering metric label values.
 func Codes() []Code {
-	return []Code{CodeDecode, CodeMissingField, CodeEval, CodeType, CodeOverflow}
+	return []Code{CodeDecode, CodeMissingField, CodeEval, CodeType, CodeOverflow, CodeFuture}
 }
 
 // RecordError is why one record could not be processed. It is data, not a

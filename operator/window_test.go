@@ -115,6 +115,28 @@ func TestWindowStateRoundTripAndOutput(t *testing.T) {
 	if got := string(AppendTime(nil, 1_764_000_000_250)); got != "2025-11-24T16:00:00.25Z" {
 		t.Errorf("AppendTime: %s", got)
 	}
+	// Every int64 prints as something that parses back: RFC 3339 within
+	// the years 0000 to 9999, epoch milliseconds beyond.
+	for _, c := range []struct {
+		ms   int64
+		want string
+	}{
+		{-62_167_219_200_000, "0000-01-01T00:00:00Z"},
+		{253_402_300_799_999, "9999-12-31T23:59:59.999Z"},
+		{-62_167_219_200_001, "-62167219200001"},
+		{253_402_300_800_000, "253402300800000"},
+		{1e15, "1000000000000000"}, // the year 33658
+		{math.MaxInt64, "9223372036854775807"},
+		{math.MinInt64, "-9223372036854775808"},
+	} {
+		got := string(AppendTime(nil, c.ms))
+		if got != c.want {
+			t.Errorf("AppendTime(%d) = %s, want %s", c.ms, got, c.want)
+		}
+		if tm, err := time.Parse(time.RFC3339Nano, got); err == nil && tm.UnixMilli() != c.ms {
+			t.Errorf("AppendTime(%d) = %s reads back as %d", c.ms, got, tm.UnixMilli())
+		}
+	}
 	for i := range enc {
 		if _, err := agg.DecodeWindowState(enc[:i]); err == nil {
 			t.Fatalf("truncated to %d bytes: no error", i)

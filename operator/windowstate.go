@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/eoflow/pipeline/internal/wire"
@@ -98,8 +99,21 @@ func (s *AggregateState) AppendWindowOutput(dst []byte, groupKey string, start, 
 	return s.appendValues(dst)
 }
 
+// The epoch milliseconds RFC 3339 can write: years 0000 to 9999.
+const (
+	minRFC3339 = -62_167_219_200_000 // 0000-01-01T00:00:00Z
+	maxRFC3339 = 253_402_300_799_999 // 9999-12-31T23:59:59.999Z
+)
+
 // AppendTime appends epoch milliseconds ms as RFC 3339 text in UTC, with
-// as many fractional digits as it needs (none for whole seconds).
+// as many fractional digits as it needs (none for whole seconds). A time
+// outside the years 0000 to 9999, which RFC 3339 cannot hold (an event
+// time of 1e15 is in the year 33658), is appended as its epoch
+// milliseconds in decimal instead, so that any int64 prints as something
+// a reader can parse back.
 func AppendTime(dst []byte, ms int64) []byte {
+	if ms < minRFC3339 || ms > maxRFC3339 {
+		return strconv.AppendInt(dst, ms, 10)
+	}
 	return time.UnixMilli(ms).UTC().AppendFormat(dst, time.RFC3339Nano)
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,8 +14,8 @@ import (
 )
 
 // describeLimits reads how large a record batch the brokers accept for
-// every topic the job writes (sink.Limits), for its producers and its
-// sink task: an attempt calls it once its topics exist. What it cannot
+// every topic the job writes, and which timestamps (sink.Limits), for its
+// producers and its sink task: an attempt calls it once its topics exist. What it cannot
 // read falls back to the brokers' default (with a warning): the job still
 // runs, and a record too large for a topic whose setting is unknown fails
 // its checkpoint as before.
@@ -22,6 +23,9 @@ func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits 
 	var topics []string
 	for _, s := range j.cfg.Sinks {
 		topics = append(topics, s.Topic, s.DeadLetterTopic)
+	}
+	if w := j.plan.timeWindow(); w != nil && w.lateTopic != "" {
+		topics = append(topics, w.lateTopic)
 	}
 	if j.cfg.Guarantee != config.AtMostOnce {
 		topics = append(topics, checkpoint.TopicName(j.cfg.Name), kstore.StateTopic(j.cfg.Name))
@@ -63,6 +67,28 @@ func (s *sinkTask) fitRecord(m message) *kgo.Record {
 		s.metrics.DeadLetterTruncated()
 	}
 	return rec
+}
+
+// stamp returns rec, or, if its topic would refuse its timestamp (too far
+// ahead of or behind the broker's clock: sink.Limits.Timestamp), a copy
+// with now, the processing time, as timestamp and the original in a
+// header. A timestamp must never fail a checkpoint: INVALID_TIMESTAMP
+// would come back on every retry of the epoch, and the job would restart
+// forever without writing anything. A window's output carries its last
+// millisecond, so event times ahead of the clock (a producer's fast
+// clock, local time written with a Z) lead here; its bounds stay in the
+// value.
+func (s *sinkTask) stamp(rec *kgo.Record, now time.Time) *kgo.Record {
+	ts, ok := s.limits.Timestamp(rec, now)
+	if ok {
+		return rec
+	}
+	if ok, suppressed := s.deadLetterLog.allow(); ok {
+		s.log.Warn("record timestamp outside what its topic accepts (message.timestamp.after.max.ms / before.max.ms); written with the processing time instead, the original in header "+sink.HeaderOriginalTimestamp,
+			"topic", rec.Topic, "timestamp", rec.Timestamp.UTC().Format(time.RFC3339Nano), "now", ts.UTC().Format(time.RFC3339Nano), "suppressed", suppressed)
+	}
+	s.metrics.TimestampReplaced(rec.Topic)
+	return sink.Restamp(rec, ts)
 }
 
 // deadLetterTopics maps each sink's topic to its dead-letter topic.

@@ -27,8 +27,8 @@ const (
 	msgState
 	// msgBarrier: checkpoint barrier N.
 	msgBarrier
-	// msgLate: an input record behind its partition's watermark by more
-	// than the window's allowed_lateness, already built for the late
+	// msgLate: an input record whose every window had closed at its
+	// partition's watermark (eventtime.go), already built for the late
 	// topic. Like a dead letter it travels the records' path, so that it
 	// lands in the epoch of its input.
 	msgLate
@@ -55,7 +55,12 @@ type message struct {
 	slab *recordSlab
 	// at is the input's event time in epoch milliseconds (source →
 	// worker, jobs with event time only).
-	at      int64
+	at int64
+	// wm is the watermark of the input's partition just before it
+	// (source → worker, jobs with event time only): its windows that
+	// end, plus allowed_lateness, at or before it are closed for it
+	// (eventtime.go).
+	wm      int64
 	barrier *barrier
 	// changes are a msgState's changelog records.
 	changes *stateChanges

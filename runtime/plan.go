@@ -275,7 +275,8 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 	}
 	var (
 		at   int64
-		late *clock // the clock of a late record's partition
+		wm   = int64(window.NoWatermark) // its partition's watermark before it
+		late bool
 	)
 	if r.clocks != nil {
 		if cl := r.clocks.of(rec.Topic, rec.Partition); cl != nil {
@@ -287,12 +288,20 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 			if cl.src.idle > 0 {
 				cl.lastRead = r.clocks.now()
 			}
-			lateness := int64(0)
-			if r.p.time.window != nil {
-				lateness = r.p.time.window.lateness
+			if cl.src.maxFuture > 0 {
+				if ferr := cl.src.future(at, r.clocks.now()); ferr != nil {
+					// Never moves the watermark: one such time would make
+					// every later record of the partition late.
+					r.chain.Recycle(op)
+					return r.p.deadLetters(rec, ferr), int(uint32(rec.Partition) % uint32(r.workers))
+				}
 			}
-			if cl.Observe(at, cl.src.outOfOrder, lateness) && r.p.time.window != nil {
-				late = cl
+			// Late per window against the partition's own watermark
+			// (eventtime.go): a record behind the watermark still counts
+			// in every window of its that is open.
+			wm = cl.Observe(at, cl.src.outOfOrder)
+			if w := r.p.time.window; w != nil {
+				late = w.spec.Late(at, w.lateness, wm)
 			}
 		}
 	}
@@ -316,12 +325,12 @@ func (r *router) route(rec *kgo.Record) (msgs []message, worker int) {
 		}
 		return nil, worker
 	}
-	if late != nil {
+	if late {
 		r.chain.Recycle(op)
-		return r.late(rec, at, late), worker
+		return r.late(rec, at, wm), worker
 	}
 	r.sent++
-	r.one[0] = message{kind: msgRecord, rec: rec, op: op, slab: r.slab, at: at, hash: hash}
+	r.one[0] = message{kind: msgRecord, rec: rec, op: op, slab: r.slab, at: at, wm: wm, hash: hash}
 	return r.one[:], worker
 }
 
@@ -429,9 +438,10 @@ func (r *router) eventTime(st *sourceTime, rec *kgo.Record, op *operator.Record)
 	return r.chain.EventTime(op, st.expr)
 }
 
-// late is what becomes of a late record: the record for the late topic,
-// or nothing when late records are dropped. Either way it is counted.
-func (r *router) late(rec *kgo.Record, at int64, cl *clock) []message {
+// late is what becomes of a late record, judged at watermark wm: the
+// record for the late topic, or nothing when late records are dropped.
+// Either way it is counted.
+func (r *router) late(rec *kgo.Record, at, wm int64) []message {
 	w := r.p.time.window
 	result := config.LateSideOutput
 	if w.lateTopic == "" {
@@ -443,7 +453,7 @@ func (r *router) late(rec *kgo.Record, at int64, cl *clock) []message {
 	if w.lateTopic == "" {
 		return nil
 	}
-	r.one[0] = message{kind: msgLate, rec: w.lateRecord(rec, at, cl.Watermark(cl.src.outOfOrder))}
+	r.one[0] = message{kind: msgLate, rec: w.lateRecord(rec, at, wm)}
 	return r.one[:]
 }
 

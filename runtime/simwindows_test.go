@@ -20,8 +20,13 @@ import (
 // The simulation of parity-windows (examples/parity-windows): inputs
 // carry an event time, mostly increasing with some disorder within
 // max_out_of_orderness and now and then far behind. Its oracle decides
-// lateness per partition from the partition's log alone and puts every
-// other input in its tumbling window; after every commit the committed
+// lateness per window from the partition's log alone, by the documented
+// rule: a window is closed for an input when its end plus
+// allowed_lateness is at most the input's partition watermark (the
+// partition's largest earlier event time minus max_out_of_orderness); the
+// input counts in each of its windows open for it and is late when none
+// is (sessions: when ts + allowed_lateness is below that watermark).
+// After every commit the committed
 // outputs must be exactly the oracle's windows that the checkpoint's
 // watermark fired, each once with its exact count and sum (each at least
 // once, each exact, under at_least_once), and the late topic exactly the
@@ -51,15 +56,26 @@ var parityWindowsJob = simJob{name: "parity-windows", config: parityWindowsYAML,
 var sessionWindowsJob = simJob{name: "session-windows", windowed: true, keyOf: parityWindowsJob.keyOf,
 	config: strings.Replace(parityWindowsYAML, "tumbling: ${WINDOW:-10s}", "session: {gap: ${WINDOW:-1s}}", 1)}
 
-func init() { simJobs = append(simJobs, parityWindowsJob, sessionWindowsJob) }
+// hoppingWindowsJob is parity-windows with hopping windows: an input
+// behind its partition's watermark counts in those of its windows still
+// open for it and skips the others, whether they fired yet or not.
+// exactly_once only, for the CI's time: the guarantees' commit paths are
+// the tumbling job's.
+var hoppingWindowsJob = simJob{name: "hopping-windows", windowed: true, keyOf: parityWindowsJob.keyOf,
+	config:     strings.Replace(parityWindowsYAML, "tumbling: ${WINDOW:-10s}", "hopping: {size: ${WINDOW:-10s}, advance: ${ADVANCE:-5s}}", 1),
+	guarantees: []config.Guarantee{config.ExactlyOnce}}
+
+func init() { simJobs = append(simJobs, parityWindowsJob, sessionWindowsJob, hoppingWindowsJob) }
 
 func (r *simRun) sessions() bool { return r.job.name == sessionWindowsJob.name }
+func (r *simRun) hopping() bool  { return r.job.name == hoppingWindowsJob.name }
 
 const (
 	simLateTopic  = "late"
 	simWindow     = 200 // ms
 	simOutOfOrder = 50  // ms
 	simGap        = 15  // ms: sessions of one key break often
+	simAdvance    = 100 // ms: hopping windows of simWindow every simAdvance
 )
 
 // windowEnv sets the window's parameters: allowed lateness drawn per run.
@@ -69,6 +85,7 @@ func (r *simRun) windowEnv(env map[string]string) {
 	if r.sessions() {
 		env["WINDOW"] = fmt.Sprintf("%dms", simGap)
 	}
+	env["ADVANCE"] = fmt.Sprintf("%dms", simAdvance)
 	env["MAX_OOO"] = fmt.Sprintf("%dms", simOutOfOrder)
 	env["LATENESS"] = []string{"0s", "100ms"}[r.w.rng.IntN(2)]
 }
@@ -129,7 +146,28 @@ func (r *simRun) windowOracle(offsets []int64) windowOracle {
 				o.bad++
 				continue
 			}
-			if max != window.NoWatermark && in.ts < max-ooo-lateness {
+			// Its windows: [start, start+size) for every start a
+			// multiple of the advance (the size, tumbling) with
+			// start <= ts < start+size; closed when end+lateness is at
+			// most the partition's watermark before the input.
+			size, advance := int64(simWindow), int64(simWindow)
+			if r.hopping() {
+				advance = simAdvance
+			}
+			var open []simWin
+			k := r.job.keyOf(in.n)
+			for start := in.ts - ((in.ts%advance)+advance)%advance; start > in.ts-size; start -= advance {
+				if max == window.NoWatermark || start+size+lateness > max-ooo {
+					open = append(open, simWin{k, start, start + size})
+				}
+			}
+			if r.sessions() {
+				open = nil
+				if max == window.NoWatermark || in.ts+lateness >= max-ooo {
+					open = []simWin{{k, in.ts, in.ts + simGap}}
+				}
+			}
+			if len(open) == 0 {
 				o.late[simTP{int32(p), int64(i)}] = true
 				continue
 			}
@@ -137,16 +175,15 @@ func (r *simRun) windowOracle(offsets []int64) windowOracle {
 				max = in.ts
 			}
 			if r.sessions() {
-				k := r.job.keyOf(in.n)
 				byKey[k] = append(byKey[k], event{in.ts, in.n})
 				continue
 			}
-			start := in.ts - ((in.ts%simWindow)+simWindow)%simWindow
-			w := simWin{r.job.keyOf(in.n), start, start + simWindow}
-			a := o.windows[w]
-			a.count++
-			a.sum += in.n
-			o.windows[w] = a
+			for _, w := range open {
+				a := o.windows[w]
+				a.count++
+				a.sum += in.n
+				o.windows[w] = a
+			}
 		}
 		o.maxTime[p] = max
 	}

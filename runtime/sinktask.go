@@ -146,10 +146,11 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		// at_most_once: no commit to wait for; count each batch as sent.
 		defer s.epoch.publish(s.metrics, s.now())
 	}
+	now := s.now() // for the timestamps' check: a batch takes far less than its margin
 	return s.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter, msgLate:
-			rec := s.fitRecord(m)
+			rec := s.stamp(s.fitRecord(m), now)
 			if s.guarantee == config.ExactlyOnce {
 				s.txn.Produce(ctx, rec)
 			} else {
@@ -157,7 +158,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 			}
 			s.epoch.output(rec)
 		case msgShuffle:
-			s.txn.Produce(ctx, m.rec)
+			s.txn.Produce(ctx, s.stamp(m.rec, now))
 			s.epoch.shuffled++
 		case msgState:
 			for i := range m.changes.len() {

@@ -111,11 +111,15 @@ func (o *windowOp) due(ws *operator.WindowState) (int64, bool) {
 func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message) {
 	defer o.p.chain.Recycle(m.op)
 	o.buildTimers()
-	if o.missedAll(m.at) {
-		// Only with idle_timeout: a partition taken for idle delivered a
-		// record for windows fired meanwhile. It is late, as if its
-		// partition had been behind.
-		return nil, o.late(m)
+	// The windows closed for the record: those closed at its partition's
+	// watermark (the source sent it on because one is open), and, only
+	// for a partition behind the job's watermark (idle_timeout, a
+	// partition added while the job ran), those fired meanwhile.
+	wm := max(m.wm, o.watermark)
+	if o.w.spec.Late(m.at, o.w.lateness, wm) {
+		// Every window of the record fired already: it is late, as if
+		// its partition had been behind (eventtime.go).
+		return nil, o.late(m, wm)
 	}
 	key := m.op.GroupKey
 	slot := o.store.Slot([]byte(key))
@@ -129,7 +133,7 @@ func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message)
 	if o.w.spec.Kind == window.Session {
 		updated, rerr = o.addSession(ws, m)
 	} else {
-		updated, rerr = o.addFixed(ws, m)
+		updated, rerr = o.addFixed(ws, m, wm)
 	}
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
@@ -156,20 +160,9 @@ func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message)
 	return out, nil
 }
 
-// missedAll reports whether every window of a record at event time at has
-// fired already. Never without idle_timeout: the source's lateness rule
-// keeps such records out (see eventtime.go).
-func (o *windowOp) missedAll(at int64) bool {
-	if o.watermark == window.NoWatermark {
-		return false
-	}
-	o.wins = o.w.spec.Assign(o.wins[:0], at)
-	last := o.wins[len(o.wins)-1] // ends last
-	return window.Fires(last, o.w.lateness, o.watermark)
-}
-
-// late is the late output of m, or nothing when late records are dropped.
-func (o *windowOp) late(m message) []message {
+// late is the late output of m, judged at watermark wm, or nothing when
+// late records are dropped.
+func (o *windowOp) late(m message, wm int64) []message {
 	result := config.LateSideOutput
 	if o.w.lateTopic == "" {
 		result = config.LateDrop
@@ -180,18 +173,20 @@ func (o *windowOp) late(m message) []message {
 	if o.w.lateTopic == "" {
 		return nil
 	}
-	return []message{{kind: msgLate, rec: o.w.lateRecord(m.rec, m.at, o.watermark)}}
+	return []message{{kind: msgLate, rec: o.w.lateRecord(m.rec, m.at, wm)}}
 }
 
 // addFixed adds the record to each tumbling or hopping window it belongs
-// to, all or nothing: the values are the same record's in every window, so
-// if one fails the first does, before anything changed.
-func (o *windowOp) addFixed(ws *operator.WindowState, m message) ([]int, *operator.RecordError) {
+// to that is open at watermark wm, all or nothing: the values are the same
+// record's in every window, so if one fails the first does, before
+// anything changed. A closed window is skipped silently, as Flink skips a
+// late window of a record its other windows take.
+func (o *windowOp) addFixed(ws *operator.WindowState, m message, wm int64) ([]int, *operator.RecordError) {
 	o.wins = o.w.spec.Assign(o.wins[:0], m.at)
 	var updated []int
 	for _, win := range o.wins {
-		if window.Fires(win, o.w.lateness, o.watermark) {
-			continue // fired already (idle_timeout only): the later ones take it
+		if window.Fires(win, o.w.lateness, wm) {
+			continue // closed for the record: the later ones take it
 		}
 		i, found := slices.BinarySearchFunc(ws.Windows, win.Start, func(ow operator.OpenWindow, start int64) int {
 			switch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -31,6 +32,7 @@ type windowHarness struct {
 	outputs   []windowOutput
 	late      []*kgo.Record
 	dead      int
+	deadRecs  []*kgo.Record
 }
 
 type windowOutput struct {
@@ -74,11 +76,15 @@ func (h *windowHarness) send(partition int32, offset int64, value string) {
 		case msgRecord:
 			outs, dls := h.op.process(m)
 			h.collect(outs)
-			h.dead += len(dls)
+			for _, dl := range dls {
+				h.dead++
+				h.deadRecs = append(h.deadRecs, dl.rec)
+			}
 		case msgLate:
 			h.late = append(h.late, m.rec)
 		case msgDeadLetter:
 			h.dead++
+			h.deadRecs = append(h.deadRecs, m.rec)
 		}
 	}
 }
@@ -155,6 +161,106 @@ func TestSessionBridgedByALateRecord(t *testing.T) {
 	}
 	if len(h.late) != 0 || h.op.open.Load() != 1 {
 		t.Fatalf("late %d, open %d", len(h.late), h.op.open.Load())
+	}
+}
+
+// Lateness is per window (Flink's rule): a record further behind its
+// partition's largest event time than max_out_of_orderness, but whose
+// window is still open at its partition's watermark, counts in that
+// window; only a record whose window has closed (end + allowed_lateness
+// <= the watermark) is late. 10 s windows, max_out_of_orderness 1 s, as
+// in the issue: :15.285 after :18.5 (watermark :17.5) counts in [10, 20).
+func TestLateIsPerWindow(t *testing.T) {
+	h := newWindowHarness(t, windowTestJob, windowEnv("tumbling: 10s", "1s", "0s"), 1)
+	h.send(0, 0, `{"n": 1, "ts": 15000}`)
+	h.send(0, 1, `{"n": 3, "ts": 18500}`) // the watermark: 17.5 s
+	h.send(0, 2, `{"n": 5, "ts": 15285}`) // 3.2 s behind, more than max_out_of_orderness: [10 s, 20 s) is open
+	h.send(0, 3, `{"n": 7, "ts": 10001}`) // 8.5 s behind, [10 s, 20 s) still open
+	h.send(0, 4, `{"n": 9, "ts": 9999}`)  // [0, 10 s) closed at 17.5 s: late
+	h.barrier()
+	h.send(0, 5, `{"n": 11, "ts": 21000}`) // the watermark: 20 s; [10 s, 20 s) fires at the next barrier
+	h.send(0, 6, `{"n": 13, "ts": 19999}`) // closed at 20 s, though not fired yet: late all the same
+	h.barrier()
+	want := []windowOutput{{Key: "odd", WindowStart: "1970-01-01T00:00:10Z", WindowEnd: "1970-01-01T00:00:20Z", Count: 4, Sum: 16}}
+	if got := h.sorted(); !slices.Equal(got, want) {
+		t.Fatalf("outputs %+v, want %+v", got, want)
+	}
+	if len(h.late) != 2 {
+		t.Fatalf("%d late records, want 2 (ts 9999 and 19999)", len(h.late))
+	}
+	for i, w := range []struct{ start, end, watermark string }{
+		{"1970-01-01T00:00:00Z", "1970-01-01T00:00:10Z", "1970-01-01T00:00:17.5Z"},
+		{"1970-01-01T00:00:10Z", "1970-01-01T00:00:20Z", "1970-01-01T00:00:20Z"},
+	} {
+		l := h.late[i]
+		if sinkHeader(l, HeaderLateWindowStart) != w.start || sinkHeader(l, HeaderLateWindowEnd) != w.end ||
+			sinkHeader(l, HeaderLateWatermark) != w.watermark || sinkHeader(l, HeaderLateWindows) != "1" {
+			t.Errorf("late record %d: headers %v, want window [%s, %s), 1 window, watermark %s", i, l.Headers, w.start, w.end, w.watermark)
+		}
+	}
+}
+
+// A hopping record counts in each of its windows open at its partition's
+// watermark and skips the closed ones silently, even one that has not
+// fired yet (else its count would depend on where the barriers fell); it
+// is late only when every window is closed, as in Flink.
+func TestHoppingRecordSkipsOnlyItsClosedWindows(t *testing.T) {
+	h := newWindowHarness(t, windowTestJob, windowEnv("hopping: {size: 10s, advance: 5s}", "0s", "0s"), 1)
+	h.send(0, 0, `{"n": 1, "ts": 12000}`) // [5, 15) and [10, 20)
+	h.send(0, 1, `{"n": 3, "ts": 16000}`) // the watermark: 16 s
+	h.send(0, 2, `{"n": 5, "ts": 14000}`) // [5, 15) closed (not fired: no barrier yet), [10, 20) open
+	h.send(0, 3, `{"n": 7, "ts": 9000}`)  // [0, 10) and [5, 15) closed: late
+	h.send(0, 4, `{"n": 9, "ts": 30000}`)
+	h.barrier()
+	want := []windowOutput{
+		{Key: "odd", WindowStart: "1970-01-01T00:00:05Z", WindowEnd: "1970-01-01T00:00:15Z", Count: 1, Sum: 1},
+		{Key: "odd", WindowStart: "1970-01-01T00:00:10Z", WindowEnd: "1970-01-01T00:00:20Z", Count: 3, Sum: 9},
+		{Key: "odd", WindowStart: "1970-01-01T00:00:15Z", WindowEnd: "1970-01-01T00:00:25Z", Count: 1, Sum: 3},
+	}
+	if got := h.sorted(); !slices.Equal(got, want) {
+		t.Fatalf("outputs %+v, want %+v", got, want)
+	}
+	if len(h.late) != 1 || sinkHeader(h.late[0], HeaderLateWindows) != "2" ||
+		sinkHeader(h.late[0], HeaderLateWindowStart) != "1970-01-01T00:00:05Z" || sinkHeader(h.late[0], HeaderLateWindowEnd) != "1970-01-01T00:00:15Z" {
+		t.Fatalf("late records %v, want ts 9000 with its 2 windows, [5 s, 15 s) the last", h.late)
+	}
+}
+
+// A session record is judged by [ts, ts+1), not by its proto-window
+// [ts, ts+gap): a record behind its partition's watermark may overlap a
+// session that fired at one barrier schedule and is still open at
+// another, and which of the two happened must not change the output. Here
+// [1000, 1100) has fired at the barrier or not; 1050 would merge it with
+// [1100, 1200) in one case and not in the other. It is late in both.
+func TestSessionRecordNeverMeetsAFiredSession(t *testing.T) {
+	var runs [2][]windowOutput
+	var late [2][]*kgo.Record
+	for i, barrier := range []bool{false, true} {
+		h := newWindowHarness(t, windowTestJob, windowEnv("session: {gap: 100ms}", "0s", "0s"), 1)
+		h.send(0, 0, `{"n": 1, "ts": 1000}`) // [1000, 1100)
+		h.send(0, 1, `{"n": 3, "ts": 1100}`) // [1100, 1200): the watermark is 1100
+		if barrier {
+			h.barrier() // [1000, 1100) fires
+		}
+		h.send(0, 2, `{"n": 5, "ts": 1050}`) // [1050, 1150) is open at 1100, but overlaps [1000, 1100)
+		h.send(0, 3, `{"n": 7, "ts": 5000}`)
+		h.barrier()
+		runs[i], late[i] = h.sorted(), h.late
+	}
+	if !slices.Equal(runs[0], runs[1]) {
+		t.Fatalf("the output depends on the barriers:\nwithout %+v\nwith    %+v", runs[0], runs[1])
+	}
+	for i := range late {
+		if len(late[i]) != 1 || sinkHeader(late[i][0], HeaderLateWatermark) != "1970-01-01T00:00:01.1Z" {
+			t.Fatalf("run %d: late %v, want the record at 1050, judged at 1100", i, late[i])
+		}
+	}
+	want := []windowOutput{ // sorted as text
+		{Key: "odd", WindowStart: "1970-01-01T00:00:01.1Z", WindowEnd: "1970-01-01T00:00:01.2Z", Count: 1, Sum: 3},
+		{Key: "odd", WindowStart: "1970-01-01T00:00:01Z", WindowEnd: "1970-01-01T00:00:01.1Z", Count: 1, Sum: 1},
+	}
+	if !slices.Equal(runs[0], want) || !slices.Equal(runs[1], want) {
+		t.Fatalf("without the barrier %+v\nwith it %+v\nwant %+v", runs[0], runs[1], want)
 	}
 }
 
@@ -287,7 +393,7 @@ func TestIdlePartitionReleasesTheWatermark(t *testing.T) {
 		c := newClocks(p.time, nil, func() time.Time { return now })
 		parts := []checkpoint.SourceOffset{{Topic: "in", Partition: 0}, {Topic: "in", Partition: 1}}
 		cl := c.of("in", 0)
-		cl.Observe(7000, 0, 0)
+		cl.Observe(7000, 0)
 		cl.lastRead = now
 		now = now.Add(6 * time.Second)
 		cl.lastRead = now // partition 0 keeps reading; partition 1 never did
@@ -298,6 +404,13 @@ func TestIdlePartitionReleasesTheWatermark(t *testing.T) {
 		}
 		if wm != want {
 			t.Errorf("idle_timeout %s: watermark %d, want %d", idle, wm, want)
+		}
+		// The input stops: every partition goes idle, none is left to
+		// move the watermark, and it stays (the README says so: the last
+		// windows do not fire until records arrive).
+		now = now.Add(time.Hour)
+		if got := jobWatermark(wm, c.at(parts)); got != wm {
+			t.Errorf("idle_timeout %s, every partition silent: watermark %d, want it held at %d", idle, got, wm)
 		}
 	}
 }
@@ -315,7 +428,7 @@ func TestRecordForAFiredWindowIsLate(t *testing.T) {
 	}
 	// As if from a partition taken for idle: not late at its source, but
 	// its window [0, 1s) fired.
-	msgs := []message{{kind: msgRecord, rec: &kgo.Record{Topic: "in", Partition: 1, Offset: 0, Value: []byte(`{"n": 5, "ts": 700}`)}, at: 700}}
+	msgs := []message{{kind: msgRecord, rec: &kgo.Record{Topic: "in", Partition: 1, Offset: 0, Value: []byte(`{"n": 5, "ts": 700}`)}, at: 700, wm: window.NoWatermark}}
 	msgs[0].op = &operator.Record{Value: msgs[0].rec.Value, Topic: "in"}
 	if _, err := h.r.chain.Process(msgs[0].op); err != nil {
 		t.Fatal(err)
@@ -351,5 +464,44 @@ func TestExtremeEventTimesAreDeadLetters(t *testing.T) {
 	want := []windowOutput{{Key: "odd", WindowStart: "1970-01-01T00:00:01Z", WindowEnd: "1970-01-01T00:00:01.1Z", Count: 1, Sum: 7}}
 	if got := h.sorted(); !slices.Equal(got, want) {
 		t.Fatalf("outputs %+v, want %+v", got, want)
+	}
+}
+
+// A far-future event time (ts 1e15, the year 33658) moves its partition's
+// watermark there, and every later record of the partition is late; the
+// late headers still print it (as epoch milliseconds: RFC 3339 stops at
+// the year 9999). With max_future the record is a dead letter (code
+// future) instead and never moves the watermark; a record ahead by less
+// is kept.
+func TestFarFutureEventTime(t *testing.T) {
+	now := time.Now().UnixMilli() / 1000 * 1000
+	rec := func(n, ts int64) string { return fmt.Sprintf(`{"n": %d, "ts": %d}`, n, ts) }
+	h := newWindowHarness(t, windowTestJob, windowEnv("tumbling: 1s", "0s", "0s"), 1)
+	h.send(0, 0, rec(1, now))
+	h.send(0, 1, rec(3, 1e15))
+	h.send(0, 2, rec(5, now+1))
+	if h.dead != 0 || len(h.late) != 1 || sinkHeader(h.late[0], HeaderLateWatermark) != "1000000000000000" {
+		t.Fatalf("without max_future: %d dead letters, late %v; want the record after 1e15 late, judged at 1000000000000000", h.dead, h.late)
+	}
+
+	yaml := strings.Replace(windowTestJob, "max_out_of_orderness: ${OOO}", "max_out_of_orderness: ${OOO}, max_future: 1h", 1)
+	h = newWindowHarness(t, yaml, windowEnv("tumbling: 1s", "0s", "0s"), 1)
+	h.send(0, 0, rec(1, now))
+	h.send(0, 1, rec(3, 1e15))
+	h.send(0, 2, rec(5, now+1))
+	h.send(0, 3, rec(7, now+2000))
+	h.send(0, 4, rec(9, now+59*60*1000)) // within max_future: kept
+	h.barrier()
+	if len(h.late) != 0 || h.dead != 1 {
+		t.Fatalf("with max_future 1h: %d late, %d dead letters; want 0 and 1", len(h.late), h.dead)
+	}
+	dl := h.deadRecs[0]
+	if sinkHeader(dl, sink.HeaderCode) != "future" || sinkHeader(dl, sink.HeaderStep) != "sources[0].event_time.max_future" ||
+		!strings.Contains(sinkHeader(dl, sink.HeaderReason), "event time 1000000000000000 is ") || sinkHeader(dl, sink.HeaderOffset) != "1" {
+		t.Fatalf("dead letter headers %v", dl.Headers)
+	}
+	start := string(operator.AppendTime(nil, now))
+	if got := h.sorted(); len(got) < 2 || got[0].WindowStart != start || got[0].Count != 2 || got[0].Sum != 6 {
+		t.Fatalf("outputs %+v; want [%s, +1s) with 2 records, summing 6", got, start)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // can be inspected and replayed.
 const (
 	HeaderReason    = "pipeline.error.reason" // human-readable cause
-	HeaderCode      = "pipeline.error.code"   // stable short code: decode, missing_field, eval, type, overflow, too_large
+	HeaderCode      = "pipeline.error.code"   // stable short code: decode, missing_field, eval, type, overflow, future, too_large
 	HeaderStep      = "pipeline.error.step"   // config path of the step that failed, e.g. steps[1].filter
 	HeaderTopic     = "pipeline.source.topic" // where the record was read
 	HeaderPartition = "pipeline.source.partition"

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +24,14 @@ import (
 // brokers' default message.max.bytes (1,048,588): without Limits, a record
 // the input topic accepted made a dead letter no producer would send.
 //
+// Limits also know which record timestamps each topic takes
+// (Timestamp): a topic with message.timestamp.type CreateTime refuses a
+// record whose timestamp is more than message.timestamp.after.max.ms
+// ahead of the broker's clock (1 h by default since Kafka 4.0) or more
+// than message.timestamp.before.max.ms behind it (unlimited by default)
+// with INVALID_TIMESTAMP, which, like MESSAGE_TOO_LARGE, fails the
+// epoch on every retry.
+//
 // The zero Limits knows nothing and allows franz-go's default everywhere.
 type Limits struct {
 	// broker is the smallest message.max.bytes of the brokers, the
@@ -34,7 +45,32 @@ type Limits struct {
 	// least is the smallest limit of any topic: a record that fits it
 	// fits everywhere, which spares the hot path a map lookup.
 	least int32
+	// times holds each described topic's timestamp limits, and
+	// safeAfter and safeBefore (in ms, margins taken) the least of any
+	// topic and of KafkaDefaultTimestamps: a timestamp within them is
+	// taken everywhere, which spares the hot path a map lookup.
+	times                 map[string]TimestampLimits
+	safeAfter, safeBefore int64
 }
+
+// TimestampLimits are the record timestamps a topic takes: with
+// LogAppendTime the broker sets every timestamp itself and takes any;
+// with CreateTime, one at most BeforeMax behind and AfterMax ahead of its
+// clock, in milliseconds.
+type TimestampLimits struct {
+	LogAppendTime       bool
+	BeforeMax, AfterMax int64
+}
+
+// KafkaDefaultTimestamps are Kafka 4's defaults, assumed for a topic that
+// was not described: CreateTime, message.timestamp.before.max.ms
+// unlimited, message.timestamp.after.max.ms one hour.
+var KafkaDefaultTimestamps = TimestampLimits{BeforeMax: math.MaxInt64, AfterMax: 3_600_000}
+
+// timestampMargin is kept inside a topic's timestamp limits (at most half
+// of each): the broker judges a timestamp against its own clock when the
+// batch arrives, later than the job looked and on another machine.
+const timestampMargin = time.Minute
 
 const (
 	// defaultBatchBytes is franz-go's ProducerBatchMaxBytes default,
@@ -73,10 +109,23 @@ func NewLimits(broker, request int32, topics map[string]int32) Limits {
 	return l
 }
 
+// WithTimestamps is l with the timestamp limits of the topics in times
+// (others keep KafkaDefaultTimestamps).
+func (l Limits) WithTimestamps(times map[string]TimestampLimits) Limits {
+	l.times = times
+	l.safeAfter, l.safeBefore = withMargin(KafkaDefaultTimestamps.AfterMax), withMargin(KafkaDefaultTimestamps.BeforeMax)
+	for _, t := range times {
+		if !t.LogAppendTime {
+			l.safeAfter, l.safeBefore = min(l.safeAfter, withMargin(t.AfterMax)), min(l.safeBefore, withMargin(t.BeforeMax))
+		}
+	}
+	return l
+}
+
 // DescribeLimits reads the brokers' message.max.bytes and
-// socket.request.max.bytes and the max.message.bytes of topics. Settings it
-// cannot read stay unknown; the error says which, and the Limits returned
-// with it are still usable.
+// socket.request.max.bytes and the max.message.bytes and timestamp
+// settings of topics. Settings it cannot read stay unknown; the error says
+// which, and the Limits returned with it are still usable.
 func DescribeLimits(ctx context.Context, adm *kadm.Client, topics []string) (Limits, error) {
 	var errs []error
 	var broker, request int32
@@ -100,6 +149,7 @@ func DescribeLimits(ctx context.Context, adm *kadm.Client, topics []string) (Lim
 		errs = append(errs, fmt.Errorf("reading the brokers' message.max.bytes: %w", err))
 	}
 	byTopic := map[string]int32{}
+	times := map[string]TimestampLimits{}
 	described, err := adm.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("reading the topics' max.message.bytes: %w", err))
@@ -112,8 +162,103 @@ func DescribeLimits(ctx context.Context, adm *kadm.Client, topics []string) (Lim
 		if v := configBytes(rc, "max.message.bytes", &errs); v > 0 {
 			byTopic[rc.Name] = v
 		}
+		times[rc.Name] = configTimestamps(rc, &errs)
 	}
-	return NewLimits(broker, request, byTopic), errors.Join(errs...)
+	return NewLimits(broker, request, byTopic).WithTimestamps(times), errors.Join(errs...)
+}
+
+// configTimestamps reads the timestamp limits of a described topic. A
+// broker before Kafka 3.6 has message.timestamp.difference.max.ms for both
+// directions instead (unlimited by default), so a setting the topic does
+// not report is unlimited, not Kafka 4's default.
+func configTimestamps(rc kadm.ResourceConfig, errs *[]error) TimestampLimits {
+	t := TimestampLimits{BeforeMax: math.MaxInt64, AfterMax: math.MaxInt64}
+	millis := func(key string) (int64, bool) {
+		for _, c := range rc.Configs {
+			if c.Key != key {
+				continue
+			}
+			v, err := strconv.ParseInt(c.MaybeValue(), 10, 64)
+			if err != nil || v < 0 {
+				*errs = append(*errs, fmt.Errorf("%s %s=%q: not a number of milliseconds", rc.Name, key, c.MaybeValue()))
+				return 0, false
+			}
+			return v, true
+		}
+		return 0, false
+	}
+	if v, ok := millis("message.timestamp.difference.max.ms"); ok {
+		t.BeforeMax, t.AfterMax = v, v
+	}
+	if v, ok := millis("message.timestamp.before.max.ms"); ok {
+		t.BeforeMax = v
+	}
+	if v, ok := millis("message.timestamp.after.max.ms"); ok {
+		t.AfterMax = v
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "message.timestamp.type" {
+			t.LogAppendTime = c.MaybeValue() == "LogAppendTime"
+		}
+	}
+	return t
+}
+
+// Timestamp is the timestamp rec can be produced with at now: its own
+// (ok) if its topic takes it with a margin (timestampMargin) for the
+// broker's clock and the time until the batch arrives, else now, the
+// processing time, and false. A zero timestamp is the producer's to set
+// (to now) and is kept.
+func (l Limits) Timestamp(rec *kgo.Record, now time.Time) (ts time.Time, ok bool) {
+	if rec.Timestamp.IsZero() {
+		return rec.Timestamp, true
+	}
+	ms, nowMs := rec.Timestamp.UnixMilli(), now.UnixMilli()
+	if l.times != nil && ms <= satAdd(nowMs, l.safeAfter) && ms >= satAdd(nowMs, -l.safeBefore) {
+		return rec.Timestamp, true
+	}
+	t, found := l.times[rec.Topic]
+	if !found {
+		t = KafkaDefaultTimestamps
+	}
+	if t.LogAppendTime {
+		return rec.Timestamp, true
+	}
+	if ms > satAdd(nowMs, withMargin(t.AfterMax)) || ms < satAdd(nowMs, -withMargin(t.BeforeMax)) {
+		return now, false
+	}
+	return rec.Timestamp, true
+}
+
+// HeaderOriginalTimestamp is on a record produced with another timestamp
+// than its own because its topic would have refused that one (Restamp):
+// the original, in epoch milliseconds.
+const HeaderOriginalTimestamp = "pipeline.timestamp.original"
+
+// Restamp is a copy of rec with timestamp ts and its own timestamp in
+// the header HeaderOriginalTimestamp. rec is not modified.
+func Restamp(rec *kgo.Record, ts time.Time) *kgo.Record {
+	c := &kgo.Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Timestamp: ts}
+	c.Headers = append(slices.Clip(rec.Headers), kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, rec.Timestamp.UnixMilli(), 10)})
+	return c
+}
+
+// withMargin is a timestamp limit of limit ms less the margin kept inside
+// it: timestampMargin, or half the limit if that is less.
+func withMargin(limit int64) int64 {
+	return limit - min(limit/2, timestampMargin.Milliseconds())
+}
+
+// satAdd is a+b, saturating at the ends of int64.
+func satAdd(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
 }
 
 // configBytes is the positive integer value of config key of rc, or 0.

@@ -183,14 +183,38 @@ func MergeSession(sessions []Window, w Window) (out []Window, into Window, merge
 	return out, into, merged
 }
 
-// Fires reports whether window w is complete at job watermark wm, with
+// Fires reports whether window w is complete at watermark wm, with
 // allowed lateness: End + lateness <= wm. Nothing fires before the
-// watermark starts (NoWatermark).
+// watermark starts (NoWatermark). At the job's watermark it says the
+// window fires; at a record's partition watermark, that the window is
+// closed for the record.
 func Fires(w Window, lateness, wm int64) bool {
 	if wm == NoWatermark {
 		return false
 	}
 	return SatAdd(w.End, lateness) <= wm
+}
+
+// Late reports whether a record at event time ts is late at watermark wm
+// (its partition's, just before it) with allowed lateness: every window
+// it belongs to is closed (Fires). For tumbling and hopping windows that
+// is the window of ts that ends last. For sessions it is [ts, ts+1): a
+// session holding ts ends after ts, so one the record could join is
+// still open, whereas judging the proto-window [ts, ts+Gap) would let the
+// record reach sessions that may have fired (the runtime's eventtime.go
+// says why that matters). s must be valid; nothing is late before the
+// watermark starts.
+func (s Spec) Late(ts, lateness, wm int64) bool {
+	var end int64
+	switch s.Kind {
+	case Tumbling:
+		end = SatAdd(ts, s.Size-offset(ts, s.Size))
+	case Hopping:
+		end = SatAdd(ts, s.Size-offset(ts, s.Advance)) // the window starting at or below ts
+	case Session:
+		end = SatAdd(ts, 1)
+	}
+	return Fires(Window{End: end}, lateness, wm)
 }
 
 // PartitionClock is one source partition's largest event time
@@ -201,17 +225,16 @@ type PartitionClock struct{ Max int64 }
 // nothing.
 func NewPartitionClock() PartitionClock { return PartitionClock{Max: NoWatermark} }
 
-// Observe takes the event time ts of the partition's next record and
-// reports whether the record is late: behind the partition's watermark
-// (Max before it, minus maxOutOfOrderness) by more than lateness. A late
-// record does not move Max; any other raises it to ts if ts is greater.
-// Nothing is late before the first record.
-func (c *PartitionClock) Observe(ts, maxOutOfOrderness, lateness int64) (late bool) {
-	if c.Max != NoWatermark && ts < SatAdd(SatAdd(c.Max, -maxOutOfOrderness), -lateness) {
-		return true
-	}
+// Observe takes the event time ts of the partition's next record: it
+// returns the partition's watermark before the record (Max minus
+// maxOutOfOrderness, NoWatermark before the first record), the one the
+// record's lateness is judged against (Spec.Late), and raises Max to ts
+// if ts is greater. A late record never raises it: its windows end at or
+// before the watermark, which is at most Max.
+func (c *PartitionClock) Observe(ts, maxOutOfOrderness int64) (watermark int64) {
+	watermark = c.Watermark(maxOutOfOrderness)
 	c.Max = max(c.Max, ts)
-	return false
+	return watermark
 }
 
 // Watermark is Max minus maxOutOfOrderness (NoWatermark before the first

@@ -212,28 +212,23 @@ func FuzzMergeSession(f *testing.F) {
 
 func TestPartitionClockAndWatermark(t *testing.T) {
 	c := NewPartitionClock()
-	if c.Watermark(5) != NoWatermark || c.Observe(-1e9, 5, 0) {
-		t.Fatal("a new clock has no watermark and calls nothing late")
+	if c.Watermark(5) != NoWatermark || c.Observe(-1e9, 5) != NoWatermark {
+		t.Fatal("a new clock has no watermark")
 	}
 	c = NewPartitionClock()
 	for _, ts := range []int64{100, 90, 120} {
-		if c.Observe(ts, 10, 0) && ts != 90 {
-			t.Fatalf("%d late", ts)
-		}
+		c.Observe(ts, 10)
 	}
-	// Max 120, watermark 110: 109 is late with lateness 0, not with 1.
-	if !c.Observe(109, 10, 0) || c.Observe(109, 10, 1) || c.Max != 120 {
-		t.Fatalf("lateness at the bound: max %d", c.Max)
+	// Max 120: the next record is judged at watermark 110, the one after
+	// it too (109 does not move the clock), and 130 raises it.
+	if wm := c.Observe(109, 10); wm != 110 || c.Max != 120 {
+		t.Fatalf("watermark %d, max %d", wm, c.Max)
 	}
-	if c.Observe(110, 10, 0) || c.Watermark(10) != 110 {
-		t.Fatal("110 is at the watermark, not late")
-	}
-	late := PartitionClock{Max: 1000}
-	if !late.Observe(0, 0, 0) || late.Max != 1000 {
-		t.Fatal("a late record moved the clock")
+	if wm := c.Observe(130, 10); wm != 110 || c.Watermark(10) != 120 {
+		t.Fatalf("watermark before 130: %d; after: %d", wm, c.Watermark(10))
 	}
 	ext := PartitionClock{Max: math.MinInt64 + 3}
-	if ext.Watermark(100) != math.MinInt64 || ext.Observe(math.MinInt64+1, 100, 100) {
+	if ext.Watermark(100) != math.MinInt64 || ext.Observe(math.MinInt64+1, 100) != math.MinInt64 {
 		t.Fatal("saturation at the bottom of int64")
 	}
 	if got := JobWatermark(50, []int64{70, 60, 80}); got != 60 {
@@ -254,6 +249,58 @@ func TestPartitionClockAndWatermark(t *testing.T) {
 	if Fires(Window{0, math.MaxInt64}, 10, math.MaxInt64-1) {
 		t.Fatal("Fires overflowed")
 	}
+}
+
+// Late is per window: a record is late only when every window it belongs
+// to has closed at its partition's watermark (end + lateness <= wm), not
+// when it is merely behind the watermark.
+func TestLate(t *testing.T) {
+	tumbling := Spec{Kind: Tumbling, Size: 10}
+	hopping := Spec{Kind: Hopping, Size: 10, Advance: 5}
+	session := Spec{Kind: Session, Gap: 10}
+	for _, c := range []struct {
+		spec             Spec
+		ts, lateness, wm int64
+		want             bool
+	}{
+		{tumbling, 3, 0, 9, false},           // far behind the watermark, but [0,10) is open
+		{tumbling, 3, 0, 10, true},           // [0,10) closed at 10
+		{tumbling, 3, 2, 11, false},          // with lateness 2 it closes at 12
+		{tumbling, 3, 2, 12, true},           //
+		{tumbling, -3, 0, 0, true},           // [-10,0)
+		{tumbling, 3, 0, NoWatermark, false}, // nothing is late before the first record
+		{hopping, 7, 0, 10, false},           // [0,10) closed, [5,15) open: counted in [5,15)
+		{hopping, 7, 0, 15, true},            // both closed
+		{hopping, 4, 0, 9, false},            // [-5,5) closed, [0,10) open
+		{session, 3, 0, 3, false},            // at the watermark: a session holding 3 ends after it
+		{session, 3, 0, 4, true},             // behind it: a session [s, 4) may have fired
+		{session, 3, 1, 4, false},
+		{tumbling, math.MaxInt64 - 2, 0, math.MaxInt64 - 1, false}, // its window is cut at the top of int64
+	} {
+		if got := c.spec.Late(c.ts, c.lateness, c.wm); got != c.want {
+			t.Errorf("%v: Late(%d, lateness %d, watermark %d) = %v, want %v", c.spec.Kind, c.ts, c.lateness, c.wm, got, c.want)
+		}
+	}
+}
+
+// FuzzLate: a tumbling or hopping record is late exactly when every
+// window Assign gives it is closed.
+func FuzzLate(f *testing.F) {
+	f.Add(int64(7), int64(10), int64(5), int64(0), int64(15))
+	f.Add(int64(-1), int64(3), int64(3), int64(2), int64(1))
+	f.Fuzz(func(t *testing.T, ts, size, advance, lateness, wm int64) {
+		size, advance = 1+abs(size)%1000, 1+abs(advance)%1000
+		lateness = abs(lateness) % 1000
+		for _, s := range []Spec{{Kind: Tumbling, Size: size}, {Kind: Hopping, Size: max(size, advance), Advance: min(size, advance)}} {
+			all := true
+			for _, w := range s.Assign(nil, ts) {
+				all = all && Fires(w, lateness, wm)
+			}
+			if got := s.Late(ts, lateness, wm); got != all {
+				t.Fatalf("%+v: Late(%d, %d, %d) = %v; every window closed: %v (%v)", s, ts, lateness, wm, got, all, s.Assign(nil, ts))
+			}
+		}
+	})
 }
 
 func TestTimers(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/windowcheck"
 )
 
@@ -46,6 +48,8 @@ type windowInput struct {
 	j    *job
 	data [][]windowcheck.Input
 	next []int // per partition: the first not yet written
+	// stamp is the records' Kafka timestamp (zero: the time of writing).
+	stamp time.Time
 }
 
 func (w *windowInput) write(piece int) (written int) {
@@ -59,7 +63,7 @@ func (w *windowInput) write(piece int) (written int) {
 	for p := range w.data {
 		for k := 0; k < piece && w.next[p] < len(w.data[p]); k++ {
 			in := w.data[p][w.next[p]]
-			recs = append(recs, &kgo.Record{Partition: in.Partition, Value: in.Value})
+			recs = append(recs, &kgo.Record{Partition: in.Partition, Value: in.Value, Timestamp: w.stamp})
 			w.next[p]++
 		}
 	}
@@ -126,13 +130,24 @@ func windowCrashes(t *testing.T, j *job, in *windowInput, randomKills int, rng *
 // The read_committed output of parity-windows is the same for any crash
 // schedule and for checkpoint intervals of 20 ms and 2 s, and equals the
 // batch oracle: every window once with its exact count and sum, every
-// record beyond the bound once in the late topic and in no window.
+// record whose window had closed once in the late topic and in no
+// window, and every record behind the watermark in a window still open
+// counted in it.
 func TestParityWindowsExactUnderSIGKILL(t *testing.T) {
 	seed := uint64(envInt(t, "CRASH_SEED", time.Now().UnixNano()))
 	t.Logf("seed %d (CRASH_SEED=%d replays it)", seed, seed)
 	perPartition := int(envInt(t, "WINDOW_RECORDS", 8000))
 	base := time.Now().Add(-time.Hour).UnixMilli() / 1000 * 1000
 	data := windowcheck.Generate(int64(seed), windowPartitions, perPartition, windowParams, 0.02, base)
+	var all []windowcheck.Input
+	for _, part := range data {
+		all = append(all, part...)
+	}
+	if behind := windowcheck.Behind(windowParams, all); behind == 0 {
+		t.Fatal("no input behind the watermark in an open window: the test would not show they count")
+	} else {
+		t.Logf("%d inputs behind their partition's watermark by more than the lateness, in windows still open", behind)
+	}
 	for _, c := range []struct {
 		interval string
 		kills    int
@@ -230,6 +245,57 @@ func TestWindowSavepointRestoredWithOtherWorkers(t *testing.T) {
 	rep := j.awaitWindows(p, false)
 	t.Logf("continued with 3 workers: %v", rep)
 	j.terminate()
+}
+
+// A record's timestamp never fails a checkpoint. Event times 2 h ahead of
+// the clock make window outputs whose timestamps (their last
+// millisecond) the output topic refuses (message.timestamp.after.max.ms:
+// 1 h by default in Kafka 4), and inputs written with timestamps 2 h old
+// make late records the late topic refuses (before.max.ms set to 1 h
+// here). Both are written with the processing time instead, the original
+// in a header, and the output is exactly the oracle's; before, every
+// epoch failed with INVALID_TIMESTAMP and the job restarted for ever,
+// writing nothing.
+func TestTimestampsTheTopicsRefuse(t *testing.T) {
+	p := windowParams
+	j := newWindowJob(t, "100ms", p)
+	hour := "3600000"
+	kafkatest.CreateTopic(t, strings.Split(j.env["KAFKA_BROKERS"], ","), j.env["LATE_TOPIC"], 1, map[string]*string{"message.timestamp.before.max.ms": &hour})
+	data := windowcheck.Generate(11, windowPartitions, 300, p, 0.05, time.Now().Add(2*time.Hour).UnixMilli())
+	in := &windowInput{j: j, data: data, next: make([]int, windowPartitions), stamp: time.Now().Add(-2 * time.Hour)}
+	for !in.done() {
+		in.write(300)
+	}
+	j.start()
+	rep := j.awaitWindows(p, false)
+	t.Logf("%v", rep)
+	j.terminate()
+	if rep.Written == 0 || rep.LateWritten == 0 {
+		t.Fatalf("nothing to check: %v", rep)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, topic := range []string{j.env["OUTPUT_TOPIC"], j.env["LATE_TOPIC"]} {
+		err := kread.All(ctx, j.conn, topic, func(r *kgo.Record) error {
+			orig, err := strconv.ParseInt(sinkHeader(r, "pipeline.timestamp.original"), 10, 64)
+			if off := time.Since(r.Timestamp); err != nil || off < -time.Minute || off > 5*time.Minute || time.UnixMilli(orig).Sub(r.Timestamp).Abs() < time.Hour {
+				return fmt.Errorf("%s@%d: timestamp %v, header original %v (%v): want the time it was written, the original 2 h away", topic, r.Offset, r.Timestamp, orig, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sinkHeader(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // metrics scrapes the running job's /metrics (ADMIN_LISTEN must be on).

@@ -7,13 +7,15 @@
 //
 // The rules it applies, as the job's documentation states them:
 //
-//   - Per partition, in offset order, a record is late when its ts is
-//     less than the largest ts of the partition's earlier non-late
-//     records minus max_out_of_orderness minus allowed_lateness. Late
-//     records go to the late topic, once each, unchanged, and count in
-//     no window.
-//   - Every other record counts in the tumbling window
-//     [floor(ts/size)*size, +size) of its key ("even" or "odd" by n).
+//   - A record's window is the tumbling window [floor(ts/size)*size,
+//     +size) of its key ("even" or "odd" by n).
+//   - Per partition, in offset order, a record is late when its window
+//     has closed at its partition's watermark: the window's end plus
+//     allowed_lateness is at most the largest ts of the partition's
+//     earlier records minus max_out_of_orderness. Late records go to the
+//     late topic, once each, unchanged, and count in no window; a record
+//     further behind than max_out_of_orderness whose window is still
+//     open counts in it.
 //   - A window is written once, when the job's watermark (the least over
 //     all partitions of largest ts minus max_out_of_orderness; a
 //     partition without records holds it) reaches its end plus

@@ -48,6 +48,7 @@ type Late struct {
 	Offset                            int64
 	Value                             []byte
 	WindowStart, WindowEnd, Watermark time.Time
+	Windows                           int // how many windows it missed
 }
 
 func key(n int64) string {
@@ -75,14 +76,14 @@ func Oracle(p Params, in []Input) (outputs []Output, late []Input) {
 		slices.SortFunc(recs, func(a, b Input) int { return int(a.Offset - b.Offset) })
 		largest, seen := int64(0), false
 		for _, r := range recs {
-			if seen && r.TS < largest-p.MaxOutOfOrderness-p.AllowedLateness {
+			start := r.TS - ((r.TS%p.Size)+p.Size)%p.Size
+			if seen && start+p.Size+p.AllowedLateness <= largest-p.MaxOutOfOrderness {
 				late = append(late, r)
 				continue
 			}
 			if !seen || r.TS > largest {
 				largest, seen = r.TS, true
 			}
-			start := r.TS - ((r.TS%p.Size)+p.Size)%p.Size
 			w := win{key(r.N), start}
 			o := wins[w]
 			if o == nil {
@@ -105,6 +106,36 @@ func Oracle(p Params, in []Input) (outputs []Output, late []Input) {
 	}
 	slices.SortFunc(outputs, compareOutputs)
 	return outputs, late
+}
+
+// Behind counts the inputs that per-record lateness would have dropped
+// and per-window lateness counts: further behind their partition's
+// watermark than allowed_lateness, in a window still open. A test whose
+// input has some shows that they are counted.
+func Behind(p Params, in []Input) int {
+	largest := map[int32]int64{}
+	_, late := Oracle(p, in)
+	isLate := map[[2]int64]bool{}
+	for _, l := range late {
+		isLate[[2]int64{int64(l.Partition), l.Offset}] = true
+	}
+	byPart := map[int32][]Input{}
+	for _, r := range in {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	n := 0
+	for part, recs := range byPart {
+		slices.SortFunc(recs, func(a, b Input) int { return int(a.Offset - b.Offset) })
+		for i, r := range recs {
+			if i > 0 && r.TS < largest[part]-p.MaxOutOfOrderness-p.AllowedLateness && !isLate[[2]int64{int64(part), r.Offset}] {
+				n++
+			}
+			if i == 0 || r.TS > largest[part] {
+				largest[part] = r.TS
+			}
+		}
+	}
+	return n
 }
 
 func compareOutputs(a, b Output) int {
@@ -178,11 +209,12 @@ func ReadLate(ctx context.Context, conn []kgo.Opt, topic string) ([]Late, error)
 		l := Late{Value: r.Value}
 		part, err1 := strconv.ParseInt(h["pipeline.source.partition"], 10, 32)
 		off, err2 := strconv.ParseInt(h["pipeline.source.offset"], 10, 64)
-		var err3, err4, err5 error
+		var err3, err4, err5, err6 error
 		l.WindowStart, err3 = time.Parse(time.RFC3339Nano, h["pipeline.late.window_start"])
 		l.WindowEnd, err4 = time.Parse(time.RFC3339Nano, h["pipeline.late.window_end"])
 		l.Watermark, err5 = time.Parse(time.RFC3339Nano, h["pipeline.late.watermark"])
-		if err := errorsJoin(err1, err2, err3, err4, err5); err != nil {
+		l.Windows, err6 = strconv.Atoi(h["pipeline.late.windows"])
+		if err := errorsJoin(err1, err2, err3, err4, err5, err6); err != nil {
 			return fmt.Errorf("late record %s/%d@%d %q: headers %v: %w", r.Topic, r.Partition, r.Offset, r.Value, h, err)
 		}
 		l.Partition, l.Offset = int32(part), off
@@ -286,10 +318,10 @@ func Compare(p Params, in []Input, outs []Output, late []Late) Report {
 			r.LateUnexpected = append(r.LateUnexpected, pos)
 		case string(want.Value) != string(l.Value):
 			r.LateWrong = append(r.LateWrong, pos+": value changed")
-		case !(l.WindowStart.UnixMilli() <= want.TS && want.TS < l.WindowEnd.UnixMilli()) || l.WindowEnd.Sub(l.WindowStart) != time.Duration(p.Size)*time.Millisecond:
-			r.LateWrong = append(r.LateWrong, fmt.Sprintf("%s: ts %d not in the window of its headers [%s, %s)", pos, want.TS, l.WindowStart, l.WindowEnd))
-		case want.TS >= l.Watermark.UnixMilli()-p.AllowedLateness:
-			r.LateWrong = append(r.LateWrong, fmt.Sprintf("%s: ts %d is not behind the watermark of its headers (%s) by more than the lateness", pos, want.TS, l.Watermark))
+		case !(l.WindowStart.UnixMilli() <= want.TS && want.TS < l.WindowEnd.UnixMilli()) || l.WindowEnd.Sub(l.WindowStart) != time.Duration(p.Size)*time.Millisecond || l.Windows != 1:
+			r.LateWrong = append(r.LateWrong, fmt.Sprintf("%s: ts %d not in the window of its headers [%s, %s) (%d windows)", pos, want.TS, l.WindowStart, l.WindowEnd, l.Windows))
+		case l.WindowEnd.UnixMilli()+p.AllowedLateness > l.Watermark.UnixMilli():
+			r.LateWrong = append(r.LateWrong, fmt.Sprintf("%s: its window [%s, %s) is still open at the watermark of its headers (%s)", pos, l.WindowStart, l.WindowEnd, l.Watermark))
 		}
 	}
 	for pos, n := range seen {
@@ -329,22 +361,34 @@ func Check(ctx context.Context, conn []kgo.Opt, p Params, inputTopic, outputTopi
 // all of them (1, 2, ...), ts advancing 10 ms per record from base in
 // each partition, moved back by a random amount within
 // MaxOutOfOrderness (so never late), except that, after a partition's
-// first record, a lateFraction of them are put more than
-// MaxOutOfOrderness + AllowedLateness behind the largest ts before them
-// (so always late). Offsets are 0, 1, ... per partition, as written to an
-// empty topic in order; Value is the JSON to write.
+// first record, a lateFraction of them are put in a window already
+// closed at the partition's watermark (so always late), and another
+// lateFraction further behind the watermark than AllowedLateness but in
+// a window still open (so counted: lateness is per window). Offsets are
+// 0, 1, ... per partition, as written to an empty topic in order; Value
+// is the JSON to write.
 func Generate(seed int64, partitions int32, perPartition int, p Params, lateFraction float64, base int64) [][]Input {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x77))
 	out := make([][]Input, partitions)
 	largest := make([]int64, partitions)
+	floor := func(ts int64) int64 { return ts - ((ts%p.Size)+p.Size)%p.Size }
 	n := int64(0)
 	for i := range perPartition {
 		for part := range partitions {
 			n++
 			ts := base + int64(i)*10 - rng.Int64N(p.MaxOutOfOrderness+1)
-			if i > 0 && rng.Float64() < lateFraction {
-				ts = largest[part] - p.MaxOutOfOrderness - p.AllowedLateness - 1 - rng.Int64N(1000)
-			} else if i == 0 || ts > largest[part] {
+			// Windows starting at or after open are open at the
+			// watermark: end + lateness > largest - max_out_of_orderness.
+			bound := largest[part] - p.MaxOutOfOrderness - p.AllowedLateness
+			open := floor(bound)
+			switch x := rng.Float64(); {
+			case i == 0:
+			case x < lateFraction:
+				ts = open - 1 - rng.Int64N(1000)
+			case x < 2*lateFraction && bound > open:
+				ts = open + rng.Int64N(bound-open)
+			}
+			if i == 0 || ts > largest[part] {
 				largest[part] = ts
 			}
 			out[part] = append(out[part], Input{Partition: part, Offset: int64(i), N: n, TS: ts, Value: fmt.Appendf(nil, `{"n":%d,"ts":%d}`, n, ts)})

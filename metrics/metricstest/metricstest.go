@@ -33,6 +33,7 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.SetLag("numbers", 0, 42)
 	m.EndToEnd(now.Add(-150*time.Millisecond), now)
 	m.DeadLettered("decode")
+	m.TimestampReplaced("parity-sums")
 	m.SetCheckpointInterval(time.Second)
 	m.CheckpointCompleted(metrics.Checkpoint{ID: 7, Duration: 40 * time.Millisecond, Alignment: 2 * time.Millisecond, Bytes: 4096})
 	m.CheckpointFailed("timeout")
