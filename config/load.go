@@ -141,6 +141,19 @@ func finish(filename string, errs Errors) Errors {
 	return errs
 }
 
+// ParseDocument parses text, the one YAML document of a file read with a
+// job file's manners (the test files of `pipeline test` are): nil for an
+// empty file; a syntax error, or a second document, is an *Error at its
+// line in filename.
+func ParseDocument(filename string, text []byte) (*yaml.Node, error) {
+	doc, err := parseYAML(bytes.TrimPrefix(text, []byte("\ufeff")))
+	if err != nil {
+		err.File = filename
+		return nil, err
+	}
+	return doc, nil
+}
+
 // parseYAML parses the single YAML document in text; nil for an empty one.
 func parseYAML(text []byte) (*yaml.Node, *Error) {
 	doc, second, err := decodeDocuments(text)
@@ -148,7 +161,7 @@ func parseYAML(text []byte) (*yaml.Node, *Error) {
 	case err != nil:
 		return nil, syntaxError(text, err)
 	case second != nil:
-		return nil, &Error{Line: second.Line, Col: 1, Msg: "a job file holds one YAML document; a second one starts here"}
+		return nil, &Error{Line: second.Line, Col: 1, Msg: "the file holds one YAML document; a second one starts here"}
 	}
 	return doc, nil
 }
