@@ -35,6 +35,19 @@ type Option func(*options)
 
 type options struct {
 	check func(*Config) Errors
+	// brokers, when set, replace the file's connection (WithBrokers).
+	brokers []string
+}
+
+// WithBrokers has the job connect to brokers, with neither TLS nor SASL,
+// whatever its kafka.brokers, kafka.tls and kafka.sasl say: they are
+// replaced before the job is validated (only a value of the wrong shape
+// there is still reported). For
+// `pipeline test`, which runs a job on an in-memory cluster of its own:
+// a job file whose brokers or password come from a variable the test does
+// not set still loads.
+func WithBrokers(brokers []string) Option {
+	return func(o *options) { o.brokers = slices.Clone(brokers) }
 }
 
 // WithCheck has check judge what this package cannot, the expressions
@@ -99,6 +112,9 @@ func parseText(filename string, text []byte, cols colMap, o options) (*Config, E
 	d := newDecoder(filename, cols)
 	c := &Config{}
 	d.document(root, c)
+	if o.brokers != nil {
+		c.Kafka.Brokers, c.Kafka.TLS, c.Kafka.SASL = slices.Clone(o.brokers), TLS{}, SASL{}
+	}
 	applyDefaults(c, func(path string) bool { return d.set[path] })
 	errs := append(d.errs, validate(c, d)...)
 	c.file, c.where = filename, d.at
