@@ -27,8 +27,8 @@ Usage:
       [--stop-with-savepoint DIR] [--progress] [--instance-id ID]
   pipeline validate -c FILE         check a job file; print every problem, or a summary and
       [--from-savepoint PATH ...]   the operator ids (and whether the savepoint fits)
-  pipeline test [-c FILE] TESTFILE...  run the job on an in-memory Kafka with each case's input
-      [--crashes N] [--seed S]       and compare what it commits with what the case expects
+  pipeline test TESTFILE...         run the job on an in-memory Kafka with each case's input and
+      [-c FILE] [--crashes N]       compare what it commits with what the case expects
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo                     everything in one process (in-process broker, generator, job)
   pipeline savepoint create DIR     ask the running job for a savepoint into DIR

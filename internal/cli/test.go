@@ -33,7 +33,7 @@ func testJobs(args []string, stdout, stderr io.Writer) int {
 	crashes := fs.Int("crashes", 0, "also run each case under `N` seeded crash schedules; needs guarantee: exactly_once")
 	var seed uint64
 	seedSet := false
-	fs.Func("seed", "the first crash schedule's `S`eed (the next ones take S+1, S+2, ...); alone, replays that one schedule (default: random)", func(s string) error {
+	fs.Func("seed", "`S`, the seed of the first crash schedule (the next ones take S+1, S+2, ...); without --crashes, runs that one schedule again (default: random)", func(s string) error {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return errors.New("want a whole number")

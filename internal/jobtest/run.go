@@ -86,15 +86,6 @@ type CrashRun struct {
 // crash-free run did.
 func (c *CrashRun) Passed() bool { return c.Err == nil && len(c.Diffs) == 0 && c.Restarts > 0 }
 
-// Cases are the suite's cases in file order.
-func (s *Suite) Cases() []*Case {
-	out := make([]*Case, len(s.cases))
-	for i, b := range s.cases {
-		out[i] = b.c
-	}
-	return out
-}
-
 // Run runs the cases that selected accepts (nil: every one), one after
 // the other, and hands each result to report as it is known.
 func (s *Suite) Run(ctx context.Context, opts Options, selected func(*Case) bool, report func(*Result)) {
