@@ -267,6 +267,12 @@ func (d *decoder) mapping(n *yaml.Node, path string, allowed []string, each func
 	}
 }
 
+// Suggestion is the end of an "unknown ..." message: "; did you mean X?"
+// with the closest allowed word when one is close, otherwise "; allowed:"
+// and the whole list. Other files read with the same manners (the test
+// files of `pipeline test`) use it too.
+func Suggestion(got string, allowed []string) string { return suggestion(got, allowed) }
+
 // suggestion is the end of an "unknown ..." message: the closest allowed
 // word when one is close, otherwise the whole list.
 func suggestion(got string, allowed []string) string {

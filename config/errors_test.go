@@ -65,7 +65,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "second document",
 			yaml: minimal + "---\nname: other\n",
-			want: []string{"c.yaml:8:1: a job file holds one YAML document; a second one starts here"},
+			want: []string{"c.yaml:8:1: the file holds one YAML document; a second one starts here"},
 		},
 		{
 			name: "control character",

@@ -35,6 +35,19 @@ type Option func(*options)
 
 type options struct {
 	check func(*Config) Errors
+	// brokers, when set, replace the file's connection (WithBrokers).
+	brokers []string
+}
+
+// WithBrokers has the job connect to brokers, with neither TLS nor SASL,
+// whatever its kafka.brokers, kafka.tls and kafka.sasl say: they are
+// replaced before the job is validated (only a value of the wrong shape
+// there is still reported). For
+// `pipeline test`, which runs a job on an in-memory cluster of its own:
+// a job file whose brokers or password come from a variable the test does
+// not set still loads.
+func WithBrokers(brokers []string) Option {
+	return func(o *options) { o.brokers = slices.Clone(brokers) }
 }
 
 // WithCheck has check judge what this package cannot, the expressions
@@ -99,6 +112,9 @@ func parseText(filename string, text []byte, cols colMap, o options) (*Config, E
 	d := newDecoder(filename, cols)
 	c := &Config{}
 	d.document(root, c)
+	if o.brokers != nil {
+		c.Kafka.Brokers, c.Kafka.TLS, c.Kafka.SASL = slices.Clone(o.brokers), TLS{}, SASL{}
+	}
 	applyDefaults(c, func(path string) bool { return d.set[path] })
 	errs := append(d.errs, validate(c, d)...)
 	c.file, c.where = filename, d.at
@@ -141,6 +157,19 @@ func finish(filename string, errs Errors) Errors {
 	return errs
 }
 
+// ParseDocument parses text, the one YAML document of a file read with a
+// job file's manners (the test files of `pipeline test` are): nil for an
+// empty file; a syntax error, or a second document, is an *Error at its
+// line in filename.
+func ParseDocument(filename string, text []byte) (*yaml.Node, error) {
+	doc, err := parseYAML(bytes.TrimPrefix(text, []byte("\ufeff")))
+	if err != nil {
+		err.File = filename
+		return nil, err
+	}
+	return doc, nil
+}
+
 // parseYAML parses the single YAML document in text; nil for an empty one.
 func parseYAML(text []byte) (*yaml.Node, *Error) {
 	doc, second, err := decodeDocuments(text)
@@ -148,7 +177,7 @@ func parseYAML(text []byte) (*yaml.Node, *Error) {
 	case err != nil:
 		return nil, syntaxError(text, err)
 	case second != nil:
-		return nil, &Error{Line: second.Line, Col: 1, Msg: "a job file holds one YAML document; a second one starts here"}
+		return nil, &Error{Line: second.Line, Col: 1, Msg: "the file holds one YAML document; a second one starts here"}
 	}
 	return doc, nil
 }

@@ -108,3 +108,31 @@ func TestParseDurationDays(t *testing.T) {
 		}
 	}
 }
+
+// WithBrokers replaces the file's connection before it is validated: a job
+// whose brokers and password come from variables no one set still loads.
+func TestWithBrokers(t *testing.T) {
+	text := []byte(`name: j
+kafka:
+  brokers: ${KAFKA_BROKERS}
+  tls: {enabled: true, ca_file: /nowhere/ca.pem}
+  sasl: {mechanism: PLAIN, username: u, password: "${PASSWORD}"}
+sources: [{topics: [in]}]
+sinks: [{topic: out}]
+`)
+	if _, err := Parse("j.yaml", text, nil); err == nil || !strings.Contains(err.Error(), "kafka.brokers: at least one broker") {
+		t.Fatalf("without the option: %v", err)
+	}
+	c, err := Parse("j.yaml", text, nil, WithBrokers([]string{"127.0.0.1:1234"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Kafka.Brokers) != 1 || c.Kafka.Brokers[0] != "127.0.0.1:1234" || c.Kafka.TLS != (TLS{}) || c.Kafka.SASL != (SASL{}) {
+		t.Fatalf("kafka %+v", c.Kafka)
+	}
+	// A value of the wrong shape there is still a problem of the file.
+	bad := []byte(strings.Replace(string(text), "enabled: true", "enabled: maybe", 1))
+	if _, err := Parse("j.yaml", bad, nil, WithBrokers([]string{"127.0.0.1:1234"})); err == nil || !strings.Contains(err.Error(), "kafka.tls.enabled") {
+		t.Fatalf("a bad boolean: %v", err)
+	}
+}

@@ -119,6 +119,16 @@ func withBeforeExportState(fn func()) Option { return func(j *Job) { j.beforeExp
 // (<job>-<id>). Every process of the job needs its own.
 func WithInstanceID(id string) Option { return func(j *Job) { j.instance = id } }
 
+// WithRestartBackoff sets the first wait before a restart after a failure
+// (default 500ms; it doubles while attempts keep failing without completing
+// a checkpoint, up to 30s, and each wait is spread over [d/2, d)). For
+// tests and `pipeline test`, whose crash runs restart many times in a few
+// seconds; a production job keeps the default. Flink's
+// restart-strategy.exponential-delay.initial-backoff.
+func WithRestartBackoff(d time.Duration) Option {
+	return func(j *Job) { j.restartBackoff = max(d, time.Millisecond) }
+}
+
 // WithMetrics reports the job's metrics to m (default: a private registry).
 func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = m } }
 

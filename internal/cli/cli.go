@@ -30,6 +30,8 @@ Usage:
   pipeline validate -c FILE         check a job file; print every problem, or a summary and
       [--against-checkpoint]        the operator ids (and whether the job's last checkpoint,
       [--from-savepoint PATH ...]   or the savepoint, takes it)
+  pipeline test TESTFILE...         run the job on an in-memory Kafka with each case's input and
+      [-c FILE] [--crashes N]       compare what it commits with what the case expects
   pipeline datagen [flags]          write the numbers 1, 2, 3, ... as {"n": <int>} to a topic
   pipeline demo                     everything in one process (in-process broker, generator, job)
   pipeline savepoint create DIR     ask the running job for a savepoint into DIR
@@ -55,6 +57,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return runJob(args[1:], stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "test":
+		return testJobs(args[1:], stdout, stderr)
 	case "datagen":
 		return generate(args[1:], stdout, stderr)
 	case "demo":

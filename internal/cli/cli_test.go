@@ -371,7 +371,7 @@ func TestSavepointCreate(t *testing.T) {
 // 0, without doing anything else (no file read, no connection).
 func TestHelpOnEveryCommand(t *testing.T) {
 	commands := [][]string{
-		{}, {"run"}, {"validate"}, {"datagen"}, {"demo"}, {"version"},
+		{}, {"run"}, {"validate"}, {"test"}, {"datagen"}, {"demo"}, {"version"},
 		{"savepoint"}, {"savepoint", "create"}, {"savepoint", "inspect"},
 		{"topics"}, {"topics", "create"}, {"topics", "list"}, {"topics", "describe"},
 	}

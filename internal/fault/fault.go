@@ -42,6 +42,7 @@ var ErrInjected = errors.New("injected failure")
 type Injector struct {
 	mu    sync.Mutex
 	armed map[Point]int // hits left before the failure
+	hits  map[Point]int // passes through each point, armed or not
 	kill  bool
 	// pause, if set, is what the armed hit does instead of failing.
 	pause func()
@@ -51,6 +52,43 @@ type Injector struct {
 // of each armed point (n = the map value, from 1).
 func New(armed map[Point]int) *Injector {
 	return &Injector{armed: copyArmed(armed)}
+}
+
+// Hits returns how many times each point was passed so far, armed or not:
+// a run with an injector that arms nothing (New(nil)) measures how far a
+// schedule may reach (pipeline test draws its crash schedules so).
+func (i *Injector) Hits() map[Point]int {
+	if i == nil {
+		return nil
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return copyArmed(i.hits)
+}
+
+// Armed returns the points still armed, each with the hits left before it
+// fails: empty once every armed point has failed.
+func (i *Injector) Armed() map[Point]int {
+	if i == nil {
+		return nil
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return copyArmed(i.armed)
+}
+
+// Disarm disarms every point that has not failed yet and returns them,
+// each with the hits it still lacked, so a caller can stop a job without
+// a failure in its final checkpoint and report what never fired.
+func (i *Injector) Disarm() map[Point]int {
+	if i == nil {
+		return nil
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	left := i.armed
+	i.armed = map[Point]int{}
+	return left
 }
 
 // Pause returns an Injector that, on the n-th hit of p, calls wait and
@@ -111,6 +149,10 @@ func (i *Injector) Hit(p Point) error {
 		return nil
 	}
 	i.mu.Lock()
+	if i.hits == nil {
+		i.hits = map[Point]int{}
+	}
+	i.hits[p]++
 	left, ok := i.armed[p]
 	if ok {
 		left--

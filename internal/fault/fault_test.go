@@ -38,3 +38,32 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// Hits counts every pass, armed or not; Armed shrinks as points fail, and
+// Disarm hands back what never fired, after which nothing fails.
+func TestHitsArmedAndDisarm(t *testing.T) {
+	i := New(map[Point]int{BeforeCommit: 1, AfterCommit: 4})
+	_ = i.Hit(BeforeCommit)
+	_ = i.Hit(AfterCommit)
+	_ = i.Hit(AfterBarrier)
+	if h := i.Hits(); h[BeforeCommit] != 1 || h[AfterCommit] != 1 || h[AfterBarrier] != 1 || len(h) != 3 {
+		t.Fatalf("Hits = %v", h)
+	}
+	if a := i.Armed(); len(a) != 1 || a[AfterCommit] != 3 {
+		t.Fatalf("Armed = %v, want after-commit with 3 hits left", a)
+	}
+	if left := i.Disarm(); len(left) != 1 || left[AfterCommit] != 3 {
+		t.Fatalf("Disarm = %v", left)
+	}
+	for range 5 {
+		if err := i.Hit(AfterCommit); err != nil {
+			t.Fatalf("a disarmed point failed: %v", err)
+		}
+	}
+	if a := i.Armed(); len(a) != 0 {
+		t.Fatalf("Armed after Disarm = %v", a)
+	}
+	if h := i.Hits(); h[AfterCommit] != 6 {
+		t.Fatalf("after-commit hits = %d, want 6", h[AfterCommit])
+	}
+}
