@@ -24,8 +24,8 @@ func TestPrepareChecksTopics(t *testing.T) {
 cases:
   - name: a
     input:
-      number: [1]
-      numbers: [{value: 1, partition: 3}]
+      numbers-t: [1]
+      numbers-ts: [{value: 1, partition: 3}]
     expect:
       parity-window: []
       late: []
@@ -39,7 +39,7 @@ cases:
 `)
 	_, err := Prepare(f, readJob(t, "../../examples/parity-windows/config.yaml"), true)
 	want := []string{
-		`t.yaml:5:7: cases[0].input.number: the job reads no topic "number"; did you mean numbers?`,
+		`t.yaml:5:7: cases[0].input.numbers-t: the job reads no topic "numbers-t"; did you mean numbers-ts?`,
 		`t.yaml:8:7: cases[0].expect.parity-window: the job writes no topic "parity-window"; did you mean parity-windows?`,
 		`t.yaml:10:7: cases[0].expect.parity-windows-late: topic parity-windows-late is listed already, as late: list it once`,
 		`t.yaml:12:35: cases[0].expect.parity-windows[0].code: code is the error code of a dead letter; parity-windows is not a dead-letter topic`,
@@ -55,7 +55,7 @@ func TestPrepare(t *testing.T) {
 cases:
   - name: a
     input:
-      numbers: [{value: 1, partition: 3}, {value: 1, partition: 1}]
+      numbers-ts: [{value: 1, partition: 3}, {value: 1, partition: 1}]
     expect:
       parity-windows: []
       parity-windows-dead-letter: []
@@ -65,7 +65,7 @@ cases:
 		t.Fatal(err)
 	}
 	b := s.cases[0]
-	if b.inputs["numbers"] != 4 || len(b.inputs) != 1 {
+	if b.inputs["numbers-ts"] != 4 || len(b.inputs) != 1 {
 		t.Errorf("inputs %v: the largest partition named, +1", b.inputs)
 	}
 	if strings.Join(b.outputs, ",") != "parity-windows,parity-windows-dead-letter,parity-windows-late" {
