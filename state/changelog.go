@@ -66,6 +66,10 @@ const pieceTag = 0x80 | ChangelogVersion
 // small enough that the count always fits an int.
 const maxPieces = 1<<31 - 1
 
+// IsPiece reports whether a changelog record key is a piece's (see
+// ChangelogKey), from its first byte alone.
+func IsPiece(key []byte) bool { return len(key) > 0 && key[0] == pieceTag }
+
 // piece is a record's place in a value written in pieces; count 0 for a
 // record of a whole value.
 type piece struct{ count, index int }

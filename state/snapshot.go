@@ -121,7 +121,8 @@ func (s *Store[V]) Snapshot() Delta {
 // All, into a changelog that may hold anything of its key, as a
 // savepoint's import does: e.Record, or its pieces (see pieces.go), with
 // the tombstones of the pieces the store wrote before. The store notes
-// how the key was written, as a Snapshot does. The records' values alias
+// how the key was written, as a Snapshot does; it may be called during
+// All, whose iteration it does not disturb. The records' values alias
 // e's.
 func (s *Store[V]) EntryRecords(e Entry) []ChangelogRecord {
 	en := s.byGroup[e.Group-s.rng.Start].entries[string(e.Key)]
