@@ -157,7 +157,9 @@ func parseChangelogKey(b []byte) (operator []byte, kg KeyGroup, key []byte, pc p
 
 // Records turns d into state-topic records, in d's order, with all keys in
 // one new buffer (or the store's, if it built them with d). Values are d's
-// own (nil for tombstones).
+// own (nil for tombstones). An entry whose value the store wrote in
+// pieces (see pieces.go) is its pieces and the tombstones that go with
+// them; every other entry is one record.
 func (d Delta) Records() []ChangelogRecord {
 	if d.records != nil {
 		return d.records
