@@ -241,6 +241,12 @@ func TestStateTooLargeStopsTheJob(t *testing.T) {
 	if v, _ := metricstest.Value(metricstest.Scrape(t, m.Handler()), `pipeline_internal_records_too_large_total{pipeline="job",topic="job-state"}`); v != 1 {
 		t.Errorf("pipeline_internal_records_too_large_total = %v", v)
 	}
+	// A short key's value that reached the sink whole was not split: the
+	// message must not blame the key.
+	short := kstore.StateRecord("job", state.ChangelogKey{Operator: "windows", Group: state.KeyGroupOf([]byte("k"), 8), Key: []byte("k")}.Append(nil), make([]byte, 2000))
+	if err := stateTooLarge(short, limits, nil); !permanent(err) || !strings.Contains(err.Error(), "it was not split") {
+		t.Errorf("a short key: %v", err)
+	}
 
 	// A checkpoint record likewise, when the checkpoint topic leaves no
 	// room beside its key; one that fits the room is split instead.

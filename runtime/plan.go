@@ -687,9 +687,13 @@ func stateTooLarge(rec *kgo.Record, limits sink.Limits, m *metrics.Metrics) erro
 		}
 		what = fmt.Sprintf("the state of key %q (%d bytes) of operator %s", key, len(k.Key), k.Operator)
 	}
-	return fmt.Errorf("%w: %s needs a record of %d bytes, more than the topic %s accepts (max.message.bytes %d), and its key is too long to split the value over several records (a key must leave half a record for the value). "+
+	why := "its key is too long to split the value over several records (a key must leave half a record for the value)"
+	if 2*len(rec.Key) < limits.Payload(rec.Topic) {
+		why = "and it was not split over several records"
+	}
+	return fmt.Errorf("%w: %s needs a record of %d bytes, more than the topic %s accepts (max.message.bytes %d): %s. "+
 		"Raise max.message.bytes of %s, or key the records by shorter values",
-		ErrUnfit, what, sink.BatchBytes(rec), rec.Topic, limits.Batch(rec.Topic), rec.Topic)
+		ErrUnfit, what, sink.BatchBytes(rec), rec.Topic, limits.Batch(rec.Topic), why, rec.Topic)
 }
 
 // restoreBatch is how many state records the reader hands a restoring
