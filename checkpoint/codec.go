@@ -527,3 +527,63 @@ func encodedSizeHint(r *Record) int {
 	}
 	return n
 }
+
+// PiecesVersion is the first byte of a checkpoint topic value that is not
+// a record but the head of one written in pieces (kstore writes a record
+// too large for one Kafka record so; see its doc). A build that does not
+// know it refuses it as ErrUnknownVersion, "written by a newer pipeline":
+// no record version will ever be 255.
+//
+//	byte 0      255
+//	bytes 1..4  CRC-32C (Castagnoli) of the rest, big-endian
+//	uvarint     id of the checkpoint
+//	uvarint     pieces (>= 2)
+//	uvarint     length of the encoded record, in bytes (>= pieces)
+//
+// Minimal varints and no trailing bytes: one encoding per head.
+const PiecesVersion = 0xff
+
+// Pieces is the head of a checkpoint record written in pieces: its id,
+// so that a reader orders heads without joining them, and how to join it.
+type Pieces struct {
+	ID     ID
+	Count  int
+	Length int
+}
+
+// IsPieces reports whether a checkpoint topic value is a head (Pieces)
+// rather than a record.
+func IsPieces(value []byte) bool { return len(value) > 0 && value[0] == PiecesVersion }
+
+// AppendPieces appends the encoding of p to dst.
+func AppendPieces(dst []byte, p Pieces) []byte {
+	start := len(dst)
+	dst = append(dst, PiecesVersion, 0, 0, 0, 0)
+	dst = binary.AppendUvarint(dst, uint64(p.ID))
+	dst = binary.AppendUvarint(dst, uint64(p.Count))
+	dst = binary.AppendUvarint(dst, uint64(p.Length))
+	binary.BigEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+headerLen:], castagnoli))
+	return dst
+}
+
+// DecodePieces parses a value written by AppendPieces; anything else is
+// ErrCorruptRecord.
+func DecodePieces(b []byte) (Pieces, error) {
+	if !IsPieces(b) || len(b) < headerLen {
+		return Pieces{}, fmt.Errorf("%w: not the head of a record in pieces", ErrCorruptRecord)
+	}
+	if want, got := binary.BigEndian.Uint32(b[1:]), crc32.Checksum(b[headerLen:], castagnoli); want != got {
+		return Pieces{}, fmt.Errorf("%w: head of a record in pieces: CRC-32C is %08x, the head says %08x", ErrCorruptRecord, got, want)
+	}
+	r := wire.NewReaderAt(b[headerLen:], headerLen)
+	p := Pieces{ID: ID(r.Uvarint("id"))}
+	count, length := r.Uvarint("pieces"), r.Uvarint("length")
+	if err := r.End("head"); err != nil {
+		return Pieces{}, fmt.Errorf("%w: head of a record in pieces: %w", ErrCorruptRecord, err)
+	}
+	if count < 2 || length < count || length > math.MaxInt32 {
+		return Pieces{}, fmt.Errorf("%w: head of a record in pieces: %d pieces of %d bytes", ErrCorruptRecord, count, length)
+	}
+	p.Count, p.Length = int(count), int(length)
+	return p, nil
+}

@@ -100,6 +100,22 @@ func (m *Metrics) Restarted(reason string) {
 	m.restarts.WithLabelValues(reason).Inc()
 }
 
+// StatePiecesWritten counts n records written to the state topic as
+// pieces of values too large for one record, at the commit that made
+// them part of the state.
+func (m *Metrics) StatePiecesWritten(n int) {
+	if n > 0 {
+		m.statePieces.Add(float64(n))
+	}
+}
+
+// InternalRecordTooLarge counts a record of the job's state or
+// checkpoint topic that could not be written to it even in pieces: the
+// job stops rather than fail every attempt at its checkpoint.
+func (m *Metrics) InternalRecordTooLarge(topic string) {
+	m.tooLarge.WithLabelValues(topic).Inc()
+}
+
 // SetState sets the keyed state held by an operator (its stable id):
 // keys, and bytes of keys and values.
 func (m *Metrics) SetState(operator string, keys, bytes int64) {

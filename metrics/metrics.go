@@ -46,6 +46,8 @@ type Metrics struct {
 	restarts              *prometheus.CounterVec
 	stateKeys, stateBytes *prometheus.GaugeVec
 	restoreDuration       prometheus.Gauge
+	statePieces           prometheus.Counter
+	tooLarge              *prometheus.CounterVec
 
 	savepoints        *prometheus.CounterVec
 	savepointDuration prometheus.Gauge
@@ -156,6 +158,8 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.stateKeys = f.gaugeVec("state_keys", "Keys held in keyed state, per operator.", "operator")
 	m.stateBytes = f.gaugeVec("state_bytes", "Bytes of keys and values held in keyed state, per operator.", "operator")
 	m.restoreDuration = f.gauge("state_restore_duration_seconds", "How long the last restore (reading the checkpoint and rebuilding state) took.")
+	m.statePieces = f.counter("state_piece_records_total", "Records written to the state topic as pieces of keyed values larger than one record of it (its max.message.bytes), counted at their commit.")
+	m.tooLarge = f.counterVec("internal_records_too_large_total", "Records of the job's state or checkpoint topic that could not be written to it even in pieces: the job stopped, with an error that says what to change.", "topic")
 
 	m.savepoints = f.counterVec("savepoints_total", "Savepoints this process was asked to take, by result (completed, failed).", "result")
 	m.savepoints.WithLabelValues("completed")

@@ -107,6 +107,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	exports := &exportRegistry{}
 	exportReports := make(chan exportReport, 2*len(ops))
 
+	j.limitState(ops, a.limits)
 	for w, op := range ops {
 		if wo, ok := op.(*windowOp); ok {
 			wo.watermark = watermark // what has fired before this attempt

@@ -561,18 +561,23 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 			offsets[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
 		})
 	}
-	summary := j.produceState(ctx, txn, ops, stale, j.shuffle.place)
+	summary, err := j.produceState(ctx, txn, ops, stale, j.shuffle.place, a.limits)
+	if err != nil {
+		return err
+	}
 	id := checkpoint.ID(1)
 	if a.latest != nil {
 		id = a.latest.ID + 1
 	}
 	a.savepointID = r.ID()
 	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil)
-	cr, err := kstore.CheckpointRecordKeyed(rec, a.recordKey)
+	crs, err := checkpointRecords(rec, a.recordKey, a.limits, j.metrics)
 	if err != nil {
 		return err
 	}
-	txn.Produce(ctx, cr)
+	for _, cr := range crs {
+		txn.Produce(ctx, cr)
+	}
 	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
 	if err := a.driver.Prepare(ctx, id); err != nil {
 		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)

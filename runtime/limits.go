@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/sink"
 )
@@ -28,7 +27,7 @@ func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits 
 		topics = append(topics, w.lateTopic)
 	}
 	if j.cfg.Guarantee != config.AtMostOnce {
-		topics = append(topics, checkpoint.TopicName(j.cfg.Name), kstore.StateTopic(j.cfg.Name))
+		topics = append(topics, checkpoint.TopicName(j.cfg.Name), j.stateTopic())
 	}
 	limits, err := sink.DescribeLimits(ctx, adm, topics)
 	if err != nil {

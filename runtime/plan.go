@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
@@ -659,6 +660,52 @@ func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record, r
 	return ops, keys, nil
 }
 
+// stateTopic is the topic the job's keyed state goes to: the group-state
+// topic in group mode.
+func (j *Job) stateTopic() string {
+	if j.shuffle != nil {
+		return j.shuffle.state
+	}
+	return kstore.StateTopic(j.cfg.Name)
+}
+
+// limitState gives the stores of ops the state topic's record limit
+// (limits, read from the brokers): a value larger than a record goes
+// there in pieces instead of failing every attempt at its checkpoint
+// with MESSAGE_TOO_LARGE.
+func (j *Job) limitState(ops []keyedOperator, limits sink.Limits) {
+	for _, op := range ops {
+		if st, ok := op.(stateful); ok {
+			st.keyedStore().SetRecordLimit(limits.Payload(j.stateTopic()))
+		}
+	}
+}
+
+// stateTooLarge is the error of rec, a state record that does not fit
+// its topic even after the store split its value (state/pieces.go): its
+// key is too long to leave room for pieces. Every attempt would write it
+// again, so the job stops (ErrUnfit) and says what to change.
+func stateTooLarge(rec *kgo.Record, limits sink.Limits, m *metrics.Metrics) error {
+	if m != nil {
+		m.InternalRecordTooLarge(rec.Topic)
+	}
+	what := "a state record"
+	if k, err := state.DecodeChangelogKey(rec.Key); err == nil {
+		key := k.Key
+		if len(key) > 64 {
+			key = key[:64]
+		}
+		what = fmt.Sprintf("the state of key %q (%d bytes) of operator %s", key, len(k.Key), k.Operator)
+	}
+	why := "its key is too long to split the value over several records (a key must leave half a record for the value)"
+	if 2*len(rec.Key) < limits.Payload(rec.Topic) {
+		why = "and it was not split over several records"
+	}
+	return fmt.Errorf("%w: %s needs a record of %d bytes, more than the topic %s accepts (max.message.bytes %d): %s. "+
+		"Raise max.message.bytes of %s, or key the records by shorter values",
+		ErrUnfit, what, sink.BatchBytes(rec), rec.Topic, limits.Batch(rec.Topic), why, rec.Topic)
+}
+
 // restoreBatch is how many state records the reader hands a restoring
 // worker at once.
 const restoreBatch = 1024
@@ -727,5 +774,14 @@ func (j *Job) readStateInto(ctx context.Context, read stateReader, restorers []*
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("%w: %w", ErrIncompatible, err)
 	}
-	return readErr
+	if readErr != nil {
+		return readErr
+	}
+	// Every record is in: join the values written in pieces.
+	for _, r := range restorers {
+		if err := r.Finish(); err != nil {
+			return fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
+	}
+	return nil
 }

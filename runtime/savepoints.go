@@ -18,6 +18,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -459,18 +460,23 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 		return fail(err)
 	}
 	// The import is the epoch that recovery began.
-	summary := j.produceState(ctx, txn, ops, stale, func(*kgo.Record) {})
+	summary, err := j.produceState(ctx, txn, ops, stale, func(*kgo.Record) {}, a.limits)
+	if err != nil {
+		return fail(err)
+	}
 	id := checkpoint.ID(1)
 	if a.latest != nil {
 		id = a.latest.ID + 1
 	}
 	a.savepointID = r.ID()
 	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), importedEventTime(r.Manifest().EventTime, plan, j.plan.time))
-	cr, err := kstore.CheckpointRecord(rec)
+	crs, err := checkpointRecords(rec, "", a.limits, j.metrics)
 	if err != nil {
 		return fail(err)
 	}
-	txn.Produce(ctx, cr)
+	for _, cr := range crs {
+		txn.Produce(ctx, cr)
+	}
 	if err := a.driver.Prepare(ctx, id); err != nil {
 		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
 	}
@@ -504,30 +510,40 @@ func (j *Job) savepointOperators(r *savepoint.Reader, plan *savepoint.RestorePla
 		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
 			return nil, 0, err
 		}
+		if err := rs.Finish(); err != nil {
+			return nil, 0, err
+		}
 		keys += store.Len()
 	}
 	return ops, keys, nil
 }
 
 // produceState writes the whole state of ops into txn as state records,
-// and a tombstone for every key of stale the state does not have (the
-// state topic's live keys: a later restore would bring them back). place
-// puts each record where it belongs (group mode: its key group's
-// partition). It returns the operators' summaries.
-func (j *Job) produceState(ctx context.Context, txn transaction, ops []keyedOperator, stale map[string]struct{}, place func(*kgo.Record)) []checkpoint.StateSummary {
+// and a tombstone for every record key of stale the state does not have
+// (the state topic's live keys: a later restore would bring them back).
+// A value larger than a record of the state topic (limits) goes in
+// pieces, as a checkpoint writes it. place puts each record where it
+// belongs (group mode: its key group's partition). It returns the
+// operators' summaries, or the error of a record that cannot be written.
+func (j *Job) produceState(ctx context.Context, txn transaction, ops []keyedOperator, stale map[string]struct{}, place func(*kgo.Record), limits sink.Limits) ([]checkpoint.StateSummary, error) {
+	j.limitState(ops, limits)
 	var summary []checkpoint.StateSummary
 	for _, op := range ops {
 		agg, ok := op.(stateful)
 		if !ok {
 			continue
 		}
-		id := agg.operatorID()
-		for e := range agg.keyedStore().All() {
-			rec := e.Record(id)
-			delete(stale, string(rec.Key))
-			sr := kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value)
-			place(sr)
-			txn.Produce(ctx, sr)
+		store := agg.keyedStore()
+		for e := range store.All() {
+			for _, rec := range store.EntryRecords(e) {
+				delete(stale, string(rec.Key))
+				sr := kstore.StateRecord(j.cfg.Name, rec.Key, rec.Value)
+				place(sr)
+				if !limits.Fits(sr) {
+					return nil, stateTooLarge(sr, limits, j.metrics)
+				}
+				txn.Produce(ctx, sr)
+			}
 		}
 		summary = append(summary, agg.summary())
 	}
@@ -536,7 +552,7 @@ func (j *Job) produceState(ctx context.Context, txn transaction, ops []keyedOper
 		place(sr)
 		txn.Produce(ctx, sr)
 	}
-	return summary
+	return summary, nil
 }
 
 // offsetList is offsets as a checkpoint's list (newRecord sorts it).

@@ -46,6 +46,21 @@ type world struct {
 	hash  uint64
 	// root is the run's directory, written $DIR in the trace.
 	root string
+	// maxBytes is each topic's max.message.bytes (none: no limit): the
+	// model refuses a larger record as the brokers do, and the job reads
+	// the limits as it reads them from the brokers (limits).
+	maxBytes map[string]int32
+	// pieces counts the records produced that are pieces of a value or of
+	// a checkpoint record (nil: not counted).
+	pieces *simPieces
+}
+
+// limits are the job's sink.Limits of the model: its topics' settings.
+func (w *world) limits() sink.Limits {
+	if w.maxBytes == nil {
+		return sink.Limits{}
+	}
+	return sink.NewLimits(0, 0, w.maxBytes)
 }
 
 func (w *world) log(format string, args ...any) {
@@ -192,8 +207,13 @@ func (t *simTxn) Produce(_ context.Context, r *kgo.Record) {
 		return
 	}
 	after := t.w.io("produce to " + r.Topic)
-	if _, err := t.p.Produce(t.w.toModel(r)); err != nil {
+	if max := t.w.maxBytes[r.Topic]; max > 0 && sink.BatchBytes(r) > int(max) {
+		// The broker refuses it, and the transaction cannot commit.
+		t.failed = fmt.Errorf("%d bytes to %s: %w", sink.BatchBytes(r), r.Topic, kerr.MessageTooLarge)
+	} else if _, err := t.p.Produce(t.w.toModel(r)); err != nil {
 		t.failed = err
+	} else if t.w.pieces != nil {
+		t.w.pieces.count(r)
 	}
 	after()
 }

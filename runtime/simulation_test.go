@@ -65,6 +65,9 @@ type simJob struct {
 	// guarantees the job runs under (nil: exactly_once and
 	// at_least_once).
 	guarantees []config.Guarantee
+	// bigState: the job's keys grow a state larger than a record of the
+	// state topic (simbigstate_test.go).
+	bigState bool
 }
 
 var simJobs = []simJob{
@@ -140,6 +143,9 @@ type simRun struct {
 	baseWatermark int64
 	baseWant      map[string]simAgg
 	baseBad       int
+	// silent: the last input partition gets no input until the last
+	// simSilentUntil inputs (bigState jobs).
+	silent bool
 }
 
 const (
@@ -180,6 +186,9 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 	if job.windowed {
 		r.drawEventTimes()
 	}
+	if job.bigState {
+		r.growState()
+	}
 	r.drawFaults()
 	return r
 }
@@ -217,7 +226,7 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 		return nil, fmt.Errorf("%w: opening savepoint %s: %v", errViolation, dir, err)
 	}
 	c := &simRun{
-		w:         &world{rng: r.w.rng, kafka: memkafka.New(r.clock), trace: r.w.trace, hash: r.w.hash, root: r.w.root},
+		w:         &world{rng: r.w.rng, kafka: memkafka.New(r.clock), trace: r.w.trace, hash: r.w.hash, root: r.w.root, maxBytes: r.w.maxBytes, pieces: r.w.pieces},
 		job:       r.job,
 		guarantee: r.guarantee,
 		clock:     r.clock,
@@ -275,6 +284,9 @@ func (r *simRun) write(k int) {
 		in := r.pending[0]
 		r.pending = r.pending[1:]
 		p := r.w.rng.IntN(simPartitions)
+		if r.silent && p == simPartitions-1 && len(r.pending) >= simSilentUntil {
+			p = r.w.rng.IntN(simPartitions - 1)
+		}
 		if _, err := r.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: r.job.inputValue(in), Timestamp: r.clock}); err != nil {
 			panic(err)
 		}
@@ -309,7 +321,7 @@ var errViolation = errors.New("invariant violated")
 // it crashes, fails or stops. A violation ends the run.
 func (r *simRun) attempt() (stopped bool, err error) {
 	ctx := context.Background()
-	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}}
+	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}, limits: r.w.limits()}
 	defer func() {
 		rec := recover()
 		if rec == nil {
@@ -781,6 +793,9 @@ func (r *simRun) catchUp() error {
 		if err := v.newest.Add(fromModel(rec)); err != nil {
 			return err
 		}
+	}
+	if err := v.newest.Err(); err != nil {
+		return err
 	}
 	if r.job.windowed {
 		return r.catchUpWindows()

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/twophase"
 )
 
@@ -166,8 +168,16 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 				if s.shuffle != nil {
 					s.shuffle.place(rec)
 				}
+				if !s.limits.Fits(rec) {
+					// The store split every value it could: this one
+					// would fail the checkpoint at every attempt.
+					return stateTooLarge(rec, s.limits, s.metrics)
+				}
 				s.txn.Produce(ctx, rec)
 				s.epoch.stateBytes += int64(len(rec.Key) + len(rec.Value))
+				if state.IsPiece(rec.Key) {
+					s.epoch.statePieces++
+				}
 				if err := s.faults.Hit(fault.WhileWritingState); err != nil {
 					return err
 				}
@@ -243,21 +253,17 @@ func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
 	if s.timed {
 		et = recordEventTime(b.watermark, b.times)
 	}
-	var rec *kgo.Record
-	var err error
-	if s.recordKey != "" {
-		rec, err = kstore.CheckpointRecordKeyed(s.newRecord(b.id, b.offsets, mergeState(b.state), et), s.recordKey)
-	} else {
-		rec, err = kstore.CheckpointRecord(s.newRecord(b.id, b.offsets, mergeState(b.state), et))
-	}
+	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, mergeState(b.state), et), s.recordKey, s.limits, s.metrics)
 	if err != nil {
 		return err
 	}
-	s.txn.Produce(ctx, rec)
+	for _, rec := range recs {
+		s.txn.Produce(ctx, rec)
+	}
 	if s.ackKey != "" && b.pausedFor != "" {
 		// Every source paused before this barrier: what they shuffled
 		// commits with this epoch, and nothing after it.
-		s.txn.Produce(ctx, &kgo.Record{Topic: rec.Topic, Key: []byte(s.ackKey), Value: []byte(b.pausedFor)})
+		s.txn.Produce(ctx, &kgo.Record{Topic: recs[0].Topic, Key: []byte(s.ackKey), Value: []byte(b.pausedFor)})
 	}
 	if err := s.driver.Prepare(ctx, b.id); err != nil {
 		return err
@@ -269,6 +275,25 @@ func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
 		return s.commitOffsets(ctx, b.offsets)
 	}
 	return nil
+}
+
+// checkpointRecords are the Kafka records of checkpoint rec under key
+// ("": the job's name), in pieces if it is larger than a record of the
+// checkpoint topic (kstore.CheckpointRecords). One that cannot be written
+// even so stops the job (ErrUnfit): every attempt would fail alike.
+func checkpointRecords(rec *checkpoint.Record, key string, limits sink.Limits, m *metrics.Metrics) ([]*kgo.Record, error) {
+	if key == "" {
+		key = rec.Job
+	}
+	topic := checkpoint.TopicName(rec.Job)
+	recs, err := kstore.CheckpointRecords(rec, key, limits.Payload(topic))
+	if errors.Is(err, kstore.ErrRecordTooLarge) {
+		if m != nil {
+			m.InternalRecordTooLarge(topic)
+		}
+		return nil, fmt.Errorf("%w: %w (max.message.bytes %d): raise max.message.bytes of %s", ErrUnfit, err, limits.Batch(topic), topic)
+	}
+	return recs, err
 }
 
 // decide commits prepared epoch N (the coordinator handed out its commit)
@@ -322,6 +347,8 @@ type epochStats struct {
 	flows      map[string]*flowCount
 	outputs    int64
 	stateBytes int64
+	// statePieces counts the state records that are pieces of a value.
+	statePieces int
 	// shuffled counts the records sent to the repartition topic.
 	shuffled   int64
 	alignStart time.Time
@@ -336,7 +363,7 @@ const sampleEvery = 16
 
 func (e *epochStats) reset() {
 	clear(e.flows)
-	e.outputs, e.stateBytes, e.shuffled, e.sampled = 0, 0, 0, e.sampled[:0]
+	e.outputs, e.stateBytes, e.shuffled, e.statePieces, e.sampled = 0, 0, 0, 0, e.sampled[:0]
 }
 
 func (e *epochStats) output(r *kgo.Record) {
@@ -367,5 +394,6 @@ func (e *epochStats) publish(m *metrics.Metrics, visible time.Time) {
 	for _, ts := range e.sampled {
 		m.EndToEnd(ts, visible)
 	}
+	m.StatePiecesWritten(e.statePieces)
 	e.reset()
 }

@@ -22,6 +22,11 @@ type keyedStore interface {
 	All() iter.Seq[state.Entry]
 	Grow(keys int)
 	ApproxBytes() int64
+	// SetRecordLimit, KeysInPieces and EntryRecords: a value larger than
+	// a record of the state topic goes there in pieces (state/pieces.go).
+	SetRecordLimit(n int)
+	KeysInPieces() int
+	EntryRecords(e state.Entry) []state.ChangelogRecord
 }
 
 // stateful is a keyed operator with keyed state: the aggregate and the
@@ -47,6 +52,13 @@ func (o *aggregateOp) keyedStore() keyedStore { return o.store }
 // and rescale, and sessions merge within one value. Timers say which keys
 // have a window due at a watermark; they are not state: they are rebuilt
 // from the store after a restore.
+//
+// A key's value grows with its open windows: tens of thousands of them
+// (a silent partition holding the watermark back) make it larger than a
+// record of the state topic, and the store then writes it in pieces. That
+// was chosen over one changelog record per (key, window), which would
+// bound a record by one window but change every window job's state
+// format; state/pieces.go says why.
 type windowOp struct {
 	p     *plan
 	w     *windowPlan

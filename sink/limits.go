@@ -325,6 +325,11 @@ func (l Limits) Fits(rec *kgo.Record) bool {
 	return size <= int(l.Batch(rec.Topic))
 }
 
+// Payload is the most bytes of key and value a record without headers
+// may hold to fit topic (Fits): what the job's internal records, state
+// and checkpoints, are split by when they are larger.
+func (l Limits) Payload(topic string) int { return int(l.Batch(topic)) - batchOverhead }
+
 // BatchBytes bounds the size of a record batch holding rec alone.
 func BatchBytes(rec *kgo.Record) int {
 	n := batchOverhead + len(rec.Key) + len(rec.Value)

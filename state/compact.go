@@ -64,6 +64,9 @@ type Compact struct {
 	live  int   // keys with a value
 	bytes int64 // sum of len(key)+len(value) over keys with a value
 
+	// split writes the values too large for a record in pieces.
+	split splitter
+
 	// prefetched holds PrefetchHashed's first pass; touched sums the bytes its
 	// second pass read, so that no load of it is optimized away.
 	prefetched []uint64
@@ -115,6 +118,7 @@ const (
 	flagPersisted             // the changelog holds a value for this key
 	flagMoved                 // garbage: moved elsewhere or removed
 	flagWide                  // the lengths are uint32s (see record)
+	flagInPieces              // the changelog holds the value in pieces (see pieces.go)
 )
 
 // A record is:
@@ -306,10 +310,17 @@ func NewCompact(operator string, groups int, r Range, check func(value []byte) e
 	if r.Start > r.End || int(r.End) > groups {
 		return nil, fmt.Errorf("state: key-group range %v does not fit %d key groups", r, groups)
 	}
-	s := &Compact{operator: operator, groups: groups, rng: r, check: check, m: &compactMemory{cur: -1}}
+	s := &Compact{operator: operator, groups: groups, rng: r, check: check, m: &compactMemory{cur: -1}, split: newSplitter(operator)}
 	runtime.AddCleanup(s, (*compactMemory).free, s.m)
 	return s, nil
 }
+
+// SetRecordLimit is Store.SetRecordLimit: values whose record would hold
+// more than n bytes of key and value are written in pieces.
+func (s *Compact) SetRecordLimit(n int) { s.split.setLimit(n) }
+
+// KeysInPieces is the number of keys the changelog holds in pieces.
+func (s *Compact) KeysInPieces() int { return len(s.split.counts) }
 
 // SetEncoding lets the store hold values in a form of the operator's own
 // instead of their changelog encoding: encode appends the changelog
@@ -719,7 +730,18 @@ func (s *Compact) snapshot(entries *[]Entry) []ChangelogRecord {
 				buf = s.appendEncoded(buf, r.value())
 				value = buf[v:len(buf):len(buf)] // never nil, even when empty: buf is not nil
 			}
-			records = append(records, ChangelogRecord{Key: buf[rk:v:v], Value: value})
+			rec := ChangelogRecord{Key: buf[rk:v:v], Value: value}
+			if len(buf)-rk <= s.split.limit && r.flags()&flagInPieces == 0 {
+				records = append(records, rec)
+			} else {
+				var inPieces bool
+				records, inPieces = s.split.write(records, rec, r.flags()&flagInPieces != 0)
+				if inPieces {
+					r.setFlag(flagInPieces)
+				} else {
+					r.clearFlag(flagInPieces)
+				}
+			}
 			if entries != nil {
 				*entries = append(*entries, Entry{Group: group, Key: buf[k:v:v], Value: value, Deleted: deleted})
 			}
@@ -890,4 +912,34 @@ func (s *Compact) restore(kg KeyGroup, key, value []byte) error {
 	s.bytes += int64(len(value) - r.vlen)
 	s.replace(h, slot, loc, r, value)
 	return nil
+}
+
+// restorePieces gives key the value the changelog holds in n pieces.
+func (s *Compact) restorePieces(kg KeyGroup, key, value []byte, n int) error {
+	if _, _, found := s.find(murmur3(key, 0), key); found {
+		return fmt.Errorf("%w: operator %q, key group %d, key %q: the state topic holds both a whole value and pieces of one", ErrPieces, s.operator, kg, key)
+	}
+	if err := s.restore(kg, key, value); err != nil {
+		return err
+	}
+	_, loc, _ := s.find(murmur3(key, 0), key)
+	s.m.record(loc).setFlag(flagInPieces)
+	s.split.restored(s.operator, kg, key, n)
+	return nil
+}
+
+// EntryRecords is Store.EntryRecords.
+func (s *Compact) EntryRecords(e Entry) []ChangelogRecord {
+	_, loc, found := s.find(s.hash(e.Key), e.Key)
+	if !found {
+		panic(fmt.Sprintf("state: operator %q: EntryRecords of key %q, which the store does not hold", s.operator, e.Key))
+	}
+	r := s.m.record(loc)
+	recs, inPieces := s.split.write(nil, e.Record(s.operator), r.flags()&flagInPieces != 0)
+	if inPieces {
+		r.setFlag(flagInPieces)
+	} else {
+		r.clearFlag(flagInPieces)
+	}
+	return recs
 }

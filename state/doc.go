@@ -30,6 +30,8 @@
 // the deltas of all completed checkpoints, and compaction shrinks it to
 // the latest record per (operator, key) without changing what it means.
 // On start, a Restorer per worker reads the topic and fills empty stores.
+// A value larger than one record of the state topic is written as several
+// (see pieces.go), which the Restorer joins once it has read them all.
 //
 // # Invariants
 //
@@ -49,6 +51,13 @@
 //     returns the parts or an error and never panics.
 //  6. A record whose key group does not fit G is refused with
 //     ErrKeyGroupCount: G must not change under existing state.
+//  7. With a record limit (SetRecordLimit), no record of a Delta holds
+//     more than the limit in key and value, except the whole value of a
+//     key too long to split (a piece's key would leave less than half a
+//     record for the value): a larger value is written in pieces, and
+//     after every Delta the changelog holds each key either whole or in
+//     one complete set of pieces (pieces.go). Without a limit, or with
+//     values that fit, a Delta's records are exactly those of version 1.
 //
 // # Aborted checkpoints
 //

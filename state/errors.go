@@ -14,4 +14,7 @@ var (
 	// ErrKeyGroupCount: a changelog record does not fit the job's
 	// key-group count, i.e. the count was changed under existing state.
 	ErrKeyGroupCount = errors.New("state: the key-group count must not change for the life of a job's state")
+	// ErrPieces: the records of a value written in pieces do not make one
+	// value (see Restorer.Finish): the state topic is damaged.
+	ErrPieces = errors.New("state: the pieces of a value larger than a record do not fit together")
 )

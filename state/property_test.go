@@ -18,7 +18,9 @@ var (
 // map model. The state topic is the concatenation of the committed deltas,
 // sometimes compacted and read in a partition-interleaved order; after
 // every restart the restored stores must equal the model as of the last
-// committed checkpoint.
+// committed checkpoint. Half the seeds give the stores a record limit
+// and values that grow past it and shrink back: every record must fit the
+// limit, and the pieces must come back as the values they were.
 func TestChangelogProperty(t *testing.T) {
 	if *propertySeed != 0 {
 		if err := runChangelogProperty(*propertySeed); err != nil {
@@ -52,6 +54,9 @@ type propertyJob struct {
 	// restart must restore.
 	committed map[string]map[string]string
 	keys      [][]byte
+	// limit is the stores' record limit (0: none), and big how long a
+	// value may grow.
+	limit, big int
 }
 
 func runChangelogProperty(seed uint64) error {
@@ -64,6 +69,11 @@ func runChangelogProperty(seed uint64) error {
 	}
 	for _, op := range propertyOps {
 		j.model[op], j.committed[op] = map[string]string{}, map[string]string{}
+	}
+	if rnd.IntN(2) == 0 {
+		// Record keys are at most 11 bytes (a piece's 21): pieces hold 27
+		// to 79 bytes of a value.
+		j.limit, j.big = []int{48, 64, 100}[rnd.IntN(3)], 400
 	}
 	j.keys = append(j.keys, []byte{}, []byte{0}, []byte{0xff, 0x00})
 	for i := range 2 + rnd.IntN(60) {
@@ -80,7 +90,11 @@ func runChangelogProperty(seed uint64) error {
 		s := j.storeOf(op, key)
 		switch r := rnd.IntN(100); {
 		case r < 45:
-			v := make([]byte, rnd.IntN(6))
+			n := rnd.IntN(6)
+			if j.big > 0 && rnd.IntN(4) == 0 {
+				n = rnd.IntN(j.big)
+			}
+			v := make([]byte, n)
 			for i := range v {
 				v[i] = byte('a' + rnd.IntN(26))
 			}
@@ -137,6 +151,11 @@ func (j *propertyJob) checkpoint(commit bool) error {
 		live, bytes := 0, int64(0)
 		for _, s := range j.stores[op] {
 			recs := s.Snapshot().Records()
+			for _, rec := range recs {
+				if j.limit > 0 && len(rec.Key)+len(rec.Value) > j.limit {
+					return fmt.Errorf("%s: a record of %d bytes, limit %d", op, len(rec.Key)+len(rec.Value), j.limit)
+				}
+			}
 			if commit {
 				j.log = append(j.log, recs...)
 			}
@@ -175,6 +194,11 @@ func (j *propertyJob) restartWith(workers int) error {
 	stores, err := restoreWorkers(log, j.groups, workers, propertyOps...)
 	if err != nil {
 		return err
+	}
+	for _, ss := range stores {
+		for _, s := range ss {
+			s.SetRecordLimit(j.limit)
+		}
 	}
 	j.stores, j.workers = stores, workers
 	for _, op := range propertyOps {

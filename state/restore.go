@@ -1,8 +1,12 @@
 package state
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 )
 
 // Restorable is a store a Restorer can fill: *Store[V] or *Compact, so
@@ -15,36 +19,56 @@ type Restorable interface {
 	Len() int
 	DirtyLen() int
 	restore(kg KeyGroup, key, value []byte) error
+	// restorePieces gives key, which has no value, the value the
+	// changelog holds in n pieces, joined.
+	restorePieces(kg KeyGroup, key, value []byte, n int) error
 }
 
 var _ Restorable = (*Store[[]byte])(nil)
 
 // Restorer rebuilds one worker's stores from the state topic. Give it the
-// topic's records with Add in offset order; a later record for a key
-// overrides an earlier one and a tombstone deletes. Records of several
-// partitions may be interleaved in any way, provided the topic is
-// partitioned by record key (each key lives in one partition). The same
-// path restores a savepoint exported with All.
+// topic's records with Add in offset order, then call Finish; a later
+// record for a key overrides an earlier one and a tombstone deletes.
+// Records of several partitions may be interleaved in any way, provided
+// the topic is partitioned by record key (each key lives in one
+// partition). The same path restores a savepoint exported with All.
 //
 // Records of key groups outside the worker's range are skipped after
 // reading three header fields; records of operators with no registered
-// store are counted (see Unclaimed) and skipped.
+// store are counted (see Unclaimed) and skipped. The pieces of a value
+// larger than a record (see pieces.go) are kept aside until Finish joins
+// them: only the whole topic says which pieces are a value's latest.
 type Restorer struct {
 	groups int
 	rng    Range
 	stores map[string]Restorable
-	// unclaimed holds, per operator without a store, the keys whose latest
-	// record so far is a value: a key deleted since is not state any more
-	// (an import deletes what a savepoint lacks, and compaction removes
-	// the records only later).
+	// unclaimed holds, per operator without a store, the record keys whose
+	// latest record so far is a value: a key deleted since is not state
+	// any more (an import deletes what a savepoint lacks, and compaction
+	// removes the records only later).
 	unclaimed map[string]map[string]struct{}
-	stats     RestoreStats
+	// pieces holds the latest piece records of each key whose latest
+	// piece so far is a value, for Finish.
+	pieces map[pieceOf]*pendingValue
+	stats  RestoreStats
+}
+
+// pieceOf names one key of one store in Restorer.pieces.
+type pieceOf struct{ operator, key string }
+
+// pendingValue is the pieces of one key read so far, by place.
+type pendingValue struct {
+	store Restorable
+	group KeyGroup
+	parts map[piece][]byte
 }
 
 // RestoreStats counts what a Restorer did with the records it was given.
 type RestoreStats struct {
 	Records     int // records given to Add
 	Applied     int // values and tombstones applied to a store
+	Pieces      int // pieces of values kept for Finish, and their tombstones
+	Joined      int // values Finish joined from pieces and applied
 	OtherGroups int // skipped: key group owned by another worker
 	Unclaimed   int // skipped: no store registered for the operator
 }
@@ -92,7 +116,7 @@ func (r *Restorer) Register(s Restorable) error {
 // an error the stores are incomplete and must be discarded.
 func (r *Restorer) Add(rec ChangelogRecord) error {
 	r.stats.Records++
-	op, kg, key, err := parseChangelogKey(rec.Key)
+	op, kg, key, pc, err := parseChangelogKey(rec.Key)
 	if err != nil {
 		return err
 	}
@@ -113,9 +137,9 @@ func (r *Restorer) Add(rec ChangelogRecord) error {
 			r.unclaimed[string(op)] = live
 		}
 		if rec.Value == nil {
-			delete(live, string(key))
+			delete(live, string(rec.Key))
 		} else {
-			live[string(key)] = struct{}{}
+			live[string(rec.Key)] = struct{}{}
 		}
 		return nil
 	}
@@ -126,11 +150,99 @@ func (r *Restorer) Add(rec ChangelogRecord) error {
 		return fmt.Errorf("%w: a record of operator %q is in key group %d, but its key belongs to group %d of %d",
 			ErrKeyGroupCount, op, kg, want, r.groups)
 	}
+	if pc.count != 0 {
+		r.addPiece(s, kg, key, pc, rec.Value)
+		return nil
+	}
 	if err := s.restore(kg, key, rec.Value); err != nil {
 		return err
 	}
 	r.stats.Applied++
 	return nil
+}
+
+// addPiece keeps the piece pc of key of store s, or forgets it for a
+// tombstone.
+func (r *Restorer) addPiece(s Restorable, kg KeyGroup, key []byte, pc piece, value []byte) {
+	r.stats.Pieces++
+	at := pieceOf{operator: s.Operator(), key: string(key)}
+	p := r.pieces[at]
+	if value == nil {
+		if p != nil {
+			delete(p.parts, pc)
+			if len(p.parts) == 0 {
+				delete(r.pieces, at)
+			}
+		}
+		return
+	}
+	if p == nil {
+		if r.pieces == nil {
+			r.pieces = make(map[pieceOf]*pendingValue)
+		}
+		p = &pendingValue{store: s, group: kg, parts: make(map[piece][]byte)}
+		r.pieces[at] = p
+	}
+	p.parts[pc] = bytes.Clone(value) // the caller's bytes are only valid during Add
+}
+
+// Finish joins the values written in pieces and gives them to their
+// stores. Call it once every record has been added: until then, the
+// stores lack those values. A value whose latest pieces are not one
+// complete set (pieces 0..n-1 of one count n), or a key that has both a
+// whole value and pieces, is ErrPieces: the topic is damaged.
+func (r *Restorer) Finish() error {
+	at := slices.SortedFunc(maps.Keys(r.pieces), func(a, b pieceOf) int {
+		return cmp.Or(cmp.Compare(a.operator, b.operator), cmp.Compare(a.key, b.key))
+	})
+	for _, k := range at {
+		p := r.pieces[k]
+		n := 0
+		for pc := range p.parts {
+			n = max(n, pc.count)
+		}
+		// Complete: n parts, each of count n, so no other count either.
+		complete, size := len(p.parts) == n, 0
+		for i := 0; complete && i < n; i++ {
+			part, ok := p.parts[piece{count: n, index: i}]
+			complete = ok
+			size += len(part)
+		}
+		if !complete {
+			return fmt.Errorf("%w: operator %q, key %q: the state topic holds %s", ErrPieces, k.operator, k.key, describePieces(p.parts))
+		}
+		value := make([]byte, 0, size)
+		for i := range n {
+			value = append(value, p.parts[piece{count: n, index: i}]...)
+		}
+		if err := p.store.restorePieces(p.group, []byte(k.key), value, n); err != nil {
+			return err
+		}
+		r.stats.Joined++
+		delete(r.pieces, k)
+	}
+	return nil
+}
+
+// describePieces lists parts for an error: "pieces 0, 2 of 3".
+func describePieces(parts map[piece][]byte) string {
+	pcs := slices.SortedFunc(maps.Keys(parts), func(a, b piece) int {
+		return cmp.Or(cmp.Compare(a.count, b.count), cmp.Compare(a.index, b.index))
+	})
+	var b strings.Builder
+	for i, pc := range pcs {
+		switch {
+		case i == 0:
+			b.WriteString("pieces ")
+		case pcs[i-1].count != pc.count:
+			fmt.Fprintf(&b, " of %d and ", pcs[i-1].count)
+		default:
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d", pc.index)
+	}
+	fmt.Fprintf(&b, " of %d", pcs[len(pcs)-1].count)
+	return b.String()
 }
 
 // Stats reports what Add has done so far.
@@ -151,6 +263,19 @@ func (r *Restorer) Unclaimed() []string {
 	}
 	slices.Sort(ops)
 	return ops
+}
+
+// restorePieces gives key the value the changelog holds in n pieces.
+func (s *Store[V]) restorePieces(kg KeyGroup, key, value []byte, n int) error {
+	if e := s.byGroup[kg-s.rng.Start].entries[string(key)]; e != nil {
+		return fmt.Errorf("%w: operator %q, key group %d, key %q: the state topic holds both a whole value and pieces of one", ErrPieces, s.operator, kg, key)
+	}
+	if err := s.restore(kg, key, value); err != nil {
+		return err
+	}
+	s.byGroup[kg-s.rng.Start].entries[string(key)].inPieces = true
+	s.split.restored(s.operator, kg, key, n)
+	return nil
 }
 
 // restore applies one changelog value (nil: tombstone) of kg to s. The

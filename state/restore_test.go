@@ -42,6 +42,9 @@ func restoreWorkers(log []ChangelogRecord, groups, workers int, ops ...string) (
 				return nil, fmt.Errorf("worker %d, record %d: %w", w, i, err)
 			}
 		}
+		if err := rs.Finish(); err != nil {
+			return nil, fmt.Errorf("worker %d: %w", w, err)
+		}
 	}
 	return stores, nil
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
@@ -70,6 +71,10 @@ func (s *Store[V]) Snapshot() Delta {
 	// the old array, which nothing writes to again.
 	buf := make([]byte, 0, size+size/8+64)
 	d.Entries = make([]Entry, 0, n)
+	// A record of key and value holds the changelog prefix and the key
+	// group besides: a value fits when len(key)+len(value) <= fits.
+	fits := s.split.limit - s.split.head
+	var att []attention
 	for i := range s.byGroup {
 		g := &s.byGroup[i]
 		if len(g.dirty) == 0 {
@@ -82,6 +87,9 @@ func (s *Store[V]) Snapshot() Delta {
 			if e.deleted {
 				delete(g.entries, e.key)
 				if e.persisted {
+					if e.inPieces {
+						att = append(att, attention{index: len(d.Entries), inPieces: true})
+					}
 					d.Entries = append(d.Entries, Entry{Group: kg, Key: cut(&buf, e.key), Deleted: true})
 				}
 				continue
@@ -93,13 +101,37 @@ func (s *Store[V]) Snapshot() Delta {
 			buf = s.codec.Append(buf, e.value)
 			s.bytes += int64(len(buf) - v - e.size)
 			e.size = len(buf) - v
+			if len(buf)-k > fits || e.inPieces {
+				att = append(att, attention{index: len(d.Entries), inPieces: e.inPieces})
+				e.inPieces = s.split.splits(s.split.head+v-k, e.size)
+			}
 			// Never nil, even when empty: buf is not nil.
 			d.Entries = append(d.Entries, Entry{Group: kg, Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]})
 		}
 		g.dirty = g.dirty[:0] // keeping its capacity, not its entries
 	}
 	s.dirty = 0
+	if att != nil {
+		d.records = s.split.rewrite(d.Records(), att)
+	}
 	return d
+}
+
+// EntryRecords returns the state-topic records that write e, an entry of
+// All, into a changelog that may hold anything of its key, as a
+// savepoint's import does: e.Record, or its pieces (see pieces.go), with
+// the tombstones of the pieces the store wrote before. The store notes
+// how the key was written, as a Snapshot does; it may be called during
+// All, whose iteration it does not disturb. The records' values alias
+// e's.
+func (s *Store[V]) EntryRecords(e Entry) []ChangelogRecord {
+	en := s.byGroup[e.Group-s.rng.Start].entries[string(e.Key)]
+	if en == nil {
+		panic(fmt.Sprintf("state: operator %q: EntryRecords of key %q, which the store does not hold", s.operator, e.Key))
+	}
+	recs, inPieces := s.split.write(nil, e.Record(s.operator), en.inPieces)
+	en.inPieces = inPieces
+	return recs
 }
 
 // cut appends b to *buf and returns the copy with its capacity limited, so

@@ -24,6 +24,9 @@ type Store[V any] struct {
 	live  int   // keys with a value
 	dirty int   // entries in all dirty lists
 	bytes int64 // see ApproxBytes
+
+	// split writes the values too large for a record in pieces.
+	split splitter
 }
 
 // group is one key group. Its map is created on the first key, because a
@@ -58,6 +61,8 @@ type entry[V any] struct {
 	// value for this key. A key that never reached the changelog needs
 	// no tombstone when it is deleted.
 	persisted bool
+	// inPieces: the changelog holds the value in pieces (see pieces.go).
+	inPieces bool
 }
 
 // inlineKey is the longest key kept inside its entry.
@@ -98,8 +103,17 @@ func New[V any](operator string, groups int, r Range, codec Codec[V]) (*Store[V]
 		rng:      r,
 		codec:    codec,
 		byGroup:  make([]group[V], r.Len()),
+		split:    newSplitter(operator),
 	}, nil
 }
+
+// SetRecordLimit makes the following snapshots write a value whose
+// record would hold more than n bytes of key and value in pieces (see
+// pieces.go); n <= 0 means no limit, which is the default.
+func (s *Store[V]) SetRecordLimit(n int) { s.split.setLimit(n) }
+
+// KeysInPieces is the number of keys the changelog holds in pieces.
+func (s *Store[V]) KeysInPieces() int { return len(s.split.counts) }
 
 // Grow makes room for keys keys of the operator, counted over all key
 // groups (as a checkpoint's state summary counts them), so that a restore

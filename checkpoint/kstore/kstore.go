@@ -103,7 +103,7 @@ func LatestKeyed(ctx context.Context, conn []kgo.Opt, job, key string) (*checkpo
 	if err := kread.All(ctx, conn, checkpoint.TopicName(job), n.Add); err != nil {
 		return nil, err
 	}
-	return n.Record, nil
+	return n.Record, n.Err()
 }
 
 // Modes says which kinds of checkpoint records job's topic holds: the
@@ -120,6 +120,9 @@ func Modes(ctx context.Context, conn []kgo.Opt, job string) (single *checkpoint.
 		}
 		return n.Add(r)
 	})
+	if err == nil {
+		err = n.Err()
+	}
 	return n.Record, members, err
 }
 
@@ -127,28 +130,31 @@ func Modes(ctx context.Context, conn []kgo.Opt, job string) (single *checkpoint.
 // checkpoint record that names savepoint id: the savepoint was imported
 // (a group-mode job imports it once, whichever member did).
 func SavepointImported(ctx context.Context, conn []kgo.Opt, job, id string) (bool, error) {
-	latest := map[string]string{} // member key -> its newest record's savepoint
+	latest := map[string]*Newest{} // by member key
 	prefix := job + "/"
 	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
-		if !strings.HasPrefix(string(r.Key), prefix) {
+		key := string(r.Key)
+		if k, _, ok := parsePieceKey(r.Key); ok {
+			key = k // a piece of the record keyed k
+		}
+		if !strings.HasPrefix(key, prefix) {
 			return nil
 		}
-		if r.Value == nil {
-			delete(latest, string(r.Key))
-			return nil
+		n := latest[key]
+		if n == nil {
+			n = &Newest{Job: key, Member: true}
+			latest[key] = n
 		}
-		rec, err := checkpoint.DecodeRecord(r.Value)
-		if err != nil {
-			return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-		latest[string(r.Key)] = rec.Savepoint
-		return nil
+		return n.Add(r)
 	})
 	if err != nil {
 		return false, err
 	}
-	for _, sp := range latest {
-		if sp == id {
+	for _, n := range latest {
+		if err := n.Err(); err != nil {
+			return false, err
+		}
+		if n.Record != nil && n.Record.Savepoint == id {
 			return true, nil
 		}
 	}
@@ -199,32 +205,83 @@ type Newest struct {
 	// is no error there.
 	Member bool
 	// Record is the newest checkpoint so far; nil for none (or after a
-	// tombstone: the job's checkpoints were reset).
+	// tombstone: the job's checkpoints were reset), and nil while Err is
+	// not.
 	Record *checkpoint.Record
+
+	// id is the newest checkpoint's id, and has whether there is one:
+	// Record's, or that of a head whose pieces did not join.
+	id  checkpoint.ID
+	has bool
+	// pieces holds the latest value of each piece of Job's records, by
+	// index (see pieces.go).
+	pieces map[int][]byte
+	// err is why the newest checkpoint so far, written in pieces, could
+	// not be joined.
+	err error
 }
 
-// Add takes the next record of the topic.
+// Add takes the next record of the topic. It keeps the values of the
+// pieces of Job's records.
 func (n *Newest) Add(r *kgo.Record) error {
+	if key, i, ok := parsePieceKey(r.Key); ok {
+		if key != n.Job {
+			return nil
+		}
+		if r.Value == nil {
+			delete(n.pieces, i)
+			return nil
+		}
+		if n.pieces == nil {
+			n.pieces = map[int][]byte{}
+		}
+		n.pieces[i] = r.Value
+		return nil
+	}
 	if string(r.Key) != n.Job {
 		return nil // another job sharing the topic by mistake: not ours
 	}
 	if r.Value == nil {
-		n.Record = nil // a tombstone: the job's checkpoints were reset
+		// A tombstone: the job's checkpoints were reset.
+		n.Record, n.has, n.err = nil, false, nil
 		return nil
 	}
-	rec, err := checkpoint.DecodeRecord(r.Value)
+	var rec *checkpoint.Record
+	var head checkpoint.Pieces
+	var err error
+	if checkpoint.IsPieces(r.Value) {
+		head, err = checkpoint.DecodePieces(r.Value)
+	} else {
+		rec, err = checkpoint.DecodeRecord(r.Value)
+		if rec != nil {
+			head.ID = rec.ID
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	if n.Member && n.Record != nil && rec.ID <= n.Record.ID {
+	if n.Member && n.has && head.ID <= n.id {
 		return nil
 	}
-	if n.Record != nil && rec.ID <= n.Record.ID {
-		return fmt.Errorf("checkpoint %d at offset %d follows checkpoint %d: ids must increase", rec.ID, r.Offset, n.Record.ID)
+	if n.has && head.ID <= n.id {
+		return fmt.Errorf("checkpoint %d at offset %d follows checkpoint %d: ids must increase", head.ID, r.Offset, n.id)
+	}
+	n.id, n.has, n.err = head.ID, true, nil
+	if rec == nil {
+		// Its pieces came before it: join them now, but fail only if no
+		// newer checkpoint follows (an older head's pieces may have been
+		// compacted away).
+		if rec, err = join(head, n.pieces); err != nil {
+			n.err = fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
 	}
 	n.Record = rec
 	return nil
 }
+
+// Err reports that the newest checkpoint so far was written in pieces
+// that do not join into it: the checkpoint topic is damaged.
+func (n *Newest) Err() error { return n.err }
 
 // ReadState calls fn with every committed changelog record of job's state
 // topic in topic order (later records override earlier ones; a nil value is
@@ -236,7 +293,8 @@ func ReadState(ctx context.Context, conn []kgo.Opt, job string, fn func(key, val
 }
 
 // CheckpointRecord builds the Kafka record that makes checkpoint rec
-// durable, for the transaction that commits it.
+// durable, for the transaction that commits it, whatever its size (see
+// CheckpointRecords).
 func CheckpointRecord(rec *checkpoint.Record) (*kgo.Record, error) {
 	value, err := checkpoint.EncodeRecord(rec)
 	if err != nil {

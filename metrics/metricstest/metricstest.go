@@ -47,6 +47,8 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.Fenced()
 	m.Restarted("commit_failed")
 	m.SetState("sums", 2, 128)
+	m.StatePiecesWritten(3)
+	m.InternalRecordTooLarge("parity-sum-state")
 	m.SetPartitionWatermark("numbers", 0, now.Add(-5*time.Second).UnixMilli())
 	m.SetWatermark(now.Add(-6 * time.Second).UnixMilli())
 	m.SetOpenWindows("per-10s", 2)
