@@ -167,16 +167,13 @@ func (a *attempt) prepareGroup(ctx context.Context) (*savepoint.RestorePlan, err
 	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return nil, err
 	}
-	single, _, err := kstore.Modes(ctx, j.conn, cfg.Name)
+	// A single-mode job's state and offsets are its own: group mode would
+	// start over and write every output again (settleMode refuses).
+	recs, err := j.settleMode(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the checkpoint topic: %w", err)
+		return nil, err
 	}
-	if single != nil && j.from == nil {
-		// Its state and offsets are the single-mode job's: group mode
-		// would start over and write every output again.
-		return nil, fmt.Errorf("%w: job %s ran in single mode (its last checkpoint is %d): run it with scale.mode: single, or under a new name (a job moves between modes only through a savepoint, run --from-savepoint)",
-			ErrIncompatible, cfg.Name, single.ID)
-	}
+	a.records = recs
 	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.agg != nil, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return nil, err
 	}
@@ -289,6 +286,11 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 			return err
 		}
 		a.savepointID = a.latest.Savepoint
+	}
+	// Whoever wrote the state partitions this process restores: every
+	// member's checkpoint must fit the configuration.
+	if err := j.checkMembers(a.records); err != nil {
+		return err
 	}
 	// Fetched for every attempt, not once per assignment: an attempt that
 	// failed and restarts on the same assignment must continue from what
@@ -574,6 +576,14 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 	}
 	txn.Produce(ctx, cr)
 	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
+	// The other members' records describe the state before the savepoint
+	// (maybe another configuration): gone, so that they refuse no member
+	// (checkMembers).
+	for key := range a.records.members {
+		if key != a.recordKey {
+			txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(key)})
+		}
+	}
 	if err := a.driver.Prepare(ctx, id); err != nil {
 		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
 	}

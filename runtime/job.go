@@ -207,6 +207,12 @@ func (j *Job) Run(ctx context.Context) error {
 		if j.instance == "" {
 			return fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
 		}
+		if err := j.checkGroupStart(ctx); permanent(err) {
+			j.status.set(StateFailed, err)
+			return err
+		} else if err != nil {
+			j.log.Warn("checking the job's checkpoints before joining the group; every attempt checks them again", "err", err)
+		}
 		j.endOwnTransaction(ctx, "on start")
 		m, err := newMembership(j)
 		if err != nil {

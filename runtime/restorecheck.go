@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
@@ -36,7 +38,7 @@ func (e incompatibleError) Unwrap() []error { return []error{ErrIncompatible, e.
 // returns it and the process exits non-zero.
 func permanent(err error) bool {
 	return errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, ErrDamaged) ||
-		errors.Is(err, savepoint.ErrIncompatible)
+		errors.Is(err, savepoint.ErrIncompatible) || errors.Is(err, ErrOtherMode)
 }
 
 // checkBeforeRestart refuses, before the job creates a topic, fences an
@@ -54,14 +56,14 @@ func (j *Job) checkBeforeRestart(ctx context.Context, adm *kadm.Client) error {
 	}
 	var latest *checkpoint.Record
 	if topics.Has(cpTopic) {
-		var members bool
-		if latest, members, err = kstore.Modes(ctx, j.conn, name); err != nil {
-			return fmt.Errorf("reading the latest checkpoint: %w", err)
+		recs, err := readJobRecords(ctx, j.conn, name)
+		if err != nil {
+			return err
 		}
-		if members && latest == nil {
-			return fmt.Errorf("%w: job %s ran in group mode (scale.mode: group; its members' checkpoint records are in %s): run it in group mode, or under a new name (a job moves between modes only through a savepoint)",
-				ErrIncompatible, name, cpTopic)
+		if verdict, err := judgeMode(name, recs, j.cfg.Scale.Mode, false); verdict == modeRefuse {
+			return err
 		}
+		latest = recs.single
 	}
 	if latest == nil {
 		if !topics.Has(stateTopic) {
@@ -111,6 +113,60 @@ func (j *Job) checkCheckpoint(rec *checkpoint.Record, log bool) (*savepoint.Rest
 		}
 	}
 	return plan, nil
+}
+
+// checkMembers applies the restore rules to the newest checkpoint of
+// every member of a group-mode job, not only to this process's own: state
+// partitions move between processes, so a process restores what others
+// wrote, and one that joins under a new instance id has no checkpoint of
+// its own. A configuration that does not fit the checkpoint of any
+// member (a changed key_by or aggregate) is refused as single mode
+// refuses it. After a savepoint's import only the importer's record is
+// left (importMember deletes the others').
+func (j *Job) checkMembers(recs *jobRecords) error {
+	keys := make([]string, 0, len(recs.members))
+	for k := range recs.members {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, err := j.checkCheckpoint(recs.members[k], false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkGroupStart refuses, before the process joins the group (which
+// would move every member's partitions) or changes anything on the
+// cluster, a group-mode start that cannot be right: the job is another
+// mode's, or the configuration does not fit its members' checkpoints.
+// Every attempt checks again (prepareGroup, restoreMember).
+func (j *Job) checkGroupStart(ctx context.Context) error {
+	cl, err := kgo.NewClient(j.conn...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	name := j.cfg.Name
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, checkpoint.TopicName(name))
+	if err != nil {
+		return fmt.Errorf("listing the internal topics: %w", err)
+	}
+	if !topics.Has(checkpoint.TopicName(name)) {
+		return nil // a new job
+	}
+	recs, err := readJobRecords(ctx, j.conn, name)
+	if err != nil {
+		return err
+	}
+	if verdict, err := judgeMode(name, recs, j.cfg.Scale.Mode, j.from != nil); verdict == modeRefuse {
+		return err
+	}
+	if j.from != nil {
+		return nil // the savepoint is checked instead (checkSavepoint)
+	}
+	return j.checkMembers(recs)
 }
 
 // checkRestored compares the keys restored of the job's aggregate with
