@@ -682,3 +682,26 @@ func sameButCheckpointID(a, b string) bool {
 	}
 	return digits(a) == digits(b)
 }
+
+// A session timeout below the brokers' minimum (6 s by default) is
+// refused by every JoinGroup: the process stops with the brokers' error
+// and the range to set, instead of waiting to join forever.
+func TestGroupModeSessionTimeoutTheBrokersRefuse(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.env["SESSION_TIMEOUT"] = "3s"
+	r := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	select {
+	case err := <-r.done:
+		if !errors.Is(err, ErrUnfit) || !errors.Is(err, kerr.InvalidSessionTimeout) ||
+			!strings.Contains(err.Error(), "scale.session_timeout 3s") || !strings.Contains(err.Error(), "6s to 30m0s") {
+			t.Fatalf("Run = %v, want ErrUnfit naming scale.session_timeout 3s, the brokers' range and INVALID_SESSION_TIMEOUT", err)
+		}
+		t.Logf("refused: %v", err)
+		if st := r.job.Status(); st.State != StateFailed {
+			t.Fatalf("status %s, want failed", st.State)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a session timeout the brokers refuse: the job still waits to join")
+	}
+}
