@@ -195,11 +195,7 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 		name    string
 		configs map[string]*string
 	}{{s.repartition, nil}, {s.state, kstore.TopicConfigs()}} {
-		resp, err := adm.CreateTopic(ctx, int32(s.partitions), int16(replication), t.configs, t.name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		if _, _, err := createTopic(ctx, adm, t.name, s.partitions, replication, t.configs); err != nil {
 			return fmt.Errorf("creating internal topic %s: %w", t.name, err)
 		}
 	}

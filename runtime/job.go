@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -486,16 +487,33 @@ func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
 			continue
 		}
 		w := wants[t]
-		resp, err := adm.CreateTopic(ctx, int32(w.partitions), int16(w.replication), nil, t)
-		if err == nil {
-			err = resp.Err
-		}
+		resp, created, err := createTopic(ctx, adm, t, w.partitions, w.replication, nil)
 		if err != nil {
 			return fmt.Errorf("creating sink topic %s: %w", t, err)
 		}
-		j.log.Info("created topic", "topic", t, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
+		if created {
+			j.log.Info("created topic", "topic", t, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
+		} else {
+			j.log.Debug("topic created meanwhile by another process of the job", "topic", t)
+		}
 	}
 	return nil
+}
+
+// createTopic creates topic unless it exists: created is false when the
+// brokers answer TOPIC_ALREADY_EXISTS. Processes of one job start together
+// (group mode, a restart beside a zombie) and each creates what it found
+// missing, so a topic that exists by the time this one asks is what it
+// wanted, never an error.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions, replication int, configs map[string]*string) (resp kadm.CreateTopicResponse, created bool, err error) {
+	resp, err = adm.CreateTopic(ctx, int32(partitions), int16(replication), configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return resp, false, nil
+	}
+	return resp, err == nil, err
 }
 
 func closeReaders(rs []recordReader) {

@@ -385,6 +385,12 @@ func (m *membership) unseen(ctx context.Context, now []string) []string {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	known, err := m.known(ctx)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// A new job: its first assignment comes before its first attempt
+		// creates the checkpoint topic. Nobody left unseen.
+		m.log.Debug("no checkpoint topic yet: no instance left unseen", "err", err)
+		return nil
+	}
 	if err != nil {
 		m.log.Warn("reading the instance ids of the job's checkpoint records, to fence those that left unseen", "err", err)
 		return nil
