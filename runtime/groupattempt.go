@@ -318,17 +318,8 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 			}
 		}
 	}
-	for _, src := range j.cfg.Sources {
-		if len(fresh[src.ID]) == 0 {
-			continue
-		}
-		resolved, err := a.cluster.ResolveStart(ctx, fresh[src.ID], src.Start)
-		if err != nil {
-			return err
-		}
-		for tp, off := range resolved {
-			a.offsets[tp] = off
-		}
+	if err := a.startFresh(ctx, fresh); err != nil {
+		return err
 	}
 	if err := awaitSettled(ctx, a.adm, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
 		return err
@@ -341,6 +332,58 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 	}
 	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
 	return err
+}
+
+// startFresh gives the assigned source partitions without a committed
+// offset (fresh, by source id) their start offset, as single mode does
+// (Job.startOffsets): a partition added to a topic the group has read
+// before holds only new input and starts at its earliest offset; one of a
+// topic never read (a new job, a topic added to the configuration), at
+// the source's start position.
+func (a *attempt) startFresh(ctx context.Context, fresh map[string][]source.TopicPartition) error {
+	if len(fresh) == 0 {
+		return nil
+	}
+	j := a.j
+	fetched, err := a.adm.FetchOffsets(ctx, j.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("fetching the offsets of group %s: %w", j.cfg.Name, err)
+	}
+	read := map[string]bool{}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			read[o.Topic] = true
+		}
+	})
+	for _, src := range j.cfg.Sources {
+		var added, never []source.TopicPartition
+		for _, tp := range fresh[src.ID] {
+			if read[tp.Topic] {
+				added = append(added, tp)
+			} else {
+				never = append(never, tp)
+			}
+		}
+		for _, group := range []struct {
+			tps   []source.TopicPartition
+			start config.StartPosition
+		}{{added, config.StartPosition{Kind: config.StartEarliest}}, {never, src.Start}} {
+			if len(group.tps) == 0 {
+				continue
+			}
+			resolved, err := a.cluster.ResolveStart(ctx, group.tps, group.start)
+			if err != nil {
+				return err
+			}
+			for tp, off := range resolved {
+				a.offsets[tp] = off
+			}
+		}
+		if len(added) > 0 {
+			j.log.Info("reading partitions added to a topic the group read before from their earliest offset", "source", src.ID, "partitions", added)
+		}
+	}
+	return nil
 }
 
 // fetchStableOffsets reads the group's committed offsets of tps, waiting

@@ -85,6 +85,12 @@ func newMembership(j *Job) (*membership, error) {
 		kgo.Balancers(kgo.StickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.RequireStableFetchOffsets(),
+		// The group's leader deals out partitions added to the topics
+		// once its metadata shows them: within the partition discovery
+		// interval, as single mode finds them (partitionWatch), rather
+		// than the client's default five minutes.
+		kgo.MetadataMaxAge(j.discoverEvery),
+		kgo.MetadataMinAge(min(j.discoverEvery, 5*time.Second)),
 		kgo.OnPartitionsAssigned(m.onAssigned),
 		kgo.OnOffsetsFetched(m.onFetched),
 		kgo.OnPartitionsRevoked(m.onRevoked),
