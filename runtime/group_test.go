@@ -18,6 +18,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/metrics"
@@ -703,5 +704,134 @@ func TestGroupModeSessionTimeoutTheBrokersRefuse(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("a session timeout the brokers refuse: the job still waits to join")
+	}
+}
+
+// Members learn of a rebalance at their next heartbeat, and under the
+// eager protocol the ones that learn first revoke everything and wait in
+// the join for the rest, their partitions unread meanwhile. The interval
+// must not grow with the session timeout: at a sixth of a 120 s session
+// (20 s) a group's first start left partitions unread for 20 s at every
+// join.
+func TestHeartbeatIntervalDoesNotGrowWithTheSession(t *testing.T) {
+	for _, session := range []time.Duration{time.Second, 6 * time.Second, 10 * time.Second, 120 * time.Second, 30 * time.Minute} {
+		hb := heartbeatInterval(session)
+		if hb > time.Second || hb > session/3 || hb <= 0 {
+			t.Errorf("session %v: heartbeat every %v, want at most 1s and a third of the session", session, hb)
+		}
+	}
+	// The group client uses it.
+	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "JOB_NAME": "job", "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
+		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "4", "SESSION_TIMEOUT": "120s"}
+	j, err := New(paritySumGroup(t, env), slog.New(slog.DiscardHandler), WithInstanceID("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMembership(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	if got := m.cl.OptValue(kgo.HeartbeatInterval); got != time.Second {
+		t.Fatalf("the group client heartbeats every %v with a 120s session, want 1s", got)
+	}
+}
+
+// With a 120 s session timeout, a process that joins a running group is
+// dealt its partitions within a few seconds, not at the others' next
+// heartbeat up to a sixth of the session later. b joins right after a's
+// assignment, when a's next heartbeat under the old interval was almost
+// 20 s away.
+func TestGroupModeJoinerStartsPromptlyWithALongSession(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.env["SESSION_TIMEOUT"] = "120s"
+	e.numbers(1, 1000)
+	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	assigned := func(r *running, topic string) bool {
+		g := r.job.Status().Group
+		if g == nil {
+			return false
+		}
+		for _, tp := range g.Assigned {
+			if strings.HasPrefix(tp, topic+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !assigned(a, RepartitionTopic(e.env["JOB_NAME"])) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a was not assigned the repartition topic: %+v", a.job.Status().Group)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A new job's first process joins once its topics exist: its first
+	// assignment holds the repartition topic, with no second rebalance
+	// to add it.
+	if strings.Contains(a.logs.String(), "the consumer group rebalanced") {
+		t.Fatalf("a rebalanced alone on its first start:\n%s", a.logs.String())
+	}
+	started := time.Now()
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	for !assigned(b, e.env["INPUT_TOPIC"]) && !assigned(b, RepartitionTopic(e.env["JOB_NAME"])) {
+		if time.Since(started) > 10*time.Second {
+			t.Fatalf("b was dealt nothing %v after it started (a session timeout of 120s): %+v", time.Since(started).Round(time.Millisecond), b.job.Status().Group)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("b was dealt partitions %v after it started", time.Since(started).Round(time.Millisecond))
+	e.numbers(1001, 1000)
+	if rep := e.awaitFinal(2000, a); !rep.Exact() {
+		t.Fatalf("after b joined: %v", rep)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A process that waits to restart after a failure answers a rebalance at
+// once: the other members wait in the join for it, their partitions
+// unread, and it used to answer only when its next attempt began (a
+// restart backoff grows to 30 s).
+func TestGroupModeRebalanceDuringARestartBackoff(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.numbers(1, 1000)
+	ja, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"), WithFaults(fault.New(map[fault.Point]int{fault.BeforeCommit: 3})))
+	ja.restartBackoff = time.Minute // the wait is 30 s to a minute
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a := &running{job: ja, cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { a.done <- ja.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), "job failed; restarting") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the injected failure did not happen:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	started := time.Now()
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	for {
+		if g := b.job.Status().Group; g != nil && len(g.Assigned) > 0 {
+			break
+		}
+		if time.Since(started) > 20*time.Second {
+			t.Fatalf("b was dealt nothing %v after it started, while a waited to restart: %+v", time.Since(started).Round(time.Millisecond), b.job.Status().Group)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.numbers(1001, 1000)
+	if rep := e.awaitFinal(2000, b); !rep.Exact() {
+		t.Fatalf("after the rebalance: %v", rep)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

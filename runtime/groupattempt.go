@@ -143,6 +143,24 @@ func (j *Job) groupAttempt(ctx, parent context.Context, asg *assignment) (progre
 	return a.run(ctx, parent)
 }
 
+// beforeJoining refuses what checkGroupStart refuses, then creates the
+// job's topics, before the process joins the group. A member that joins
+// first creates the repartition topic in its first attempt, and the
+// group's leader, seeing the new topic, starts a second rebalance at
+// once: every member's first attempt ends after a moment, and members
+// that learn of it first wait for the others meanwhile, their partitions
+// unread. Joining after the topics exist spares that rebalance. Every
+// attempt prepares again (prepareGroup): this one only goes first.
+func (j *Job) beforeJoining(ctx context.Context) error {
+	if err := j.checkGroupStart(ctx); err != nil {
+		return err
+	}
+	a := &attempt{j: j}
+	defer a.close()
+	_, err := a.prepareGroup(ctx)
+	return err
+}
+
 // prepareGroup makes sure the job's topics exist: the checkpoint topic
 // (members' records), the repartition and group-state topics with
 // scale.partitions partitions (a different count is refused: it is fixed

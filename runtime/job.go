@@ -204,15 +204,20 @@ func (j *Job) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// In group mode, a rebalance that revokes the assignment while the
+	// job waits to restart is answered at once: the group's other members
+	// wait for this one to rejoin, their partitions unread meanwhile.
+	var revoked chan chan struct{}
+	var answerRevoked func(done chan struct{})
 	if j.shuffle != nil {
 		if j.instance == "" {
 			return fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
 		}
-		if err := j.checkGroupStart(ctx); permanent(err) {
+		if err := j.beforeJoining(ctx); permanent(err) {
 			j.status.set(StateFailed, err)
 			return err
 		} else if err != nil {
-			j.log.Warn("checking the job's checkpoints before joining the group; every attempt checks them again", "err", err)
+			j.log.Warn("preparing the job before joining the group; every attempt does it again", "err", err)
 		}
 		j.endOwnTransaction(ctx, "on start")
 		m, err := newMembership(j)
@@ -220,6 +225,12 @@ func (j *Job) Run(ctx context.Context) error {
 			return err
 		}
 		defer m.close()
+		revoked = m.revoked
+		answerRevoked = func(done chan struct{}) {
+			m.current = nil
+			j.endOwnTransaction(ctx, "after a rebalance")
+			close(done)
+		}
 		pctx, stopWatch := context.WithCancel(context.Background())
 		var watching sync.WaitGroup
 		watching.Add(1)
@@ -300,6 +311,9 @@ func (j *Job) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-time.After(wait):
+		case done := <-revoked:
+			// The next attempt waits for the new assignment anyway.
+			answerRevoked(done)
 		}
 		backoff = min(2*backoff, j.maxBackoff)
 	}

@@ -76,10 +76,13 @@ func newMembership(j *Job) (*membership, error) {
 		kgo.ConsumeTopics(topics...),
 		kgo.InstanceID(j.instance),
 		kgo.SessionTimeout(cfg.Scale.SessionTimeout),
-		// The others learn of a rebalance at their next heartbeat: a
-		// sixth of the session timeout (franz-go's default is 3 s) keeps
-		// a member's death from costing much more than the timeout.
-		kgo.HeartbeatInterval(max(500*time.Millisecond, cfg.Scale.SessionTimeout/6)),
+		// Members learn of a rebalance at their next heartbeat. Those
+		// that learn first revoke everything (eager) and wait in the join
+		// for the rest, their partitions unread meanwhile: the interval
+		// bounds that wait, so it does not grow with the session timeout
+		// (at a sixth of a 120 s session, partitions sat unread for 20 s
+		// on every rebalance of a group's first start).
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.Scale.SessionTimeout)),
 		// Eager and sticky: a rebalance revokes everything (the attempt
 		// is rebuilt), and partitions stay where they were when they can.
 		kgo.Balancers(kgo.StickyBalancer()),
@@ -111,6 +114,13 @@ func newMembership(j *Job) (*membership, error) {
 		m.watch(ctx)
 	}()
 	return m, nil
+}
+
+// heartbeatInterval is how often a member heartbeats with the given
+// session timeout: every second, or a third of a session shorter than 3 s
+// (Kafka's rule: well within the session). franz-go's default is 3 s.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(time.Second, session/3)
 }
 
 // groupTopics are the topics the group deals out: the sources and, for a
