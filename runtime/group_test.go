@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
@@ -345,8 +347,10 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	}
 	a, logs := newJob(t, cfg, WithInstanceID("a"), withBeforeExportState(readOn))
 	r := &running{job: a, done: runBackground(a), logs: logs}
-	const total = 20000
-	feedWait := e.feedInBackground(total, 4000)
+	// Input keeps arriving until the savepoint is done, however long the
+	// start takes: the hook waits for output of inputs read after the
+	// pause.
+	stopFeed := e.feedUntilStopped(4000)
 	e.awaitCommittedOutputs(1000, logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -357,7 +361,7 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	if _, err := savepoint.Open(dir); err == nil {
 		t.Fatal("the failed savepoint left a savepoint behind")
 	}
-	feedWait()
+	total := stopFeed()
 	if rep := e.awaitFinal(total, r); !rep.Exact() {
 		t.Fatalf("after the failed savepoint: %v", rep)
 	}
@@ -365,6 +369,39 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	if err := awaitDone(t, r.done); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// feedUntilStopped writes the numbers 1, 2, ... at rate per second, a
+// thousand at a time, until the returned func is called; that returns the
+// last number written.
+func (e *testEnv) feedUntilStopped(rate float64) (stop func() int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int64, 1)
+	go func() {
+		next := int64(1)
+		defer func() { done <- next - 1 }()
+		for ctx.Err() == nil {
+			wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := datagen.Numbers(wctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: next, Count: 1000, Rate: rate})
+			wcancel()
+			if err != nil {
+				e.t.Errorf("writing input: %v", err)
+				return
+			}
+			next += 1000
+		}
+	}()
+	var once sync.Once
+	var last int64
+	stop = func() int64 {
+		once.Do(func() {
+			cancel()
+			last = <-done
+		})
+		return last
+	}
+	e.t.Cleanup(func() { stop() })
+	return stop
 }
 
 // savepointCounts is how many inputs the source offsets of a parity-sum
