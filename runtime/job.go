@@ -216,7 +216,7 @@ func (j *Job) Run(ctx context.Context) error {
 		if err := j.beforeJoining(ctx); permanent(err) {
 			j.status.set(StateFailed, err)
 			return err
-		} else if err != nil {
+		} else if err != nil && ctx.Err() == nil {
 			j.log.Warn("preparing the job before joining the group; every attempt does it again", "err", err)
 		}
 		j.endOwnTransaction(ctx, "on start")
