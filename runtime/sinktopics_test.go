@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +168,45 @@ func TestNoCheckpointTopicYetIsNoWarning(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "level=DEBUG") {
 		t.Fatalf("logs:\n%s", logs.String())
+	}
+}
+
+// The record size limits are read right after the job's topics are
+// created, when a new topic is still unknown to the brokers' configs for
+// a moment: the job asks again rather than warning on every first start.
+func TestLimitsOfAJustCreatedTopicAreNoWarning(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out", "job-dead-letter", "job-checkpoints", "job-state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var unknown atomic.Int32
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		dreq := req.(*kmsg.DescribeConfigsRequest)
+		if len(dreq.Resources) == 0 || dreq.Resources[0].ResourceType != kmsg.ConfigResourceTypeTopic || unknown.Add(1) > 2 {
+			return nil, nil, false
+		}
+		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range dreq.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	env := map[string]string{"KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "JOB_NAME": "job", "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out", "ADMIN_LISTEN": "off"}
+	j, logs := newJob(t, paritySum(t, env))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	limits := j.describeLimits(ctx, kadm.NewClient(kafkatest.Client(t, c.ListenAddrs())))
+	if unknown.Load() < 3 {
+		t.Fatalf("the topics' configs were asked for %d times, want the 2 unknown answers and one more", unknown.Load())
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("a warning for topics just created:\n%s", logs.String())
+	}
+	if limits.Batch("out") <= 0 {
+		t.Fatalf("no limit for the output topic: %d", limits.Batch("out"))
 	}
 }
