@@ -37,7 +37,8 @@ func (m *Metrics) Output(topic string) Flow {
 
 // SetLag sets the consumer lag of one input partition: its high watermark
 // (last stable offset when reading read_committed) minus the next offset
-// the job will process.
+// the job will process, past the transaction markers that end the
+// partition (source.Reader.Lags).
 func (m *Metrics) SetLag(topic string, partition int32, records int64) {
 	m.lag.WithLabelValues(topic, strconv.FormatInt(int64(partition), 10)).Set(float64(records))
 }

@@ -118,7 +118,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.bytesIn = f.counterVec("bytes_in_total", "Bytes of record keys and values read from each input topic.", "topic")
 	m.recordsOut = f.counterVec("records_out_total", "Records written to each output or dead-letter topic, counted when they became visible: at the commit of their transaction, or at the flush outside one.", "topic")
 	m.bytesOut = f.counterVec("bytes_out_total", "Bytes of record keys and values written to each output or dead-letter topic, counted like pipeline_records_out_total.", "topic")
-	m.lag = f.gaugeVec("consumer_lag_records", "Records of each input partition not yet processed: its high watermark minus the next offset to process.", "topic", "partition")
+	m.lag = f.gaugeVec("consumer_lag_records", "Records of each input partition not yet processed: its last stable offset minus the next offset to process, transaction markers not counted.", "topic", "partition")
 	m.endToEnd = f.histogram("end_to_end_latency_seconds", "From an input record's timestamp to the commit that made its result visible.",
 		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})
 	m.deadLetters = f.counterVec("dead_letter_records_total", "Records that could not be decoded or evaluated (or whose output was too large for its topic) and went to the dead-letter topic, by failure code.", "code")

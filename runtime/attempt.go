@@ -53,6 +53,9 @@ type attempt struct {
 	member        *assignment
 	commitOffsets func(ctx context.Context, offsets []checkpoint.SourceOffset) error
 	recordKey     string
+	// records are the job's checkpoint records as the attempt found them
+	// before it wrote anything.
+	records *jobRecords
 
 	closers []func()
 }
@@ -123,6 +126,9 @@ func (a *attempt) prepare(ctx context.Context) (*savepoint.RestorePlan, error) {
 		return nil, err
 	}
 	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
+		return nil, err
+	}
+	if _, err := j.settleMode(ctx); err != nil {
 		return nil, err
 	}
 	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {

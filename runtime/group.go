@@ -34,6 +34,12 @@ import (
 // repartition topic, even when the owner is the same process, so that
 // replay never depends on who owned what.
 //
+// Before it joins, a process refuses a job of the other mode or a
+// configuration that does not fit any member's checkpoint
+// (checkGroupStart), claims the job for group mode (mode.go) and creates
+// its topics (beforeJoining); every attempt checks again, since state
+// partitions move between processes (checkMembers).
+//
 // Rebalances, first version: the group uses an eager protocol, so every
 // rebalance revokes every partition; the revocation ends the attempt
 // (its open epoch aborted, never a transaction open across a restore) and

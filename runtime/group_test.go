@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/datagen"
+	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/metrics"
@@ -344,8 +347,10 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	}
 	a, logs := newJob(t, cfg, WithInstanceID("a"), withBeforeExportState(readOn))
 	r := &running{job: a, done: runBackground(a), logs: logs}
-	const total = 20000
-	feedWait := e.feedInBackground(total, 4000)
+	// Input keeps arriving until the savepoint is done, however long the
+	// start takes: the hook waits for output of inputs read after the
+	// pause.
+	stopFeed := e.feedUntilStopped(4000)
 	e.awaitCommittedOutputs(1000, logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -356,7 +361,7 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	if _, err := savepoint.Open(dir); err == nil {
 		t.Fatal("the failed savepoint left a savepoint behind")
 	}
-	feedWait()
+	total := stopFeed()
 	if rep := e.awaitFinal(total, r); !rep.Exact() {
 		t.Fatalf("after the failed savepoint: %v", rep)
 	}
@@ -364,6 +369,39 @@ func TestGroupModeLiveSavepointFailsWhenThePauseRunsOut(t *testing.T) {
 	if err := awaitDone(t, r.done); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// feedUntilStopped writes the numbers 1, 2, ... at rate per second, a
+// thousand at a time, until the returned func is called; that returns the
+// last number written.
+func (e *testEnv) feedUntilStopped(rate float64) (stop func() int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int64, 1)
+	go func() {
+		next := int64(1)
+		defer func() { done <- next - 1 }()
+		for ctx.Err() == nil {
+			wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := datagen.Numbers(wctx, e.conn, datagen.Options{Topic: e.env["INPUT_TOPIC"], From: next, Count: 1000, Rate: rate})
+			wcancel()
+			if err != nil {
+				e.t.Errorf("writing input: %v", err)
+				return
+			}
+			next += 1000
+		}
+	}()
+	var once sync.Once
+	var last int64
+	stop = func() int64 {
+		once.Do(func() {
+			cancel()
+			last = <-done
+		})
+		return last
+	}
+	e.t.Cleanup(func() { stop() })
+	return stop
 }
 
 // savepointCounts is how many inputs the source offsets of a parity-sum
@@ -618,5 +656,219 @@ func TestGroupModeInstanceIDNeededToRun(t *testing.T) {
 	}
 	if _, err := New(paritySumGroup(t, e.env), slog.New(slog.DiscardHandler), WithInstanceID("a b")); err == nil {
 		t.Fatal("an instance id with a space was accepted")
+	}
+}
+
+// A process that joins a running group under a new instance id, with an
+// aggregate that does not fit the state (sum(n * 10) for sum(n)), has no
+// checkpoint of its own, yet would restore and extend the state the others
+// wrote. It is refused with single mode's message, before it joins; the
+// group runs on exactly.
+func TestGroupModeRefusesAChangedJoiner(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	// Single mode's refusal of the same change, for its message.
+	single := newTestEnv(t, "exactly_once")
+	single.numbers(1, 100)
+	r := start(t, paritySum(t, single.env))
+	single.awaitFinal(100, r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	r = start(t, paritySumEdited(t, single.env, "sum: sum(n)", "sum: sum(n * 10)"))
+	singleErr := <-r.done
+	if !errors.Is(singleErr, ErrIncompatible) {
+		t.Fatalf("single mode with a changed aggregate: %v", singleErr)
+	}
+
+	groupEnv(e)
+	e.numbers(1, 2000)
+	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	e.awaitFinal(2000, a)
+	b := startWith(t, paritySumEdited(t, e.env, "sum: sum(n)", "sum: sum(n * 10)"), WithInstanceID("b"))
+	select {
+	case err := <-b.done:
+		want := strings.ReplaceAll(singleErr.Error(), single.env["JOB_NAME"], e.env["JOB_NAME"])
+		if !errors.Is(err, ErrIncompatible) || !sameButCheckpointID(err.Error(), want) {
+			t.Fatalf("a joiner with a changed aggregate: Run = %v\nwant single mode's refusal: %v", err, want)
+		}
+		t.Logf("the joiner was refused: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("a joiner with a changed aggregate runs in the group")
+	}
+	if strings.Contains(b.logs.String(), "member attempt") {
+		t.Fatalf("the refused joiner ran an attempt:\n%s", b.logs.String())
+	}
+	e.numbers(2001, 2000)
+	if rep := e.awaitFinal(4000, a); !rep.Exact() {
+		t.Fatalf("the group after the refused joiner: %v", rep)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameButCheckpointID reports whether two messages differ at most in the
+// numbers they carry (checkpoint ids).
+func sameButCheckpointID(a, b string) bool {
+	digits := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return '#'
+			}
+			return r
+		}, s)
+	}
+	return digits(a) == digits(b)
+}
+
+// A session timeout below the brokers' minimum (6 s by default) is
+// refused by every JoinGroup: the process stops with the brokers' error
+// and the range to set, instead of waiting to join forever.
+func TestGroupModeSessionTimeoutTheBrokersRefuse(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.env["SESSION_TIMEOUT"] = "3s"
+	r := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	select {
+	case err := <-r.done:
+		if !errors.Is(err, ErrUnfit) || !errors.Is(err, kerr.InvalidSessionTimeout) ||
+			!strings.Contains(err.Error(), "scale.session_timeout 3s") || !strings.Contains(err.Error(), "6s to 30m0s") {
+			t.Fatalf("Run = %v, want ErrUnfit naming scale.session_timeout 3s, the brokers' range and INVALID_SESSION_TIMEOUT", err)
+		}
+		t.Logf("refused: %v", err)
+		if st := r.job.Status(); st.State != StateFailed {
+			t.Fatalf("status %s, want failed", st.State)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a session timeout the brokers refuse: the job still waits to join")
+	}
+}
+
+// Members learn of a rebalance at their next heartbeat, and under the
+// eager protocol the ones that learn first revoke everything and wait in
+// the join for the rest, their partitions unread meanwhile. The interval
+// must not grow with the session timeout: at a sixth of a 120 s session
+// (20 s) a group's first start left partitions unread for 20 s at every
+// join.
+func TestHeartbeatIntervalDoesNotGrowWithTheSession(t *testing.T) {
+	for _, session := range []time.Duration{time.Second, 6 * time.Second, 10 * time.Second, 120 * time.Second, 30 * time.Minute} {
+		hb := heartbeatInterval(session)
+		if hb > time.Second || hb > session/3 || hb <= 0 {
+			t.Errorf("session %v: heartbeat every %v, want at most 1s and a third of the session", session, hb)
+		}
+	}
+	// The group client uses it.
+	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "JOB_NAME": "job", "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
+		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "4", "SESSION_TIMEOUT": "120s"}
+	j, err := New(paritySumGroup(t, env), slog.New(slog.DiscardHandler), WithInstanceID("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMembership(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	if got := m.cl.OptValue(kgo.HeartbeatInterval); got != time.Second {
+		t.Fatalf("the group client heartbeats every %v with a 120s session, want 1s", got)
+	}
+}
+
+// With a 120 s session timeout, a process that joins a running group is
+// dealt its partitions within a few seconds, not at the others' next
+// heartbeat up to a sixth of the session later. b joins right after a's
+// assignment, when a's next heartbeat under the old interval was almost
+// 20 s away.
+func TestGroupModeJoinerStartsPromptlyWithALongSession(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.env["SESSION_TIMEOUT"] = "120s"
+	e.numbers(1, 1000)
+	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	assigned := func(r *running, topic string) bool {
+		g := r.job.Status().Group
+		if g == nil {
+			return false
+		}
+		for _, tp := range g.Assigned {
+			if strings.HasPrefix(tp, topic+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !assigned(a, RepartitionTopic(e.env["JOB_NAME"])) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a was not assigned the repartition topic: %+v", a.job.Status().Group)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A new job's first process joins once its topics exist: its first
+	// assignment holds the repartition topic, with no second rebalance
+	// to add it.
+	if strings.Contains(a.logs.String(), "the consumer group rebalanced") {
+		t.Fatalf("a rebalanced alone on its first start:\n%s", a.logs.String())
+	}
+	started := time.Now()
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	for !assigned(b, e.env["INPUT_TOPIC"]) && !assigned(b, RepartitionTopic(e.env["JOB_NAME"])) {
+		if time.Since(started) > 10*time.Second {
+			t.Fatalf("b was dealt nothing %v after it started (a session timeout of 120s): %+v", time.Since(started).Round(time.Millisecond), b.job.Status().Group)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("b was dealt partitions %v after it started", time.Since(started).Round(time.Millisecond))
+	e.numbers(1001, 1000)
+	if rep := e.awaitFinal(2000, a); !rep.Exact() {
+		t.Fatalf("after b joined: %v", rep)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A process that waits to restart after a failure answers a rebalance at
+// once: the other members wait in the join for it, their partitions
+// unread, and it used to answer only when its next attempt began (a
+// restart backoff grows to 30 s).
+func TestGroupModeRebalanceDuringARestartBackoff(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	e.numbers(1, 1000)
+	ja, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("a"), WithFaults(fault.New(map[fault.Point]int{fault.BeforeCommit: 3})))
+	ja.restartBackoff = time.Minute // the wait is 30 s to a minute
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a := &running{job: ja, cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { a.done <- ja.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), "job failed; restarting") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the injected failure did not happen:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	started := time.Now()
+	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
+	for {
+		if g := b.job.Status().Group; g != nil && len(g.Assigned) > 0 {
+			break
+		}
+		if time.Since(started) > 20*time.Second {
+			t.Fatalf("b was dealt nothing %v after it started, while a waited to restart: %+v", time.Since(started).Round(time.Millisecond), b.job.Status().Group)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.numbers(1001, 1000)
+	if rep := e.awaitFinal(2000, b); !rep.Exact() {
+		t.Fatalf("after the rebalance: %v", rep)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -143,6 +143,24 @@ func (j *Job) groupAttempt(ctx, parent context.Context, asg *assignment) (progre
 	return a.run(ctx, parent)
 }
 
+// beforeJoining refuses what checkGroupStart refuses, then creates the
+// job's topics, before the process joins the group. A member that joins
+// first creates the repartition topic in its first attempt, and the
+// group's leader, seeing the new topic, starts a second rebalance at
+// once: every member's first attempt ends after a moment, and members
+// that learn of it first wait for the others meanwhile, their partitions
+// unread. Joining after the topics exist spares that rebalance. Every
+// attempt prepares again (prepareGroup): this one only goes first.
+func (j *Job) beforeJoining(ctx context.Context) error {
+	if err := j.checkGroupStart(ctx); err != nil {
+		return err
+	}
+	a := &attempt{j: j}
+	defer a.close()
+	_, err := a.prepareGroup(ctx)
+	return err
+}
+
 // prepareGroup makes sure the job's topics exist: the checkpoint topic
 // (members' records), the repartition and group-state topics with
 // scale.partitions partitions (a different count is refused: it is fixed
@@ -167,16 +185,13 @@ func (a *attempt) prepareGroup(ctx context.Context) (*savepoint.RestorePlan, err
 	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return nil, err
 	}
-	single, _, err := kstore.Modes(ctx, j.conn, cfg.Name)
+	// A single-mode job's state and offsets are its own: group mode would
+	// start over and write every output again (settleMode refuses).
+	recs, err := j.settleMode(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the checkpoint topic: %w", err)
+		return nil, err
 	}
-	if single != nil && j.from == nil {
-		// Its state and offsets are the single-mode job's: group mode
-		// would start over and write every output again.
-		return nil, fmt.Errorf("%w: job %s ran in single mode (its last checkpoint is %d): run it with scale.mode: single, or under a new name (a job moves between modes only through a savepoint, run --from-savepoint)",
-			ErrIncompatible, cfg.Name, single.ID)
-	}
+	a.records = recs
 	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.agg != nil, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return nil, err
 	}
@@ -198,11 +213,7 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 		name    string
 		configs map[string]*string
 	}{{s.repartition, nil}, {s.state, kstore.TopicConfigs()}} {
-		resp, err := adm.CreateTopic(ctx, int32(s.partitions), int16(replication), t.configs, t.name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		if _, _, err := createTopic(ctx, adm, t.name, s.partitions, replication, t.configs); err != nil {
 			return fmt.Errorf("creating internal topic %s: %w", t.name, err)
 		}
 	}
@@ -290,6 +301,11 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 		}
 		a.savepointID = a.latest.Savepoint
 	}
+	// Whoever wrote the state partitions this process restores: every
+	// member's checkpoint must fit the configuration.
+	if err := j.checkMembers(a.records); err != nil {
+		return err
+	}
 	// Fetched for every attempt, not once per assignment: an attempt that
 	// failed and restarts on the same assignment must continue from what
 	// its predecessor committed, as its state does.
@@ -320,17 +336,8 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 			}
 		}
 	}
-	for _, src := range j.cfg.Sources {
-		if len(fresh[src.ID]) == 0 {
-			continue
-		}
-		resolved, err := a.cluster.ResolveStart(ctx, fresh[src.ID], src.Start)
-		if err != nil {
-			return err
-		}
-		for tp, off := range resolved {
-			a.offsets[tp] = off
-		}
+	if err := a.startFresh(ctx, fresh); err != nil {
+		return err
 	}
 	if err := awaitSettled(ctx, a.adm, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
 		return err
@@ -343,6 +350,58 @@ func (a *attempt) restoreMember(ctx context.Context) error {
 	}
 	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
 	return err
+}
+
+// startFresh gives the assigned source partitions without a committed
+// offset (fresh, by source id) their start offset, as single mode does
+// (Job.startOffsets): a partition added to a topic the group has read
+// before holds only new input and starts at its earliest offset; one of a
+// topic never read (a new job, a topic added to the configuration), at
+// the source's start position.
+func (a *attempt) startFresh(ctx context.Context, fresh map[string][]source.TopicPartition) error {
+	if len(fresh) == 0 {
+		return nil
+	}
+	j := a.j
+	fetched, err := a.adm.FetchOffsets(ctx, j.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("fetching the offsets of group %s: %w", j.cfg.Name, err)
+	}
+	read := map[string]bool{}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			read[o.Topic] = true
+		}
+	})
+	for _, src := range j.cfg.Sources {
+		var added, never []source.TopicPartition
+		for _, tp := range fresh[src.ID] {
+			if read[tp.Topic] {
+				added = append(added, tp)
+			} else {
+				never = append(never, tp)
+			}
+		}
+		for _, group := range []struct {
+			tps   []source.TopicPartition
+			start config.StartPosition
+		}{{added, config.StartPosition{Kind: config.StartEarliest}}, {never, src.Start}} {
+			if len(group.tps) == 0 {
+				continue
+			}
+			resolved, err := a.cluster.ResolveStart(ctx, group.tps, group.start)
+			if err != nil {
+				return err
+			}
+			for tp, off := range resolved {
+				a.offsets[tp] = off
+			}
+		}
+		if len(added) > 0 {
+			j.log.Info("reading partitions added to a topic the group read before from their earliest offset", "source", src.ID, "partitions", added)
+		}
+	}
+	return nil
 }
 
 // fetchStableOffsets reads the group's committed offsets of tps, waiting
@@ -579,6 +638,14 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 		txn.Produce(ctx, cr)
 	}
 	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
+	// The other members' records describe the state before the savepoint
+	// (maybe another configuration): gone, so that they refuse no member
+	// (checkMembers).
+	for key := range a.records.members {
+		if key != a.recordKey {
+			txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(key)})
+		}
+	}
 	if err := a.driver.Prepare(ctx, id); err != nil {
 		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
 	}

@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eoflow/pipeline/checkpoint"
 )
@@ -41,6 +45,12 @@ func (g *groupOffsets) publish(offsets []checkpoint.SourceOffset) {
 	}
 }
 
+// run sends the offsets handed over until ctx ends. The commit has no
+// member: the group coordinator takes it only while the group is empty.
+// A group with members means that processes of this job run in group mode
+// (or that another consumer uses the job's name): the coordinator answers
+// UNKNOWN_MEMBER_ID, and run ends the attempt with ErrOtherMode, since
+// both modes would read every input and write every output.
 func (g *groupOffsets) run(ctx context.Context) error {
 	warned := false
 	for {
@@ -56,6 +66,9 @@ func (g *groupOffsets) run(ctx context.Context) error {
 			if err == nil {
 				err = resp.Error()
 			}
+			if groupHasMembers(err) {
+				return g.otherMode(ctx, err)
+			}
 			if err != nil && ctx.Err() == nil && !warned {
 				// Lag tools go stale, the job is fine: say it once.
 				g.log.Warn("committing checkpointed offsets to the consumer group failed; lag tools will lag", "group", g.group, "err", err)
@@ -63,4 +76,40 @@ func (g *groupOffsets) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// ErrOtherMode means that the job's consumer group has members while this
+// single-mode process runs the job: processes of it in group mode, which
+// would write every output a second time. Restarting cannot help, so the
+// process stops.
+var ErrOtherMode = errors.New("the job's consumer group has members")
+
+// groupHasMembers reports whether err is the group coordinator's answer to
+// a commit without a member while the group has members.
+func groupHasMembers(err error) bool {
+	return errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) ||
+		errors.Is(err, kerr.FencedInstanceID) || errors.Is(err, kerr.RebalanceInProgress)
+}
+
+// otherMode is the error that stops a single-mode process whose commit
+// found members in the job's group (err), naming them if it can.
+func (g *groupOffsets) otherMode(ctx context.Context, err error) error {
+	var members []string
+	if described, derr := g.adm.DescribeGroups(ctx, g.group); derr == nil {
+		for _, d := range described {
+			for _, m := range d.Members {
+				id := m.ClientID
+				if m.InstanceID != nil {
+					id = *m.InstanceID
+				}
+				members = append(members, id)
+			}
+		}
+	}
+	sort.Strings(members)
+	return fmt.Errorf("%w (%v) while this process runs the job in single mode: processes of the job in group mode (or another consumer using the group's name %s) "+
+		"read the same input and would write every output again, so this one stops (its last checkpoint stands). "+
+		"Stop the others, or run every process in one mode (a job moves between modes only through a savepoint); "+
+		"members killed without leaving are forgotten after their scale.session_timeout: %w",
+		ErrOtherMode, members, g.group, err)
 }

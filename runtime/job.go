@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -224,9 +225,20 @@ func (j *Job) run(ctx context.Context) error {
 			}
 		}()
 	}
+	// In group mode, a rebalance that revokes the assignment while the
+	// job waits to restart is answered at once: the group's other members
+	// wait for this one to rejoin, their partitions unread meanwhile.
+	var revoked chan chan struct{}
+	var answerRevoked func(done chan struct{})
 	if j.shuffle != nil {
 		if j.instance == "" {
 			return fmt.Errorf("scale.mode is group but the process has no instance id: start it with --instance-id or $PIPELINE_INSTANCE_ID")
+		}
+		if err := j.beforeJoining(ctx); permanent(err) {
+			j.status.set(StateFailed, err)
+			return err
+		} else if err != nil && ctx.Err() == nil {
+			j.log.Warn("preparing the job before joining the group; every attempt does it again", "err", err)
 		}
 		j.endOwnTransaction(ctx, "on start")
 		m, err := newMembership(j)
@@ -234,6 +246,12 @@ func (j *Job) run(ctx context.Context) error {
 			return err
 		}
 		defer m.close()
+		revoked = m.revoked
+		answerRevoked = func(done chan struct{}) {
+			m.current = nil
+			j.endOwnTransaction(ctx, "after a rebalance")
+			close(done)
+		}
 		pctx, stopWatch := context.WithCancel(context.Background())
 		var watching sync.WaitGroup
 		watching.Add(1)
@@ -314,6 +332,9 @@ func (j *Job) run(ctx context.Context) error {
 			}
 			return nil
 		case <-time.After(wait):
+		case done := <-revoked:
+			// The next attempt waits for the new assignment anyway.
+			answerRevoked(done)
 		}
 		backoff = min(2*backoff, j.maxBackoff)
 	}
@@ -501,16 +522,33 @@ func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
 			continue
 		}
 		w := wants[t]
-		resp, err := adm.CreateTopic(ctx, int32(w.partitions), int16(w.replication), nil, t)
-		if err == nil {
-			err = resp.Err
-		}
+		resp, created, err := createTopic(ctx, adm, t, w.partitions, w.replication, nil)
 		if err != nil {
 			return fmt.Errorf("creating sink topic %s: %w", t, err)
 		}
-		j.log.Info("created topic", "topic", t, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
+		if created {
+			j.log.Info("created topic", "topic", t, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
+		} else {
+			j.log.Debug("topic created meanwhile by another process of the job", "topic", t)
+		}
 	}
 	return nil
+}
+
+// createTopic creates topic unless it exists: created is false when the
+// brokers answer TOPIC_ALREADY_EXISTS. Processes of one job start together
+// (group mode, a restart beside a zombie) and each creates what it found
+// missing, so a topic that exists by the time this one asks is what it
+// wanted, never an error.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions, replication int, configs map[string]*string) (resp kadm.CreateTopicResponse, created bool, err error) {
+	resp, err = adm.CreateTopic(ctx, int32(partitions), int16(replication), configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return resp, false, nil
+	}
+	return resp, err == nil, err
 }
 
 func closeReaders(rs []recordReader) {

@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -29,11 +31,23 @@ func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits 
 	if j.cfg.Guarantee != config.AtMostOnce {
 		topics = append(topics, checkpoint.TopicName(j.cfg.Name), j.stateTopic())
 	}
-	limits, err := sink.DescribeLimits(ctx, adm, topics)
-	if err != nil {
-		j.log.Warn("could not read every record size limit of the job's topics; using the brokers' message.max.bytes (or 1,000,012 bytes) where unknown", "err", err)
+	// A topic just created (by this process or another) is unknown to the
+	// brokers' configs for a moment: asked again, it is not a warning.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		limits, err := sink.DescribeLimits(ctx, adm, topics)
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().Before(deadline) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			j.log.Warn("could not read every record size limit of the job's topics; using the brokers' message.max.bytes (or 1,000,012 bytes) where unknown", "err", err)
+		}
+		return limits
 	}
-	return limits
 }
 
 // fitRecord returns the record to produce for m, a record or dead letter

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type membership struct {
 	group    string
 	instance string
 	log      *slog.Logger
+	// sessionTimeout is scale.session_timeout, for the message that
+	// says the brokers refuse it.
+	sessionTimeout time.Duration
 	// assigned gets every new generation's assignment; revoked a channel
 	// to close once the attempt running on the old one has ended (the
 	// group waits for it: the old epoch is aborted before anyone else
@@ -60,7 +64,7 @@ type membership struct {
 func newMembership(j *Job) (*membership, error) {
 	cfg := j.cfg
 	m := &membership{
-		group: cfg.Name, instance: j.instance, log: j.log,
+		group: cfg.Name, instance: j.instance, log: j.log, sessionTimeout: cfg.Scale.SessionTimeout,
 		assigned: make(chan *assignment), revoked: make(chan chan struct{}), fatal: make(chan error, 1),
 		closing: make(chan struct{}),
 		fence:   j.fenceMember,
@@ -72,15 +76,24 @@ func newMembership(j *Job) (*membership, error) {
 		kgo.ConsumeTopics(topics...),
 		kgo.InstanceID(j.instance),
 		kgo.SessionTimeout(cfg.Scale.SessionTimeout),
-		// The others learn of a rebalance at their next heartbeat: a
-		// sixth of the session timeout (franz-go's default is 3 s) keeps
-		// a member's death from costing much more than the timeout.
-		kgo.HeartbeatInterval(max(500*time.Millisecond, cfg.Scale.SessionTimeout/6)),
+		// Members learn of a rebalance at their next heartbeat. Those
+		// that learn first revoke everything (eager) and wait in the join
+		// for the rest, their partitions unread meanwhile: the interval
+		// bounds that wait, so it does not grow with the session timeout
+		// (at a sixth of a 120 s session, partitions sat unread for 20 s
+		// on every rebalance of a group's first start).
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.Scale.SessionTimeout)),
 		// Eager and sticky: a rebalance revokes everything (the attempt
 		// is rebuilt), and partitions stay where they were when they can.
 		kgo.Balancers(kgo.StickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.RequireStableFetchOffsets(),
+		// The group's leader deals out partitions added to the topics
+		// once its metadata shows them: within the partition discovery
+		// interval, as single mode finds them (partitionWatch), rather
+		// than the client's default five minutes.
+		kgo.MetadataMaxAge(j.discoverEvery),
+		kgo.MetadataMinAge(min(j.discoverEvery, 5*time.Second)),
 		kgo.OnPartitionsAssigned(m.onAssigned),
 		kgo.OnOffsetsFetched(m.onFetched),
 		kgo.OnPartitionsRevoked(m.onRevoked),
@@ -101,6 +114,13 @@ func newMembership(j *Job) (*membership, error) {
 		m.watch(ctx)
 	}()
 	return m, nil
+}
+
+// heartbeatInterval is how often a member heartbeats with the given
+// session timeout: every second, or a third of a session shorter than 3 s
+// (Kafka's rule: well within the session). franz-go's default is 3 s.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(time.Second, session/3)
 }
 
 // groupTopics are the topics the group deals out: the sources and, for a
@@ -175,8 +195,10 @@ func (m *membership) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string]
 	}
 }
 
-// watch polls the paused client for the group's errors: a process whose
-// instance id another process took (FENCED_INSTANCE_ID) must stop.
+// watch polls the paused client for the group's errors. Some end the
+// process: another process took its instance id (FENCED_INSTANCE_ID), or
+// the brokers refuse its session timeout (INVALID_SESSION_TIMEOUT, which
+// the client would otherwise retry forever, the job never starting).
 func (m *membership) watch(ctx context.Context) {
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
@@ -184,17 +206,54 @@ func (m *membership) watch(ctx context.Context) {
 			return
 		}
 		fs.EachError(func(_ string, _ int32, err error) {
-			if errors.Is(err, kerr.FencedInstanceID) {
-				select {
-				case m.fatal <- fmt.Errorf("%w: another process joined the group with instance id %q; stopping this one (give every process its own --instance-id): %w",
-					sink.ErrFenced, m.instance, err):
-				default:
-				}
-			} else if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, kerr.FencedInstanceID):
+				m.fail(fmt.Errorf("%w: another process joined the group with instance id %q; stopping this one (give every process its own --instance-id): %w",
+					sink.ErrFenced, m.instance, err))
+			case errors.Is(err, kerr.InvalidSessionTimeout):
+				m.fail(m.sessionTimeoutError(ctx, err))
+			case ctx.Err() == nil && !errors.Is(err, context.Canceled):
 				m.log.Debug("consumer group", "err", err)
 			}
 		})
 	}
+}
+
+// fail hands err to the run loop, which ends the process with it (the
+// first error is enough).
+func (m *membership) fail(err error) {
+	select {
+	case m.fatal <- err:
+	default:
+	}
+}
+
+// sessionTimeoutError says that the brokers refused scale.session_timeout
+// (err) and what they allow, as far as one broker's configuration tells.
+func (m *membership) sessionTimeoutError(ctx context.Context, err error) error {
+	allowed := "6s to 30m unless the brokers changed it"
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(m.cl)
+	if md, merr := adm.BrokerMetadata(ctx); merr == nil && len(md.Brokers) > 0 {
+		if rcs, derr := adm.DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID); derr == nil {
+			limits := map[string]time.Duration{}
+			for _, rc := range rcs {
+				for _, c := range rc.Configs {
+					if ms, perr := strconv.ParseInt(c.MaybeValue(), 10, 64); perr == nil {
+						limits[c.Key] = time.Duration(ms) * time.Millisecond
+					}
+				}
+			}
+			lo, okLo := limits["group.min.session.timeout.ms"]
+			hi, okHi := limits["group.max.session.timeout.ms"]
+			if okLo && okHi {
+				allowed = fmt.Sprintf("%v to %v", lo, hi)
+			}
+		}
+	}
+	return fmt.Errorf("%w: scale.session_timeout %v is outside what the brokers allow (group.min.session.timeout.ms to group.max.session.timeout.ms: %s): "+
+		"set scale.session_timeout within that range: %w", ErrUnfit, m.sessionTimeout, allowed, err)
 }
 
 // leave takes the process out of the group at once, so that a stopped
@@ -342,6 +401,12 @@ func (m *membership) unseen(ctx context.Context, now []string) []string {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	known, err := m.known(ctx)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// A new job: its first assignment comes before its first attempt
+		// creates the checkpoint topic. Nobody left unseen.
+		m.log.Debug("no checkpoint topic yet: no instance left unseen", "err", err)
+		return nil
+	}
 	if err != nil {
 		m.log.Warn("reading the instance ids of the job's checkpoint records, to fence those that left unseen", "err", err)
 		return nil

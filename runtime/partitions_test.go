@@ -94,3 +94,74 @@ func TestAddedPartitionsAreRead(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// In group mode the group deals out partitions added to an input topic:
+// its leader sees them at its next metadata refresh, every
+// partition discovery interval (the client's default was five minutes,
+// against the ten seconds the README promises). With start: latest the
+// added partitions are read from their earliest offset, as single mode
+// reads them, so nothing written to them before is lost.
+func TestGroupModeReadsAddedPartitions(t *testing.T) {
+	e := newTestEnv(t, "exactly_once")
+	groupEnv(e)
+	in := e.env["INPUT_TOPIC"] + "-grows"
+	e.env["INPUT_TOPIC"] = in
+	kafkatest.CreateTopic(t, e.brokers, in, 2, nil)
+	cfg := paritySumEdited(t, e.env, "start: earliest", "start: latest")
+	j, logs := newJob(t, cfg, WithInstanceID("a"))
+	j.discoverEvery = time.Second
+	done := runBackground(j)
+	r := &running{done: done, logs: logs}
+	// start: latest is resolved, and committed, before any input.
+	e.awaitGroupCommitted(in, 2)
+	e.numbers(1, 1000)
+	adm := kadm.NewClient(kafkatest.Client(t, e.brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if resp, err := adm.UpdatePartitions(ctx, 4, in); err != nil || resp.Error() != nil {
+		t.Fatalf("growing %s: %v %v", in, err, resp.Error())
+	}
+	e.numbers(1001, 3000)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if g := j.Status().Group; g != nil && slices.Contains(g.Assigned, in+"/3") && slices.Contains(g.Assigned, in+"/2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the added partitions were not assigned a minute later (every %v): %+v", j.discoverEvery, j.Status().Group)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rep := e.awaitFinal(4000, r); !rep.Exact() {
+		t.Fatalf("partitions added while running: %v", rep)
+	}
+	j.Stop()
+	if err := awaitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// awaitGroupCommitted waits until the job's consumer group has committed
+// an offset for each of the first n partitions of topic.
+func (e *testEnv) awaitGroupCommitted(topic string, n int32) {
+	e.t.Helper()
+	adm := kadm.NewClient(kafkatest.Client(e.t, e.brokers))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		committed, err := adm.FetchOffsets(ctx, e.env["JOB_NAME"])
+		cancel()
+		all := err == nil
+		for p := int32(0); p < n && all; p++ {
+			o, ok := committed.Lookup(topic, p)
+			all = ok && o.Err == nil && o.At >= 0
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the group committed no offsets of %s for a minute: %v", topic, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

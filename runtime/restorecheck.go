@@ -14,7 +14,6 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
-	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/state"
 )
 
@@ -41,7 +40,7 @@ func (e incompatibleError) Unwrap() []error { return []error{ErrIncompatible, e.
 // returns it and the process exits non-zero.
 func permanent(err error) bool {
 	return errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnfit) || errors.Is(err, ErrDamaged) ||
-		errors.Is(err, savepoint.ErrIncompatible)
+		errors.Is(err, savepoint.ErrIncompatible) || errors.Is(err, ErrOtherMode)
 }
 
 // checkBeforeRestart refuses, before the job creates a topic, fences an
@@ -106,14 +105,14 @@ func (j *Job) restartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck,
 	}
 	var latest *checkpoint.Record
 	if topics.Has(cpTopic) {
-		var members bool
-		if latest, members, err = kstore.Modes(ctx, j.conn, name); err != nil {
-			return out, fmt.Errorf("reading the latest checkpoint: %w", err)
+		recs, err := readJobRecords(ctx, j.conn, name)
+		if err != nil {
+			return out, err
 		}
-		if members && latest == nil {
-			return out, fmt.Errorf("%w: job %s ran in group mode (scale.mode: group; its members' checkpoint records are in %s): run it in group mode, or under a new name (a job moves between modes only through a savepoint)",
-				ErrIncompatible, name, cpTopic)
+		if verdict, err := judgeMode(name, recs, j.cfg.Scale.Mode, false); verdict == modeRefuse {
+			return out, err
 		}
+		latest = recs.single
 	}
 	if latest == nil {
 		if !topics.Has(stateTopic) {
@@ -139,10 +138,9 @@ func (j *Job) restartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck,
 	return out, nil
 }
 
-// groupRestartCheck is CheckRestart in group mode: a single-mode job's
-// checkpoints refuse a group-mode start, and every member's newest
-// checkpoint must take the configuration (each member checks its own
-// when it starts).
+// groupRestartCheck is CheckRestart in group mode: a job of the other
+// mode refuses a group-mode start, and every member's newest checkpoint
+// must take the configuration (checkMembers, which a start runs too).
 func (j *Job) groupRestartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck, error) {
 	var out RestartCheck
 	name := j.cfg.Name
@@ -154,32 +152,17 @@ func (j *Job) groupRestartCheck(ctx context.Context, adm *kadm.Client) (RestartC
 	if !topics.Has(cpTopic) {
 		return out, nil // a new job
 	}
-	single := kstore.Newest{Job: name}
-	members := map[string]*kstore.Newest{}
-	prefix := name + "/"
-	err = kread.All(ctx, j.conn, cpTopic, func(r *kgo.Record) error {
-		key := string(r.Key)
-		if member, ok := strings.CutPrefix(key, prefix); ok {
-			if members[member] == nil {
-				members[member] = &kstore.Newest{Job: key, Member: true}
-			}
-			return members[member].Add(r)
-		}
-		return single.Add(r)
-	})
+	recs, err := readJobRecords(ctx, j.conn, name)
 	if err != nil {
-		return out, fmt.Errorf("reading the checkpoints: %w", err)
+		return out, err
 	}
-	if single.Record != nil {
-		return out, fmt.Errorf("%w: job %s ran in single mode (its last checkpoint is %d): run it with scale.mode: single, or under a new name (a job moves between modes only through a savepoint, run --from-savepoint)",
-			ErrIncompatible, name, single.Record.ID)
+	if verdict, err := judgeMode(name, recs, j.cfg.Scale.Mode, false); verdict == modeRefuse {
+		return out, err
 	}
 	var refusals []error
-	for _, member := range slices.Sorted(maps.Keys(members)) {
-		rec := members[member].Record
-		if rec == nil {
-			continue
-		}
+	for _, key := range slices.Sorted(maps.Keys(recs.members)) {
+		rec := recs.members[key]
+		member := strings.TrimPrefix(key, name+"/")
 		plan, err := j.checkCheckpoint(rec, false)
 		if err != nil {
 			refusals = append(refusals, fmt.Errorf("member %s: %w", member, err))
@@ -224,6 +207,55 @@ func (j *Job) checkCheckpoint(rec *checkpoint.Record, log bool) (*savepoint.Rest
 		}
 	}
 	return plan, nil
+}
+
+// checkMembers applies the restore rules to the newest checkpoint of
+// every member of a group-mode job, not only to this process's own: state
+// partitions move between processes, so a process restores what others
+// wrote, and one that joins under a new instance id has no checkpoint of
+// its own. A configuration that does not fit the checkpoint of any
+// member (a changed key_by or aggregate) is refused as single mode
+// refuses it. After a savepoint's import only the importer's record is
+// left (importMember deletes the others').
+func (j *Job) checkMembers(recs *jobRecords) error {
+	for _, k := range slices.Sorted(maps.Keys(recs.members)) {
+		if _, err := j.checkCheckpoint(recs.members[k], false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkGroupStart refuses, before the process joins the group (which
+// would move every member's partitions) or changes anything on the
+// cluster, a group-mode start that cannot be right: the job is another
+// mode's, or the configuration does not fit its members' checkpoints.
+// Every attempt checks again (prepareGroup, restoreMember).
+func (j *Job) checkGroupStart(ctx context.Context) error {
+	cl, err := kgo.NewClient(j.conn...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	name := j.cfg.Name
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, checkpoint.TopicName(name))
+	if err != nil {
+		return fmt.Errorf("listing the internal topics: %w", err)
+	}
+	if !topics.Has(checkpoint.TopicName(name)) {
+		return nil // a new job
+	}
+	recs, err := readJobRecords(ctx, j.conn, name)
+	if err != nil {
+		return err
+	}
+	if verdict, err := judgeMode(name, recs, j.cfg.Scale.Mode, j.from != nil); verdict == modeRefuse {
+		return err
+	}
+	if j.from != nil {
+		return nil // the savepoint is checked instead (checkSavepoint)
+	}
+	return j.checkMembers(recs)
 }
 
 // checkRestored compares the keys restored of the job's aggregate with

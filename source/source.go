@@ -111,6 +111,11 @@ type Reader struct {
 	// stable is the last stable offset each partition's latest fetch
 	// reported: the end a read_committed reader can reach, for lag.
 	stable map[TopicPartition]int64
+	// polled is the offset of the last data record polled of each
+	// partition, and passed the offset after the last transaction marker
+	// polled after it: for lag, the reader is past the markers once every
+	// record polled has been handed on (Lags).
+	polled, passed map[TopicPartition]int64
 }
 
 // FetchMaxBytes bounds one fetch response (Kafka's fetch.max.bytes,
@@ -152,12 +157,16 @@ func NewReader(conn []kgo.Opt, offsets map[TopicPartition]int64, extra ...kgo.Op
 		// A checkpointed offset below the log start means retention removed
 		// the data: resume at the earliest record that still exists.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// The markers that end transactions, for the lag only (Poll
+		// never hands them out).
+		kgo.KeepControlRecords(),
 	)
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{cl: cl, next: next, stable: map[TopicPartition]int64{}}, nil
+	return &Reader{cl: cl, next: next, stable: map[TopicPartition]int64{},
+		polled: map[TopicPartition]int64{}, passed: map[TopicPartition]int64{}}, nil
 }
 
 // Poll waits for up to max records (all partitions together). Errors are
@@ -171,19 +180,31 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 	if err := fetchErrors(fs); err != nil {
 		return nil, err
 	}
+	var recs []*kgo.Record
+	markers := false
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		tp := TopicPartition{p.Topic, p.Partition}
 		// A partition with an error reports no offsets; among them is the
 		// client's pseudo-partition (topic "", partition -1) that carries a
 		// poll's own error, such as a barrier trigger's cancellation.
 		if p.Err == nil && p.Partition >= 0 && p.LastStableOffset >= 0 {
-			r.stable[TopicPartition{p.Topic, p.Partition}] = p.LastStableOffset
+			r.stable[tp] = p.LastStableOffset
+		}
+		for _, rec := range p.Records {
+			if rec.Attrs.IsControl() {
+				r.passed[tp], markers = rec.Offset+1, true
+				continue
+			}
+			r.polled[tp] = rec.Offset
+			recs = append(recs, rec)
 		}
 	})
 	// Records the client handed over are consumed: its fetch position is
 	// past them. Return them even if ctx ended meanwhile (a barrier
 	// trigger wakes a poll by cancelling it): dropping them here would
 	// skip them for good, and the next checkpoint would record the skip.
-	if recs := fs.Records(); len(recs) > 0 {
+	// A poll of markers alone is news too: the lag may have changed.
+	if len(recs) > 0 || markers {
 		return recs, nil
 	}
 	return nil, ctx.Err()
@@ -227,11 +248,24 @@ type Lag struct {
 	Records int64
 }
 
-// Lags reports the lag of every partition a fetch has reported on.
+// Lags reports the lag of every partition a fetch has reported on: the
+// offsets a read_committed reader would still go through, from the
+// position to the last stable offset. Transaction markers are not
+// records, yet they hold offsets: the last data record of a partition
+// written in transactions is followed by one marker per producer whose
+// transaction wrote to it (several, for a repartition partition), so the
+// position after it is short of the last stable offset for good. Once
+// every data record polled has been handed on, the position counts as
+// past the markers polled after them. (The position itself, which
+// checkpoints keep, stays after the last data record.)
 func (r *Reader) Lags() []Lag {
 	lags := make([]Lag, 0, len(r.stable))
 	for tp, end := range r.stable {
-		lags = append(lags, Lag{tp, max(0, end-r.next[tp])})
+		pos := r.next[tp]
+		if last, ok := r.polled[tp]; !ok || pos > last {
+			pos = max(pos, r.passed[tp])
+		}
+		lags = append(lags, Lag{tp, max(0, end-pos)})
 	}
 	return lags
 }

@@ -106,26 +106,6 @@ func LatestKeyed(ctx context.Context, conn []kgo.Opt, job, key string) (*checkpo
 	return n.Record, n.Err()
 }
 
-// Modes says which kinds of checkpoint records job's topic holds: the
-// newest single-mode record (nil: none) and whether any group member
-// wrote records (sink.MemberRecordKey: "<job>/<instance>"). A job moves
-// between single and group mode only through a savepoint; this is how it
-// notices the other mode's progress.
-func Modes(ctx context.Context, conn []kgo.Opt, job string) (single *checkpoint.Record, members bool, err error) {
-	n := Newest{Job: job}
-	prefix := job + "/"
-	err = kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
-		if strings.HasPrefix(string(r.Key), prefix) && r.Value != nil {
-			members = true
-		}
-		return n.Add(r)
-	})
-	if err == nil {
-		err = n.Err()
-	}
-	return n.Record, members, err
-}
-
 // SavepointImported reports whether a group member of job committed a
 // checkpoint record that names savepoint id: the savepoint was imported
 // (a group-mode job imports it once, whichever member did).
