@@ -51,6 +51,7 @@ type Metrics struct {
 
 	et  eventTime
 	grp group
+	sr  schemaRegistry
 
 	kafka *kafkaClients
 }
@@ -77,7 +78,7 @@ func restartReasons() []string {
 }
 
 func deadLetterCodes() []string {
-	return []string{"decode", "missing_field", "eval", "type", "overflow", "too_large"}
+	return []string{"decode", "missing_field", "eval", "type", "overflow", "schema", "too_large"}
 }
 
 // New registers the metrics of the job named job on reg and returns them.
@@ -162,6 +163,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 
 	m.et = newEventTime(m, f)
 	m.grp = newGroup(f)
+	m.sr = newSchemaRegistry(f)
 
 	m.SetInfo("unknown", "unknown")
 	return m
