@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
@@ -99,24 +100,38 @@ func (s *Set) inputTypes(ctx context.Context) (inputFields, error) {
 		var (
 			latest sr.Schema
 			refs   []sr.SubjectSchema
+			logged bool
 		)
-		err := s.reg.do(ctx, "lookup", func(ctx context.Context) error {
-			ss, err := s.reg.cl.SchemaByVersion(ctx, subject, -1)
-			if err != nil {
-				return err
+		for {
+			err := s.reg.do(ctx, "lookup", func(ctx context.Context) error {
+				ss, err := s.reg.cl.SchemaByVersion(ctx, subject, -1)
+				if err != nil {
+					return err
+				}
+				refs = nil
+				if err := s.reg.references(ctx, ss.Schema, map[string]bool{}, &refs); err != nil {
+					return err
+				}
+				latest = ss.Schema
+				return nil
+			})
+			if err == nil {
+				break
 			}
-			refs = nil
-			if err := s.reg.references(ctx, ss.Schema, map[string]bool{}, &refs); err != nil {
-				return err
+			if !notFound(err) {
+				return in, fmt.Errorf("reading the schema of subject %s: %w", subject, err)
 			}
-			latest = ss.Schema
-			return nil
-		})
-		if err != nil {
-			if notFound(err) {
-				return in, fmt.Errorf("%w: the source topic %s has no schema under subject %s yet to derive from", errUnderivable, src.Topics[0], subject)
+			// Nothing was produced to the input yet: its schema is what
+			// the sink's derives from, so wait for it.
+			if !logged {
+				s.log.Info("waiting for the input's schema to derive the sink's from: no schema under the subject yet", "subject", subject)
+				logged = true
 			}
-			return in, fmt.Errorf("reading the schema of subject %s: %w", subject, err)
+			select {
+			case <-ctx.Done():
+				return in, ctx.Err()
+			case <-time.After(time.Second):
+			}
 		}
 		in.text, in.format, in.known = latest.Schema, src.Format, true
 		if src.Format == config.FormatAvro {
