@@ -372,7 +372,7 @@ func (c *Chain) Recycle(r *Record) {
 	}
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
 	r.intsRead = false
-	r.key, r.keyDecoded, r.tombstone, r.skip = nil, false, false, false
+	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
 }
 

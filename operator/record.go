@@ -76,6 +76,9 @@ type Record struct {
 	// tombstone: a Debezium delete, written unchanged as a tombstone;
 	// skip: a record Process drops (Debezium's own tombstone).
 	tombstone, skip bool
+	// decimals: the decoding may have produced Decimals, so expressions
+	// run their decimal programs (decimalexpr.go).
+	decimals bool
 }
 
 // fieldMaps keeps the maps of records that are done with, for the

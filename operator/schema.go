@@ -22,10 +22,8 @@ import (
 // for concurrent use.
 type SchemaDecoder interface {
 	// DecodeObject decodes a record value, which must be a record
-	// (object, message): its top-level fields, and their names in the
-	// schema's order (shared: never modified by the caller). A failure
-	// is a *RecordError with CodeSchema.
-	DecodeObject(b []byte) (fields map[string]any, order []string, err *RecordError)
+	// (object, message). A failure is a *RecordError with CodeSchema.
+	DecodeObject(b []byte) (Decoded, *RecordError)
 	// DecodeValue decodes a value of any type (a record key).
 	DecodeValue(b []byte) (any, *RecordError)
 }
@@ -41,6 +39,16 @@ type Input struct {
 	JSONKey bool
 	// Debezium: the values are Debezium change events (see debezium.go).
 	Debezium bool
+}
+
+// Decoded is a record value a SchemaDecoder decoded.
+type Decoded struct {
+	// Fields are its top-level fields, Order their names in the
+	// schema's order (shared: never modified by the caller).
+	Fields map[string]any
+	Order  []string
+	// Decimals: its schema has decimals, so some values may be Decimals.
+	Decimals bool
 }
 
 // Inputs are the source topics' Inputs; a topic without one is read by
@@ -73,7 +81,7 @@ func (r *Record) decodeInput(d *decoder, in *Input, step string, need *fieldSet)
 		if err != nil {
 			return err.withStep(step)
 		}
-		r.key, r.keyDecoded = k, true
+		r.key, r.keyDecoded, r.decimals = k, true, true
 	case in.JSONKey && r.Key != nil:
 		k, err := d.decodeValue(r.Key)
 		if err != nil {
@@ -93,11 +101,11 @@ func (r *Record) decodeInput(d *decoder, in *Input, step string, need *fieldSet)
 		r.fields, r.decoded, r.skip = map[string]any{}, true, true
 		return nil
 	}
-	m, order, err := in.Value.DecodeObject(r.Value)
+	dec, err := in.Value.DecodeObject(r.Value)
 	if err != nil {
 		return err.withStep(step)
 	}
-	r.fields, r.order, r.decoded = m, order, true
+	r.fields, r.order, r.decoded, r.decimals = dec.Fields, dec.Order, true, dec.Decimals
 	if in.Debezium {
 		return r.debezium(step)
 	}

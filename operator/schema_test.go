@@ -180,3 +180,46 @@ func TestDebeziumJSON(t *testing.T) {
 		t.Errorf("key_by _key.id: %q %v", kr.GroupKey, rerr)
 	}
 }
+
+// TestDecimalExpressions: filters, maps and keys compute exactly with
+// Decimals when the record holds them, and as before when it does not.
+func TestDecimalExpressions(t *testing.T) {
+	for _, tt := range []struct {
+		src  string
+		x    any
+		want string
+	}{
+		{"x > 100.5", mustDecimal(t, "100.51"), "true"},
+		{"x > 100.5", mustDecimal(t, "100.50"), "false"},
+		{"x == 0.3", mustDecimal(t, "0.30"), "true"},
+		{"x + 0.2 == 0.3", mustDecimal(t, "0.1"), "false"}, // float arithmetic, as in SQL
+		{"x + 1", mustDecimal(t, "0.10"), "1.1"},
+		{"x * 3", mustDecimal(t, "19.99"), "59.97"},
+		{"x * x", mustDecimal(t, "1.1"), "1.21"},
+		{"x - 1 < 0", mustDecimal(t, "0.99"), "true"},
+		{"-x", mustDecimal(t, "2.5"), "-2.5"},
+		{"x / 2", mustDecimal(t, "1"), "0.5"},
+		{"abs(x)", mustDecimal(t, "-3.25"), "3.25"},
+		{"float(x)", mustDecimal(t, "0.125"), "0.125"},
+		{"int(x)", mustDecimal(t, "7.9"), "7"},
+		{"string(x)", mustDecimal(t, "7.90"), `"7.90"`},
+		{"x % 4", mustDecimal(t, "10"), "2"},
+		{"x > 100.5", 101, "true"}, // no Decimal: expr's own operators
+		{`x + "a"`, "b", `"ba"`},
+	} {
+		chain, err := Compile([]config.Step{{Map: []config.Field{{Name: "v", Expr: tt.src}}}})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.src, err)
+		}
+		_, isDec := tt.x.(Decimal)
+		r := &Record{Format: config.FormatAvro, Topic: "t", decoded: true, decimals: isDec, fields: map[string]any{"x": tt.x}}
+		if _, rerr := chain.Process(r); rerr != nil {
+			t.Errorf("%s: %v", tt.src, rerr)
+			continue
+		}
+		got, _ := r.AppendValue(nil, config.FormatJSON)
+		if want := `{"v":` + tt.want + `}`; string(got) != want {
+			t.Errorf("%s with x=%v: %s, want %s", tt.src, tt.x, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hamba/avro/v2"
@@ -43,6 +44,8 @@ type avroReader struct {
 	// schema is not a record).
 	fields []string
 	record []readFn
+	// decimals: the schema has a decimal somewhere.
+	decimals bool
 }
 
 // compileAvroReader compiles s for reading.
@@ -52,7 +55,7 @@ func compileAvroReader(s avro.Schema) (*avroReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	ar := &avroReader{schema: s, read: read}
+	ar := &avroReader{schema: s, read: read, decimals: strings.Contains(s.String(), `"decimal"`)}
 	if rs, ok := deref(s).(*avro.RecordSchema); ok {
 		for _, f := range rs.Fields() {
 			fr, err := c.reader(f.Type())

@@ -178,27 +178,26 @@ func (d *decoder) entry(b []byte) (*entry, []byte, *operator.RecordError) {
 	return e, rest, nil
 }
 
-func (d *decoder) DecodeObject(b []byte) (map[string]any, []string, *operator.RecordError) {
+func (d *decoder) DecodeObject(b []byte) (operator.Decoded, *operator.RecordError) {
 	e, rest, rerr := d.entry(b)
 	if rerr != nil {
-		return nil, nil, rerr
+		return operator.Decoded{}, rerr
 	}
 	var (
-		m     map[string]any
-		order []string
-		err   error
+		out operator.Decoded
+		err error
 	)
 	switch d.format {
 	case config.FormatAvro:
-		m, err = e.avro.decodeObject(rest)
-		order = e.avro.fields
+		out.Fields, err = e.avro.decodeObject(rest)
+		out.Order, out.Decimals = e.avro.fields, e.avro.decimals
 	default:
 		err = fmt.Errorf("format %s is not read by this build", d.format)
 	}
 	if err != nil {
-		return nil, nil, &operator.RecordError{Code: operator.CodeSchema, SchemaID: e.id, Reason: fmt.Sprintf("%s of schema id %d: %v", d.what, e.id, err)}
+		return operator.Decoded{}, &operator.RecordError{Code: operator.CodeSchema, SchemaID: e.id, Reason: fmt.Sprintf("%s of schema id %d: %v", d.what, e.id, err)}
 	}
-	return m, order, nil
+	return out, nil
 }
 
 func (d *decoder) DecodeValue(b []byte) (any, *operator.RecordError) {
