@@ -76,6 +76,20 @@ func ParseDecimal(s string) (Decimal, error) {
 	return NewDecimal(z, scale)
 }
 
+// DecodeJSONObject decodes a JSON object as the chain decodes a
+// record's value (exact integers, other numbers float64, UTF-8 checked).
+func DecodeJSONObject(b []byte) (map[string]any, error) {
+	var d decoder
+	return d.decodeObject(b)
+}
+
+// DecodeJSONValue decodes any JSON value as the chain decodes a key in
+// key_format json.
+func DecodeJSONValue(b []byte) (any, error) {
+	var d decoder
+	return d.decodeValue(b)
+}
+
 // DecodeJSONObjectExact decodes a JSON object as the chain does, except
 // that a number with a fraction or an exponent is the exact Decimal its
 // text spells, not a float64: for an encoder that writes a job's JSON

@@ -28,6 +28,20 @@ func (e *entry) compile(ctx context.Context, r *Registry) error {
 		}
 		e.avro = ar
 		return nil
+	case sr.TypeProtobuf:
+		pf, err := compileProto(e.schema.Schema, refs)
+		if err != nil {
+			return fmt.Errorf("schema id %d: %w", e.id, err)
+		}
+		e.proto = pf
+		return nil
+	case sr.TypeJSON:
+		jf, err := compileJSONSchema(e.schema.Schema, refs)
+		if err != nil {
+			return fmt.Errorf("schema id %d: %w", e.id, err)
+		}
+		e.json = jf
+		return nil
 	}
 	return fmt.Errorf("schema id %d is a %s schema, which this build does not read", e.id, e.schema.Type)
 }

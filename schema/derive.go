@@ -146,6 +146,16 @@ func (s *Set) inputTypes(ctx context.Context) (inputFields, error) {
 				}
 			}
 		}
+		if src.Format == config.FormatProtobuf {
+			fields, err := protoFields(latest.Schema, refs)
+			if err != nil {
+				return in, fmt.Errorf("subject %s: %w", subject, err)
+			}
+			in.fields = fields
+		}
+		if src.Format == config.FormatJSONSchema {
+			in.fields = jsonFields(latest.Schema)
+		}
 		if src.Envelope == config.EnvelopeDebezium {
 			// Expressions read after.x: the nested lookups find them.
 			in.text = ""
@@ -497,8 +507,12 @@ func (d *derived) text(f config.Format) (string, error) {
 	switch f {
 	case config.FormatAvro:
 		return d.avroText()
+	case config.FormatProtobuf:
+		return d.protoText()
+	case config.FormatJSONSchema:
+		return d.jsonSchemaText()
 	}
-	return "", fmt.Errorf("deriving a %s schema is not supported by this build", f)
+	return "", fmt.Errorf("deriving a %s schema is not supported", f)
 }
 
 // avroText is d as an Avro schema.
@@ -556,6 +570,9 @@ func (t vtype) avroJSON() (any, error) {
 	case vBytes:
 		s = "bytes"
 	case vDecimal:
+		if t.scale < 0 {
+			return nil, errors.New("a Protobuf decimal's scale is in each value, not in its schema: an Avro decimal needs one")
+		}
 		scale := t.scale
 		s = avroLogical{Type: "bytes", LogicalType: "decimal", Precision: t.precision, Scale: &scale}
 	case vTimestamp:

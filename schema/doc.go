@@ -12,8 +12,10 @@
 //   - Sink: one sink's schema (derived from what the job writes, a
 //     schema_file, or a registered subject and version), its id, and the
 //     encoder of its values.
-//   - avro.go (hamba/avro), and the derivation of a sink's schema from
-//     the configuration and the input's schema (derive.go).
+//   - avro.go (hamba/avro), protobuf.go (protocompile and dynamicpb),
+//     jsonschema.go (santhosh-tekuri/jsonschema), and the derivation of a
+//     sink's schema from the configuration and the input's schema
+//     (derive.go, deriveformats.go).
 //
 // # Invariants
 //

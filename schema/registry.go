@@ -53,6 +53,8 @@ type entry struct {
 	id     int
 	schema sr.Schema
 	avro   *avroReader
+	proto  *protoFile
+	json   *jsonFile
 	err    error
 }
 

@@ -191,8 +191,11 @@ func (d *decoder) DecodeObject(b []byte) (operator.Decoded, *operator.RecordErro
 	case config.FormatAvro:
 		out.Fields, err = e.avro.decodeObject(rest)
 		out.Order, out.Decimals = e.avro.fields, e.avro.decimals
-	default:
-		err = fmt.Errorf("format %s is not read by this build", d.format)
+	case config.FormatProtobuf:
+		out.Fields, out.Order, err = e.proto.decode(rest)
+		out.Decimals = e.proto.decimals
+	case config.FormatJSONSchema:
+		out.Fields, out.Order, err = e.json.decode(rest)
 	}
 	if err != nil {
 		return operator.Decoded{}, &operator.RecordError{Code: operator.CodeSchema, SchemaID: e.id, Reason: fmt.Sprintf("%s of schema id %d: %v", d.what, e.id, err)}
@@ -212,8 +215,10 @@ func (d *decoder) DecodeValue(b []byte) (any, *operator.RecordError) {
 	switch d.format {
 	case config.FormatAvro:
 		v, err = e.avro.decodeValue(rest)
-	default:
-		err = fmt.Errorf("format %s is not read by this build", d.format)
+	case config.FormatProtobuf:
+		v, err = e.proto.decodeValue(rest)
+	case config.FormatJSONSchema:
+		v, err = e.json.decodeValue(rest)
 	}
 	if err != nil {
 		return nil, &operator.RecordError{Code: operator.CodeSchema, SchemaID: e.id, Reason: fmt.Sprintf("%s of schema id %d: %v", d.what, e.id, err)}

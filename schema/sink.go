@@ -32,6 +32,8 @@ type Sink struct {
 	subject string
 	text    string
 	avro    *avroWriter
+	proto   *protoWriter
+	json    *jsonFile
 	// round are the fields written with avg: a decimal rounded to the
 	// schema's scale, half away from zero, rather than refused.
 	round map[string]bool
@@ -203,6 +205,22 @@ func (k *Sink) compile(ctx context.Context, s sr.Schema) error {
 		}
 		k.avro = aw
 		return nil
+	case config.FormatProtobuf:
+		pf, err := compileProto(s.Schema, refs)
+		if err != nil {
+			return fmt.Errorf("%w: %s: the schema: %w", ErrRefused, k.path(), err)
+		}
+		if k.proto, err = pf.writer(); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrRefused, k.path(), err)
+		}
+		return nil
+	case config.FormatJSONSchema:
+		jf, err := compileJSONSchema(s.Schema, refs)
+		if err != nil {
+			return fmt.Errorf("%w: %s: the schema: %w", ErrRefused, k.path(), err)
+		}
+		k.json = jf
+		return nil
 	}
 	return fmt.Errorf("%w: %s: format %s is not written by this build", ErrRefused, k.path(), k.cfg.Format)
 }
@@ -217,8 +235,14 @@ func (k *Sink) subjectName() (string, error) {
 		if rs, ok := deref(k.avro.schema).(*avro.RecordSchema); ok {
 			return rs.FullName(), nil
 		}
+	case config.FormatProtobuf:
+		return string(k.proto.md.FullName()), nil
+	case config.FormatJSONSchema:
+		if t := jsonTitle(k.text); t != "" {
+			return t, nil
+		}
 	}
-	return "", fmt.Errorf("%w: %s: subject_strategy record_name needs a named record", ErrRefused, k.path())
+	return "", fmt.Errorf("%w: %s: subject_strategy record_name needs a named record (for JSON Schema, a title)", ErrRefused, k.path())
 }
 
 // ID is the schema id the sink writes with (after Prepare).
@@ -237,6 +261,13 @@ func (k *Sink) AppendRecord(dst []byte, r *operator.Record) ([]byte, *operator.R
 	if r.Tombstone() {
 		return dst, nil
 	}
+	if k.json != nil {
+		js, rerr := r.AppendValue(nil, config.FormatJSON)
+		if rerr != nil {
+			return dst, rerr
+		}
+		return k.AppendJSON(dst, js)
+	}
 	fields, _, ok := r.Object()
 	if !ok {
 		// A raw or undecoded JSON value: its JSON, read exactly.
@@ -252,6 +283,13 @@ func (k *Sink) AppendRecord(dst []byte, r *operator.Record) ([]byte, *operator.R
 // AppendJSON appends the framed encoding of js, a JSON object the job
 // wrote (an aggregate's or a window's output), its numbers read exactly.
 func (k *Sink) AppendJSON(dst []byte, js []byte) ([]byte, *operator.RecordError) {
+	if k.json != nil {
+		if err := k.json.validate(js); err != nil {
+			return dst, k.fitError(err)
+		}
+		dst, _ = header.AppendEncode(dst, k.id, nil)
+		return append(dst, js...), nil
+	}
 	fields, err := operator.DecodeJSONObjectExact(js)
 	if err != nil {
 		return dst, &operator.RecordError{Step: "sinks", Code: operator.CodeSchema, Reason: fmt.Sprintf("%s: the value is not a JSON object for schema id %d: %v", k.path(), k.id, err)}
@@ -273,17 +311,29 @@ func (k *Sink) appendFields(dst []byte, fields map[string]any) ([]byte, *operato
 	switch k.cfg.Format {
 	case config.FormatAvro:
 		dst, err = k.avro.appendObject(dst, fields)
+	case config.FormatProtobuf:
+		dst, err = k.proto.appendObject(dst, fields)
 	}
 	if err != nil {
-		return dst[:start], &operator.RecordError{Step: "sinks", Code: operator.CodeSchema, SchemaID: k.id,
-			Reason: fmt.Sprintf("%s: the output does not fit schema id %d of subject %s: %v", k.path(), k.id, k.subject, err)}
+		return dst[:start], k.fitError(err)
 	}
 	return dst, nil
+}
+
+// fitError is an output that does not fit the sink's schema.
+func (k *Sink) fitError(err error) *operator.RecordError {
+	return &operator.RecordError{Step: "sinks", Code: operator.CodeSchema, SchemaID: k.id,
+		Reason: fmt.Sprintf("%s: the output does not fit schema id %d of subject %s: %v", k.path(), k.id, k.subject, err)}
 }
 
 // decimalScale is the scale of field name when the schema writes it as
 // a decimal.
 func (k *Sink) decimalScale(name string) (int, bool) {
+	if k.proto != nil {
+		// A decimal written as text or a Decimal message keeps its
+		// scale: avg's 15 digits are written as computed.
+		return 0, false
+	}
 	if k.avro == nil {
 		return 0, false
 	}
