@@ -395,8 +395,16 @@ func (c *Chain) Window() *config.Window { return c.window }
 // non-nil error means the record failed and goes to the dead-letter topic;
 // it never panics on any input.
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
-	if c.ints != nil && !r.decoded && isJSON(r.Format) && c.inputs[r.Topic] == nil && c.ints.read(&c.dec, r) {
-		return true, nil // keyed, its integers read: the one step is done
+	if c.ints != nil && !r.decoded {
+		in := c.inputs[r.Topic]
+		switch {
+		case in == nil && isJSON(r.Format) && c.ints.read(&c.dec, r):
+			return true, nil // keyed, its integers read: the one step is done
+		case in != nil:
+			if ir := in.intReader(); ir != nil && c.ints.readSchema(ir, r) {
+				return true, nil
+			}
+		}
 	}
 	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
 		return false, err

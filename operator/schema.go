@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/eoflow/pipeline/config"
 )
@@ -28,6 +29,19 @@ type SchemaDecoder interface {
 	DecodeValue(b []byte) (any, *RecordError)
 }
 
+// IntReader is what a SchemaDecoder may also do, for the chain's integer
+// path (intpath.go): read a record value's string field key and integer
+// fields straight from its bytes, without building values. groupKey
+// aliases b. ok false declines (a field of another type, a schema it
+// does not know, bytes that do not read): the general path then decodes
+// the record, and alone explains any error.
+type IntReader interface {
+	ReadInts(b []byte, key string, fields []string, ints []int64) (groupKey []byte, ok bool)
+}
+
+// IntPathFields is the most integer fields the integer path reads.
+const IntPathFields = maxSlots
+
 // Input says how a source topic's records are decoded when that is not
 // by Record.Format alone.
 type Input struct {
@@ -39,6 +53,32 @@ type Input struct {
 	JSONKey bool
 	// Debezium: the values are Debezium change events (see debezium.go).
 	Debezium bool
+}
+
+// intReader is in's IntReader, when the integer path may read its
+// records by it: values in a schema format, keys not decoded, no
+// envelope.
+func (in *Input) intReader() IntReader {
+	if in.Key != nil || in.JSONKey || in.Debezium || in.Value == nil {
+		return nil
+	}
+	ir, _ := in.Value.(IntReader)
+	return ir
+}
+
+// readInts is intPath.read for a record of a schema format.
+func (p *intPath) readSchema(ir IntReader, r *Record) bool {
+	var ints [maxSlots]int64
+	key, ok := ir.ReadInts(r.Value, p.key, p.fields, ints[:len(p.fields)])
+	if !ok {
+		return false
+	}
+	r.GroupKey, r.Keyed, r.keyKind = "", true, keyString
+	if len(key) > 0 {
+		r.GroupKey = unsafe.String(&key[0], len(key))
+	}
+	r.ints, r.intsRead = ints, true
+	return true
 }
 
 // Decoded is a record value a SchemaDecoder decoded.

@@ -46,7 +46,15 @@ type avroReader struct {
 	record []readFn
 	// decimals: the schema has a decimal somewhere.
 	decimals bool
+	// ints is the integer path's plan for the chain that reads with it
+	// (avroint.go).
+	ints intsCache
 }
+
+// maxBlockItems bounds one block of an array or map: a count beyond it
+// is refused (items of no bytes, null, would otherwise let a few bytes
+// ask for billions of them).
+const maxBlockItems = 1 << 20
 
 // compileAvroReader compiles s for reading.
 func compileAvroReader(s avro.Schema) (*avroReader, error) {
@@ -192,6 +200,10 @@ func (c *avroCompiler) reader(s avro.Schema) (readFn, error) {
 				if r.Error != nil || n == 0 {
 					return out
 				}
+				if n > maxBlockItems {
+					r.ReportError("read array", fmt.Sprintf("a block of %d items", n))
+					return nil
+				}
 				for range n {
 					out = append(out, items(r))
 					if r.Error != nil {
@@ -211,6 +223,10 @@ func (c *avroCompiler) reader(s avro.Schema) (readFn, error) {
 				n, _ := r.ReadBlockHeader()
 				if r.Error != nil || n == 0 {
 					return out
+				}
+				if n > maxBlockItems {
+					r.ReportError("read map", fmt.Sprintf("a block of %d items", n))
+					return nil
 				}
 				for range n {
 					k := r.ReadString()

@@ -38,7 +38,7 @@ const (
 )
 
 // sumJob is the parity sum over payments, exact in decimals.
-func sumJob(t *testing.T, url string, sink string) *config.Config {
+func sumJob(t testing.TB, url string, sink string) *config.Config {
 	t.Helper()
 	yaml := `name: pay
 kafka:

@@ -32,6 +32,7 @@ type Sink struct {
 	subject string
 	text    string
 	avro    *avroWriter
+	fast    *fastPlan // the one-pass JSON to Avro (avrofast.go), nil when not plain
 	proto   *protoWriter
 	json    *jsonFile
 	// round are the fields written with avg: a decimal rounded to the
@@ -203,7 +204,7 @@ func (k *Sink) compile(ctx context.Context, s sr.Schema) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrRefused, k.path(), err)
 		}
-		k.avro = aw
+		k.avro, k.fast = aw, compileFast(aw)
 		return nil
 	case config.FormatProtobuf:
 		pf, err := compileProto(s.Schema, refs)
@@ -289,6 +290,12 @@ func (k *Sink) AppendJSON(dst []byte, js []byte) ([]byte, *operator.RecordError)
 		}
 		dst, _ = header.AppendEncode(dst, k.id, nil)
 		return append(dst, js...), nil
+	}
+	if k.fast != nil {
+		framed, _ := header.AppendEncode(dst, k.id, nil)
+		if out, ok := k.fast.append(framed, js); ok {
+			return out, nil
+		}
 	}
 	fields, err := operator.DecodeJSONObjectExact(js)
 	if err != nil {
