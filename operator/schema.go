@@ -39,6 +39,21 @@ type IntReader interface {
 	ReadInts(b []byte, key string, fields []string, ints []int64) (groupKey []byte, ok bool)
 }
 
+// IntOutput writes the integer path's output, {key, values...}, in a
+// sink's format instead of JSON (value i is vals[i], or null where bit i
+// of has is clear): the one sink of a job whose output would otherwise
+// be written as JSON only for the sink to read it back. ok false: it
+// cannot (the JSON is written, and the sink encodes that). The bytes it
+// writes are the sink's whole value, framing included, which the sink's
+// encoder passes on as they are.
+type IntOutput interface {
+	AppendIntOutput(dst []byte, key string, vals []int64, has uint32) ([]byte, bool)
+}
+
+// SetIntOutput makes the integer path's outputs o's (see IntOutput). Call
+// it before the first Clone; nil restores JSON.
+func (a *Aggregator) SetIntOutput(o IntOutput) { a.layout.intOut = o }
+
 // IntPathFields is the most integer fields the integer path reads.
 const IntPathFields = maxSlots
 

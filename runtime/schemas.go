@@ -42,7 +42,20 @@ func (j *Job) prepareSchemas(ctx context.Context) error {
 		err = fmt.Errorf("%w: %w", ErrUnfit, err)
 		j.status.set(StateFailed, err)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// A keyed aggregate's one sink, in Avro, with no key expression of
+	// its own: the integer path writes its outputs straight as that
+	// sink's value (operator.IntOutput), instead of JSON the sink reads
+	// back.
+	p := j.plan
+	if p.agg != nil && p.timeWindow() == nil && len(p.sinks) == 1 && p.sinks[0].enc != nil && p.sinks[0].key == nil {
+		if out := p.sinks[0].enc.IntOutput(p.agg.Names(), p.agg.Funcs()); out != nil {
+			p.agg.SetIntOutput(out)
+		}
+	}
+	return nil
 }
 
 // awaitSchemas makes sure the schemas that recs name are fetched before

@@ -6,6 +6,9 @@ import (
 	"strconv"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/operator"
 )
 
 // The fast way from a job's JSON output to Avro. An aggregate's output
@@ -197,4 +200,72 @@ func fastInt64(js []byte, pos int) (int64, int, bool) {
 		return int64(u), pos, true
 	}
 	return 0, pos, false
+}
+
+// IntOutput is the sink's operator.IntOutput for an aggregate with these
+// value names and functions, or nil: the sink's schema must be a record
+// of a string "key" and then the values, in order, each a long or a
+// union of null and long (count and sum never null). The integer path
+// then writes its outputs straight as this sink's Avro.
+func (k *Sink) IntOutput(names []string, funcs []config.AggregateFunc) operator.IntOutput {
+	if k.avro == nil || len(k.avro.fields) != len(names)+1 || k.avro.fields[0].Name() != "key" {
+		return nil
+	}
+	if ps, ok := deref(k.avro.fields[0].Type()).(*avro.PrimitiveSchema); !ok || ps.Type() != avro.String || logical(ps) != "" {
+		return nil
+	}
+	o := &intOutput{}
+	o.header, _ = header.AppendEncode(nil, k.id, nil)
+	for i, name := range names {
+		f := k.avro.fields[i+1]
+		if f.Name() != name || funcs[i] == config.AggAvg {
+			return nil
+		}
+		v := intValue{nullIndex: -1}
+		t := deref(f.Type())
+		if u, ok := t.(*avro.UnionSchema); ok {
+			if len(u.Types()) != 2 || !u.Nullable() {
+				return nil
+			}
+			ni, vi := u.Indices()
+			v.nullIndex, v.valueIndex = int64(ni), int64(vi)
+			t = deref(u.Types()[vi])
+		}
+		if ps, ok := t.(*avro.PrimitiveSchema); !ok || ps.Type() != avro.Long || logical(ps) != "" {
+			return nil
+		}
+		o.values = append(o.values, v)
+	}
+	return o
+}
+
+type intValue struct {
+	nullIndex, valueIndex int64 // nullIndex -1: not nullable
+}
+
+// intOutput writes {key, values...} as framed Avro.
+type intOutput struct {
+	header []byte
+	values []intValue
+}
+
+func (o *intOutput) AppendIntOutput(dst []byte, key string, vals []int64, has uint32) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, o.header...)
+	dst = binary.AppendVarint(dst, int64(len(key)))
+	dst = append(dst, key...)
+	for i, v := range o.values {
+		set := has&(1<<i) != 0
+		switch {
+		case v.nullIndex < 0 && !set:
+			return dst[:start], false
+		case v.nullIndex < 0:
+			dst = binary.AppendVarint(dst, vals[i])
+		case set:
+			dst = binary.AppendVarint(binary.AppendVarint(dst, v.valueIndex), vals[i])
+		default:
+			dst = binary.AppendVarint(dst, v.nullIndex)
+		}
+	}
+	return dst, true
 }

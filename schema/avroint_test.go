@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
 )
 
@@ -202,4 +204,91 @@ func TestFastJSONMatchesGeneral(t *testing.T) {
 
 func decodeExact(js string) (map[string]any, error) {
 	return operator.DecodeJSONObjectExact([]byte(js))
+}
+
+// TestIntOutputMatchesTranscoding: the integer path's outputs written
+// straight as the sink's Avro are the bytes the sink writes for the same
+// output as JSON; the chain reads the Avro input by the integer path.
+func TestIntOutputMatchesTranscoding(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	const in = `{"type":"record","name":"Event","fields":[{"name":"key","type":"string"},{"name":"amount","type":"long"},{"name":"ts","type":"long"},{"name":"pad","type":"string"}]}`
+	id, _, err := reg.RegisterSchema("events-value", sr.Schema{Schema: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("job.yaml", []byte(`name: bench
+kafka:
+  brokers: [localhost:9092]
+schema_registry:
+  url: `+reg.URL()+`
+sources:
+  - topics: [events]
+    format: avro
+steps:
+  - key_by: key
+  - aggregate:
+      values: {sum: sum(amount), count: count(), ts: last(ts), low: min(amount)}
+sinks:
+  - topic: sums
+    format: avro
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := New(cfg, quiet(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	chain, err := operator.Compile(cfg.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain.SetInputs(set.Inputs())
+	agg := chain.Aggregator()
+	out := set.Sink(0).IntOutput(agg.Names(), agg.Funcs())
+	if out == nil {
+		t.Fatalf("no IntOutput for %s", set.Sink(0).Text())
+	}
+	plain, withOut := agg.NewIntState(), agg.NewIntState()
+	if plain == nil {
+		t.Fatal("the chain has no integer path")
+	}
+	plain.Reset()
+	w, _ := compileAvroWriter(avro.MustParse(in))
+	for i, key := range []string{"k1", `k"2`, "k1", "ключ"} {
+		b, _ := header.AppendEncode(nil, id, nil)
+		b, err := w.appendObject(b, map[string]any{"key": key, "amount": int64(i*7 - 3), "ts": int64(1765000000000 + i), "pad": "xx"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &operator.Record{Topic: "events", Value: b, Format: config.FormatAvro}
+		if err := set.Prefetch(context.Background(), []*kgo.Record{{Topic: "events", Value: b}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, rerr := chain.Process(rec); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if _, ok := agg.AddInts(plain, rec); !ok {
+			t.Fatalf("record %d: not read by the integer path", i)
+		}
+		js := plain.AppendOutput(nil, rec.GroupKey)
+		want, rerr := set.Sink(0).AppendJSON(nil, js)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		*withOut = *plain
+		agg.SetIntOutput(out)
+		got := withOut.AppendOutput(nil, rec.GroupKey)
+		agg.SetIntOutput(nil)
+		if !bytes.Equal(got, want) {
+			t.Errorf("record %d (%s):\ndirect     % x\ntranscoded % x", i, js, got, want)
+		}
+		if again, _ := set.Sink(0).AppendJSON(nil, got); !bytes.Equal(again, got) {
+			t.Errorf("record %d: the sink does not pass its own value on", i)
+		}
+	}
 }

@@ -283,7 +283,14 @@ func (k *Sink) AppendRecord(dst []byte, r *operator.Record) ([]byte, *operator.R
 
 // AppendJSON appends the framed encoding of js, a JSON object the job
 // wrote (an aggregate's or a window's output), its numbers read exactly.
+//
+// js may also be this sink's value already (its IntOutput wrote it: it
+// starts with the framing's 0 byte, as no JSON text does): it is
+// appended as it is.
 func (k *Sink) AppendJSON(dst []byte, js []byte) ([]byte, *operator.RecordError) {
+	if len(js) > 0 && js[0] == 0 {
+		return append(dst, js...), nil
+	}
 	if k.json != nil {
 		if err := k.json.validate(js); err != nil {
 			return dst, k.fitError(err)
