@@ -176,8 +176,12 @@ func (r *Registry) failed(op string, err error) error {
 	if r.outage.since.IsZero() {
 		r.outage.since = r.now()
 		r.metrics.SchemaRegistryWaiting(true)
-		r.log.Warn("schema registry unreachable: the job waits for it and retries; nothing is lost or dead-lettered for it",
-			"url", strings.Join(r.urls, ","), "request", op, "err", err)
+		msg := "schema registry unreachable: the job waits for it and retries; nothing is lost or dead-lettered for it"
+		var re *sr.ResponseError
+		if errors.As(err, &re) && (re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden) {
+			msg = "schema registry refused the job's credentials (schema_registry.username and password, or token): the job waits and retries; nothing is lost or dead-lettered for it"
+		}
+		r.log.Warn(msg, "url", strings.Join(r.urls, ","), "request", op, "err", err)
 	}
 	if errors.Is(err, ErrUnavailable) {
 		return err

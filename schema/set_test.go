@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -394,4 +395,57 @@ func counter(t *testing.T, g prometheus.Gatherer, name, op string) float64 {
 	}
 	t.Fatalf("no %s{op=%s}", name, op)
 	return 0
+}
+
+// TestRegistryAuthAndTLS: a bearer token and basic credentials reach the
+// registry; refused credentials are an outage (the job waits, nothing is
+// dead-lettered), not an unknown schema; a TLS file that cannot be read
+// is an error at start naming schema_registry.tls.
+func TestRegistryAuthAndTLS(t *testing.T) {
+	for _, tt := range []struct {
+		auth, yaml string
+	}{
+		{"Bearer s3cret", "  token: s3cret\n"},
+		{"Basic " + base64.StdEncoding.EncodeToString([]byte("app:pw")), "  username: app\n  password: pw\n"},
+	} {
+		reg := srfake.New(srfake.WithAuth(tt.auth))
+		id, _, err := reg.RegisterSchema("payments-value", sr.Schema{Schema: paymentV1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: "payments", Value: []byte{0, 0, 0, 0, byte(id), 2}}
+		for _, right := range []bool{true, false} {
+			cfg := sumJob(t, reg.URL(), "")
+			creds := tt.yaml
+			if !right {
+				creds = strings.ReplaceAll(strings.ReplaceAll(creds, "s3cret", "wrong"), "pw", "wrong")
+			}
+			c, err := config.Parse("job.yaml", []byte(strings.Replace(cfgText(reg.URL()), "schema_registry:\n", "schema_registry:\n"+creds, 1)), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.SchemaRegistry = c.SchemaRegistry
+			set, err := New(cfg, quiet(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = set.Prefetch(context.Background(), []*kgo.Record{rec}, nil)
+			if right && err != nil {
+				t.Errorf("%s: %v", tt.auth, err)
+			}
+			if !right && !Unavailable(err) {
+				t.Errorf("%s, wrong credentials: %v, want ErrUnavailable", tt.auth, err)
+			}
+		}
+		reg.Close()
+	}
+	cfg := sumJob(t, "https://127.0.0.1:1", "")
+	cfg.SchemaRegistry.TLS.CAFile = "/nonexistent/ca.pem"
+	if _, err := New(cfg, quiet(), nil); err == nil || !strings.Contains(err.Error(), "schema_registry.tls") {
+		t.Errorf("unreadable CA file: %v", err)
+	}
+}
+
+func cfgText(url string) string {
+	return "name: pay\nkafka:\n  brokers: [localhost:9092]\nschema_registry:\n  url: " + url + "\nsources:\n  - topics: [payments]\n    format: avro\nsinks:\n  - topic: sums\n"
 }
