@@ -211,7 +211,7 @@ func floatOperand(v any) any {
 // reports the operation on a fraction).
 func intOperand(v any) any {
 	if d, ok := v.(Decimal); ok {
-		if i, ok := d.IntegralDecimal(); ok {
+		if i, ok := d.Int64(); ok {
 			return int(i)
 		}
 		return d.Float64()

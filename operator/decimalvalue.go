@@ -192,8 +192,8 @@ func DecimalValue(v any) (Decimal, bool) {
 	return Decimal{n.decimal()}, true
 }
 
-// IntegralDecimal is x as an int64 when it is a whole number that fits.
-func (x Decimal) IntegralDecimal() (int64, bool) {
+// Int64 is x as an int64 when it is a whole number that fits.
+func (x Decimal) Int64() (int64, bool) {
 	r, ok := x.Rescale(0)
 	if !ok || r.d.big != nil {
 		return 0, false

@@ -72,7 +72,7 @@ func eventTimeOf(v any) (int64, *RecordError) {
 	case nil:
 		return fail("is null")
 	case Decimal:
-		if ms, ok := x.IntegralDecimal(); ok {
+		if ms, ok := x.Int64(); ok {
 			return ms, nil
 		}
 		return fail("must be whole epoch milliseconds, got " + x.String())

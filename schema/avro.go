@@ -771,7 +771,7 @@ func intOf(v any) (int64, bool) {
 			return int64(x), true
 		}
 	case operator.Decimal:
-		return x.IntegralDecimal()
+		return x.Int64()
 	case bool, string:
 	}
 	return 0, false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -58,16 +59,8 @@ func sortedImports(m map[string]bool) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	return sortedStrings(keys)
-}
-
-func sortedStrings(s []string) []string {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s
+	slices.Sort(keys)
+	return keys
 }
 
 // protoType is t's proto3 type, and the file it needs imported.

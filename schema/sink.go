@@ -81,7 +81,6 @@ func (k *Sink) prepare(ctx context.Context) error {
 		}
 	}
 	typ := formatType(k.cfg.Format)
-	var refs []sr.SchemaReference
 	switch {
 	case k.cfg.Subject != "":
 		version := k.cfg.Version
@@ -119,7 +118,7 @@ func (k *Sink) prepare(ctx context.Context) error {
 			return fmt.Errorf("%w: %s: the derived schema: %w", ErrRefused, k.path(), err)
 		}
 	}
-	schema := sr.Schema{Schema: k.text, Type: typ, References: refs}
+	schema := sr.Schema{Schema: k.text, Type: typ}
 	if err := k.compile(ctx, schema); err != nil {
 		return err
 	}
