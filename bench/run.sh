@@ -34,6 +34,7 @@ go build -o bin/bench-workload ./bench/cmd/workload
 go build -o bin/bench-plaincopy ./bench/cmd/plaincopy
 go build -o bin/bench-runner ./bench/cmd/runner
 go build -o bin/bench-report ./bench/cmd/report
+go build -o bin/bench-registry ./bench/cmd/registry
 . bench/jars.sh
 build_jar bench/peers/kstreams bench/peers/kstreams/target/kstreams-bench.jar
 # The Flink peer is big (Flink's runtime, about 90 MB of jars) and optional:
@@ -71,13 +72,31 @@ case ",$contenders," in
 *) windowed_args=() ;;
 esac
 
+# The Avro contenders read the same records in Avro, their schema in an
+# in-memory registry (bench/cmd/registry) that lives as long as this run.
+avro_args=()
+case ",$contenders," in
+*,all,* | *avro*)
+  reglog=$(mktemp)
+  bin/bench-registry >"$reglog" 2>&1 &
+  registry_pid=$!
+  trap 'kill $registry_pid 2>/dev/null; stop_broker' EXIT
+  for _ in $(seq 50); do [ -s "$reglog" ] && break; sleep 0.1; done
+  registry=$(head -1 "$reglog")
+  ainput="bench-$run-avro"
+  bin/bench-workload -brokers "$KAFKA_BOOTSTRAP" -topic "$ainput" -n "$n" -keys "$keys" -partitions "$parts" \
+    -format avro -registry "$registry"
+  avro_args=(-avro-input "$ainput" -registry "$registry")
+  ;;
+esac
+
 echo "== contenders"
 mkdir -p "$(dirname "$out")"
 raw="$out.jsonl"
 : >"$raw"
 bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run" -out "$raw" \
   -contenders "$contenders" -probe "$probe" -probe-rate "$rate" -keys "$keys" -partitions "$parts" \
-  -kafka-libs "$kafka_libs" -flink-jar "$fjar" "${windowed_args[@]}"
+  -kafka-libs "$kafka_libs" -flink-jar "$fjar" "${windowed_args[@]}" "${avro_args[@]}"
 
 echo "== report"
 note=

@@ -28,6 +28,9 @@ type Config struct {
 	Admin      Admin      `yaml:"admin"`
 	Logging    Logging    `yaml:"logging"`
 	Scale      Scale      `yaml:"scale"`
+	// SchemaRegistry is the schema registry that the avro, protobuf and
+	// json_schema formats of sources and sinks use. Required by them.
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 
 	// file and where are set by Parse: the file name and where each path
 	// was written, for problems found after loading (see Errorf).
@@ -155,13 +158,68 @@ const (
 	StartAtTimestamp StartKind = "timestamp"
 )
 
-// Format is the encoding of record values.
+// Format is the encoding of record values (and keys).
 type Format string
 
 const (
 	FormatJSON Format = "json"
 	FormatRaw  Format = "raw"
+	// The schema registry formats: the Confluent wire framing (a zero
+	// magic byte, the 4-byte schema id, for Protobuf the message indexes)
+	// around Avro binary, a Protobuf message, or JSON text that must
+	// validate against a JSON Schema.
+	FormatAvro       Format = "avro"
+	FormatProtobuf   Format = "protobuf"
+	FormatJSONSchema Format = "json_schema"
 )
+
+// Registered reports whether f is a schema registry format.
+func (f Format) Registered() bool {
+	return f == FormatAvro || f == FormatProtobuf || f == FormatJSONSchema
+}
+
+// Envelope is how a source's values wrap the rows they carry.
+type Envelope string
+
+const (
+	EnvelopeNone Envelope = "none"
+	// EnvelopeDebezium: Debezium change events ({op, before, after,
+	// source, ts_ms}, in JSON also inside {schema, payload}).
+	EnvelopeDebezium Envelope = "debezium"
+)
+
+// SubjectStrategy names how a sink's schema subject is named.
+type SubjectStrategy string
+
+const (
+	// TopicNameStrategy: <topic>-value (Confluent's default).
+	TopicNameStrategy SubjectStrategy = "topic_name"
+	// RecordNameStrategy: the fully qualified record (message) name.
+	RecordNameStrategy SubjectStrategy = "record_name"
+)
+
+// SchemaRegistry is how the job reaches a Confluent-compatible schema
+// registry (Confluent Schema Registry, Apicurio's ccompat API, Karapace,
+// Redpanda). Unset (no url): the schema formats cannot be used.
+type SchemaRegistry struct {
+	// URL is one or more base URLs, tried in order. Java client:
+	// schema.registry.url.
+	URL []string `yaml:"url"`
+	// Username and Password for HTTP basic authentication. Java client:
+	// basic.auth.user.info.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// Token is a bearer token (instead of basic authentication). Java
+	// client: bearer.auth.token.
+	Token string `yaml:"token"`
+	// TLS as kafka.tls. Java client: schema.registry.ssl.*.
+	TLS TLS `yaml:"tls"`
+	// Timeout of one request. Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Enabled reports whether a registry is configured.
+func (r SchemaRegistry) Enabled() bool { return len(r.URL) > 0 }
 
 // Source reads every partition of its topics.
 type Source struct {
@@ -174,8 +232,14 @@ type Source struct {
 	// latest, or an RFC 3339 timestamp. Default earliest.
 	// Java client: auto.offset.reset.
 	Start StartPosition `yaml:"start"`
-	// Format of record values: json or raw. Default json.
+	// Format of record values: json, raw, avro, protobuf or json_schema.
+	// Default json.
 	Format Format `yaml:"format"`
+	// KeyFormat of record keys: raw (the key's bytes, as text), json,
+	// avro, protobuf or json_schema. Default raw.
+	KeyFormat Format `yaml:"key_format"`
+	// Envelope of the values: none or debezium. Default none.
+	Envelope Envelope `yaml:"envelope"`
 	// EventTime turns on event time for this source: watermarks per partition. nil: none.
 	EventTime *EventTime `yaml:"event_time"`
 }
@@ -294,8 +358,23 @@ type Sink struct {
 	// Key is an expression for the record key. Default: the group key
 	// after key_by, otherwise no key.
 	Key string `yaml:"key"`
-	// Format of record values: json or raw. Default json.
+	// Format of record values: json, raw, avro, protobuf or json_schema.
+	// Default json.
 	Format Format `yaml:"format"`
+	// SchemaFile is a schema (.avsc, .proto, .json) to write with, instead
+	// of the one derived from what the job writes.
+	SchemaFile string `yaml:"schema_file"`
+	// Subject and Version name a registered schema to write with,
+	// instead of a derived one. Version 0 (unset) is the latest.
+	Subject string `yaml:"subject"`
+	Version int    `yaml:"version"`
+	// SubjectStrategy names the subject a schema is registered under:
+	// topic_name (<topic>-value) or record_name (the record's full name).
+	// Default topic_name. Java client: value.subject.name.strategy.
+	SubjectStrategy SubjectStrategy `yaml:"subject_strategy"`
+	// AutoRegister registers the schema under its subject when it is not
+	// there yet. Default true. Java client: auto.register.schemas.
+	AutoRegister bool `yaml:"auto_register"`
 	// DeadLetterTopic receives records that could not be decoded or
 	// evaluated, with the reason in headers. Default "<name>-dead-letter".
 	DeadLetterTopic string `yaml:"dead_letter_topic"`

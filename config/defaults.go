@@ -17,6 +17,7 @@ const (
 	DefaultSavepointDir       = "./savepoints"
 	DefaultScalePartitions    = 32
 	DefaultSessionTimeout     = 10 * time.Second
+	DefaultRegistryTimeout    = 10 * time.Second
 	// AdminOff is the admin.listen value that disables the listener;
 	// after loading, Admin.Listen is then empty.
 	AdminOff = "off"
@@ -74,6 +75,15 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if s.Format == "" {
 			s.Format = FormatJSON
 		}
+		if s.KeyFormat == "" {
+			s.KeyFormat = FormatRaw
+		}
+		if s.Envelope == "" {
+			s.Envelope = EnvelopeNone
+		}
+	}
+	if !set("schema_registry.timeout") {
+		c.SchemaRegistry.Timeout = DefaultRegistryTimeout
 	}
 	for i := range c.Steps {
 		s := &c.Steps[i]
@@ -102,6 +112,12 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		}
 		if s.DeadLetterTopic == "" {
 			s.DeadLetterTopic = c.Name + "-dead-letter"
+		}
+		if s.SubjectStrategy == "" {
+			s.SubjectStrategy = TopicNameStrategy
+		}
+		if !set(fmt.Sprintf("sinks[%d].auto_register", i)) {
+			s.AutoRegister = true
 		}
 		if !set(fmt.Sprintf("sinks[%d].partitions", i)) {
 			s.Partitions = DefaultPartitions

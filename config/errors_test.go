@@ -171,7 +171,7 @@ func TestParseErrors(t *testing.T) {
 			name: "merge key",
 			yaml: minimal + "base: &b {level: info}\nlogging:\n  <<: *b\n",
 			want: []string{
-				"c.yaml:8:1: base: unknown field; allowed: name, guarantee, workers, kafka, checkpoint, sources, steps, sinks, admin, logging, scale",
+				"c.yaml:8:1: base: unknown field; allowed: name, guarantee, workers, kafka, checkpoint, sources, steps, sinks, admin, logging, scale, schema_registry",
 				"c.yaml:10:3: logging: merge keys (<<) are not supported; write the settings out",
 			},
 		},
@@ -236,9 +236,9 @@ func TestParseErrors(t *testing.T) {
 		// Enums.
 		{
 			name: "unknown enum values list the allowed ones",
-			yaml: minimal + "    format: avro\n    dead_letter_topic: dlq\nguarantee: exactly-once\nlogging:\n  level: verbose\n  format: xml\n",
+			yaml: minimal + "    format: parquet\n    dead_letter_topic: dlq\nguarantee: exactly-once\nlogging:\n  level: verbose\n  format: xml\n",
 			want: []string{
-				"c.yaml:8:13: sinks[0].format: unknown format \"avro\"; allowed: json, raw",
+				"c.yaml:8:13: sinks[0].format: unknown format \"parquet\"; allowed: json, raw, avro, protobuf, json_schema",
 				"c.yaml:10:12: guarantee: unknown guarantee \"exactly-once\"; did you mean exactly_once?",
 				"c.yaml:12:10: logging.level: unknown level \"verbose\"; allowed: debug, info, warn, error",
 				"c.yaml:13:11: logging.format: unknown format \"xml\"; allowed: text, json",

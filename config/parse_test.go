@@ -121,9 +121,9 @@ func TestParseFull(t *testing.T) {
 			{
 				ID: "orders", Topics: []string{"orders-eu", "orders-us"},
 				Start:  StartPosition{Kind: StartAtTimestamp, At: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)},
-				Format: FormatJSON,
+				Format: FormatJSON, KeyFormat: FormatRaw, Envelope: EnvelopeNone,
 			},
-			{ID: "refunds", Topics: []string{"refunds"}, Start: StartPosition{Kind: StartLatest}, Format: FormatRaw},
+			{ID: "refunds", Topics: []string{"refunds"}, Start: StartPosition{Kind: StartLatest}, Format: FormatRaw, KeyFormat: FormatRaw, Envelope: EnvelopeNone},
 		},
 		Steps: []Step{
 			{ID: "paid", Filter: `status == "paid"`},
@@ -142,10 +142,12 @@ func TestParseFull(t *testing.T) {
 				},
 			}},
 		},
-		Sinks:   []Sink{{Topic: "totals-by-user", Key: "user", Format: FormatJSON, DeadLetterTopic: "orders-dlq", Partitions: 6, ReplicationFactor: 3}},
-		Admin:   Admin{Listen: "0.0.0.0:9000", Token: "t0ken", SavepointDir: "/var/lib/pipeline/savepoints"},
-		Logging: Logging{Level: "debug", Format: "json"},
-		Scale:   Scale{Mode: ScaleSingle, Partitions: 32, SessionTimeout: 10 * time.Second},
+		Sinks: []Sink{{Topic: "totals-by-user", Key: "user", Format: FormatJSON, DeadLetterTopic: "orders-dlq", Partitions: 6, ReplicationFactor: 3,
+			SubjectStrategy: TopicNameStrategy, AutoRegister: true}},
+		Admin:          Admin{Listen: "0.0.0.0:9000", Token: "t0ken", SavepointDir: "/var/lib/pipeline/savepoints"},
+		Logging:        Logging{Level: "debug", Format: "json"},
+		Scale:          Scale{Mode: ScaleSingle, Partitions: 32, SessionTimeout: 10 * time.Second},
+		SchemaRegistry: SchemaRegistry{Timeout: DefaultRegistryTimeout},
 	}
 	if got := public(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(full) =\n%+v\nwant\n%+v", got, want)
@@ -178,15 +180,17 @@ func TestParseDefaults(t *testing.T) {
 			Interval: time.Second, Timeout: 30 * time.Second, MinPause: 0,
 			KeyGroups: 128, ReplicationFactor: -1,
 		},
-		Sources: []Source{{ID: "source-0", Topics: []string{"in"}, Start: StartPosition{Kind: StartEarliest}, Format: FormatJSON}},
+		Sources: []Source{{ID: "source-0", Topics: []string{"in"}, Start: StartPosition{Kind: StartEarliest}, Format: FormatJSON, KeyFormat: FormatRaw, Envelope: EnvelopeNone}},
 		Steps: []Step{
 			{ID: "key_by-0", KeyBy: "user"},
 			{ID: "aggregate-1", Aggregate: &Aggregate{Emit: EmitEveryRecord, Values: []AggregateValue{{"n", AggCount, ""}}}},
 		},
-		Sinks:   []Sink{{Topic: "out", Format: FormatJSON, DeadLetterTopic: "job-dead-letter", Partitions: -1, ReplicationFactor: -1}},
-		Admin:   Admin{Listen: "127.0.0.1:8080", SavepointDir: "./savepoints"},
-		Logging: Logging{Level: "info", Format: "text"},
-		Scale:   Scale{Mode: ScaleSingle, Partitions: 32, SessionTimeout: 10 * time.Second},
+		Sinks: []Sink{{Topic: "out", Format: FormatJSON, DeadLetterTopic: "job-dead-letter", Partitions: -1, ReplicationFactor: -1,
+			SubjectStrategy: TopicNameStrategy, AutoRegister: true}},
+		Admin:          Admin{Listen: "127.0.0.1:8080", SavepointDir: "./savepoints"},
+		Logging:        Logging{Level: "info", Format: "text"},
+		Scale:          Scale{Mode: ScaleSingle, Partitions: 32, SessionTimeout: 10 * time.Second},
+		SchemaRegistry: SchemaRegistry{Timeout: DefaultRegistryTimeout},
 	}
 	if got := public(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(minimal) =\n%+v\nwant\n%+v", got, want)

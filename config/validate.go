@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ func validate(c *Config, d *decoder) Errors {
 	v.ids()
 	v.admin()
 	v.scale()
+	v.registry()
 	return v.errs
 }
 
@@ -237,7 +239,14 @@ func (v *validator) sources() {
 			}
 			readBy[t] = i
 		}
-		v.enum(path+".format", "format", string(s.Format), string(FormatJSON), string(FormatRaw))
+		v.enum(path+".format", "format", string(s.Format), valueFormats...)
+		v.needsRegistry(path+".format", s.Format)
+		v.enum(path+".key_format", "key format", string(s.KeyFormat), keyFormats...)
+		v.needsRegistry(path+".key_format", s.KeyFormat)
+		v.enum(path+".envelope", "envelope", string(s.Envelope), string(EnvelopeNone), string(EnvelopeDebezium))
+		if s.Envelope == EnvelopeDebezium && s.Format != FormatJSON && s.Format != FormatAvro && slices.Contains(valueFormats, string(s.Format)) {
+			v.fail(path+".envelope", "debezium events are read in format json or avro, not %s", s.Format)
+		}
 		if et := s.EventTime; et != nil {
 			v.millis(path+".event_time.max_out_of_orderness", et.MaxOutOfOrderness)
 			v.millis(path+".event_time.idle_timeout", et.IdleTimeout)
@@ -490,7 +499,9 @@ func (v *validator) sinks() {
 		case isSource:
 			v.fail(path+".topic", "%q is also read by sources[%d] (id %q): a job must not write to a topic it reads", s.Topic, src, c.Sources[src].ID)
 		}
-		v.enum(path+".format", "format", string(s.Format), string(FormatJSON), string(FormatRaw))
+		v.enum(path+".format", "format", string(s.Format), valueFormats...)
+		v.needsRegistry(path+".format", s.Format)
+		v.sinkSchema(path, s)
 		if s.Partitions != -1 && s.Partitions < 1 {
 			v.fail(path+".partitions", "%d is not a partition count: want at least 1, or -1 (the brokers' default)", s.Partitions)
 		}
@@ -508,6 +519,89 @@ func (v *validator) sinks() {
 			v.fail(dpath, "%q is also the output topic of sinks[%d]: dead letters need a topic of their own", dlq, out)
 		}
 	}
+}
+
+// The formats of values and keys.
+var (
+	valueFormats = []string{string(FormatJSON), string(FormatRaw), string(FormatAvro), string(FormatProtobuf), string(FormatJSONSchema)}
+	keyFormats   = []string{string(FormatRaw), string(FormatJSON), string(FormatAvro), string(FormatProtobuf), string(FormatJSONSchema)}
+)
+
+// needsRegistry refuses a schema registry format without a registry.
+func (v *validator) needsRegistry(path string, f Format) {
+	if f.Registered() && !v.c.SchemaRegistry.Enabled() {
+		v.fail(path, "%s needs a schema registry: set schema_registry.url", f)
+	}
+}
+
+// sinkSchema checks where a sink's schema comes from.
+func (v *validator) sinkSchema(path string, s Sink) {
+	for _, field := range []string{"schema_file", "subject", "version", "subject_strategy", "auto_register"} {
+		if v.written(path+"."+field) && !s.Format.Registered() && slices.Contains(valueFormats, string(s.Format)) {
+			v.fail(path+"."+field, "only for the schema formats avro, protobuf and json_schema, not %s", s.Format)
+			return
+		}
+	}
+	v.enum(path+".subject_strategy", "subject strategy", string(s.SubjectStrategy), string(TopicNameStrategy), string(RecordNameStrategy))
+	switch {
+	case s.SchemaFile != "" && s.Subject != "":
+		v.fail(path+".subject", "set either schema_file or subject (a registered schema), not both")
+	case s.Version < 0:
+		v.fail(path+".version", "%d is not a version: want 1 or more (leave it out for the latest)", s.Version)
+	case v.written(path+".version") && s.Subject == "":
+		v.fail(path+".version", "needs subject: the subject whose version to write with")
+	}
+}
+
+// registry checks the schema_registry section.
+func (v *validator) registry() {
+	r := v.c.SchemaRegistry
+	if !r.Enabled() {
+		for _, f := range []string{"username", "password", "token", "tls"} {
+			if v.written("schema_registry." + f) {
+				v.fail("schema_registry.url", "required when schema_registry is set: the registry's base URL, e.g. http://127.0.0.1:8081")
+				return
+			}
+		}
+		return
+	}
+	for i, u := range r.URL {
+		if msg := registryURLProblem(u); msg != "" {
+			v.fail(fmt.Sprintf("schema_registry.url[%d]", i), "%q %s", u, msg)
+		}
+	}
+	switch {
+	case r.Token != "" && (r.Username != "" || r.Password != ""):
+		v.fail("schema_registry.token", "set either a bearer token or username and password, not both")
+	case r.Username != "" && r.Password == "":
+		v.fail("schema_registry.username", "set without schema_registry.password: basic authentication needs both")
+	case r.Password != "" && r.Username == "":
+		v.fail("schema_registry.password", "set without schema_registry.username: basic authentication needs both")
+	}
+	if t := r.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+		if t.CertFile != "" {
+			v.fail("schema_registry.tls.cert_file", "set without schema_registry.tls.key_file: a client certificate needs its key (set both or neither)")
+		} else {
+			v.fail("schema_registry.tls.key_file", "set without schema_registry.tls.cert_file: a client key needs its certificate (set both or neither)")
+		}
+	}
+	if r.Timeout <= 0 {
+		v.fail("schema_registry.timeout", "must be more than 0")
+	}
+}
+
+// registryURLProblem says what is wrong with a registry base URL.
+func registryURLProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a URL: " + err.Error()
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "is not an http:// or https:// URL"
+	case u.Host == "":
+		return "has no host"
+	}
+	return ""
 }
 
 // ids checks that operator ids are unique: sources and steps share one id

@@ -54,6 +54,7 @@ type Metrics struct {
 
 	et  eventTime
 	grp group
+	sr  schemaRegistry
 
 	kafka *kafkaClients
 }
@@ -80,7 +81,7 @@ func restartReasons() []string {
 }
 
 func deadLetterCodes() []string {
-	return []string{"decode", "missing_field", "eval", "type", "overflow", "future", "too_large"}
+	return []string{"decode", "missing_field", "eval", "type", "overflow", "future", "schema", "too_large"}
 }
 
 // New registers the metrics of the job named job on reg and returns them.
@@ -168,6 +169,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 
 	m.et = newEventTime(m, f)
 	m.grp = newGroup(f)
+	m.sr = newSchemaRegistry(f)
 
 	m.SetInfo("unknown", "unknown")
 	return m

@@ -48,6 +48,10 @@ var wantFamilies = []string{
 	"pipeline_restarts_total",
 	"pipeline_savepoint_duration_seconds",
 	"pipeline_savepoints_total",
+	"pipeline_schema_registry_errors_total",
+	"pipeline_schema_registry_schemas_cached",
+	"pipeline_schema_registry_wait_seconds_total",
+	"pipeline_schema_registry_waiting",
 	"pipeline_state_bytes",
 	"pipeline_state_keys",
 	"pipeline_state_piece_records_total",
@@ -122,7 +126,8 @@ func TestLabels(t *testing.T) {
 	allowed := map[string]bool{"pipeline": true, "topic": true, "partition": true, "operator": true,
 		"reason": true, "code": true, "guarantee": true, "version": true, "le": true,
 		"result": true, "client": true, "node_id": true, // the last two: kprom
-		"instance_id": true} // one per process, for its life (group mode)
+		"instance_id": true, // one per process, for its life (group mode)
+		"op":          true} // schema registry requests: fetch, register, lookup
 	label := regexp.MustCompile(`([a-z_]+)="`)
 	for line := range strings.Lines(scrapeExercised(t)) {
 		if !strings.HasPrefix(line, "pipeline_") {

@@ -307,6 +307,9 @@ func (a *SumAcc) UnmarshalBinary(b []byte) error {
 // decimal is n as a decimal: an integer exactly, a float by
 // decimalOfFloat.
 func (n number) decimal() decimal {
+	if n.isDec {
+		return n.d
+	}
 	if n.isFloat {
 		return decimalOfFloat(n.f)
 	}

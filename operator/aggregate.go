@@ -67,6 +67,9 @@ type layout struct {
 	// set), at updatedOffset in the block, and are encoded as version 3.
 	ttl           bool
 	updatedOffset uintptr
+	// intOut, if set, writes the integer path's outputs in a sink's
+	// format (SetIntOutput).
+	intOut IntOutput
 }
 
 // newLayout builds the layout of the named values.
@@ -162,6 +165,9 @@ func (a *Aggregator) ID() string { return a.id }
 // value, changed or not) or on_checkpoint (each key whose Add reported a
 // change since the last checkpoint, once, at the barrier).
 func (a *Aggregator) Emit() config.EmitMode { return a.emit }
+
+// Funcs are the functions of the values, in configured order.
+func (a *Aggregator) Funcs() []config.AggregateFunc { return slices.Clone(a.layout.funcs) }
 
 // Names are the output names of the values, in configured order.
 func (a *Aggregator) Names() []string { return slices.Clone(a.layout.names) }

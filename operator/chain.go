@@ -48,6 +48,9 @@ type Chain struct {
 	// ints is the chain's integer path (nil: the chain is not of its
 	// shape): Process reads a record by it when it can (intpath.go).
 	ints *intPath
+	// inputs decode the topics read in a schema format, with a key
+	// format or an envelope (SetInputs).
+	inputs Inputs
 }
 
 type step struct {
@@ -347,8 +350,8 @@ func onlyFields(exprs []*Expr) bool {
 // Clone returns a Chain sharing the compiled programs, for another
 // goroutine.
 func (c *Chain) Clone() *Chain {
-	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped, ints: c.ints}
-	n.dec.maps = c.maps
+	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped, ints: c.ints, inputs: c.inputs}
+	n.dec.maps, n.dec.inputs = c.maps, c.inputs
 	if c.agg != nil {
 		n.agg = c.agg.Clone()
 	}
@@ -364,9 +367,12 @@ func (c *Chain) Clone() *Chain {
 // concurrent use with the clones' Process, so the goroutine that finishes
 // with a record may recycle it while another decodes.
 func (c *Chain) Recycle(r *Record) {
-	c.maps.put(r.fields)
+	if r.order == nil || r.changed {
+		c.maps.put(r.fields) // not a decoder's: a map it made is never reused
+	}
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
 	r.intsRead = false
+	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
 }
 
@@ -389,11 +395,22 @@ func (c *Chain) Window() *config.Window { return c.window }
 // non-nil error means the record failed and goes to the dead-letter topic;
 // it never panics on any input.
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
-	if c.ints != nil && !r.decoded && r.Format != config.FormatRaw && c.ints.read(&c.dec, r) {
-		return true, nil // keyed, its integers read: the one step is done
+	if c.ints != nil && !r.decoded {
+		in := c.inputs[r.Topic]
+		switch {
+		case in == nil && isJSON(r.Format) && c.ints.read(&c.dec, r):
+			return true, nil // keyed, its integers read: the one step is done
+		case in != nil:
+			if ir := in.intReader(); ir != nil && c.ints.readSchema(ir, r) {
+				return true, nil
+			}
+		}
 	}
 	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
 		return false, err
+	}
+	if r.skip {
+		return false, nil
 	}
 	for i := range c.steps {
 		s := &c.steps[i]

@@ -55,6 +55,8 @@ func appendValueMode(dst []byte, v any, typed bool) []byte {
 		return strconv.AppendInt(dst, int64(x), 10)
 	case int64:
 		return strconv.AppendInt(dst, x, 10)
+	case Decimal:
+		return x.appendJSON(dst)
 	case float64:
 		start := len(dst)
 		dst = appendFloat(dst, x)

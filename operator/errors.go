@@ -35,11 +35,16 @@ const (
 	// CodeFuture: the record's event time is further ahead of the
 	// processing time than its source's event_time.max_future allows.
 	CodeFuture Code = "future"
+	// CodeSchema: a record in a schema registry format names a schema
+	// id the registry does not have, its bytes do not match its schema,
+	// or an output does not fit the sink's schema. The dead letter's
+	// headers carry the schema id (HeaderSchemaID) when there is one.
+	CodeSchema Code = "schema"
 )
 
 // Codes lists every Code, for pre-registering metric label values.
 func Codes() []Code {
-	return []Code{CodeDecode, CodeMissingField, CodeEval, CodeType, CodeOverflow, CodeFuture}
+	return []Code{CodeDecode, CodeMissingField, CodeEval, CodeType, CodeOverflow, CodeFuture, CodeSchema}
 }
 
 // RecordError is why one record could not be processed. It is data, not a
@@ -53,6 +58,9 @@ type RecordError struct {
 	Code Code
 	// Reason is a one-line human explanation, e.g. "missing field n".
 	Reason string
+	// SchemaID is the schema id a CodeSchema failure is about (0: none),
+	// for the dead letter's headers.
+	SchemaID int
 }
 
 func (e *RecordError) Error() string {

@@ -71,6 +71,11 @@ func eventTimeOf(v any) (int64, *RecordError) {
 		return fail("must be RFC 3339 text (e.g. 2026-12-04T10:00:00Z) or epoch milliseconds, got " + strconv.Quote(x))
 	case nil:
 		return fail("is null")
+	case Decimal:
+		if ms, ok := x.Int64(); ok {
+			return ms, nil
+		}
+		return fail("must be whole epoch milliseconds, got " + x.String())
 	}
 	n, ok := toNumber(v)
 	if !ok {

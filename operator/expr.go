@@ -29,11 +29,14 @@ import (
 // An Expr is immutable and safe for concurrent use; Eval allocates a VM per
 // call. Chain and Aggregator keep their own VM for the hot path.
 type Expr struct {
-	path   string
-	src    string
-	prog   *vm.Program
-	fields []string // required top-level fields, sorted
-	meta   metaMask // meta variables read
+	path string
+	src  string
+	prog *vm.Program
+	// decProg is prog with exact decimal operators (decimalexpr.go), run
+	// for a record that holds decimals; nil when prog has no operator.
+	decProg *vm.Program
+	fields  []string // required top-level fields, sorted
+	meta    metaMask // meta variables read
 	// reads are the top-level fields read, optional ones too, sorted; env
 	// says any field may be read. They decide which fields of a record
 	// must be decoded for the expression (see Chain's need).
@@ -125,6 +128,11 @@ func compileExpr(path, src string, kind exprKind) (e *Expr, ce *CompileError) {
 	slices.Sort(fv.reads)
 	e = &Expr{path: path, src: src, prog: prog, fields: slices.Compact(fv.fields), meta: fv.meta,
 		reads: slices.Compact(fv.reads), env: fv.env}
+	if hasDecimalOps(tree.Node) {
+		if dp, err := expr.Compile(src, append(opts, decimalOptions()...)...); err == nil {
+			e.decProg = dp
+		}
+	}
 	if id, ok := tree.Node.(*ast.IdentifierNode); ok && len(e.fields) == 1 && e.fields[0] == id.Value {
 		e.field = id.Value
 	}
@@ -194,7 +202,11 @@ func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
 	if e.meta != 0 {
 		r.setMeta(e.meta)
 	}
-	out, err := m.Run(e.prog, env)
+	prog := e.prog
+	if r.decimals && e.decProg != nil {
+		prog = e.decProg
+	}
+	out, err := m.Run(prog, env)
 	if err != nil {
 		msg, _, _ := exprMessage(err)
 		return nil, &RecordError{Step: e.path, Code: CodeEval, Reason: msg}

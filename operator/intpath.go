@@ -286,6 +286,11 @@ func (s *IntState) AppendBinary(b []byte) []byte {
 // AppendOutput appends the output record value for groupKey, a string:
 // AggregateState.AppendOutput's, byte for byte.
 func (s *IntState) AppendOutput(dst []byte, groupKey string) []byte {
+	if out := s.layout.intOut; out != nil {
+		if b, ok := out.AppendIntOutput(dst, groupKey, s.vals[:len(s.layout.funcs)], s.has); ok {
+			return b
+		}
+	}
 	dst = append(dst, `{"key":`...)
 	dst = appendString(dst, groupKey)
 	for i := range s.layout.funcs {

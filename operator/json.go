@@ -89,6 +89,13 @@ type decoder struct {
 	// last cleared. A valid value parsed without is already compact: its
 	// output is its bytes (Record.AppendValue).
 	spaced bool
+	// inputs decode the topics that need more than Record.Format
+	// (Chain.SetInputs); inInput: decoding through one now.
+	inputs  Inputs
+	inInput bool
+	// exact: a number with a fraction or exponent decodes as the Decimal
+	// its text spells (DecodeJSONObjectExact).
+	exact bool
 }
 
 // cachedValue is one slot of decoder.values: a boxed string and its hash.
@@ -824,12 +831,20 @@ func (s *scanner) hex4() (rune, bool) {
 // number parses a JSON number: an exact integer when the literal has no
 // fraction or exponent and fits int64, a float64 otherwise.
 func (s *scanner) number() (any, error) {
+	start := s.pos
 	i, isInt, f, err := s.scanNumber()
 	if err != nil {
 		return nil, err
 	}
 	if isInt {
 		return boxInt(i), nil
+	}
+	if s.d.exact {
+		d, err := ParseDecimal(string(s.data[start:s.pos]))
+		if err != nil {
+			return nil, &syntaxError{err.Error(), start}
+		}
+		return d, nil
 	}
 	return f, nil
 }

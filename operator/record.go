@@ -69,6 +69,16 @@ type Record struct {
 	// is decoded.
 	intsRead bool
 	ints     [maxSlots]int64
+	// key is the decoded key of a source with a key format (keyDecoded),
+	// what _key reads instead of the key's text.
+	key        any
+	keyDecoded bool
+	// tombstone: a Debezium delete, written unchanged as a tombstone;
+	// skip: a record Process drops (Debezium's own tombstone).
+	tombstone, skip bool
+	// decimals: the decoding may have produced Decimals, so expressions
+	// run their decimal programs (decimalexpr.go).
+	decimals bool
 }
 
 // fieldMaps keeps the maps of records that are done with, for the
@@ -191,12 +201,23 @@ func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordEr
 	if r.decoded {
 		return nil
 	}
+	if in := d.input(r); in != nil && !d.inInput {
+		d.inInput = true
+		err := r.decodeInput(d, in, step, need)
+		d.inInput = false
+		return err
+	}
 	if r.Format == config.FormatRaw {
 		// Raw bytes are passed through untouched; expressions see them as
 		// strings.
 		r.fields = map[string]any{"value": string(r.Value), "key": string(r.Key)}
 		r.decoded = true
 		return nil
+	}
+	if r.Format.Registered() {
+		// Unreachable: the runtime gives the chain a decoder for every
+		// topic it reads in a schema format.
+		return &RecordError{Step: step, Code: CodeSchema, Reason: "no decoder for format " + string(r.Format) + " of topic " + r.Topic}
 	}
 	d.spaced = false
 	if need != nil && need.slots != nil {
@@ -251,7 +272,11 @@ func (r *Record) setMeta(want metaMask) {
 		return
 	}
 	if missing&metaKey != 0 {
-		r.fields["_key"] = string(r.Key) // a null key reads as ""
+		if r.keyDecoded {
+			r.fields["_key"] = r.key
+		} else {
+			r.fields["_key"] = string(r.Key) // a null key reads as ""
+		}
 	}
 	if missing&metaTimestamp != 0 {
 		r.fields["_timestamp"] = r.Timestamp.UTC()
@@ -301,6 +326,9 @@ func (r *Record) AppendValue(dst []byte, f config.Format) ([]byte, *RecordError)
 	if r.changed {
 		return r.appendObject(dst), nil
 	}
+	if r.tombstone {
+		return dst, nil
+	}
 	if f == config.FormatRaw {
 		return append(dst, r.Value...), nil
 	}
@@ -312,6 +340,14 @@ func (r *Record) AppendValue(dst []byte, f config.Format) ([]byte, *RecordError)
 		if err := r.decode(&d, "sink"); err != nil {
 			return dst, err
 		}
+	}
+	if r.Format.Registered() || r.order != nil {
+		// Decoded from a schema format (or unwrapped from an envelope):
+		// the fields in the schema's order.
+		if _, _, ok := r.Object(); !ok {
+			return dst, nil
+		}
+		return r.appendObject(dst), nil
 	}
 	if r.compact {
 		return append(dst, r.Value...), nil // what appendCompact would write
@@ -326,11 +362,11 @@ func (r *Record) AppendValue(dst []byte, f config.Format) ([]byte, *RecordError)
 // AppendValue (also for an empty value, which AppendValue writes as none).
 func (r *Record) Unchanged(f config.Format) (value []byte, ok bool) {
 	switch {
-	case r.changed || len(r.Value) == 0:
+	case r.changed || len(r.Value) == 0 || r.tombstone:
 		return nil, false
 	case f == config.FormatRaw:
 		return r.Value, true
-	case r.Format != config.FormatRaw && r.decoded && r.compact:
+	case isJSON(r.Format) && r.decoded && r.compact && r.order == nil:
 		return r.Value, true
 	}
 	return nil, false
@@ -345,7 +381,11 @@ func (r *Record) appendObject(dst []byte) []byte {
 		}
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		dst = appendValue(dst, r.fields[k])
+		if r.changed {
+			dst = appendValue(dst, r.fields[k])
+		} else {
+			dst = appendSchemaValue(dst, r.fields[k])
+		}
 	}
 	return append(dst, '}')
 }

@@ -20,7 +20,7 @@ import (
 // JSON are always canonical, and the walk is cheaper than a copy.
 func canonical(v any) bool {
 	switch x := v.(type) {
-	case nil, bool, string, int, int64:
+	case nil, bool, string, int, int64, Decimal:
 		return true
 	case float64:
 		return !math.IsNaN(x) && !math.IsInf(x, 0)
@@ -57,7 +57,7 @@ func normalizeSlow(v any, depth int) (any, *RecordError) {
 		return nil, &RecordError{Code: CodeType, Reason: "value nested too deeply"}
 	}
 	switch x := v.(type) {
-	case nil, bool, string, int, int64:
+	case nil, bool, string, int, int64, Decimal:
 		return x, nil
 	case float64:
 		return finite(x)
@@ -179,11 +179,14 @@ func uintValue(u uint64) any {
 }
 
 // number is a numeric value as an expression gives it: an exact int64, or
-// a float64 (which the numeric aggregates take as a decimal).
+// a float64 (which the numeric aggregates take as a decimal), or a
+// Decimal (isFloat and isDec: not an integer, and exact).
 type number struct {
 	isFloat bool
+	isDec   bool
 	i       int64
 	f       float64
+	d       decimal
 }
 
 // toNumber accepts every integer and float kind an expression can produce.
@@ -220,6 +223,8 @@ func toNumber(v any) (number, bool) {
 	case float32:
 		f := float64(x)
 		return number{isFloat: true, f: f}, !math.IsNaN(f) && !math.IsInf(f, 0)
+	case Decimal:
+		return number{isFloat: true, isDec: true, d: x.d}, true
 	}
 	return number{}, false
 }
@@ -292,6 +297,8 @@ func groupKey(v any) (string, keyKind, *RecordError) {
 		return strconv.FormatInt(x, 10), keyNumber, nil
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano), keyString, nil
+	case Decimal:
+		return string(x.appendJSON(nil)), keyNumber, nil
 	}
 	if n, ok := toNumber(v); ok {
 		if !n.isFloat {

@@ -173,6 +173,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	j.status = newStatus(cfg, workers)
 	j.plan.metrics = j.metrics
 	j.plan.deadLetterLog = newDeadLetterLog(j.log, func() time.Time { return j.now() })
+	if err := j.plan.useSchemas(cfg, j.log, j.metrics); err != nil {
+		return nil, err
+	}
 	j.metrics.SetCheckpointInterval(cfg.Checkpoint.Interval)
 	j.metrics.SetTransactionTimeout(cfg.Kafka.TransactionTimeout)
 	for _, src := range cfg.Sources {
@@ -205,6 +208,12 @@ func (j *Job) Run(ctx context.Context) error {
 }
 
 func (j *Job) run(ctx context.Context) error {
+	if err := j.prepareSchemas(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	run, restartsFrom := j.attempt, "the last completed checkpoint"
 	if j.cfg.Guarantee == config.AtMostOnce {
 		run, restartsFrom = j.attemptAtMostOnce, "the group's offsets, with empty state (at_most_once)"

@@ -19,6 +19,7 @@ import (
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/schema"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
@@ -46,6 +47,9 @@ type plan struct {
 	// shuffle is the keyed work's layout in group mode (nil: single
 	// mode; set by the Job).
 	shuffle *shuffle
+	// schemas decode and encode the schema registry formats (nil: the
+	// job uses none; set by the Job, schemas.go).
+	schemas *schema.Set
 }
 
 // sinkSpec is one configured sink, compiled.
@@ -53,6 +57,8 @@ type sinkSpec struct {
 	topic  string
 	key    *operator.Expr // nil: the group key, or no key
 	format config.Format
+	// enc writes a schema registry format (nil: json or raw).
+	enc *schema.Sink
 }
 
 // compile builds the plan, reporting expression problems at their place in
@@ -175,7 +181,11 @@ func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []messag
 	}
 	var msgs []message
 	for _, topic := range p.deadLetterTopics() {
-		msgs = append(msgs, message{kind: msgDeadLetter, rec: sink.DeadLetter(topic, src, string(rerr.Code), rerr.Step, rerr.Reason)})
+		dl := sink.DeadLetter(topic, src, string(rerr.Code), rerr.Step, rerr.Reason)
+		if rerr.SchemaID != 0 {
+			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: sink.HeaderSchemaID, Value: strconv.AppendInt(nil, int64(rerr.SchemaID), 10)})
+		}
+		msgs = append(msgs, message{kind: msgDeadLetter, rec: dl})
 	}
 	return msgs
 }
@@ -480,10 +490,25 @@ func (p *plan) outputs(buf *outBuf, ts time.Time, op *operator.Record, key, valu
 	out := buf.records(len(p.sinks))
 	for _, s := range p.sinks {
 		v := value
-		if v == nil {
+		if s.enc != nil {
+			var b []byte
+			var rerr *operator.RecordError
+			if value != nil {
+				b, rerr = s.enc.AppendJSON(buf.start(), value)
+			} else {
+				b, rerr = s.enc.AppendRecord(buf.start(), op)
+			}
+			if rerr != nil {
+				return nil, rerr
+			}
+			v = nil // a Debezium delete: a tombstone
+			if len(b) > 0 {
+				v = buf.cut(b)
+			}
+		} else if v == nil {
 			v, _ = op.Unchanged(s.format) // the input's bytes: never written to
 		}
-		if v == nil {
+		if v == nil && s.enc == nil {
 			b, rerr := op.AppendValue(buf.start(), s.format)
 			if rerr != nil {
 				return nil, rerr

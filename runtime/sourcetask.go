@@ -104,6 +104,9 @@ func (s *sourceTask) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("source %s: %w", s.id, err)
 		}
+		if err := s.awaitSchemas(ctx, recs); err != nil {
+			return err
+		}
 		if err := s.route(recs, out); err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 // can be inspected and replayed.
 const (
 	HeaderReason    = "pipeline.error.reason" // human-readable cause
-	HeaderCode      = "pipeline.error.code"   // stable short code: decode, missing_field, eval, type, overflow, future, too_large
+	HeaderCode      = "pipeline.error.code"   // stable short code: decode, missing_field, eval, type, overflow, future, schema, too_large
 	HeaderStep      = "pipeline.error.step"   // config path of the step that failed, e.g. steps[1].filter
 	HeaderTopic     = "pipeline.source.topic" // where the record was read
 	HeaderPartition = "pipeline.source.partition"
@@ -26,6 +26,10 @@ const (
 	// HeaderOutputTopic is on the dead letter of an output record too
 	// large for its topic: the topic it was for.
 	HeaderOutputTopic = "pipeline.output.topic"
+	// HeaderSchemaID is on a dead letter of code schema that is about a
+	// schema id: the id (decimal), unknown to the registry or one the
+	// bytes do not match.
+	HeaderSchemaID = "pipeline.error.schema_id"
 )
 
 // CodeTooLarge is the dead-letter code of an output record larger than its

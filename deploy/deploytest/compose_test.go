@@ -105,7 +105,7 @@ func TestComposeServices(t *testing.T) {
 	p := loadCompose(t)
 	names := p.ServiceNames()
 	slices.Sort(names)
-	if want := []string{"datagen", "grafana", "kafka", "pipeline", "prometheus", "topics"}; !slices.Equal(names, want) {
+	if want := []string{"avro-datagen", "avro-pipeline", "datagen", "grafana", "kafka", "pipeline", "prometheus", "schema-registry", "topics"}; !slices.Equal(names, want) {
 		t.Errorf("services %q, want %q", names, want)
 	}
 

@@ -26,6 +26,9 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	eventTime := fs.Bool("ts", false, `add "ts": the time of writing in epoch milliseconds (the parity-windows input)`)
 	disorder := fs.Duration("disorder", 0, "with -ts: move each ts back by a random amount up to this (out-of-order input)")
 	parity := fs.Bool("parity", false, `add "parity": "even" or "odd" (the input of examples/parity-sum-by-field)`)
+	format := fs.String("format", "json", `json, or avro: the record Number{n, parity, amount (n cents, a decimal), ts} in the Confluent wire format, its schema registered under <topic>-value`)
+	registry := fs.String("registry", envOr("SCHEMA_REGISTRY_URL", "http://127.0.0.1:8081"), "with -format avro: the schema registry's URL")
+	schemaVersion := fs.Int("schema-version", 1, `with -format avro: 1, or 2, which adds "note" (a string with a default): an evolved producer`)
 	resume := fs.Bool("resume", false, "continue after the highest number the topic holds, writing in transactions, so that restarts (a crash included) leave 1..n each once")
 	if _, code, ok := parseFlags(fs, args, false, stdout, stderr); !ok {
 		return code
@@ -34,11 +37,20 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pipeline datagen: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	var avro *datagen.Avro
+	switch *format {
+	case "json":
+	case "avro":
+		avro = &datagen.Avro{Registry: *registry, Version: *schemaVersion}
+	default:
+		fmt.Fprintf(stderr, "pipeline datagen: -format %q: want json or avro\n", *format)
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := datagen.Numbers(ctx, []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}, datagen.Options{
 		Topic: *topic, Partitions: int32(*partitions), From: *from, Count: *count, Rate: *rate, Resume: *resume,
-		EventTime: *eventTime, Disorder: *disorder, Parity: *parity,
+		EventTime: *eventTime, Disorder: *disorder, Parity: *parity, Avro: avro,
 		Progress: func(written int64) { fmt.Fprintf(stderr, "datagen: %d written\n", written) },
 		Started: func(first int64) {
 			if *resume {

@@ -45,11 +45,18 @@ type Options struct {
 	// field: the input of a job that keys by a field (key_by: parity),
 	// such as examples/parity-sum-by-field.
 	Parity bool
+	// Avro writes Avro records instead of JSON (avro.go).
+	Avro *Avro
+
+	avro *avroEncoder
 }
 
 // value is number n's record value under o: Value(n) with "ts" and
-// "parity" added as o asks.
+// "parity" added as o asks, or its Avro record.
 func (o *Options) value(n int64) []byte {
+	if o.avro != nil {
+		return o.avro.encode(n, time.Now())
+	}
 	if !o.EventTime && !o.Parity {
 		return Value(n)
 	}
@@ -124,6 +131,11 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 	adm := kadm.NewClient(cl)
 	if err := EnsureTopic(ctx, adm, o.Topic, o.Partitions); err != nil {
 		return 0, err
+	}
+	if o.Avro != nil {
+		if o.avro, err = o.Avro.encoder(ctx, o.Topic); err != nil {
+			return 0, err
+		}
 	}
 	if o.Resume {
 		// Fence first: a predecessor's open transaction is aborted, and a

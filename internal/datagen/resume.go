@@ -92,7 +92,12 @@ func highestIn(ctx context.Context, conn []kgo.Opt, topic string, partition int3
 		var v struct {
 			N *int64 `json:"n"`
 		}
-		if json.Unmarshal(r.Value, &v) == nil && v.N != nil && (!found || *v.N > highest) {
+		if n, ok := avroNumber(r.Value); ok {
+			v.N = &n
+		} else if json.Unmarshal(r.Value, &v) != nil {
+			v.N = nil
+		}
+		if v.N != nil && (!found || *v.N > highest) {
 			highest, found = *v.N, true
 		}
 		return nil

@@ -59,13 +59,16 @@ type Report struct {
 	// OutOfOrder counts outputs whose count did not follow the previous
 	// one by exactly one.
 	OutOfOrder int64
+	// WrongValues counts outputs whose other values (JudgeAvro's
+	// amounts) are not what their count and sum say.
+	WrongValues int64
 	// Problems holds the first few specific findings, for messages.
 	Problems []string
 }
 
 // Exact reports whether the run is exactly the failure-free result.
 func (r *Report) Exact() bool {
-	if r.Missing != 0 || r.Duplicated != 0 || r.OutOfOrder != 0 {
+	if r.Missing != 0 || r.Duplicated != 0 || r.OutOfOrder != 0 || r.WrongValues != 0 {
 		return false
 	}
 	for k, want := range Expected(r.N) {
@@ -79,6 +82,9 @@ func (r *Report) Exact() bool {
 // StateExact reports whether the final values are exact, whatever was
 // repeated on the way (what at_least_once promises for state).
 func (r *Report) StateExact() bool {
+	if r.WrongValues != 0 {
+		return false
+	}
 	for k, want := range Expected(r.N) {
 		if want.Count > 0 && r.Final[k] != want {
 			return false
@@ -95,6 +101,9 @@ func (r *Report) String() string {
 	sort.Strings(keys)
 	var b strings.Builder
 	fmt.Fprintf(&b, "n=%d missing=%d duplicated=%d out_of_order=%d", r.N, r.Missing, r.Duplicated, r.OutOfOrder)
+	if r.WrongValues != 0 {
+		fmt.Fprintf(&b, " wrong_values=%d", r.WrongValues)
+	}
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s:{outputs=%d final count=%d sum=%d}", k, r.Outputs[k], r.Final[k].Count, r.Final[k].Sum)
 	}

@@ -57,6 +57,10 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.KeysExpired("sums", 1)
 	m.SetGroupMember("a")
 	m.SetAssignment(3, map[string]int{"numbers": 2, "parity-sum-repartition": 16}, 2)
+	m.SchemaRegistryError("fetch")
+	m.SchemaRegistryWaiting(true)
+	m.SchemaRegistryWaited(time.Second)
+	m.SchemaRegistryCached(2)
 
 	// No broker is needed: a client builds its metrics when created.
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), m.KafkaHooks("exercise"))

@@ -80,6 +80,21 @@ func contenders(o options) []contender {
 			}
 		}
 	}
+	// The keyed sum over Avro in and out (issue 33): its own input (the
+	// same records in Avro: workload -format avro), the registry of
+	// -registry. No latency probe: the probe records are JSON.
+	for _, iv := range []string{"1s", "100ms"} {
+		iv := iv
+		cs = append(cs, contender{
+			Name: "pipeline-keyed-sum-avro-exactly_once-" + iv, Kind: "pipeline", Job: "keyed-sum-avro", Guar: "exactly_once", Interval: iv, Daemon: true,
+			Cmd: func(out, id string) ([]string, []string) {
+				return []string{o.pipeline, "run", "-c", filepath.Join(o.jobs, "keyed-sum-avro.yaml")}, []string{
+					"JOB_NAME=" + id, "GUARANTEE=exactly_once", "CHECKPOINT_INTERVAL=" + iv,
+					"KAFKA_BROKERS=" + o.brokers, "INPUT_TOPIC=" + o.avroInput, "OUTPUT_TOPIC=" + out,
+					"SCHEMA_REGISTRY_URL=" + o.registry, "ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info"}
+			},
+		})
+	}
 	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
 		for _, iv := range []string{"1s", "100ms"} {
 			g, iv := g, iv

@@ -66,6 +66,8 @@ func main() {
 	flag.StringVar(&o.jvmHeap, "jvm-heap", "1g", "-Xmx of the Java contenders (Kafka Streams, Flink, the transactional copier)")
 	flag.BoolVar(&o.countBytes, "bytes", true, "count the input's bytes for MB/s (one read of the input topic before the first contender)")
 	flag.StringVar(&o.windowedInput, "windowed-input", "", "input topic of the windowed contenders (workload -event-rate); none: they are skipped")
+	flag.StringVar(&o.avroInput, "avro-input", "", "input topic of the Avro contenders (workload -format avro); none: they are skipped")
+	flag.StringVar(&o.registry, "registry", "", "the schema registry of the Avro contenders")
 	flag.Int64Var(&o.windowedExpect, "windowed-expect", 0, "window outputs the windowed input gives (workload -expect)")
 	flag.DurationVar(&o.window, "steady-window", 0, "measure each contender at steady state over this long instead of over the drain (0: drain); the input must outlast it")
 	flag.DurationVar(&o.warmup, "steady-warmup", 3*time.Second, "with -steady-window: how long each contender runs before the window")
@@ -118,6 +120,10 @@ func main() {
 	for _, c := range cs {
 		if c.Job == "windowed" && o.windowedInput == "" {
 			log.Printf("runner: %s skipped: no -windowed-input", c.Name)
+			continue
+		}
+		if c.Job == "keyed-sum-avro" && o.avroInput == "" {
+			log.Printf("runner: %s skipped: no -avro-input", c.Name)
 			continue
 		}
 		log.Printf("runner: %s ...", c.Name)
@@ -173,6 +179,9 @@ func main() {
 
 type options struct {
 	brokers, input, run, contenders, out string
+	// avroInput and registry are the Avro contenders' input (workload
+	// -format avro) and schema registry.
+	avroInput, registry string
 	// windowedInput is the input of the windowed contenders (workload
 	// -event-rate), windowedExpect the number of window outputs it gives.
 	windowedInput                               string

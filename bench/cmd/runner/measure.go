@@ -37,6 +37,10 @@ func measure(ctx context.Context, o options, adm *kadm.Client, sizes *inputSizes
 	if windowed {
 		o.input = o.windowedInput
 	}
+	if c.Job == "keyed-sum-avro" {
+		// Its own input, and no latency probe: the probe records are JSON.
+		o.input, o.probe = o.avroInput, 0
+	}
 	ends, err := adm.ListEndOffsets(ctx, o.input)
 	if err != nil {
 		return r, fmt.Errorf("input end offsets: %w", err)

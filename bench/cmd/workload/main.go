@@ -41,7 +41,12 @@ func main() {
 	flag.StringVar(&expectFile, "expect", "", "with -event-rate: file to write the expected number of 1 s window outputs to")
 	flag.StringVar(&shapeName, "shape", "flat", "record shape: flat (key, amount, ts and a \"pad\" string) or wide (key, amount, ts among many unused fields of every JSON type; bench/shape)")
 	flag.StringVar(&statsFile, "stats", "", "file to write {\"records\",\"distinct_keys\",\"bytes\"} of the produced records to (optional)")
+	flag.StringVar(&format, "format", "json", "json, or avro: the flat shape's fields (key, amount, ts, pad) as an Avro record in the Confluent wire format, its schema registered under <topic>-value at -registry")
+	flag.StringVar(&registry, "registry", os.Getenv("SCHEMA_REGISTRY_URL"), "with -format avro: the schema registry's URL")
 	flag.Parse()
+	if format != "json" && (format != "avro" || shapeName != "flat" || eventRate > 0) {
+		log.Fatal("workload: -format is json, or avro with the flat shape and no -event-rate")
+	}
 	if err := shape.Check(shapeName); err != nil {
 		log.Fatalf("workload: %v", err)
 	}
@@ -58,6 +63,8 @@ var (
 	expectFile string
 	shapeName  string
 	statsFile  string
+	format     string
+	registry   string
 )
 
 // Stats is what -stats writes: the records produced, how many distinct
@@ -85,6 +92,12 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, int32(parts), -1, nil, topic); err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	var enc *avroEvents
+	if format == "avro" {
+		if enc, err = newAvroEvents(ctx, registry, topic); err != nil {
+			return err
+		}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	// The wide shape's unused fields draw from a stream of their own, so
@@ -119,6 +132,11 @@ func run(brokers, topic string, n, keys, parts, size int, seed uint64) error {
 			lastTs = ts
 		}
 		v := shape.Value(shapeName, k, rng.IntN(1000)+1, ts, size, fill)
+		if enc != nil {
+			if v, err = enc.encode(v); err != nil {
+				return err
+			}
+		}
 		st.Records++
 		st.Bytes += int64(len(k) + len(v))
 		wg.Add(1)
