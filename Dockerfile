@@ -13,7 +13,7 @@ COPY . .
 # it: docker build --build-arg VERSION="$(git describe --always --dirty)" .
 ARG VERSION=devel
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/eoflow/pipeline/internal/cli.stampedVersion=${VERSION}" -o /out/pipeline ./cmd/pipeline
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/eoflow/pipeline/cmd/pipeline/cli.stampedVersion=${VERSION}" -o /out/pipeline ./cmd/pipeline
 
 # Run: Alpine rather than distroless, for busybox wget, which the compose
 # health check calls (/healthz); it also carries the CA roots that

@@ -9,7 +9,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 .PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench bench-recovery
 
 build: ## the pipeline binary, in bin/ (BIN=path for another), stamped with VERSION
-	$(GO) build -ldflags "-X github.com/eoflow/pipeline/internal/cli.stampedVersion=$(VERSION)" -o $(BIN) ./cmd/pipeline
+	$(GO) build -ldflags "-X github.com/eoflow/pipeline/cmd/pipeline/cli.stampedVersion=$(VERSION)" -o $(BIN) ./cmd/pipeline
 
 test: ## every test, race detector on, against one real shared Kafka broker
 	./scripts/test.sh

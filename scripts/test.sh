@@ -42,7 +42,7 @@ fi
 if [ "$status" -eq 0 ] && [ $# -eq 0 ] && [ -n "$race" ]; then
   # The broker-free simulation ran only a few seeds under the race
   # detector; here it runs its full count at full speed.
-  go test -count=1 -run 'TestSimulation' ./runtime/
+  go test -count=1 -run 'TestSimulation' ./engine/
   status=$?
 fi
 set -e

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kclient"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 // A produce the broker refuses with CONCURRENT_TRANSACTIONS (it is still

@@ -1,6 +1,6 @@
 // Command kafka-local runs a real Apache Kafka broker (or a 3-node cluster)
 // on loopback from Maven Central jars, for developers and for `make test`.
-// It is the same launcher the tests use (internal/kafkatest).
+// It is the same launcher the tests use (internal/testkit/kafkatest).
 //
 //	kafka-local up [-nodes 1|3] [-port 9092] [-dir .kafka-local]
 //	kafka-local down [-dir .kafka-local]
@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 func main() {

@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/datagen"
-	"github.com/eoflow/pipeline/internal/kafkatest"
-	"github.com/eoflow/pipeline/internal/paritycheck"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/paritycheck"
 )
 
 // groupJob is the parity-sum example in group mode: one process per

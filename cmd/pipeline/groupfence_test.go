@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eoflow/pipeline/internal/fault"
-	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 // TestGroupModeKilledWhileCommitting: a member killed after its epoch's

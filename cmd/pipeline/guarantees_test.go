@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/eoflow/pipeline/internal/paritycheck"
+	"github.com/eoflow/pipeline/internal/testkit/paritycheck"
 )
 
 // The three guarantees side by side, under one crash schedule: the same

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/eoflow/pipeline/internal/cli"
+	"github.com/eoflow/pipeline/cmd/pipeline/cli"
 )
 
 func main() {

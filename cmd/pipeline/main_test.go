@@ -25,8 +25,8 @@ import (
 
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/fault"
-	"github.com/eoflow/pipeline/internal/kafkatest"
-	"github.com/eoflow/pipeline/internal/paritycheck"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/paritycheck"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/eoflow/pipeline/internal/datagen"
-	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 	"github.com/eoflow/pipeline/metrics/metricstest"
 )
 

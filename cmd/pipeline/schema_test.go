@@ -18,8 +18,8 @@ import (
 
 	"github.com/eoflow/pipeline/internal/datagen"
 	"github.com/eoflow/pipeline/internal/kread"
-	"github.com/eoflow/pipeline/internal/paritycheck"
 	"github.com/eoflow/pipeline/internal/srtest"
+	"github.com/eoflow/pipeline/internal/testkit/paritycheck"
 	"github.com/eoflow/pipeline/sink"
 )
 

@@ -15,13 +15,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
-	"github.com/eoflow/pipeline/internal/windowcheck"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/windowcheck"
 )
 
 // The event-time reference job, examples/parity-windows, as a real
-// process against the real broker, judged by internal/windowcheck: an
+// process against the real broker, judged by internal/testkit/windowcheck: an
 // independent batch oracle over the input read back from the topic.
 
 const windowPartitions = 4

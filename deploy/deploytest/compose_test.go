@@ -17,8 +17,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
+	pipelinecli "github.com/eoflow/pipeline/cmd/pipeline/cli"
 	"github.com/eoflow/pipeline/config"
-	pipelinecli "github.com/eoflow/pipeline/internal/cli"
 )
 
 // loadCompose loads docker-compose.yml as docker compose would: schema

@@ -121,7 +121,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	// The version is stamped from the VERSION build argument, as make
 	// build stamps it (the context has no .git to read it from).
-	for _, want := range []string{"CGO_ENABLED=0", "-o /out/pipeline", "./cmd/pipeline", "-X github.com/eoflow/pipeline/internal/cli.stampedVersion=${VERSION}"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-o /out/pipeline", "./cmd/pipeline", "-X github.com/eoflow/pipeline/cmd/pipeline/cli.stampedVersion=${VERSION}"} {
 		if !strings.Contains(goBuild, want) {
 			t.Errorf("go build line %q lacks %q", goBuild, want)
 		}
@@ -178,7 +178,7 @@ func TestDockerignore(t *testing.T) {
 		}
 		return false
 	}
-	for _, need := range []string{"go.mod", "go.sum", "config.yaml", "cmd/pipeline/main.go", "internal/cli/cli.go", "metrics/metrics.go"} {
+	for _, need := range []string{"go.mod", "go.sum", "config.yaml", "cmd/pipeline/main.go", "cmd/pipeline/cli/cli.go", "metrics/metrics.go"} {
 		if ignored(need) {
 			t.Errorf(".dockerignore excludes %s, which the build needs", need)
 		}

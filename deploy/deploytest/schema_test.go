@@ -9,8 +9,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	pipelinecli "github.com/eoflow/pipeline/cmd/pipeline/cli"
 	"github.com/eoflow/pipeline/config"
-	pipelinecli "github.com/eoflow/pipeline/internal/cli"
 )
 
 // The Avro example of the compose stack: a schema registry, datagen

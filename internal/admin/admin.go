@@ -14,19 +14,19 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
-	"github.com/eoflow/pipeline/runtime"
+	"github.com/eoflow/pipeline/engine"
 )
 
-// Job is what the API reads and asks; *runtime.Job implements it.
+// Job is what the API reads and asks; *engine.Job implements it.
 type Job interface {
-	Status() runtime.Status
+	Status() engine.Status
 	Ready() bool
-	Checkpoints() []runtime.CheckpointInfo
+	Checkpoints() []engine.CheckpointInfo
 	Savepoint(ctx context.Context, dir string) (savepoint.Summary, error)
 	SavepointAndStop(ctx context.Context, dir string) (savepoint.Summary, error)
 }
 
-var _ Job = (*runtime.Job)(nil)
+var _ Job = (*engine.Job)(nil)
 
 // maxRequestBody bounds what a POST may send: a path fits easily.
 const maxRequestBody = 64 << 10
@@ -46,7 +46,7 @@ type SavepointRequest struct {
 
 // SavepointResponse is the answer to POST /api/v1/savepoints.
 type SavepointResponse struct {
-	Savepoint runtime.SavepointInfo `json:"savepoint"`
+	Savepoint engine.SavepointInfo `json:"savepoint"`
 	// Stopped: the job stopped after it ({"stop": true}).
 	Stopped bool `json:"stopped,omitempty"`
 	// Note says what else to know, e.g. that other processes of a
@@ -104,7 +104,7 @@ func Handler(job Job, metrics http.Handler, cfg config.Admin) http.Handler {
 	mux.HandleFunc("GET /api/v1/checkpoints", func(w http.ResponseWriter, _ *http.Request) {
 		cps := job.Checkpoints()
 		if cps == nil {
-			cps = []runtime.CheckpointInfo{}
+			cps = []engine.CheckpointInfo{}
 		}
 		writeJSON(w, map[string]any{"checkpoints": cps})
 	})
@@ -146,12 +146,12 @@ func Handler(job Job, metrics http.Handler, cfg config.Admin) http.Handler {
 			sum, err = job.Savepoint(r.Context(), dir)
 		}
 		switch {
-		case errors.Is(err, savepoint.ErrExists), errors.Is(err, runtime.ErrSavepointBusy), errors.Is(err, runtime.ErrStopping):
+		case errors.Is(err, savepoint.ErrExists), errors.Is(err, engine.ErrSavepointBusy), errors.Is(err, engine.ErrStopping):
 			writeError(w, http.StatusConflict, err.Error())
 		case err != nil:
 			writeError(w, http.StatusInternalServerError, err.Error())
 		default:
-			writeJSON(w, SavepointResponse{Savepoint: runtime.NewSavepointInfo(sum), Stopped: req.Stop, Note: note})
+			writeJSON(w, SavepointResponse{Savepoint: engine.NewSavepointInfo(sum), Stopped: req.Stop, Note: note})
 		}
 	})
 	return mux
@@ -160,7 +160,7 @@ func Handler(job Job, metrics http.Handler, cfg config.Admin) http.Handler {
 // othersRunOn is the note of a stop with a savepoint in group mode while
 // other processes were members: they run on, so the savepoint is the
 // job's final state only if they stopped first.
-func othersRunOn(st runtime.Status) string {
+func othersRunOn(st engine.Status) string {
 	if st.Group == nil {
 		return ""
 	}

@@ -16,13 +16,13 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
-	"github.com/eoflow/pipeline/runtime"
+	"github.com/eoflow/pipeline/engine"
 )
 
 type fakeJob struct {
-	st    runtime.Status
+	st    engine.Status
 	ready bool
-	cps   []runtime.CheckpointInfo
+	cps   []engine.CheckpointInfo
 	// savepoint answers Savepoint; asked records the dirs asked for.
 	savepoint func(dir string) (savepoint.Summary, error)
 	asked     []string
@@ -44,9 +44,9 @@ func (f *fakeJob) SavepointAndStop(_ context.Context, dir string) (savepoint.Sum
 	return savepoint.Summary{Dir: dir, ID: "sha256:cd", CheckpointID: 12}, nil
 }
 
-func (f *fakeJob) Status() runtime.Status                { return f.st }
-func (f *fakeJob) Ready() bool                           { return f.ready }
-func (f *fakeJob) Checkpoints() []runtime.CheckpointInfo { return f.cps }
+func (f *fakeJob) Status() engine.Status                { return f.st }
+func (f *fakeJob) Ready() bool                          { return f.ready }
+func (f *fakeJob) Checkpoints() []engine.CheckpointInfo { return f.cps }
 
 func get(t *testing.T, h http.Handler, method, path string) (int, string) {
 	t.Helper()
@@ -56,7 +56,7 @@ func get(t *testing.T, h http.Handler, method, path string) (int, string) {
 }
 
 func TestEndpoints(t *testing.T) {
-	job := &fakeJob{st: runtime.Status{Job: "j", Guarantee: "exactly_once", State: runtime.StateStarting}}
+	job := &fakeJob{st: engine.Status{Job: "j", Guarantee: "exactly_once", State: engine.StateStarting}}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m 1\n") })
 	h := Handler(job, metrics, config.Admin{})
 
@@ -66,7 +66,7 @@ func TestEndpoints(t *testing.T) {
 	if code, body := get(t, h, "GET", "/readyz"); code != 503 || body != "starting\n" {
 		t.Errorf("/readyz before restore = %d %q, want 503", code, body)
 	}
-	job.ready, job.st.State = true, runtime.StateRunning
+	job.ready, job.st.State = true, engine.StateRunning
 	if code, _ := get(t, h, "GET", "/readyz"); code != 200 {
 		t.Errorf("/readyz when running = %d", code)
 	}
@@ -74,17 +74,17 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/metrics = %d %q", code, body)
 	}
 	code, body := get(t, h, "GET", "/api/v1/job")
-	var st runtime.Status
-	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.Job != "j" || st.State != runtime.StateRunning {
+	var st engine.Status
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.Job != "j" || st.State != engine.StateRunning {
 		t.Errorf("/api/v1/job = %d %s", code, body)
 	}
 	code, body = get(t, h, "GET", "/api/v1/checkpoints")
 	if code != 200 || !strings.Contains(body, `"checkpoints": []`) {
 		t.Errorf("/api/v1/checkpoints with none = %d %s", code, body)
 	}
-	job.cps = []runtime.CheckpointInfo{{ID: 7, DurationMs: 12}}
+	job.cps = []engine.CheckpointInfo{{ID: 7, DurationMs: 12}}
 	_, body = get(t, h, "GET", "/api/v1/checkpoints")
-	var cps struct{ Checkpoints []runtime.CheckpointInfo }
+	var cps struct{ Checkpoints []engine.CheckpointInfo }
 	if json.Unmarshal([]byte(body), &cps) != nil || len(cps.Checkpoints) != 1 || cps.Checkpoints[0].ID != 7 {
 		t.Errorf("/api/v1/checkpoints = %s", body)
 	}
@@ -112,11 +112,11 @@ func TestSavepointEndpoint(t *testing.T) {
 	job := &fakeJob{savepoint: func(dir string) (savepoint.Summary, error) {
 		switch filepath.Base(dir) {
 		case "taken":
-			return savepoint.Summary{}, fmt.Errorf("%w: %w: %s holds \"x\"", runtime.ErrSavepoint, savepoint.ErrExists, dir)
+			return savepoint.Summary{}, fmt.Errorf("%w: %w: %s holds \"x\"", engine.ErrSavepoint, savepoint.ErrExists, dir)
 		case "busy":
-			return savepoint.Summary{}, fmt.Errorf("%w: %w: checkpoint 9 holds %s/sp-1", runtime.ErrSavepoint, runtime.ErrSavepointBusy, root)
+			return savepoint.Summary{}, fmt.Errorf("%w: %w: checkpoint 9 holds %s/sp-1", engine.ErrSavepoint, engine.ErrSavepointBusy, root)
 		case "fails":
-			return savepoint.Summary{}, fmt.Errorf("%w: disk full", runtime.ErrSavepoint)
+			return savepoint.Summary{}, fmt.Errorf("%w: disk full", engine.ErrSavepoint)
 		}
 		return savepoint.Summary{Dir: dir, ID: "sha256:ab", CheckpointID: 9,
 			Operators: []savepoint.OperatorSummary{{ID: "sums", Keys: 3, Bytes: 40}, {ID: "more", Keys: 2, Bytes: 2}}}, nil
@@ -129,7 +129,7 @@ func TestSavepointEndpoint(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &ok) != nil {
 		t.Fatalf("POST = %d %s", code, body)
 	}
-	if want := (runtime.SavepointInfo{Dir: filepath.Join(root, "sp-1"), ID: "sha256:ab", CheckpointID: 9, Keys: 5, Bytes: 42}); ok.Savepoint != want {
+	if want := (engine.SavepointInfo{Dir: filepath.Join(root, "sp-1"), ID: "sha256:ab", CheckpointID: 9, Keys: 5, Bytes: 42}); ok.Savepoint != want {
 		t.Errorf("savepoint = %+v, want %+v", ok.Savepoint, want)
 	}
 
@@ -200,13 +200,13 @@ func TestSavepointEndpointStops(t *testing.T) {
 		t.Fatalf("SavepointAndStop asked for %v", job.stopped)
 	}
 
-	job.stopErr = fmt.Errorf("%w: %w", runtime.ErrSavepoint, runtime.ErrStopping)
+	job.stopErr = fmt.Errorf("%w: %w", engine.ErrSavepoint, engine.ErrStopping)
 	if code, _, body := post(t, h, path, "s3cret", `{"dir": "again", "stop": true}`); code != 409 || !strings.Contains(body, "stopping already") {
 		t.Errorf("POST stop while stopping = %d %s, want 409", code, body)
 	}
 
 	job.stopErr = nil
-	job.st.Group = &runtime.GroupInfo{Instance: "b", Members: []string{"a", "b", "c"}}
+	job.st.Group = &engine.GroupInfo{Instance: "b", Members: []string{"a", "b", "c"}}
 	code, _, body = post(t, h, path, "s3cret", `{"dir": "group", "stop": true}`)
 	ok = SavepointResponse{}
 	if code != 200 || json.Unmarshal([]byte(body), &ok) != nil || !strings.Contains(ok.Note, "the others (a, c) ran on") {

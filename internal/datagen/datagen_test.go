@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/internal/kafkatest"
 	"github.com/eoflow/pipeline/internal/kread"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/engine"
 	"github.com/eoflow/pipeline/internal/fault"
-	"github.com/eoflow/pipeline/runtime"
 )
 
 // This file is all this package knows of the engine: it runs the real
@@ -16,8 +16,8 @@ import (
 
 // Headers of a late record, shown in diffs.
 const (
-	headerLateWindowEnd = runtime.HeaderLateWindowEnd
-	headerLateWatermark = runtime.HeaderLateWatermark
+	headerLateWindowEnd = engine.HeaderLateWindowEnd
+	headerLateWatermark = engine.HeaderLateWatermark
 )
 
 // parseJob reads a job file's content with env as its only variables and
@@ -27,25 +27,25 @@ func parseJob(file string, data []byte, env map[string]string, brokers []string)
 	cfg, err := config.Parse(file, data, func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
-	}, config.WithCheck(runtime.CheckExpressions), config.WithBrokers(brokers))
+	}, config.WithCheck(engine.CheckExpressions), config.WithBrokers(brokers))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := runtime.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := engine.New(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
 // engineJob is one run of the real job.
-type engineJob struct{ job *runtime.Job }
+type engineJob struct{ job *engine.Job }
 
 // restartBackoff is the first wait before a restart in a test run: crash
 // runs restart several times, each in a moment.
 const restartBackoff = 10 * time.Millisecond
 
 func newEngineJob(cfg *config.Config, log *slog.Logger, faults *fault.Injector) (*engineJob, error) {
-	j, err := runtime.New(cfg, log, runtime.WithFaults(faults), runtime.WithRestartBackoff(restartBackoff))
+	j, err := engine.New(cfg, log, engine.WithFaults(faults), engine.WithRestartBackoff(restartBackoff))
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ type jobStatus struct {
 func (e *engineJob) status() jobStatus {
 	s := e.job.Status()
 	return jobStatus{
-		State: string(s.State), Running: s.State == runtime.StateRunning, Restarts: s.Restarts,
+		State: string(s.State), Running: s.State == engine.StateRunning, Restarts: s.Restarts,
 		Checkpoint: s.Checkpoint.LastCompleted, Err: s.Error,
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/config"
-	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 // Every SASL mechanism the config offers authenticates against a real

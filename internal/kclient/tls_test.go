@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/config"
-	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 // pki is a test CA with a server certificate for 127.0.0.1 and a client

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/internal/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }

@@ -1,0 +1,55 @@
+// Package engine builds a job's task graph from its configuration and
+// runs it, restarting it from the last complete checkpoint after a failure.
+//
+// The graph, inside one process:
+//
+//	source tasks ──► workers (keyed operators) ──► sink task
+//	 (S goroutines)   (W goroutines, key groups     (1 goroutine: the
+//	  read partitions, spread as ranges)             producers and the
+//	  run the stateless                              transaction)
+//	  steps, route by
+//	  key group)
+//
+// Tasks are joined by bounded channels of message batches, so a slow sink
+// slows the sources (backpressure) instead of growing memory.
+//
+// Checkpoints are barriers (asynchronous barrier snapshotting): the
+// coordinator loop triggers checkpoint N; each source records its next
+// offsets and sends barrier N (carrying them) to every worker; a worker that
+// has barrier N from every source snapshots the keys its operator changed
+// since N-1, sends those changelog records and then barrier N to the sink;
+// once the sink has barrier N from every worker, everything of epoch N has
+// been handed to the producers, and it acks. When every task acked, the
+// coordinator asks the sink to commit: the checkpoint record joins the same
+// Kafka transaction as the epoch's state changes (and, under exactly_once,
+// its outputs), and the commit of that transaction is the checkpoint's
+// completion. A task that received barrier N from one input holds that
+// input's later messages back until barrier N arrived from all inputs, so
+// every task's snapshot describes the same input prefix.
+//
+// Any failure (a commit, a timeout, a lost broker) ends the attempt: every
+// goroutine is stopped and waited for, the open transaction is abandoned
+// (the next attempt's fencing aborts it), and the next attempt restores from
+// the newest committed checkpoint. Being fenced by another instance, or a
+// checkpoint that does not fit the configuration, ends the job instead.
+//
+// Savepoints (savepoints.go; the format is checkpoint/savepoint) ride on a
+// checkpoint: Job.Savepoint and Job.StopWithSavepoint register an export
+// for checkpoint N before it is triggered; each worker, at barrier N, sends
+// its snapshot on as always and then, before any later record, writes its
+// whole state into the savepoint. The coordinator loop commits the
+// savepoint once N completed and every worker exported; an export that
+// fails fails the savepoint, never the checkpoint. A job started with
+// WithSavepointRestore checks the savepoint against its configuration
+// before it changes anything on the cluster, then imports it in one
+// transaction as its newest checkpoint.
+//
+// Group mode (scale.mode: group; group.go, membership.go,
+// groupattempt.go) runs one job on many processes: the job's consumer
+// group deals out the source partitions and the partitions of
+// <job>-repartition, each process runs the task graph above over what it
+// owns with a transactional id of its own, and commits the barrier
+// offsets to the group in each epoch's transaction, as the member of its
+// generation. Every rebalance ends the attempt; the next restores what
+// the new assignment owns.
+package engine

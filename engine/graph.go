@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/window"
+)
+
+// Channel capacities, in batches. Small: they only smooth hand-overs; a
+// full channel is how backpressure reaches the sources.
+const (
+	workerQueue = 8
+	sinkQueue   = 16
+)
+
+// graph is one attempt's task graph: every goroutine, channel and client.
+type graph struct {
+	job     *Job
+	sources []*sourceTask
+	workers []*workerTask
+	sink    *sinkTask
+	loop    *coordinatorLoop
+	readers []recordReader
+	offsets *groupOffsets // nil without checkpoints
+	// watch looks for partitions added to the source topics (nil without
+	// checkpoints: under at_most_once the consumer group assigns them).
+	watch     *partitionWatch
+	completed atomic.Int64
+}
+
+// recordReader is where a source task reads: a source.Reader (offsets
+// are checkpointed state) or, under at_most_once, a source.GroupReader.
+type recordReader interface {
+	Poll(ctx context.Context, max int) ([]*kgo.Record, error)
+	Advance(*kgo.Record)
+	Positions() []source.Position
+	Close()
+}
+
+var (
+	_ recordReader = (*source.Reader)(nil)
+	_ recordReader = (*source.GroupReader)(nil)
+)
+
+// assignPartitions deals partitions round-robin over at most one reader per
+// core: the stateless steps run in the source tasks, and that is where
+// decoding CPU goes.
+func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.TopicPartition]int64 {
+	tps := make([]source.TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(a, b int) bool {
+		if tps[a].Topic != tps[b].Topic {
+			return tps[a].Topic < tps[b].Topic
+		}
+		return tps[a].Partition < tps[b].Partition
+	})
+	n := max(1, min(len(tps), runtime.GOMAXPROCS(0)))
+	assigned := make([]map[source.TopicPartition]int64, n)
+	for i := range assigned {
+		assigned[i] = map[source.TopicPartition]int64{}
+	}
+	for i, tp := range tps {
+		assigned[i%n][tp] = offsets[tp]
+	}
+	return assigned
+}
+
+// newGraph wires the tasks. With a nil txn there are no checkpoints (the
+// at_most_once job): no coordinator, no barriers. It takes ownership of the
+// readers.
+func newGraph(a *attempt, readers []recordReader) (*graph, error) {
+	j, cfg := a.j, a.j.cfg
+	txn, plain, ops := a.txn, a.plain, a.ops
+	lastID, lastAt := a.last()
+	g := &graph{job: j, readers: readers}
+	timed := j.plan.time != nil && len(j.plan.time.byTopic) > 0
+	var restoredTime *checkpoint.EventTime
+	if a.latest != nil {
+		restoredTime = a.latest.EventTime
+	}
+	watermark := int64(window.NoWatermark)
+	if restoredTime != nil {
+		watermark = restoredTime.Watermark
+	}
+	nSources := len(readers)
+
+	reports := make(chan taskReport, 1024)
+	results := make(chan commitResult, 4)
+	commits := make(chan checkpoint.ID, 1)
+	sinkIn := make(chan batch, sinkQueue)
+	workerIns := make([]chan batch, len(ops))
+	workerOuts := make([]chan<- batch, len(ops))
+	var tasks []checkpoint.TaskID
+	exports := &exportRegistry{}
+	exportReports := make(chan exportReport, 2*len(ops))
+
+	j.limitState(ops, a.limits)
+	for w, op := range ops {
+		if wo, ok := op.(*windowOp); ok {
+			wo.watermark = watermark // what has fired before this attempt
+		}
+		workerIns[w] = make(chan batch, workerQueue)
+		workerOuts[w] = workerIns[w]
+		wt := &workerTask{
+			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
+			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
+			exports: exports, exportReports: exportReports, align: newAligner(nSources),
+			timed: timed, watermark: watermark, metrics: j.metrics,
+		}
+		g.workers = append(g.workers, wt)
+		tasks = append(tasks, wt.id)
+	}
+	for i, r := range readers {
+		st := &sourceTask{
+			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
+			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults, metrics: j.metrics,
+		}
+		if timed {
+			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
+		}
+		g.sources = append(g.sources, st)
+		tasks = append(tasks, st.id)
+	}
+	g.sink = &sinkTask{
+		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
+		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
+		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
+		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
+		beforeCommit: j.beforeCommit, align: newAligner(len(ops)), timed: timed,
+	}
+	tasks = append(tasks, g.sink.id)
+	if txn == nil {
+		return g, nil
+	}
+	g.sink.driver = a.driver
+	if a.member == nil {
+		// Single mode shows its progress as the group's offsets; in
+		// group mode they are committed in the epoch's transaction.
+		g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
+		g.sink.committed = g.offsets.publish
+	} else {
+		g.sink.recordKey, g.sink.commitOffsets, g.sink.shuffle = a.recordKey, a.commitOffsets, j.shuffle
+		g.sink.ackKey = pausedKey(cfg.Name, j.instance)
+		for _, s := range g.sources {
+			s.repartition, s.pausedFor = j.shuffle.repartition, j.pauses.pausedFor
+		}
+	}
+
+	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+		Interval:        cfg.Checkpoint.Interval,
+		Timeout:         cfg.Checkpoint.Timeout,
+		MinPause:        cfg.Checkpoint.MinPause,
+		MaxConcurrent:   1,
+		Tasks:           tasks,
+		LastCompleted:   lastID,
+		LastCompletedAt: lastAt,
+	}, scheduleStart(j.now(), cfg.Checkpoint.Interval))
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	g.loop = &coordinatorLoop{
+		coord: coord, reports: reports, results: results, commits: commits, stop: j.stopping,
+		stopSavepoint: func() string { return j.stopSavepoint },
+		savepointReqs: j.savepoints, exportReports: exportReports,
+		sp: &savepoints{job: j, registry: exports, workers: len(ops)},
+		trigger: func(id checkpoint.ID) {
+			for _, s := range g.sources {
+				s.trigger(id)
+			}
+		},
+		tick: max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond)),
+		now:  j.now, log: j.log,
+		onCompleted: func(res commitResult, triggered time.Time) {
+			g.completed.Add(1)
+			j.metrics.CheckpointCompleted(metrics.Checkpoint{
+				ID: uint64(res.id), Duration: res.at.Sub(triggered), Alignment: res.alignment, Bytes: res.stateBytes,
+			})
+			j.status.completed(CheckpointInfo{
+				ID: uint64(res.id), CompletedAt: res.at, DurationMs: ms(res.at.Sub(triggered)),
+				AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
+			})
+		},
+		onAborted: func(r checkpoint.AbortReason) { j.metrics.CheckpointFailed(r.String()) },
+	}
+	if a.member != nil {
+		g.loop.group = a.groupStop(g)
+	}
+	return g, nil
+}
+
+// firstCheckpointAfter is when an attempt's first checkpoint is due,
+// instead of a whole interval after it starts: under exactly_once nothing
+// a restarted job writes is visible before its first commit, and with 1 s
+// checkpoints that wait was most of the time from a SIGKILL to new output
+// (bench/results/2026-12-02-recovery.md). The epoch is small; later
+// checkpoints keep the configured interval.
+const firstCheckpointAfter = 100 * time.Millisecond
+
+// scheduleStart is the start of the coordinator's schedule (its first
+// checkpoint is due one interval later) that makes the first checkpoint
+// due firstCheckpointAfter from now.
+func scheduleStart(now time.Time, interval time.Duration) time.Time {
+	if interval <= firstCheckpointAfter {
+		return now
+	}
+	return now.Add(firstCheckpointAfter - interval)
+}
+
+// start runs every task of the graph in eg; the first to fail ends all.
+func (g *graph) start(ctx context.Context, eg *errgroup.Group) {
+	if g.loop != nil {
+		eg.Go(func() error { return g.loop.run(ctx) })
+	}
+	if g.offsets != nil {
+		eg.Go(func() error { return g.offsets.run(ctx) })
+	}
+	if g.watch != nil {
+		eg.Go(func() error { return g.watch.run(ctx) })
+	}
+	eg.Go(func() error { return g.sink.run(ctx) })
+	for _, w := range g.workers {
+		eg.Go(func() error { return w.run(ctx) })
+	}
+	for _, s := range g.sources {
+		eg.Go(func() error { return s.run(ctx) })
+	}
+}
+
+func (g *graph) close() { closeReaders(g.readers) }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eoflow/pipeline/checkpoint"
+)
+
+// An attempt's first checkpoint is due firstCheckpointAfter after it
+// starts, the later ones one interval apart; an interval shorter than that
+// is kept as it is.
+func TestFirstCheckpointComesEarly(t *testing.T) {
+	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, interval := range []time.Duration{time.Second, 50 * time.Millisecond} {
+		first := min(interval, firstCheckpointAfter)
+		c, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+			Interval: interval, Tasks: []checkpoint.TaskID{"t"},
+		}, scheduleStart(start, interval))
+		if err != nil {
+			t.Fatal(err)
+		}
+		triggered := func(at time.Duration) []checkpoint.ID {
+			c.Tick(start.Add(at))
+			rd := c.Ready()
+			c.Advance()
+			return rd.Trigger
+		}
+		if got := triggered(first - time.Millisecond); len(got) != 0 {
+			t.Fatalf("interval %v: triggered %v before %v", interval, got, first)
+		}
+		if got := triggered(first); len(got) != 1 {
+			t.Fatalf("interval %v: nothing triggered at %v", interval, first)
+		}
+		if err := c.Ack("t", 1); err != nil {
+			t.Fatal(err)
+		}
+		if rd := c.Ready(); rd.Commit != 1 {
+			t.Fatalf("interval %v: checkpoint 1 acked but not handed out for commit: %+v", interval, rd)
+		}
+		c.Advance()
+		if err := c.Committed(1, start.Add(first)); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance()
+		if got := triggered(first + interval - time.Millisecond); len(got) != 0 {
+			t.Fatalf("interval %v: the second checkpoint came early: %v", interval, got)
+		}
+		if got := triggered(first + interval); len(got) != 1 {
+			t.Fatalf("interval %v: no second checkpoint one interval after the first", interval)
+		}
+	}
+}
+
+// What a stop announces depends on what runs: a final checkpoint, or,
+// between two attempts, nothing to finish.
+func TestStopPlanSaysWhatHappens(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "ADMIN_LISTEN": "off"}
+	j, _ := newJob(t, paritySum(t, env))
+	if got := j.StopPlan(); got != "stopping after a final checkpoint" {
+		t.Errorf("running: %q", got)
+	}
+	j.status.set(StateRestarting, errors.New("a broker went away"))
+	if got := j.StopPlan(); !strings.Contains(got, "no final checkpoint") {
+		t.Errorf("restarting: %q, want it to say there is no final checkpoint", got)
+	}
+	env["GUARANTEE"] = "at_most_once"
+	j, _ = newJob(t, paritySum(t, env))
+	if got := j.StopPlan(); !strings.Contains(got, "at_most_once keeps no checkpoints") {
+		t.Errorf("at_most_once: %q", got)
+	}
+}
+
+// A restart waits between half its backoff and all of it, and the draws
+// replay from the seed.
+func TestEqualJitter(t *testing.T) {
+	a, b := equalJitter(rand.New(rand.NewPCG(1, 2))), equalJitter(rand.New(rand.NewPCG(1, 2)))
+	seen := map[time.Duration]bool{}
+	for i := range 1000 {
+		backoff := time.Duration(1+i%7) * 100 * time.Millisecond
+		wait := a(backoff)
+		if wait < backoff/2 || wait >= backoff {
+			t.Fatalf("backoff %v: waits %v, want [%v, %v)", backoff, wait, backoff/2, backoff)
+		}
+		if again := b(backoff); again != wait {
+			t.Fatalf("the same seed drew %v, then %v", wait, again)
+		}
+		seen[wait] = true
+	}
+	if len(seen) < 100 {
+		t.Fatalf("only %d distinct waits in 1000: not spread", len(seen))
+	}
+}

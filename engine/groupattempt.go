@@ -1,0 +1,713 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/kread"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+)
+
+// errRebalanced ends an attempt whose assignment was revoked: not a
+// failure, the next generation's attempt starts at once.
+var errRebalanced = errors.New("the consumer group rebalanced")
+
+// groupRun is Run's attempt in group mode: wait for an assignment, run an
+// attempt on it until it fails or the group revokes it.
+func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		a, err := m.await(ctx, j.stopping)
+		if err != nil {
+			return false, err
+		}
+		if a == nil {
+			return false, &stoppedError{}
+		}
+		j.status.assigned(a, a.members)
+		perTopic := map[string]int{}
+		for _, tp := range a.tps {
+			perTopic[tp.Topic]++
+		}
+		j.metrics.SetAssignment(a.member.Generation, perTopic, len(a.members))
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type result struct {
+			progressed bool
+			err        error
+		}
+		res := make(chan result, 1)
+		go func() {
+			p, err := j.groupAttempt(actx, ctx, a)
+			res <- result{p, err}
+		}()
+		for {
+			select {
+			case r := <-res:
+				return r.progressed, memberVerdict(r.err)
+			case done := <-m.revoked:
+				cancel()
+				r := <-res
+				m.current = nil
+				j.endOwnTransaction(ctx, "after a rebalance")
+				close(done)
+				if r.err != nil && !errors.Is(r.err, errStopped) && actx.Err() == nil {
+					return r.progressed, memberVerdict(r.err)
+				}
+				if errors.Is(r.err, errStopped) {
+					return r.progressed, r.err
+				}
+				return r.progressed, errRebalanced
+			case err := <-m.fatal:
+				cancel()
+				<-res
+				return false, err
+			}
+		}
+	}
+}
+
+// endOwnTransaction makes sure no transaction of this process's
+// transactional id is left open, before the process joins the group
+// (when = "on start") and whenever it gives up a generation (when =
+// "after a rebalance"). An open transaction may hold an epoch's offsets
+// for the group, and every member's offset fetch for the next generation
+// (which must be stable) waits for them, up to the transaction timeout.
+// On start, it is what a killed predecessor with the same instance id
+// left: a static member that comes back within the session timeout
+// replaces itself without a rebalance, so no other member fences it, and
+// its own producer comes only after the fetch. After a rebalance, it is
+// an epoch caught in its commit when the attempt was cancelled, neither
+// committed nor aborted. Initializing the transactional id aborts it.
+func (j *Job) endOwnTransaction(ctx context.Context, when string) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := j.fenceMember(fctx, j.instance); err != nil {
+		j.log.Warn("ending this process's open transaction "+when+"; the group's next generation may wait for the transaction timeout", "transactional_id", sink.MemberTransactionalID(j.cfg.Name, j.instance), "err", err)
+	}
+}
+
+// memberVerdict: in group mode a fenced producer is not the end of the
+// process. Its transactional id is its own, but a member that saw it
+// leave the group may have fenced it just as it came back; the group
+// decides who runs (FENCED_INSTANCE_ID ends a duplicate), so a fenced
+// producer only restarts the attempt.
+func memberVerdict(err error) error {
+	if err == nil || sink.Classify(err) != sink.TakenOver || errors.Is(err, kerr.FencedInstanceID) {
+		return err
+	}
+	return fmt.Errorf("the transactional id was fenced (by a member that saw this instance leave the group, or by a process with the same instance id: the group keeps one of them); restarting: %v", err)
+}
+
+// groupAttempt runs the task graph once over assignment asg.
+func (j *Job) groupAttempt(ctx, parent context.Context, asg *assignment) (progressed bool, err error) {
+	if len(asg.tps) == 0 {
+		j.log.Info("the group assigned nothing to this process (more processes than partitions); waiting", "generation", asg.member.Generation)
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	a := &attempt{j: j, member: asg}
+	defer a.close()
+	plan, err := a.prepareGroup(ctx)
+	if err != nil {
+		return false, err
+	}
+	restoreStart := j.now()
+	if err := a.recoverMember(ctx); err != nil {
+		return false, err
+	}
+	if j.from != nil {
+		imported, err := kstore.SavepointImported(ctx, j.conn, j.cfg.Name, j.from.r.ID())
+		if err != nil {
+			return false, err
+		}
+		if !imported {
+			return false, a.importMember(ctx, plan)
+		}
+	}
+	if err := a.restoreMember(ctx); err != nil {
+		return false, err
+	}
+	a.restoredAfter(restoreStart)
+	return a.run(ctx, parent)
+}
+
+// beforeJoining refuses what checkGroupStart refuses, then creates the
+// job's topics, before the process joins the group. A member that joins
+// first creates the repartition topic in its first attempt, and the
+// group's leader, seeing the new topic, starts a second rebalance at
+// once: every member's first attempt ends after a moment, and members
+// that learn of it first wait for the others meanwhile, their partitions
+// unread. Joining after the topics exist spares that rebalance. Every
+// attempt prepares again (prepareGroup): this one only goes first.
+func (j *Job) beforeJoining(ctx context.Context) error {
+	if err := j.checkGroupStart(ctx); err != nil {
+		return err
+	}
+	a := &attempt{j: j}
+	defer a.close()
+	_, err := a.prepareGroup(ctx)
+	return err
+}
+
+// prepareGroup makes sure the job's topics exist: the checkpoint topic
+// (members' records), the repartition and group-state topics with
+// scale.partitions partitions (a different count is refused: it is fixed
+// for the job's life), and the sinks'.
+func (a *attempt) prepareGroup(ctx context.Context) (*savepoint.RestorePlan, error) {
+	j, cfg := a.j, a.j.cfg
+	if err := a.openAdmin(); err != nil {
+		return nil, err
+	}
+	if err := checkTransactionTimeout(ctx, a.adm, cfg); err != nil {
+		return nil, err
+	}
+	var plan *savepoint.RestorePlan
+	if j.from != nil {
+		// Refused before anything changes on the cluster, as in single
+		// mode.
+		var err error
+		if plan, err = j.checkSavepoint(ctx, a.adm); err != nil {
+			return nil, err
+		}
+	}
+	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
+		return nil, err
+	}
+	// A single-mode job's state and offsets are its own: group mode would
+	// start over and write every output again (settleMode refuses).
+	recs, err := j.settleMode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.records = recs
+	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.agg != nil, cfg.Checkpoint.ReplicationFactor); err != nil {
+		return nil, err
+	}
+	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
+		return nil, err
+	}
+	a.limits = j.describeLimits(ctx, a.adm)
+	return plan, nil
+}
+
+// ensureShuffleTopics creates the repartition topic and the compacted
+// group-state topic of a keyed job with s.partitions partitions each, and
+// refuses existing ones with another count.
+func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keyed bool, replication int) error {
+	if !keyed {
+		return nil
+	}
+	for _, t := range []struct {
+		name    string
+		configs map[string]*string
+	}{{s.repartition, nil}, {s.state, kstore.TopicConfigs()}} {
+		if _, _, err := createTopic(ctx, adm, t.name, s.partitions, replication, t.configs); err != nil {
+			return fmt.Errorf("creating internal topic %s: %w", t.name, err)
+		}
+	}
+	// A topic just created reaches every broker's metadata a moment
+	// later.
+	var md kadm.Metadata
+	for try := 0; ; try++ {
+		var err error
+		if md, err = adm.Metadata(ctx, s.repartition, s.state); err != nil {
+			return fmt.Errorf("describing the internal topics: %w", err)
+		}
+		missing := ""
+		for _, name := range []string{s.repartition, s.state} {
+			if td, ok := md.Topics[name]; !ok || td.Err != nil || len(td.Partitions) == 0 {
+				missing = name
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if try == 50 {
+			return fmt.Errorf("internal topic %s: not found 10s after creating it", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for _, name := range []string{s.repartition, s.state} {
+		td := md.Topics[name]
+		if n := len(td.Partitions); n != s.partitions {
+			return fmt.Errorf("%w: internal topic %s has %d partitions but scale.partitions is %d: it is fixed for the job's life (set it back to %d, or move the job to a new name through a savepoint)",
+				ErrIncompatible, name, n, s.partitions, n)
+		}
+	}
+	return nil
+}
+
+// recoverMember opens the member's producers and fences its own
+// transactional id (aborting what its previous run left open); its last
+// checkpoint record gives the next checkpoint id.
+func (a *attempt) recoverMember(ctx context.Context) error {
+	j, cfg := a.j, a.j.cfg
+	var internal []string
+	if j.plan.agg != nil {
+		internal = []string{j.shuffle.repartition, j.shuffle.state}
+	}
+	txn, err := sink.NewMemberTxn(j.conn, cfg.Name, j.instance, internal, cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, txn.Close)
+	a.commitOffsets = func(ctx context.Context, offsets []checkpoint.SourceOffset) error {
+		return txn.CommitOffsets(ctx, a.member.member, offsets)
+	}
+	a.recordKey = sink.MemberRecordKey(cfg.Name, j.instance)
+	var plain outputProducer
+	if cfg.Guarantee != config.ExactlyOnce {
+		p, err := sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...)
+		if err != nil {
+			return err
+		}
+		plain = p
+		a.closers = append(a.closers, p.Close)
+	}
+	if err := a.recoverWith(ctx, txn, plain); err != nil {
+		return err
+	}
+	pid, epoch := txn.Producer()
+	j.log.Info("member attempt", "generation", a.member.member.Generation, "member_id", a.member.member.MemberID,
+		"producer_id", pid, "producer_epoch", epoch, "assigned", a.member.partitions())
+	return nil
+}
+
+// restoreMember sets the start offset of every assigned partition (the
+// group's committed offset; else the source's start position, or the
+// start of a repartition partition) and restores the state partitions
+// of the assigned repartition partitions.
+func (a *attempt) restoreMember(ctx context.Context) error {
+	j := a.j
+	if a.latest != nil {
+		if _, err := j.checkCheckpoint(a.latest, true); err != nil {
+			return err
+		}
+		a.savepointID = a.latest.Savepoint
+	}
+	// Whoever wrote the state partitions this process restores: every
+	// member's checkpoint must fit the configuration.
+	if err := j.checkMembers(a.records); err != nil {
+		return err
+	}
+	// Fetched for every attempt, not once per assignment: an attempt that
+	// failed and restarts on the same assignment must continue from what
+	// its predecessor committed, as its state does.
+	committed, err := fetchStableOffsets(ctx, a.adm, j.cfg.Name, a.member.partitions(), j.cfg.Kafka.TransactionTimeout)
+	if err != nil {
+		return err
+	}
+	a.offsets = map[source.TopicPartition]int64{}
+	var owned []int32
+	fresh := map[string][]source.TopicPartition{} // by source id
+	for _, tp := range a.member.partitions() {
+		off, ok := committed[tp]
+		if !ok {
+			off = -1
+		}
+		if tp.Topic == j.shuffle.repartition {
+			owned = append(owned, tp.Partition)
+			a.offsets[tp] = max(off, 0)
+			continue
+		}
+		if off >= 0 {
+			a.offsets[tp] = off
+			continue
+		}
+		for _, src := range j.cfg.Sources {
+			if slices.Contains(src.Topics, tp.Topic) {
+				fresh[src.ID] = append(fresh[src.ID], tp)
+			}
+		}
+	}
+	if err := a.startFresh(ctx, fresh); err != nil {
+		return err
+	}
+	if err := awaitSettled(ctx, a.adm, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
+		return err
+	}
+	read := func(ctx context.Context, fn func(key, value []byte) error) error {
+		if len(owned) == 0 {
+			return nil
+		}
+		return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) }, owned...)
+	}
+	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
+	return err
+}
+
+// startFresh gives the assigned source partitions without a committed
+// offset (fresh, by source id) their start offset, as single mode does
+// (Job.startOffsets): a partition added to a topic the group has read
+// before holds only new input and starts at its earliest offset; one of a
+// topic never read (a new job, a topic added to the configuration), at
+// the source's start position.
+func (a *attempt) startFresh(ctx context.Context, fresh map[string][]source.TopicPartition) error {
+	if len(fresh) == 0 {
+		return nil
+	}
+	j := a.j
+	fetched, err := a.adm.FetchOffsets(ctx, j.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("fetching the offsets of group %s: %w", j.cfg.Name, err)
+	}
+	read := map[string]bool{}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			read[o.Topic] = true
+		}
+	})
+	for _, src := range j.cfg.Sources {
+		var added, never []source.TopicPartition
+		for _, tp := range fresh[src.ID] {
+			if read[tp.Topic] {
+				added = append(added, tp)
+			} else {
+				never = append(never, tp)
+			}
+		}
+		for _, group := range []struct {
+			tps   []source.TopicPartition
+			start config.StartPosition
+		}{{added, config.StartPosition{Kind: config.StartEarliest}}, {never, src.Start}} {
+			if len(group.tps) == 0 {
+				continue
+			}
+			resolved, err := a.cluster.ResolveStart(ctx, group.tps, group.start)
+			if err != nil {
+				return err
+			}
+			for tp, off := range resolved {
+				a.offsets[tp] = off
+			}
+		}
+		if len(added) > 0 {
+			j.log.Info("reading partitions added to a topic the group read before from their earliest offset", "source", src.ID, "partitions", added)
+		}
+	}
+	return nil
+}
+
+// fetchStableOffsets reads the group's committed offsets of tps, waiting
+// while a transaction that commits offsets for them is undecided
+// (UNSTABLE_OFFSET_COMMIT, KIP-447), at most timeout. A partition without
+// a committed offset is absent.
+func fetchStableOffsets(ctx context.Context, adm *kadm.Client, group string, tps []source.TopicPartition, timeout time.Duration) (map[source.TopicPartition]int64, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		fetched, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if err != nil {
+			return nil, fmt.Errorf("fetching the offsets of group %s: %w", group, err)
+		}
+		out := map[source.TopicPartition]int64{}
+		var unstable error
+		for _, tp := range tps {
+			r, ok := fetched.Lookup(tp.Topic, tp.Partition)
+			switch {
+			case !ok:
+			case errors.Is(r.Err, kerr.UnstableOffsetCommit):
+				unstable = r.Err
+			case r.Err != nil:
+				return nil, fmt.Errorf("fetching the offset of %s from group %s: %w", tp, group, r.Err)
+			case r.At >= 0:
+				out[tp] = r.At
+			}
+		}
+		if unstable == nil {
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("fetching the offsets of group %s: still %w after %v", group, unstable, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// awaitSettled waits until every transaction that wrote to the given
+// partitions of topic before now is decided and its markers written: the
+// last stable offset reaches the high watermark seen first. The group's
+// offsets are stable once the marker reaches the offsets topic, but the
+// previous owner's last commit may still be marking the state partitions:
+// a restore to the last stable offset before that would miss its state
+// while the offsets include its input (restoring old sums under new
+// offsets). Every writer's transaction is decided by now (the previous
+// owner ended its epoch before the group moved on, a departed member was
+// fenced), so this is a wait for markers; it gives up after timeout (the
+// transaction timeout: the coordinator aborts what is older).
+func awaitSettled(ctx context.Context, adm *kadm.Client, topic string, partitions []int32, timeout time.Duration) error {
+	if len(partitions) == 0 {
+		return nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("listing the last stable offsets of %s: %w", topic, err)
+		}
+		var behind []int32
+		for _, p := range partitions {
+			end, ok1 := ends.Lookup(topic, p)
+			lso, ok2 := stable.Lookup(topic, p)
+			if !ok1 || !ok2 || end.Err != nil || lso.Err != nil || lso.Offset < end.Offset {
+				behind = append(behind, p)
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("partitions %v of %s still hold an undecided transaction after %v", behind, topic, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// groupStop is what a stop with a savepoint needs of this attempt: the
+// savepoint holds the state of every record read from the sources only
+// when no record is between the repartition topic's committed offsets
+// and its end, so the process stops its sources, reads the repartition
+// topic to its end and only then takes the final checkpoint. That needs
+// one process owning every partition (the others stopped): a record
+// another process wrote, or will read, is out of its reach.
+func (a *attempt) groupStop(g *graph) *groupStop {
+	j := a.j
+	rep := j.shuffle.repartition
+	owned := map[source.TopicPartition]bool{}
+	for _, tp := range a.member.partitions() {
+		owned[tp] = true
+	}
+	sole := true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics := append([]string{}, j.groupTopics()...)
+	all, err := a.cluster.Partitions(ctx, topics)
+	if err != nil {
+		sole = false
+	}
+	for _, tp := range all {
+		if !owned[tp] {
+			sole = false
+		}
+	}
+	return &groupStop{
+		soleOwner: sole,
+		savepoint: func(ctx context.Context, dir string) error {
+			_, err := j.groupSavepoint(ctx, dir)
+			return err
+		},
+		pause: func() {
+			for _, s := range g.sources {
+				s.draining.Store(true)
+			}
+		},
+		drained: func(offsets []checkpoint.SourceOffset) (bool, error) {
+			if j.plan.agg == nil {
+				return true, nil // no repartition topic
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			read := map[int32]int64{}
+			for _, o := range offsets {
+				if o.Topic == rep {
+					read[o.Partition] = o.Offset
+				}
+			}
+			drained, _, err := repartitionDrained(ctx, a.adm, j.conn, rep, func(p int32) (int64, bool) {
+				off, ok := read[p]
+				return off, ok
+			})
+			return drained, err
+		},
+		keep: func(offsets []checkpoint.SourceOffset) []checkpoint.SourceOffset {
+			var out []checkpoint.SourceOffset
+			for _, o := range offsets {
+				if o.Topic != rep {
+					out = append(out, o)
+				}
+			}
+			return out
+		},
+	}
+}
+
+// errImported ends the attempt that imported a savepoint, and errAwaitImport
+// one that waits for another member to: not failures, the next attempt
+// starts at once and restores what the import wrote.
+var (
+	errImported    = errors.New("imported the savepoint")
+	errAwaitImport = errors.New("waiting for the savepoint to be imported")
+)
+
+// importMember starts a group-mode job from a savepoint (run
+// --from-savepoint, every process started with it). One member imports:
+// the owner of the first partition of the first source topic, for every
+// partition, in one transaction: the savepoint's state into the
+// group-state topic (keys the savepoint does not have deleted), the source
+// offsets and the repartition topic's end offsets (records left there by
+// an earlier run are not the savepoint's) committed to the group as the
+// member of its generation, its checkpoint record naming the savepoint,
+// and a tombstone for a single-mode job's record of the same name (the
+// savepoint replaces it). The others wait for that record; then every
+// member restores what it owns. Stop every process of the job before
+// starting it from a savepoint.
+func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan) error {
+	j, txn := a.j, a.txn
+	r := j.from.r
+	first, err := a.firstPartition(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(a.member.partitions(), first) {
+		j.log.Info("waiting for the owner of the first source partition to import the savepoint", "partition", first, "savepoint", r.Dir())
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+		return errAwaitImport
+	}
+	for _, note := range plan.Notes {
+		j.log.Info("restoring from a savepoint", "savepoint", r.Dir(), "note", note)
+	}
+	offsets, err := j.startOffsets(ctx, a.cluster, &checkpoint.Record{Offsets: plan.Offsets})
+	if err != nil {
+		return err
+	}
+	ops, keys, err := j.savepointOperators(r, plan)
+	if err != nil {
+		return err
+	}
+	var stale map[string]struct{}
+	if j.plan.agg != nil {
+		read := func(ctx context.Context, fn func(key, value []byte) error) error {
+			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) })
+		}
+		if stale, err = liveStateKeys(ctx, read, nil); err != nil {
+			return err
+		}
+		ends, err := a.adm.ListEndOffsets(ctx, j.shuffle.repartition)
+		if err != nil {
+			return fmt.Errorf("listing the end offsets of %s: %w", j.shuffle.repartition, err)
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			offsets[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		})
+	}
+	summary, err := j.produceState(ctx, txn, ops, stale, j.shuffle.place, a.limits)
+	if err != nil {
+		return err
+	}
+	id := checkpoint.ID(1)
+	if a.latest != nil {
+		id = a.latest.ID + 1
+	}
+	a.savepointID = r.ID()
+	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil)
+	crs, err := checkpointRecords(rec, a.recordKey, a.limits, j.metrics)
+	if err != nil {
+		return err
+	}
+	for _, cr := range crs {
+		txn.Produce(ctx, cr)
+	}
+	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
+	// The other members' records describe the state before the savepoint
+	// (maybe another configuration): gone, so that they refuse no member
+	// (checkMembers).
+	for key := range a.records.members {
+		if key != a.recordKey {
+			txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(key)})
+		}
+	}
+	if err := a.driver.Prepare(ctx, id); err != nil {
+		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
+	}
+	if err := a.commitOffsets(ctx, offsetList(offsets)); err != nil {
+		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
+	}
+	if err := a.driver.Commit(ctx, id); err != nil {
+		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
+	}
+	j.metrics.TransactionCommitted(0)
+	j.metrics.TransactionBegan()
+	j.status.restoredFrom(r.ID())
+	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
+		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
+	return errImported
+}
+
+// firstPartition is partition 0 of the first source topic: its owner
+// imports a savepoint.
+func (a *attempt) firstPartition(ctx context.Context) (source.TopicPartition, error) {
+	topics := a.j.groupTopics()
+	tps, err := a.cluster.Partitions(ctx, topics[:1])
+	if err != nil || len(tps) == 0 {
+		return source.TopicPartition{}, fmt.Errorf("listing the partitions of %s: %v", topics[0], err)
+	}
+	return tps[0], nil
+}
+
+// repartitionDrained reports whether no record of the repartition topic
+// is left after the positions position gives (false for a partition
+// without one), and why not. Every transaction on the topic must be
+// decided first; then the topic is read from the positions through to
+// its end. (The positions cannot be compared with the end offsets: a
+// reader stops after the last record, before the commit marker that ends
+// the log.)
+func repartitionDrained(ctx context.Context, adm *kadm.Client, conn []kgo.Opt, topic string, position func(partition int32) (int64, bool)) (bool, string, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false, "", err
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return false, "", err
+	}
+	from := map[int32]int64{}
+	why := ""
+	ends.Each(func(e kadm.ListedOffset) {
+		if lso, ok := stable.Lookup(topic, e.Partition); !ok || lso.Offset < e.Offset {
+			why = "a transaction is open on the repartition topic"
+		}
+		off, ok := position(e.Partition)
+		if !ok && why == "" {
+			why = fmt.Sprintf("partition %d of the repartition topic is not read", e.Partition)
+		}
+		from[e.Partition] = off
+	})
+	if why != "" {
+		return false, why, nil
+	}
+	more, err := kread.After(ctx, conn, topic, from)
+	if err != nil || more {
+		return false, "records are left in the repartition topic", err
+	}
+	return true, "", nil
+}

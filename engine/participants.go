@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
+)
+
+// The seam between the task graph and Kafka's producers. Records go in
+// through Produce; an epoch begins, prepares, commits or aborts only as the
+// two-phase commit (twophase.Driver) says, through the participant
+// interfaces. sink.Txn and sink.Plain implement them against Kafka, the
+// broker-free simulation against its model (internal/testkit/memkafka).
+
+// transaction is the job's transactional producer and the decision log:
+// transaction N holds epoch N's state changes (and, under exactly_once,
+// its outputs and dead letters) and, produced last, checkpoint record N.
+type transaction interface {
+	twophase.DecisionLog
+	Produce(ctx context.Context, rec *kgo.Record)
+	// Recovered is the checkpoint that LastDecided read: the one to
+	// restore (nil: none).
+	Recovered() *checkpoint.Record
+}
+
+// outputProducer writes the outputs outside the transaction
+// (at_least_once, at_most_once). As a participant it prepares by
+// flushing.
+type outputProducer interface {
+	twophase.Participant
+	Produce(ctx context.Context, rec *kgo.Record)
+	Flush(ctx context.Context) error
+}
+
+var (
+	_ transaction    = (*sink.Txn)(nil)
+	_ outputProducer = (*sink.Plain)(nil)
+)
+
+// cluster is what an attempt reads of the cluster to restore, besides the
+// checkpoint (which the decision log reads): the source partitions, where
+// a start position is in them, and the state topic. kafkaCluster reads
+// Kafka; the simulation reads its model.
+type cluster interface {
+	Partitions(ctx context.Context, topics []string) ([]source.TopicPartition, error)
+	ResolveStart(ctx context.Context, tps []source.TopicPartition, start config.StartPosition) (map[source.TopicPartition]int64, error)
+	ReadState(ctx context.Context, fn func(key, value []byte) error) error
+}
+
+// kafkaCluster is the cluster as Kafka has it.
+type kafkaCluster struct {
+	adm  *kadm.Client
+	conn []kgo.Opt
+	job  string
+}
+
+func (c kafkaCluster) Partitions(ctx context.Context, topics []string) ([]source.TopicPartition, error) {
+	return source.Discover(ctx, c.adm, topics)
+}
+
+func (c kafkaCluster) ResolveStart(ctx context.Context, tps []source.TopicPartition, start config.StartPosition) (map[source.TopicPartition]int64, error) {
+	return source.ResolveStart(ctx, c.adm, tps, start)
+}
+
+func (c kafkaCluster) ReadState(ctx context.Context, fn func(key, value []byte) error) error {
+	return kstore.ReadState(ctx, c.conn, c.job, fn)
+}
+
+// newDriver is the two-phase commit of one attempt: the transaction as the
+// decision log and, under at_least_once, the output producer as a
+// participant. It is the only way an epoch commits.
+func newDriver(txn transaction, plain outputProducer) (*twophase.Driver, error) {
+	var others []twophase.Participant
+	if plain != nil {
+		others = append(others, plain)
+	}
+	return twophase.NewDriver(twophase.DriverConfig{DecisionLog: txn, Participants: others, IsFenced: sink.IsFenced})
+}

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/schema"
+)
+
+// The schema registry formats (package schema), wired in: the decoders go
+// into the chain, the sinks' encoders into the plan, the sinks' schemas
+// are prepared before the first attempt, and a source task fetches the
+// schemas of what it polled before it routes it.
+
+// useSchemas gives the plan the job's schema.Set, if it needs one.
+func (p *plan) useSchemas(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) error {
+	set, err := schema.New(cfg, log, m)
+	if err != nil || set == nil {
+		return err
+	}
+	p.schemas = set
+	p.chain.SetInputs(set.Inputs())
+	for i := range p.sinks {
+		p.sinks[i].enc = set.Sink(i)
+	}
+	return nil
+}
+
+// prepareSchemas registers or looks up the sinks' schemas, waiting for
+// the registry while it gives no answer. A refusal stops the job before
+// it wrote anything.
+func (j *Job) prepareSchemas(ctx context.Context) error {
+	err := j.plan.schemas.Prepare(ctx)
+	if errors.Is(err, schema.ErrRefused) {
+		err = fmt.Errorf("%w: %w", ErrUnfit, err)
+		j.status.set(StateFailed, err)
+	}
+	if err != nil {
+		return err
+	}
+	// A keyed aggregate's one sink, in Avro, with no key expression of
+	// its own: the integer path writes its outputs straight as that
+	// sink's value (operator.IntOutput), instead of JSON the sink reads
+	// back.
+	p := j.plan
+	if p.agg != nil && p.timeWindow() == nil && len(p.sinks) == 1 && p.sinks[0].enc != nil && p.sinks[0].key == nil {
+		if out := p.sinks[0].enc.IntOutput(p.agg.Names(), p.agg.Funcs()); out != nil {
+			p.agg.SetIntOutput(out)
+		}
+	}
+	return nil
+}
+
+// awaitSchemas makes sure the schemas that recs name are fetched before
+// they are routed (decoding reads only the cache). While the registry
+// gives no answer the task waits, the records held, unread: it keeps
+// injecting the barriers the coordinator asks for (the records belong to
+// the epoch after them), so checkpoints go on completing and nothing is
+// lost or dead-lettered for the outage.
+func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record) error {
+	set := s.router.p.schemas
+	if set == nil {
+		return nil
+	}
+	origin := func(rec *kgo.Record) string {
+		if rec.Topic != s.repartition || s.repartition == "" {
+			return rec.Topic
+		}
+		for _, h := range rec.Headers {
+			if h.Key == headerSourceTopic {
+				return string(h.Value)
+			}
+		}
+		return rec.Topic
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := set.Prefetch(ctx, recs, origin)
+		if err == nil || !schema.Unavailable(err) {
+			return err
+		}
+		s.mu.Lock()
+		pending := s.mu.pending
+		s.mu.pending = nil
+		s.mu.Unlock()
+		for _, id := range pending {
+			if err := s.injectBarrier(ctx, id); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}

@@ -1,0 +1,402 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
+)
+
+// This file is the broker-free simulation's world: the seam's
+// implementations over the Kafka model (internal/testkit/memkafka), and the crash
+// that any call into them may be. simulation_test.go drives real jobs
+// through it.
+
+// simCrash is a kill -9: panicked from a call into the model, recovered by
+// the scheduler, which drops everything the process held. What the model
+// (the brokers) holds stays.
+type simCrash struct{ at string }
+
+// world is the cluster and the dice of one seeded run.
+type world struct {
+	rng   *rand.Rand
+	kafka *memkafka.Cluster
+	// crashP is the chance that a call into the model kills the process,
+	// before (odd draws) or after (even draws) it took effect.
+	crashP float64
+	// trace is what happened, for a failing seed's report; hash sums it,
+	// so two runs of one seed can be compared.
+	trace []string
+	hash  uint64
+	// root is the run's directory, written $DIR in the trace.
+	root string
+	// maxBytes is each topic's max.message.bytes (none: no limit): the
+	// model refuses a larger record as the brokers do, and the job reads
+	// the limits as it reads them from the brokers (limits).
+	maxBytes map[string]int32
+	// pieces counts the records produced that are pieces of a value or of
+	// a checkpoint record (nil: not counted).
+	pieces *simPieces
+}
+
+// limits are the job's sink.Limits of the model: its topics' settings.
+func (w *world) limits() sink.Limits {
+	if w.maxBytes == nil {
+		return sink.Limits{}
+	}
+	return sink.NewLimits(0, 0, w.maxBytes)
+}
+
+func (w *world) log(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if w.root != "" {
+		// Temporary directories differ from run to run; schedules must not.
+		line = strings.ReplaceAll(line, w.root, "$DIR")
+	}
+	w.trace = append(w.trace, line)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%s", w.hash, line)
+	w.hash = h.Sum64()
+}
+
+// io is a call into the model at point at: it may crash the process
+// before the call takes effect. The returned func is called after it took
+// effect, and may crash then.
+func (w *world) io(at string) (after func()) {
+	if w.crashP > 0 && w.rng.Float64() < w.crashP/2 {
+		w.log("crash before %s", at)
+		panic(simCrash{at: "before " + at})
+	}
+	return func() {
+		if w.crashP > 0 && w.rng.Float64() < w.crashP/2 {
+			w.log("crash after %s", at)
+			panic(simCrash{at: "after " + at})
+		}
+	}
+}
+
+// toModel converts a record the runtime produces; the partition is the
+// key's hash (like franz-go's default partitioner: any stable choice
+// does), partition 0 for a record without a key.
+func (w *world) toModel(r *kgo.Record) memkafka.Record {
+	m := memkafka.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	if n, err := w.kafka.Partitions(r.Topic); err == nil && n > 1 {
+		h := fnv.New32a()
+		h.Write(r.Key)
+		m.Partition = int32(h.Sum32() % uint32(n))
+	} else {
+		m.Partition = 0
+	}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, memkafka.Header{Key: h.Key, Value: h.Value})
+	}
+	return m
+}
+
+func fromModel(r memkafka.Record) *kgo.Record {
+	k := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	for _, h := range r.Headers {
+		k.Headers = append(k.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return k
+}
+
+// readAll returns every committed record of topic, partition by
+// partition, in offset order.
+func (w *world) readAll(topic string) []*kgo.Record {
+	n, err := w.kafka.Partitions(topic)
+	if err != nil {
+		return nil
+	}
+	var out []*kgo.Record
+	for p := range int32(n) {
+		tp := memkafka.TP{Topic: topic, Partition: p}
+		for from := int64(0); ; {
+			recs, next, err := w.kafka.ReadCommitted(tp, from, 1<<20)
+			if err != nil || next == from {
+				break
+			}
+			for _, r := range recs {
+				out = append(out, fromModel(r))
+			}
+			from = next
+		}
+	}
+	return out
+}
+
+// latestCheckpoint is the newest committed checkpoint of job, as
+// kstore.Latest decides it.
+func (w *world) latestCheckpoint(job string) (*checkpoint.Record, error) {
+	n := kstore.Newest{Job: job}
+	for _, r := range w.readAll(checkpoint.TopicName(job)) {
+		if err := n.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	return n.Record, nil
+}
+
+// simTxn is sink.Txn over the model: the transactional producer and the
+// decision log.
+type simTxn struct {
+	w       *world
+	job     string
+	timeout time.Duration
+	p       *memkafka.Producer
+	// failed is the first produce error of the open transaction: like
+	// franz-go's, produces are asynchronous and fail the flush.
+	failed    error
+	recovered *checkpoint.Record
+}
+
+var _ transaction = (*simTxn)(nil)
+
+func (t *simTxn) id() string   { return t.job + "-txn" }
+func (t *simTxn) Name() string { return "kafka:" + t.id() }
+
+func (t *simTxn) Recover(context.Context) ([]twophase.Epoch, error) {
+	after := t.w.io("init producer id")
+	p, err := t.w.kafka.InitProducer(t.id(), t.timeout)
+	if err != nil {
+		return nil, err
+	}
+	t.p = p
+	after()
+	return nil, nil
+}
+
+func (t *simTxn) LastDecided(context.Context) (twophase.Epoch, error) {
+	t.w.io("read the checkpoint topic")
+	rec, err := t.w.latestCheckpoint(t.job)
+	if err != nil {
+		return 0, err
+	}
+	t.recovered = rec
+	if rec == nil {
+		return 0, nil
+	}
+	return twophase.Epoch(rec.ID), nil
+}
+
+func (t *simTxn) Recovered() *checkpoint.Record { return t.recovered }
+
+func (t *simTxn) Begin(context.Context, twophase.Epoch) error {
+	t.failed = nil
+	return t.p.Begin() // local to the client: nothing to crash in
+}
+
+func (t *simTxn) Produce(_ context.Context, r *kgo.Record) {
+	if t.failed != nil {
+		return
+	}
+	after := t.w.io("produce to " + r.Topic)
+	if max := t.w.maxBytes[r.Topic]; max > 0 && sink.BatchBytes(r) > int(max) {
+		// The broker refuses it, and the transaction cannot commit.
+		t.failed = fmt.Errorf("%d bytes to %s: %w", sink.BatchBytes(r), r.Topic, kerr.MessageTooLarge)
+	} else if _, err := t.p.Produce(t.w.toModel(r)); err != nil {
+		t.failed = err
+	} else if t.w.pieces != nil {
+		t.w.pieces.count(r)
+	}
+	after()
+}
+
+func (t *simTxn) Prepare(context.Context, twophase.Epoch) error {
+	after := t.w.io("flush")
+	defer after()
+	if t.failed != nil {
+		return t.settle(fmt.Errorf("producing in transaction: %w", t.failed))
+	}
+	return nil
+}
+
+func (t *simTxn) Commit(_ context.Context, e twophase.Epoch) error {
+	if t.failed != nil {
+		return t.settle(fmt.Errorf("producing in transaction: %w", t.failed))
+	}
+	after := t.w.io(fmt.Sprintf("commit epoch %d", e))
+	if err := t.p.End(true); err != nil {
+		return t.settle(fmt.Errorf("committing transaction: %w", err))
+	}
+	after()
+	return nil
+}
+
+func (t *simTxn) Abort(_ context.Context, e twophase.Epoch) error {
+	after := t.w.io(fmt.Sprintf("abort epoch %d", e))
+	t.failed = nil
+	if err := t.p.End(false); err != nil {
+		return err
+	}
+	after()
+	return nil
+}
+
+// settle classifies an epoch error as sink.Txn does, the model's way: an
+// abort with the producer's epoch succeeds after a timeout and is fenced
+// after a takeover (memkafka's doc).
+func (t *simTxn) settle(err error) error {
+	if !errors.Is(err, kerr.InvalidProducerEpoch) && !errors.Is(err, kerr.ProducerFenced) &&
+		!errors.Is(err, kerr.InvalidTxnState) && !errors.Is(err, kerr.OperationNotAttempted) {
+		return err
+	}
+	t.failed = nil
+	if aerr := t.p.End(false); aerr != nil {
+		return fmt.Errorf("%w: %w", sink.ErrFenced, err)
+	}
+	return fmt.Errorf("%w: %w", sink.ErrTransactionTimedOut, err)
+}
+
+// simPlain is sink.Plain over the model: outputs appended as they come,
+// outside any transaction (at_least_once).
+type simPlain struct{ w *world }
+
+var _ outputProducer = simPlain{}
+
+func (p simPlain) Name() string                                      { return "outputs" }
+func (p simPlain) Begin(context.Context, twophase.Epoch) error       { return nil }
+func (p simPlain) Commit(context.Context, twophase.Epoch) error      { return nil }
+func (p simPlain) Abort(context.Context, twophase.Epoch) error       { return nil }
+func (p simPlain) Recover(context.Context) ([]twophase.Epoch, error) { return nil, nil }
+func (p simPlain) Flush(context.Context) error                       { p.w.io("flush outputs")(); return nil }
+func (p simPlain) Prepare(ctx context.Context, _ twophase.Epoch) error {
+	return p.Flush(ctx)
+}
+
+func (p simPlain) Produce(_ context.Context, r *kgo.Record) {
+	after := p.w.io("produce to " + r.Topic)
+	if _, err := p.w.kafka.Append(p.w.toModel(r)); err != nil {
+		panic(fmt.Sprintf("appending to the model: %v", err)) // topics exist: a bug of the harness
+	}
+	after()
+}
+
+// simCluster is what a restore reads of the model.
+type simCluster struct {
+	w   *world
+	job string
+}
+
+var _ cluster = simCluster{}
+
+func (c simCluster) Partitions(_ context.Context, topics []string) ([]source.TopicPartition, error) {
+	var tps []source.TopicPartition
+	for _, t := range topics {
+		n, err := c.w.kafka.Partitions(t)
+		if err != nil {
+			return nil, err
+		}
+		for p := range int32(n) {
+			tps = append(tps, source.TopicPartition{Topic: t, Partition: p})
+		}
+	}
+	return tps, nil
+}
+
+func (c simCluster) ResolveStart(_ context.Context, tps []source.TopicPartition, start config.StartPosition) (map[source.TopicPartition]int64, error) {
+	out := map[source.TopicPartition]int64{}
+	for _, tp := range tps {
+		switch start.Kind {
+		case config.StartEarliest:
+			out[tp] = 0
+		case config.StartLatest:
+			o, err := c.w.kafka.EndOffsets(memkafka.TP{Topic: tp.Topic, Partition: tp.Partition})
+			if err != nil {
+				return nil, err
+			}
+			out[tp] = o.HighWatermark
+		default:
+			return nil, fmt.Errorf("the simulation has no start position %v", start.Kind)
+		}
+	}
+	return out, nil
+}
+
+func (c simCluster) ReadState(_ context.Context, fn func(key, value []byte) error) error {
+	after := c.w.io("read the state topic")
+	for _, r := range c.w.readAll(kstore.StateTopic(c.job)) {
+		if err := fn(r.Key, r.Value); err != nil {
+			return err
+		}
+	}
+	after()
+	return nil
+}
+
+// simReader is a source reader over the model: read_committed, and never
+// waiting (a poll with nothing to read returns nothing).
+type simReader struct {
+	w     *world
+	tps   []memkafka.TP // in a fixed order
+	fetch map[memkafka.TP]int64
+	next  map[memkafka.TP]int64 // what Advance says was processed
+}
+
+var _ recordReader = (*simReader)(nil)
+
+func newSimReader(w *world, offsets map[source.TopicPartition]int64) *simReader {
+	r := &simReader{w: w, fetch: map[memkafka.TP]int64{}, next: map[memkafka.TP]int64{}}
+	for tp, off := range offsets {
+		m := memkafka.TP{Topic: tp.Topic, Partition: tp.Partition}
+		r.tps = append(r.tps, m)
+		r.fetch[m], r.next[m] = off, off
+	}
+	slices.SortFunc(r.tps, func(a, b memkafka.TP) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return r
+}
+
+func (r *simReader) Poll(_ context.Context, max int) ([]*kgo.Record, error) {
+	after := r.w.io("poll")
+	defer after()
+	max = 1 + r.w.rng.IntN(max)
+	start := r.w.rng.IntN(len(r.tps) + 1)
+	var out []*kgo.Record
+	for i := range r.tps {
+		tp := r.tps[(start+i)%len(r.tps)]
+		recs, next, err := r.w.kafka.ReadCommitted(tp, r.fetch[tp], max-len(out))
+		if err != nil {
+			return nil, err
+		}
+		r.fetch[tp] = next
+		for _, rec := range recs {
+			out = append(out, fromModel(rec))
+		}
+		if len(out) >= max {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (r *simReader) Advance(rec *kgo.Record) {
+	r.next[memkafka.TP{Topic: rec.Topic, Partition: rec.Partition}] = rec.Offset + 1
+}
+
+func (r *simReader) Positions() []source.Position {
+	out := make([]source.Position, len(r.tps))
+	for i, tp := range r.tps {
+		out[i] = source.Position{Topic: tp.Topic, Partition: tp.Partition, Offset: r.next[tp]}
+	}
+	return out
+}
+
+func (r *simReader) Close() {}

@@ -1,0 +1,1078 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/twophase"
+	"github.com/eoflow/pipeline/window"
+)
+
+// The broker-free, deterministic simulation of the whole task graph
+// (DESIGN.md §6). A seed fixes everything: the input, which task takes the
+// next step, how much a poll returns, how far the clock moves, and where
+// the process is killed, between steps or inside any call into the Kafka
+// model (before or after it took effect). The job's own code runs: the
+// operators, the source, worker and sink tasks' handling, the aligner,
+// the checkpoint coordinator, the two-phase commit, the restore. Only
+// the goroutines and channels around them are replaced by one scheduler,
+// which is what makes a seed replay exactly.
+//
+// After every commit and every recovery the invariants of DESIGN.md §3 are
+// checked against an oracle computed from the input (see check); at the
+// end, a graceful stop must leave every input's result committed exactly
+// once and no transaction open.
+//
+// Replay one seed with its trace:
+//
+//	go test ./runtime -run 'TestSimulation/parity-sum/exactly_once' -sim.seed=N -v
+
+var (
+	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed of the simulation, and print its trace")
+	simSeeds = flag.Int("sim.seeds", 0, "run this many seeds per job and guarantee (default: 1000, 300 with -short, 50 under -race)")
+)
+
+// simJob is a job the simulation runs, with its oracle.
+type simJob struct {
+	name   string
+	config string // YAML; ${GUARANTEE} is set per run
+	// keyOf is the oracle's key of input n.
+	keyOf func(n int64) string
+	// windowed: the job is parity-windows (simwindows_test.go), whose
+	// inputs carry an event time and whose oracle is by window.
+	windowed bool
+	// keyField: the inputs carry their key as the field "k" (a string),
+	// which the job keys by: the integer path (operator/intpath.go).
+	keyField bool
+	// guarantees the job runs under (nil: exactly_once and
+	// at_least_once).
+	guarantees []config.Guarantee
+	// bigState: the job's keys grow a state larger than a record of the
+	// state topic (simbigstate_test.go).
+	bigState bool
+}
+
+var simJobs = []simJob{
+	{name: "parity-sum", config: paritySumYAML, keyOf: func(n int64) string {
+		if n%2 == 0 {
+			return "even"
+		}
+		return "odd"
+	}},
+	{name: "keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `'"k" + string(n % 37)'`, 1),
+		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }},
+	// The same sums keyed by a field of the input: the chain the integer
+	// path takes, whose states the store keeps in its native form. Its
+	// states are kept, encoded and restored the same way under either
+	// guarantee, whose commit paths the jobs above cover: exactly_once
+	// only, for the CI's time.
+	{name: "field-keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `k`, 1),
+		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }, keyField: true,
+		guarantees: []config.Guarantee{config.ExactlyOnce}},
+}
+
+var paritySumYAML = func() string {
+	data, err := os.ReadFile("../examples/parity-sum/config.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
+
+// simInput is one input record: a number, or a record that cannot be
+// decoded (bad), which must become exactly one dead letter.
+type simInput struct {
+	n   int64
+	bad bool
+	ts  int64 // event time, epoch ms (windowed jobs)
+}
+
+// simRun is one seeded run of one job under one guarantee.
+type simRun struct {
+	w         *world
+	job       simJob
+	guarantee config.Guarantee
+	cfg       *config.Config
+	j         *Job
+	clock     time.Time
+	// inputs[p][offset] is what partition p holds; pending what is not
+	// written yet.
+	inputs  [][]simInput
+	pending []simInput
+	// faultSteps: crashes happen only in the first faultSteps steps, so
+	// every run ends with the job finishing its input.
+	faultSteps, steps int
+	crashes, restarts int
+	// paused: this attempt was paused past the transaction timeout, a
+	// fault whose failure may surface after faultSteps.
+	paused bool
+	pauses int
+	// bug, if set, is injected into the harness (TestSimulationFindsBugs).
+	bug simBug
+	// committed is what check has read of the committed topics.
+	committed committedView
+	// dir holds the run's savepoints; savepoints are those completed.
+	dir             string
+	savepoints      []string
+	savepointsAsked int
+	// A continuation (run --from-savepoint) restores plan from the
+	// savepoint; base is the savepoint's offsets per input partition,
+	// where its outputs must go on from.
+	plan *savepoint.RestorePlan
+	base []int64
+	// baseWatermark is the savepoint's watermark (windowed jobs): what
+	// it fired, the run before committed.
+	baseWatermark int64
+	baseWant      map[string]simAgg
+	baseBad       int
+	// silent: the last input partition gets no input until the last
+	// simSilentUntil inputs (bigState jobs).
+	silent bool
+}
+
+const (
+	simPartitions = 3
+	simMaxSteps   = 60_000
+)
+
+func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir string) *simRun {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	start := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	r := &simRun{
+		w:         &world{rng: rng, kafka: memkafka.New(start), root: dir},
+		job:       job,
+		guarantee: g,
+		clock:     start,
+		dir:       dir,
+	}
+	env := map[string]string{
+		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": job.name, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
+		"GUARANTEE": string(g), "CHECKPOINT_INTERVAL": []string{"20ms", "100ms", "1s"}[rng.IntN(3)], "ADMIN_LISTEN": "off",
+	}
+	if job.windowed {
+		r.windowEnv(env)
+	}
+	r.cfg = parseConfig(t, []byte(job.config), env)
+	r.cfg.Workers = 1 + rng.IntN(3)
+	j, err := New(r.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.now = func() time.Time { return r.clock }
+	r.j = j
+	r.createTopics(t)
+	r.inputs = make([][]simInput, simPartitions)
+	for n := range int64(30 + rng.IntN(200)) {
+		r.pending = append(r.pending, simInput{n: n + 1, bad: rng.IntN(40) == 0})
+	}
+	if job.windowed {
+		r.drawEventTimes()
+	}
+	if job.bigState {
+		r.growState()
+	}
+	r.drawFaults()
+	return r
+}
+
+func (r *simRun) createTopics(t testing.TB) {
+	topics := []string{"in", "out", r.cfg.Sinks[0].DeadLetterTopic, kstore.StateTopic(r.job.name), checkpoint.TopicName(r.job.name)}
+	if r.job.windowed {
+		topics = append(topics, simLateTopic)
+	}
+	for _, topic := range topics {
+		n := 1
+		if topic == "in" {
+			n = simPartitions
+		} else if topic == "out" {
+			n = 2
+		}
+		if err := r.w.kafka.CreateTopic(topic, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (r *simRun) drawFaults() {
+	r.w.crashP = []float64{0, 0.002, 0.01, 0.03}[r.w.rng.IntN(4)]
+	r.faultSteps = 100 + r.w.rng.IntN(2000)
+}
+
+// continuation is a new process started from one of r's savepoints (run
+// --from-savepoint dir) with another worker count, on a cluster holding
+// r's input and nothing else: its outputs must go on exactly from the
+// savepoint's checkpoint, as if the job had never stopped.
+func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
+	rd, err := savepoint.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: opening savepoint %s: %v", errViolation, dir, err)
+	}
+	c := &simRun{
+		w:         &world{rng: r.w.rng, kafka: memkafka.New(r.clock), trace: r.w.trace, hash: r.w.hash, root: r.w.root, maxBytes: r.w.maxBytes, pieces: r.w.pieces},
+		job:       r.job,
+		guarantee: r.guarantee,
+		clock:     r.clock,
+		dir:       filepath.Join(r.dir, "continued"),
+		bug:       r.bug,
+		inputs:    r.inputs,
+	}
+	cfg := *r.cfg
+	cfg.Workers = 1 + r.cfg.Workers%3
+	c.cfg = &cfg
+	opts := savepoint.RestoreOptions{Partitions: map[string]int{"in": simPartitions}}
+	if c.plan, err = savepoint.CheckRestore(rd.Manifest(), savepoint.DescribeConfig(c.cfg), opts); err != nil {
+		return nil, fmt.Errorf("%w: savepoint %s refused: %v", errViolation, dir, err)
+	}
+	c.baseWatermark = window.NoWatermark
+	if et := rd.Manifest().EventTime; et != nil && et.Watermark != nil {
+		c.baseWatermark = *et.Watermark
+	}
+	c.base = make([]int64, simPartitions)
+	for _, o := range c.plan.Offsets {
+		c.base[o.Partition] = o.Offset
+	}
+	if c.j, err = New(c.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithSavepointRestore(rd, opts)); err != nil {
+		t.Fatal(err)
+	}
+	c.j.now = func() time.Time { return c.clock }
+	c.createTopics(t)
+	for p, ins := range r.inputs {
+		for _, in := range ins {
+			if _, err := c.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: c.job.inputValue(in), Timestamp: c.clock}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.drawFaults()
+	c.w.log("continuing from savepoint %s (offsets %v) with %d workers", dir, c.base, c.cfg.Workers)
+	return c, nil
+}
+
+func (j simJob) inputValue(in simInput) []byte {
+	switch {
+	case in.bad:
+		return []byte(`{"n": oops`)
+	case in.ts != 0:
+		return fmt.Appendf(nil, `{"n": %d, "ts": %d}`, in.n, in.ts)
+	case j.keyField:
+		return fmt.Appendf(nil, `{"k":%q,"n":%d}`, j.keyOf(in.n), in.n)
+	}
+	return fmt.Appendf(nil, `{"n": %d}`, in.n)
+}
+
+// write appends up to k pending inputs to random partitions.
+func (r *simRun) write(k int) {
+	for ; k > 0 && len(r.pending) > 0; k-- {
+		in := r.pending[0]
+		r.pending = r.pending[1:]
+		p := r.w.rng.IntN(simPartitions)
+		if r.silent && p == simPartitions-1 && len(r.pending) >= simSilentUntil {
+			p = r.w.rng.IntN(simPartitions - 1)
+		}
+		if _, err := r.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: r.job.inputValue(in), Timestamp: r.clock}); err != nil {
+			panic(err)
+		}
+		r.inputs[p] = append(r.inputs[p], in)
+	}
+}
+
+// run runs attempts until the job stopped gracefully after reading every
+// input, and returns the first invariant that broke.
+func (r *simRun) run() error {
+	for r.steps < simMaxSteps {
+		stopped, err := r.attempt()
+		if err != nil {
+			return err
+		}
+		if stopped {
+			return r.checkEnd()
+		}
+		r.restarts++
+		// A restart is a step too: an attempt that fails before its graph
+		// runs (a restore refused over and over) must not loop forever.
+		r.steps++
+	}
+	return fmt.Errorf("no end after %d steps (%d crashes, %d restarts): the job stopped making progress", r.steps, r.crashes, r.restarts)
+}
+
+// errViolation marks a broken invariant, as opposed to a failure the job
+// must survive.
+var errViolation = errors.New("invariant violated")
+
+// attempt is one life of the process: recover, restore, run steps until
+// it crashes, fails or stops. A violation ends the run.
+func (r *simRun) attempt() (stopped bool, err error) {
+	ctx := context.Background()
+	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}, limits: r.w.limits()}
+	defer func() {
+		rec := recover()
+		if rec == nil {
+			return
+		}
+		c, ok := rec.(simCrash)
+		if !ok {
+			panic(rec)
+		}
+		r.crashes++
+		r.w.log("attempt %d killed %s", r.restarts, c.at)
+		stopped, err = false, nil
+	}()
+	r.paused = false
+	faulty := r.steps < r.faultSteps
+	if !faulty {
+		r.w.crashP = 0
+	}
+	var plain outputProducer
+	if r.guarantee == config.AtLeastOnce {
+		plain = simPlain{r.w}
+	}
+	txn := &simTxn{w: r.w, job: r.job.name, timeout: r.cfg.Kafka.TransactionTimeout}
+	if err := a.recoverWith(ctx, txn, plain); err != nil {
+		r.w.log("recovery failed: %v", err)
+		return false, r.unexpected(err)
+	}
+	if err := r.check("recovery"); err != nil {
+		return false, err
+	}
+	if err := a.restore(ctx, r.plan); err != nil {
+		r.w.log("restore failed: %v", err)
+		return false, r.unexpected(err)
+	}
+	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.driver.LastDecided())
+	var readers []recordReader
+	for _, part := range assignPartitions(a.offsets) {
+		readers = append(readers, newSimReader(r.w, part))
+	}
+	g, err := newGraph(a, readers)
+	if err != nil {
+		return false, err
+	}
+	g.loop.init()
+	s := &simGraph{r: r, a: a, g: g, ctx: ctx}
+	s.workerQ = make([][]batch, len(g.workers))
+	stopped, ferr := s.run()
+	if ferr != nil {
+		if errors.Is(ferr, errViolation) {
+			return false, ferr
+		}
+		if errors.Is(ferr, twophase.ErrFenced) || errors.Is(ferr, sink.ErrFenced) {
+			// No other instance ever runs here: nothing can have taken over.
+			return false, fmt.Errorf("%w: the job took a failure for a takeover and would exit: %v", errViolation, ferr)
+		}
+		r.w.log("attempt %d failed: %v", r.restarts, ferr)
+		if err := r.unexpected(ferr); err != nil {
+			return false, err
+		}
+	}
+	// As attempt.run: abort the epoch left open rather than leave it to
+	// the next fence.
+	if open := a.driver.Open(); open != 0 {
+		_ = a.driver.Abort(ctx, open)
+	}
+	if stopped {
+		return true, nil
+	}
+	return false, nil
+}
+
+// unexpected tells failures the job must survive (it restarts) from ones
+// that mean a bug: with no fault injected, a failure is a bug.
+func (r *simRun) unexpected(err error) error {
+	if r.w.crashP == 0 && r.steps >= r.faultSteps && !r.paused && !errors.Is(err, errCrashStep) {
+		return fmt.Errorf("%w: a failure without any fault injected: %v", errViolation, err)
+	}
+	return nil
+}
+
+var errCrashStep = errors.New("killed between two steps")
+
+// simGraph runs one attempt's task graph, one step at a time.
+type simGraph struct {
+	r   *simRun
+	a   *attempt
+	g   *graph
+	ctx context.Context
+	// workerQ and sinkQ are the channels' contents.
+	workerQ [][]batch
+	sinkQ   []batch
+	// committing is the barrier the sink prepared and waits to commit.
+	committing *barrier
+	stopAsked  bool
+	// savepoint is the savepoint asked for and not yet answered.
+	savepoint *savepointRequest
+}
+
+type simStep int
+
+const (
+	stepWrite simStep = iota
+	stepSource
+	stepWorker
+	stepSink
+	stepPrepare
+	stepDecide
+	stepTick
+	stepStop
+	stepSavepoint
+	stepPause
+	stepCrash
+)
+
+func (s *simGraph) run() (stopped bool, err error) {
+	r := s.r
+	for ; r.steps < simMaxSteps; r.steps++ {
+		if r.steps == r.faultSteps {
+			r.w.crashP = 0
+		}
+		step, arg := s.choose()
+		if err := s.do(step, arg); err != nil {
+			return false, err
+		}
+		if err := s.g.loop.act(); err != nil {
+			if errors.Is(err, errStopped) {
+				return true, s.stopped(err)
+			}
+			return false, err
+		}
+		if err := s.savepointAnswered(); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// choose picks the next step among those that can be taken now.
+func (s *simGraph) choose() (simStep, int) {
+	r, rng := s.r, s.r.w.rng
+	type option struct {
+		step   simStep
+		arg    int
+		weight int
+	}
+	var opts []option
+	add := func(step simStep, arg, weight int) { opts = append(opts, option{step, arg, weight}) }
+	if len(r.pending) > 0 {
+		add(stepWrite, 0, 3)
+	}
+	for i := range s.g.sources {
+		add(stepSource, i, 4)
+	}
+	for w, q := range s.workerQ {
+		if len(q) > 0 {
+			add(stepWorker, w, 6)
+		}
+	}
+	if len(s.sinkQ) > 0 {
+		add(stepSink, 0, 6)
+	}
+	if s.g.sink.aligned != nil && s.committing == nil {
+		add(stepPrepare, 0, 4)
+	}
+	if s.committing != nil && len(s.g.sink.commits) > 0 {
+		add(stepDecide, 0, 4)
+	}
+	add(stepTick, 0, 2)
+	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
+		add(stepStop, 0, 1)
+	}
+	if s.savepoint == nil && !s.stopAsked && r.savepointsAsked < 3 {
+		add(stepSavepoint, 0, 1)
+	}
+	if r.steps < r.faultSteps && r.w.crashP > 0 {
+		add(stepCrash, 0, 1)
+		if r.pauses < 2 {
+			add(stepPause, 0, 1)
+		}
+	}
+	total := 0
+	for _, o := range opts {
+		total += o.weight
+	}
+	pick := rng.IntN(total)
+	for _, o := range opts {
+		if pick < o.weight {
+			return o.step, o.arg
+		}
+		pick -= o.weight
+	}
+	panic("unreachable")
+}
+
+// readAll reports whether every source read every input written.
+func (s *simGraph) readAll() bool {
+	for _, src := range s.g.sources {
+		for _, p := range src.reader.Positions() {
+			if int(p.Offset) < len(s.r.inputs[p.Partition]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *simGraph) do(step simStep, arg int) error {
+	r, l := s.r, s.g.loop
+	switch step {
+	case stepWrite:
+		r.write(1 + r.w.rng.IntN(40))
+	case stepSource:
+		src := s.g.sources[arg]
+		src.mu.Lock()
+		pending := src.mu.pending
+		src.mu.pending = nil
+		src.mu.Unlock()
+		if len(pending) > 0 {
+			for _, id := range pending {
+				for w, b := range src.barrierBatches(id) {
+					if r.bug == bugLostBarrier && r.w.rng.IntN(4) == 0 {
+						r.w.log("bug: barrier %d from source %d to worker %d lost", id, arg, w)
+						continue
+					}
+					s.workerQ[w] = append(s.workerQ[w], b)
+				}
+				l.onReport(taskReport{task: src.id, id: id})
+			}
+			return nil
+		}
+		recs, err := src.reader.Poll(s.ctx, pollBatch)
+		if err != nil {
+			return err
+		}
+		out := make([][]message, len(s.g.workers))
+		src.route(recs, out)
+		for w, msgs := range out {
+			if len(msgs) > 0 {
+				s.workerQ[w] = append(s.workerQ[w], batch{from: src.index, msgs: msgs})
+			}
+		}
+	case stepWorker:
+		wt := s.g.workers[arg]
+		b := s.workerQ[arg][0]
+		s.workerQ[arg] = s.workerQ[arg][1:]
+		if err := wt.handle(b); err != nil {
+			return err
+		}
+		s.flushWorker(wt)
+		for wt.aligned != 0 {
+			if err := wt.resume(); err != nil {
+				return err
+			}
+			s.flushWorker(wt)
+		}
+	case stepSink:
+		st := s.g.sink
+		if s.committing != nil && r.bug == bugNoHoldBack {
+			// The bug: what arrives while epoch N commits goes into
+			// transaction N.
+			for _, hb := range st.align.release() {
+				if err := st.handle(s.ctx, hb); err != nil {
+					return err
+				}
+			}
+		}
+		b := s.sinkQ[0]
+		s.sinkQ = s.sinkQ[1:]
+		return st.handle(s.ctx, b)
+	case stepPrepare:
+		st := s.g.sink
+		b := st.aligned
+		st.aligned = nil
+		err := st.prepare(s.ctx, b)
+		l.onReport(taskReport{task: st.id, id: b.id, err: err})
+		if err != nil {
+			return fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
+		}
+		s.committing = b
+	case stepDecide:
+		st := s.g.sink
+		b := s.committing
+		id := <-st.commits
+		if id != b.id {
+			return fmt.Errorf("%w: asked to commit checkpoint %d while holding %d", errViolation, id, b.id)
+		}
+		res := st.decide(s.ctx, b)
+		l.onResult(res)
+		if res.err != nil {
+			return fmt.Errorf("committing checkpoint %d: %w", id, res.err)
+		}
+		s.committing = nil
+		r.w.log("checkpoint %d committed", id)
+		if err := r.check(fmt.Sprintf("checkpoint %d", id)); err != nil {
+			return err
+		}
+		for _, hb := range st.align.release() {
+			if err := st.handle(s.ctx, hb); err != nil {
+				return err
+			}
+		}
+	case stepTick:
+		d := time.Duration(1+r.w.rng.IntN(int(r.cfg.Checkpoint.Interval/time.Millisecond))) * time.Millisecond
+		r.clock = r.clock.Add(d)
+		r.w.kafka.Advance(d)
+		l.onTick()
+	case stepStop:
+		s.stopAsked = true
+		// (Not while a savepoint is pending: the final checkpoint may be
+		// that one's, and the runtime refuses two savepoints of one.)
+		if r.w.rng.IntN(2) == 0 && s.savepoint == nil {
+			r.j.stopSavepoint = r.savepointDir()
+			r.w.log("stop with savepoint %s asked", r.j.stopSavepoint)
+		} else {
+			r.w.log("stop asked")
+		}
+		return l.onStop()
+	case stepSavepoint:
+		r.savepointsAsked++
+		s.savepoint = &savepointRequest{dir: r.savepointDir(), done: make(chan savepointOutcome, 1)}
+		r.w.log("savepoint %s asked", s.savepoint.dir)
+		l.requestSavepoint(s.savepoint)
+	case stepPause:
+		// The process stops (a long GC pause, SIGSTOP, a frozen VM) past
+		// the transaction timeout: the coordinator aborts the open
+		// transaction, and the job must restart from its checkpoint, not
+		// take the aborted epoch for a takeover.
+		d := r.cfg.Kafka.TransactionTimeout + time.Duration(1+r.w.rng.IntN(5000))*time.Millisecond
+		r.w.log("paused for %v", d)
+		r.paused = true
+		r.pauses++
+		r.clock = r.clock.Add(d)
+		r.w.kafka.Advance(d)
+		l.onTick()
+	case stepCrash:
+		r.w.log("crash between steps")
+		panic(simCrash{at: "between steps"})
+	}
+	return nil
+}
+
+// savepointDir is where the next savepoint goes.
+func (r *simRun) savepointDir() string {
+	return filepath.Join(r.dir, fmt.Sprintf("savepoint-%d-%d", r.restarts, r.steps))
+}
+
+// savepointAnswered takes the answer to the savepoint asked for, if there
+// is one: a savepoint that failed without any fault injected is a bug.
+func (s *simGraph) savepointAnswered() error {
+	if s.savepoint == nil {
+		return nil
+	}
+	select {
+	case out := <-s.savepoint.done:
+		s.savepoint = nil
+		return s.r.savepointDone(out.summary.Dir, out.err)
+	default:
+		return nil
+	}
+}
+
+func (r *simRun) savepointDone(dir string, err error) error {
+	if err != nil {
+		r.w.log("savepoint failed: %v", err)
+		if r.w.crashP == 0 {
+			return fmt.Errorf("%w: a savepoint failed without any fault injected: %v", errViolation, err)
+		}
+		return nil
+	}
+	r.w.log("savepoint %s written", dir)
+	r.savepoints = append(r.savepoints, dir)
+	return nil
+}
+
+// stopped is the end of a graceful stop, with the final savepoint if one
+// was asked for.
+func (s *simGraph) stopped(err error) error {
+	r := s.r
+	r.w.log("stopped gracefully")
+	if dir := r.j.stopSavepoint; dir != "" {
+		var se *stoppedError
+		if !errors.As(err, &se) {
+			return fmt.Errorf("%w: stopped with %v", errViolation, err)
+		}
+		return r.savepointDone(dir, se.savepoint)
+	}
+	return nil
+}
+
+// flushWorker moves what a worker produced on: messages to the sink, acks
+// and export reports to the coordinator.
+func (s *simGraph) flushWorker(wt *workerTask) {
+	if len(wt.out) > 0 {
+		s.sinkQ = append(s.sinkQ, batch{from: wt.index, msgs: wt.out})
+		wt.out = nil
+	}
+	for _, id := range wt.acked {
+		s.g.loop.onReport(taskReport{task: wt.id, id: id})
+	}
+	wt.acked = wt.acked[:0]
+	for _, rep := range wt.exported {
+		s.g.loop.sp.exported(rep)
+	}
+	wt.exported = wt.exported[:0]
+}
+
+// simBug is a bug the harness injects, to show the simulation finds it.
+type simBug int
+
+const (
+	bugNone simBug = iota
+	// bugLostBarrier: a barrier from a source to a worker is lost now and
+	// then.
+	bugLostBarrier
+	// bugNoHoldBack: while epoch N commits, the sink produces what it
+	// receives into transaction N instead of holding it for N+1.
+	bugNoHoldBack
+)
+
+// committedView is what a read_committed reader has seen so far of the
+// job's outputs, dead letters and checkpoints. Below the last stable
+// offset nothing changes any more, so check reads only what is new since
+// its last call instead of every topic from the start.
+type committedView struct {
+	next   map[memkafka.TP]int64
+	seen   map[string]map[int64]int // key -> count -> outputs with it
+	last   map[string]simAgg        // key -> output with the highest count
+	dead   int
+	newest kstore.Newest
+	// parity-windows: every committed output by window, the late topic's
+	// records by input, and the newest checkpoint's watermark.
+	windows   map[simWin][]simAgg
+	late      map[simTP]int
+	watermark int64
+}
+
+type simAgg struct{ count, sum int64 }
+
+// tail returns the records of topic committed since the last call.
+func (v *committedView) tail(w *world, topic string) []memkafka.Record {
+	n, err := w.kafka.Partitions(topic)
+	if err != nil {
+		return nil
+	}
+	var out []memkafka.Record
+	for p := range int32(n) {
+		tp := memkafka.TP{Topic: topic, Partition: p}
+		for {
+			from := v.next[tp]
+			recs, next, err := w.kafka.ReadCommitted(tp, from, 1<<20)
+			if err != nil || next == from {
+				break
+			}
+			out = append(out, recs...)
+			v.next[tp] = next
+		}
+	}
+	return out
+}
+
+// catchUp reads what was committed since the last call.
+func (r *simRun) catchUp() error {
+	v := &r.committed
+	if v.next == nil {
+		v.next, v.seen, v.last = map[memkafka.TP]int64{}, map[string]map[int64]int{}, map[string]simAgg{}
+		v.newest.Job = r.job.name
+	}
+	for _, rec := range v.tail(r.w, checkpoint.TopicName(r.job.name)) {
+		if err := v.newest.Add(fromModel(rec)); err != nil {
+			return err
+		}
+	}
+	if err := v.newest.Err(); err != nil {
+		return err
+	}
+	if r.job.windowed {
+		return r.catchUpWindows()
+	}
+	for _, out := range v.tail(r.w, "out") {
+		var o struct {
+			Key        string
+			Count, Sum int64
+		}
+		if err := json.Unmarshal(out.Value, &o); err != nil {
+			return fmt.Errorf("output %s: %v", out.Value, err)
+		}
+		if v.seen[o.Key] == nil {
+			v.seen[o.Key] = map[int64]int{}
+		}
+		v.seen[o.Key][o.Count]++
+		if o.Count > v.last[o.Key].count {
+			v.last[o.Key] = simAgg{o.Count, o.Sum}
+		}
+	}
+	v.dead += len(v.tail(r.w, r.cfg.Sinks[0].DeadLetterTopic))
+	return nil
+}
+
+// check compares what is committed with the oracle: the newest
+// checkpoint's offsets are an input prefix, and under exactly_once the
+// committed outputs and dead letters must be exactly those of that prefix
+// (invariants 1, 2 and 4: a state ahead of or behind its offsets shows as
+// a count that repeats or skips); under at_least_once they must cover it.
+// Checkpoint ids must increase (invariant 3: kstore.Newest refuses
+// anything else).
+func (r *simRun) check(when string) error {
+	if err := r.catchUp(); err != nil {
+		return fmt.Errorf("%w at %s: %v", errViolation, when, err)
+	}
+	v := &r.committed
+	if r.job.windowed {
+		return r.checkWindows(when)
+	}
+	rec := v.newest.Record
+	offsets := make([]int64, simPartitions)
+	if rec == nil && r.base != nil {
+		copy(offsets, r.base) // nothing committed: still where the savepoint was
+	}
+	if rec != nil {
+		for _, o := range rec.Offsets {
+			if o.Topic != "in" || int(o.Partition) >= simPartitions || int(o.Offset) > len(r.inputs[o.Partition]) {
+				return fmt.Errorf("%w at %s: checkpoint %d has offset %v beyond the input", errViolation, when, rec.ID, o)
+			}
+			offsets[o.Partition] = o.Offset
+		}
+	}
+	want, bad := r.oracle(offsets)
+	// A continuation's outputs go on from its savepoint's.
+	if r.base != nil && r.baseWant == nil {
+		r.baseWant, r.baseBad = r.oracle(r.base)
+	}
+	from, fromBad := r.baseWant, r.baseBad
+	bad -= fromBad
+	exact := r.guarantee == config.ExactlyOnce
+	for k, a := range want {
+		for c := from[k].count + 1; c <= a.count; c++ {
+			n := v.seen[k][c]
+			if n == 0 || (exact && n > 1) {
+				return fmt.Errorf("%w at %s: key %q: output with count %d committed %d times; the checkpoint covers %d inputs of the key", errViolation, when, k, c, n, a.count)
+			}
+		}
+		if exact && a.count > from[k].count && v.last[k] != a {
+			return fmt.Errorf("%w at %s: key %q: last committed output %+v, the checkpoint's input says %+v", errViolation, when, k, v.last[k], a)
+		}
+	}
+	for k, counts := range v.seen {
+		for c := range counts {
+			if c <= from[k].count {
+				return fmt.Errorf("%w at %s: key %q: output with count %d committed, but the savepoint restored %d", errViolation, when, k, c, from[k].count)
+			}
+		}
+	}
+	if exact {
+		for k, counts := range v.seen {
+			if int64(len(counts)) > want[k].count-from[k].count {
+				return fmt.Errorf("%w at %s: key %q: %d outputs committed, but the checkpoint covers %d inputs of the key", errViolation, when, k, len(counts), want[k].count-from[k].count)
+			}
+		}
+		if v.dead != bad {
+			return fmt.Errorf("%w at %s: %d dead letters committed; the checkpoint covers %d bad inputs", errViolation, when, v.dead, bad)
+		}
+	} else if v.dead < bad {
+		return fmt.Errorf("%w at %s: %d dead letters committed; the checkpoint covers %d bad inputs", errViolation, when, v.dead, bad)
+	}
+	return nil
+}
+
+// oracle is the aggregate of every key, and the number of bad inputs, of
+// the inputs before offsets (nil: none).
+func (r *simRun) oracle(offsets []int64) (map[string]simAgg, int) {
+	want := map[string]simAgg{}
+	var bad int
+	for p, off := range offsets {
+		for _, in := range r.inputs[p][:off] {
+			if in.bad {
+				bad++
+				continue
+			}
+			k := r.job.keyOf(in.n)
+			a := want[k]
+			a.count++
+			a.sum += in.n
+			want[k] = a
+		}
+	}
+	return want, bad
+}
+
+// checkEnd: after the graceful stop every input is covered by the last
+// checkpoint, and no transaction is left open (invariant 6).
+func (r *simRun) checkEnd() error {
+	if err := r.check("the end"); err != nil {
+		return err
+	}
+	rec := r.committed.newest.Record
+	total := 0
+	for _, p := range r.inputs {
+		total += len(p)
+	}
+	covered := 0
+	if rec != nil {
+		for _, o := range rec.Offsets {
+			covered += int(o.Offset)
+		}
+	}
+	if covered != total {
+		return fmt.Errorf("%w: stopped gracefully with %d of %d inputs in the last checkpoint", errViolation, covered, total)
+	}
+	if open := r.w.kafka.OpenTransactions(); len(open) > 0 {
+		return fmt.Errorf("%w: transactions left open after a graceful stop: %v", errViolation, open)
+	}
+	return nil
+}
+
+// simulate runs one seed: the job until it stopped gracefully, then, if it
+// wrote savepoints, a second process from one of them until it stopped
+// too. It returns the run that ended last.
+func simulate(t testing.TB, seed uint64, job simJob, g config.Guarantee, bug simBug, dir string) (*simRun, error) {
+	defer os.RemoveAll(dir)
+	r := newSimRun(t, seed, job, g, dir)
+	r.bug = bug
+	if err := r.run(); err != nil || len(r.savepoints) == 0 {
+		return r, err
+	}
+	c, err := r.continuation(t, r.savepoints[r.w.rng.IntN(len(r.savepoints))])
+	if err != nil {
+		return r, err
+	}
+	err = c.run()
+	c.steps, c.crashes, c.restarts = c.steps+r.steps, c.crashes+r.crashes, c.restarts+r.restarts
+	if err != nil {
+		err = fmt.Errorf("continued from a savepoint with %d workers: %w", c.cfg.Workers, err)
+	}
+	return c, err
+}
+
+// simTempDir is a directory for the runs' savepoints: in memory where
+// the machine has a tmpfs, because a savepoint syncs every file it writes
+// and thousands of runs would wait on the disk.
+func simTempDir(t testing.TB) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "pipeline-sim-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
+// simDefaultSeeds is how many seeds a test runs per job and guarantee:
+// full, less with -short (it must stay under a minute), and few under the
+// race detector, which slows the runs tenfold and finds nothing more in
+// a single-goroutine schedule (scripts/test.sh runs the full count
+// without it). -sim.seeds overrides.
+func simDefaultSeeds(full int) int {
+	switch {
+	case *simSeeds > 0:
+		return *simSeeds
+	case raceEnabled:
+		return max(full/20, 40)
+	case testing.Short():
+		return full * 3 / 10
+	}
+	return full
+}
+
+// runSeeds runs seeds 1..seeds of job under g (or only -sim.seed) and
+// returns how many broke an invariant, and the first of them.
+func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug simBug) (failures int, first string) {
+	from, to := uint64(1), uint64(seeds)
+	if *simSeed != 0 {
+		from, to = *simSeed, *simSeed
+	}
+	dir := simTempDir(t)
+	for seed := from; seed <= to; seed++ {
+		r, err := simulate(t, seed, job, g, bug, filepath.Join(dir, fmt.Sprint(seed)))
+		if *simSeed != 0 {
+			for _, line := range r.w.trace {
+				t.Log(line)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		failures++
+		if first == "" {
+			first = fmt.Sprintf("%s/%s seed %d (%d steps, %d crashes, %d restarts): %v", job.name, g, seed, r.steps, r.crashes, r.restarts, err)
+		}
+		if bug == bugNone {
+			t.Errorf("seed %d (%d steps, %d crashes, %d restarts): %v\nreplay: go test ./runtime -run 'TestSimulation/%s/%s' -sim.seed=%d -v",
+				seed, r.steps, r.crashes, r.restarts, err, job.name, g, seed)
+			if failures > 3 {
+				t.FailNow()
+			}
+		}
+	}
+	return failures, first
+}
+
+// TestSimulation runs real jobs through seeded schedules with crashes
+// anywhere and checks DESIGN.md §3 after every commit and recovery.
+func TestSimulation(t *testing.T) {
+	seeds := simDefaultSeeds(1000)
+
+	// The runs allocate much and keep little: collect less often.
+	old := debug.SetGCPercent(400)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	for _, job := range simJobs {
+		guarantees := job.guarantees
+		if guarantees == nil {
+			guarantees = []config.Guarantee{config.ExactlyOnce, config.AtLeastOnce}
+		}
+		for _, g := range guarantees {
+			t.Run(job.name+"/"+string(g), func(t *testing.T) {
+				t.Parallel()
+				runSeeds(t, job, g, seeds, bugNone)
+			})
+		}
+	}
+}
+
+// TestSimulationIsDeterministic: a seed replays exactly, step for step.
+func TestSimulationIsDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		var hashes [2]uint64
+		for i := range hashes {
+			r, err := simulate(t, seed, simJobs[0], config.ExactlyOnce, bugNone, filepath.Join(simTempDir(t), "run"))
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			hashes[i] = r.w.hash
+		}
+		if hashes[0] != hashes[1] {
+			t.Fatalf("seed %d ran two different schedules (%x, %x)", seed, hashes[0], hashes[1])
+		}
+	}
+}
+
+// TestSimulationFindsBugs injects bugs into the harness and requires the
+// simulation to catch each within a few hundred seeds.
+func TestSimulationFindsBugs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bug  simBug
+	}{{"lost barrier", bugLostBarrier}, {"no hold-back while committing", bugNoHoldBack}} {
+		t.Run(c.name, func(t *testing.T) {
+			failures, first := runSeeds(t, simJobs[0], config.ExactlyOnce, simDefaultSeeds(100), c.bug)
+			if failures == 0 {
+				t.Fatalf("the simulation did not notice %s", c.name)
+			}
+			t.Logf("%s: %d failing runs; first: %s", c.name, failures, first)
+		})
+	}
+}

@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/window"
+)
+
+// pollBatch is the most records a source hands on per poll.
+const pollBatch = 1000
+
+// sourceTask reads its partitions, runs the stateless steps on each record,
+// and routes the result to the worker owning its key group. Between polls
+// it injects the barriers the coordinator asked for.
+type sourceTask struct {
+	index  int
+	id     checkpoint.TaskID
+	reader recordReader
+	// router evaluates one input record and says which worker gets the
+	// resulting messages: none when filtered out, dead letters when it
+	// failed.
+	router  *router
+	workers []chan<- batch
+	reports chan<- taskReport
+	faults  *fault.Injector
+	metrics *metrics.Metrics
+	inputs  map[string]metrics.Flow // per topic, cached
+	// draining (group mode, a stop with a savepoint): records of the
+	// source topics (not the repartition topic) are dropped unread, their
+	// positions left where they are, so the next run reads them.
+	draining    atomic.Bool
+	repartition string
+	// pausedFor is the id of a group savepoint's pause in force ("":
+	// none; nil outside group mode): the source topics are not read
+	// meanwhile, and the barriers carry it (groupsavepoint.go).
+	pausedFor func() string
+	// dropped: records were dropped unread while paused.
+	dropped bool
+
+	mu struct {
+		sync.Mutex
+		pending    []checkpoint.ID    // barriers to inject, in order
+		cancelPoll context.CancelFunc // wakes a poll waiting for records
+	}
+}
+
+// trigger asks the task to inject barrier id. Safe from any goroutine; it
+// interrupts a poll that waits for records, so an idle input never holds a
+// checkpoint back.
+func (s *sourceTask) trigger(id checkpoint.ID) {
+	s.mu.Lock()
+	s.mu.pending = append(s.mu.pending, id)
+	if s.mu.cancelPoll != nil {
+		s.mu.cancelPoll()
+	}
+	s.mu.Unlock()
+}
+
+func (s *sourceTask) run(ctx context.Context) error {
+	out := make([][]message, len(s.workers))
+	for {
+		s.mu.Lock()
+		pending := s.mu.pending
+		s.mu.pending = nil
+		pollCtx, cancel := context.WithCancel(ctx)
+		s.mu.cancelPoll = cancel
+		s.mu.Unlock()
+
+		for _, id := range pending {
+			if err := s.injectBarrier(ctx, id); err != nil {
+				cancel()
+				return err
+			}
+		}
+		if len(pending) > 0 {
+			cancel()
+			continue // a trigger may have arrived meanwhile: look again first
+		}
+
+		if s.dropped && !s.paused() {
+			// Checked here too, not only when records come: the input
+			// may be quiet, and a barrier wakes the poll every interval.
+			cancel()
+			return errPauseEnded
+		}
+		recs, err := s.reader.Poll(pollCtx, pollBatch)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, context.Canceled) {
+				continue // woken by trigger
+			}
+			return fmt.Errorf("source %s: %w", s.id, err)
+		}
+		if err := s.awaitSchemas(ctx, recs); err != nil {
+			return err
+		}
+		if err := s.route(recs, out); err != nil {
+			return err
+		}
+		for w, msgs := range out {
+			if len(msgs) == 0 {
+				continue
+			}
+			select {
+			case s.workers[w] <- batch{from: s.index, msgs: msgs}:
+			case <-ctx.Done():
+				return nil
+			}
+			out[w] = nil
+		}
+	}
+}
+
+// injectBarrier records the partitions' next offsets and sends barrier id,
+// carrying them, to every worker. Everything sent before it belongs to
+// epoch id; everything after, to the next.
+func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error {
+	for w, b := range s.barrierBatches(id) {
+		select {
+		case s.workers[w] <- b:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if err := s.faults.Hit(fault.AfterBarrier); err != nil {
+		return err
+	}
+	select {
+	case s.reports <- taskReport{task: s.id, id: id}:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// route runs the stateless steps on recs and adds what each worker gets
+// to out (by worker), advancing the reader past every record.
+// paused reports whether the source topics are not to be read now: a
+// stop with a savepoint drains, or a group savepoint's pause is in force.
+func (s *sourceTask) paused() bool {
+	return s.draining.Load() || s.pausedFor != nil && s.pausedFor() != ""
+}
+
+func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
+	draining := s.paused()
+	if !draining && s.dropped {
+		// The pause is over, but the reader's client fetched past what
+		// was dropped: only a new attempt reads it again, from the
+		// positions the checkpoints kept.
+		return errPauseEnded
+	}
+	for w := range out { // each worker's batch: room for its share
+		if out[w] == nil {
+			out[w] = newBatch(batchRoom(len(recs) / len(out)))
+		}
+	}
+	for _, rec := range recs {
+		if draining && rec.Topic != s.repartition {
+			s.dropped = true
+			continue // not read: the position stays before it
+		}
+		msgs, w := s.router.route(rec)
+		out[w] = append(out[w], msgs...)
+		s.reader.Advance(rec)
+	}
+	s.measure(recs) // after Advance: the lag is of what is left to read
+	return nil
+}
+
+// errPauseEnded ends an attempt whose sources dropped records during a
+// group savepoint's pause: not a failure, the next attempt reads them.
+var errPauseEnded = errors.New("the sources' pause ended")
+
+// barrierBatches is barrier id for every worker (one batch each), carrying
+// the partitions' next offsets: the input prefix of epoch id.
+func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
+	b := &barrier{id: id, offsets: s.reader.Positions()}
+	if s.pausedFor != nil {
+		b.pausedFor = s.pausedFor()
+	}
+	if c := s.router.clocks; c != nil {
+		b.times = c.at(b.offsets)
+		for _, t := range b.times {
+			if t.MaxEventTime != window.NoWatermark {
+				s.metrics.SetPartitionWatermark(t.Topic, t.Partition, t.watermark)
+			}
+		}
+	}
+	out := make([]batch, len(s.workers))
+	for w := range out {
+		out[w] = batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}
+	}
+	return out
+}
+
+// measure counts what a poll read, per topic, and updates the lag of the
+// partitions the reader knows it for.
+func (s *sourceTask) measure(recs []*kgo.Record) {
+	if s.inputs == nil {
+		s.inputs = map[string]metrics.Flow{}
+	}
+	for _, r := range recs {
+		f, ok := s.inputs[r.Topic]
+		if !ok {
+			f = s.metrics.Input(r.Topic)
+			s.inputs[r.Topic] = f
+		}
+		f.Add(1, len(r.Key)+len(r.Value))
+	}
+	if lr, ok := s.reader.(interface{ Lags() []source.Lag }); ok {
+		for _, l := range lr.Lags() {
+			s.metrics.SetLag(l.Topic, l.Partition, l.Records)
+		}
+	}
+}

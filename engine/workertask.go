@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/window"
+)
+
+// keyedOperator is the stateful end of the chain as one worker runs it, on
+// the key groups the worker owns.
+type keyedOperator interface {
+	// process applies one input and returns the output records to send on
+	// (none when the operator emits only at checkpoints), or dead letters.
+	process(m message) (out []*kgo.Record, deadLetters []message)
+	// snapshot is called at barrier N, with the job's watermark W(N)
+	// (window.NoWatermark without event time): the outputs to emit for
+	// the epoch (on_checkpoint mode, windows that fire), the changelog
+	// records of the keys changed since the previous snapshot, and the
+	// size of the state.
+	snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary)
+}
+
+// prefetcher is a keyedOperator that can ready the state of a batch's
+// records before it processes them one by one.
+type prefetcher interface {
+	prefetch(msgs []message)
+}
+
+// workerTask runs the keyed operator for its key groups. Its inputs are
+// the source tasks; it aligns barriers over them.
+type workerTask struct {
+	id      checkpoint.TaskID
+	index   int
+	op      keyedOperator
+	inputs  <-chan batch
+	nInputs int
+	sink    chan<- batch
+	reports chan<- taskReport
+	// exports says which barriers are savepoints, and exportReports takes
+	// the worker's export results.
+	exports       *exportRegistry
+	exportReports chan<- exportReport
+
+	align aligner
+	// timed: the job has event time; watermark is W of the last barrier
+	// (window.NoWatermark: none yet).
+	timed     bool
+	watermark int64
+	metrics   *metrics.Metrics
+	// What handling inputs produced, for run to send on: messages for the
+	// sink, the barriers acked and the savepoint exports made, in order.
+	out      []message
+	acked    []checkpoint.ID
+	exported []exportReport
+	// returns gives the operator.Records of processed inputs back to
+	// their slabs, a run at a time.
+	returns slabReturns
+	// aligned is the barrier snapshotted and not yet resumed from (0:
+	// none): it must reach the sink before a savepoint's export runs, and
+	// the inputs held during the alignment wait for both.
+	aligned checkpoint.ID
+}
+
+func (w *workerTask) run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case b := <-w.inputs:
+			if err := w.handle(b); err != nil {
+				return err
+			}
+			w.flush(ctx)
+			for w.aligned != 0 {
+				if err := w.resume(); err != nil {
+					return err
+				}
+				w.flush(ctx)
+			}
+		}
+	}
+}
+
+// handle processes one input batch. It does no I/O: what it produces
+// waits in out, acked and exported for flush.
+func (w *workerTask) handle(b batch) error {
+	if w.out == nil { // one output per input is the common case
+		w.out = newBatch(batchRoom(len(b.msgs)))
+	}
+	if p, ok := w.op.(prefetcher); ok {
+		p.prefetch(b.msgs)
+	}
+	defer w.returns.flush()
+	return w.align.each(b, func(m message) error {
+		switch m.kind {
+		case msgRecord:
+			outs, dls := w.op.process(m)
+			if m.slab != nil {
+				w.returns.add(m.slab) // process is done with m.op
+			}
+			for _, r := range outs {
+				w.out = append(w.out, message{kind: msgRecord, rec: r})
+			}
+			w.out = append(w.out, dls...)
+		case msgDeadLetter, msgLate, msgShuffle:
+			w.out = append(w.out, m)
+		case msgBarrier:
+			return w.onBarrier(b.from, m.barrier)
+		default:
+			return fmt.Errorf("worker %d: unexpected message kind %d", w.index, m.kind)
+		}
+		return nil
+	})
+}
+
+func (w *workerTask) onBarrier(from int, b *barrier) error {
+	done, err := w.align.arrive(from, b)
+	if err != nil || done == nil {
+		return err
+	}
+	// Every input is at barrier N: the state is that of exactly the
+	// records before it. Snapshot, then send the barrier on.
+	done.watermark = window.NoWatermark
+	if w.timed {
+		w.watermark = jobWatermark(w.watermark, done.times)
+		done.watermark = w.watermark
+		if w.index == 0 && w.metrics != nil { // every worker computes the same
+			w.metrics.SetWatermark(w.watermark)
+		}
+	}
+	outputs, changes, summary := w.op.snapshot(done.watermark)
+	w.out = slices.Grow(w.out, len(outputs)+2)
+	for _, r := range outputs {
+		w.out = append(w.out, message{kind: msgRecord, rec: r})
+	}
+	if changes.len() > 0 {
+		w.out = append(w.out, message{kind: msgState, changes: &changes})
+	}
+	done.state = summary
+	w.out = append(w.out, message{kind: msgBarrier, barrier: done})
+	w.acked = append(w.acked, done.id)
+	w.aligned = done.id
+	return nil // the rest of this input waits in the aligner for resume
+}
+
+// resume goes on after a barrier was sent on: it exports the state if the
+// barrier is a savepoint's, before any record after the barrier changes it
+// (the checkpoint does not wait for this), then processes what the
+// alignment held back.
+func (w *workerTask) resume() error {
+	id := w.aligned
+	w.aligned = 0
+	if ex := w.exports.get(id); ex != nil {
+		w.exported = append(w.exported, exportReport{id: id, worker: w.index, err: ex.exportState(w.op)})
+	}
+	for _, hb := range w.align.release() {
+		// A barrier that completes in what was held sets aligned again;
+		// what follows it is held again, by input, in the aligner.
+		if err := w.handle(hb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush sends what handling produced: the messages to the sink first, so
+// a barrier is on its way before the coordinator hears of it, then the
+// acks and the export reports.
+func (w *workerTask) flush(ctx context.Context) {
+	if len(w.out) > 0 {
+		select {
+		case w.sink <- batch{from: w.index, msgs: w.out}:
+			w.out = nil
+		case <-ctx.Done():
+			return
+		}
+	}
+	for _, id := range w.acked {
+		select {
+		case w.reports <- taskReport{task: w.id, id: id}:
+		case <-ctx.Done():
+			return
+		}
+	}
+	w.acked = w.acked[:0]
+	for _, rep := range w.exported {
+		select {
+		case w.exportReports <- rep:
+		case <-ctx.Done():
+			return
+		}
+	}
+	w.exported = w.exported[:0]
+}
