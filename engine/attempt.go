@@ -15,9 +15,9 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/twophasev1"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
-	"github.com/eoflow/pipeline/twophase"
 )
 
 // attempt is one run of the job between two restarts. The Job keeps the
@@ -35,7 +35,7 @@ type attempt struct {
 	plain   outputProducer // the outputs, unless exactly_once
 	// driver is the two-phase commit of every epoch (nil under
 	// at_most_once): the only way one commits.
-	driver *twophase.Driver
+	driver *twophasev1.Driver
 
 	// What the attempt restored: the checkpoint it continues from (nil:
 	// none yet), the savepoint its state came from (carried by every

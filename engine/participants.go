@@ -9,6 +9,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/twophasev1"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
@@ -16,7 +17,7 @@ import (
 
 // The seam between the task graph and Kafka's producers. Records go in
 // through Produce; an epoch begins, prepares, commits or aborts only as the
-// two-phase commit (twophase.Driver) says, through the participant
+// two-phase commit (twophasev1.Driver) says, through the participant
 // interfaces. sink.Txn and sink.Plain implement them against Kafka, the
 // broker-free simulation against its model (internal/testkit/memkafka).
 
@@ -77,10 +78,10 @@ func (c kafkaCluster) ReadState(ctx context.Context, fn func(key, value []byte) 
 // newDriver is the two-phase commit of one attempt: the transaction as the
 // decision log and, under at_least_once, the output producer as a
 // participant. It is the only way an epoch commits.
-func newDriver(txn transaction, plain outputProducer) (*twophase.Driver, error) {
+func newDriver(txn transaction, plain outputProducer) (*twophasev1.Driver, error) {
 	var others []twophase.Participant
 	if plain != nil {
 		others = append(others, plain)
 	}
-	return twophase.NewDriver(twophase.DriverConfig{DecisionLog: txn, Participants: others, IsFenced: sink.IsFenced})
+	return twophasev1.NewDriver(twophasev1.DriverConfig{DecisionLog: txn, Participants: others, IsFenced: sink.IsFenced})
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/internal/twophasev1"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
-	"github.com/eoflow/pipeline/twophase"
 )
 
 // sinkTask is the graph's last task: it hands every message to the
@@ -38,7 +38,7 @@ type sinkTask struct {
 	// output producer. nil under at_most_once. The sink only produces
 	// records; every epoch begins, prepares, commits or aborts through
 	// the driver.
-	driver  *twophase.Driver
+	driver  *twophasev1.Driver
 	inputs  <-chan batch
 	nInputs int
 	reports chan<- taskReport

@@ -3,24 +3,15 @@ package twophase
 import (
 	"context"
 	"errors"
-
-	"github.com/eoflow/pipeline/checkpoint"
 )
-
-// Epoch numbers the units of work that commit atomically: epoch N is
-// everything a job produced between barrier N-1 and barrier N, and it
-// commits together with checkpoint N. It is the checkpoint id itself (an
-// alias, so no conversion sits between the coordinator and the protocol).
-// Epochs are 1-based; 0 means "none".
-type Epoch = checkpoint.ID
 
 // Participant is one resource that takes part in the commit of every epoch:
 // the Kafka transaction, or later a database with prepared transactions.
-// It is the I/O side of the protocol; the Protocol decides which of its
+// It is the I/O side of the protocol; the Machine decides which of its
 // methods to call, and when.
 //
-// The runtime never runs two calls on one participant at once, and makes
-// them in the order the Protocol emitted them. Calls on different
+// The caller never runs two calls on one participant at once, and makes
+// them in the order the Machine emitted them. Calls on different
 // participants may run concurrently.
 type Participant interface {
 	// Name identifies the participant in Config, in actions and in errors.

@@ -1,4 +1,4 @@
-package twophase_test
+package twophasev1_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/eoflow/pipeline/twophase"
+	twophase "github.com/eoflow/pipeline/internal/twophasev1"
 )
 
 // ledger is a toy database with prepared transactions (PREPARE TRANSACTION

@@ -1,4 +1,4 @@
-package twophase
+package twophasev1
 
 import (
 	"context"
