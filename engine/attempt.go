@@ -15,9 +15,9 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
-	"github.com/eoflow/pipeline/internal/twophasev1"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // attempt is one run of the job between two restarts. The Job keeps the
@@ -33,9 +33,9 @@ type attempt struct {
 	limits  sink.Limits
 	txn     transaction    // nil under at_most_once
 	plain   outputProducer // the outputs, unless exactly_once
-	// driver is the two-phase commit of every epoch (nil under
-	// at_most_once): the only way one commits.
-	driver *twophasev1.Driver
+	// loop owns the epoch machine, the only way an epoch commits, from
+	// recovery to the end of the attempt (nil under at_most_once).
+	loop *coordinatorLoop
 
 	// What the attempt restored: the checkpoint it continues from (nil:
 	// none yet), the savepoint its state came from (carried by every
@@ -161,24 +161,39 @@ func (a *attempt) recover(ctx context.Context) error {
 	return a.recoverWith(ctx, txn, a.plain)
 }
 
-// recoverWith runs the two-phase commit's recovery over txn and plain:
+// recoverWith runs the epoch machine's recovery over txn and plain:
 // every predecessor fenced, the last decided checkpoint read (a.latest),
 // and its next epoch begun.
 func (a *attempt) recoverWith(ctx context.Context, txn transaction, plain outputProducer) error {
-	cfg := a.j.cfg
+	j, cfg := a.j, a.j.cfg
 	a.txn, a.plain = txn, plain
-	var err error
-	if a.driver, err = newDriver(txn, plain); err != nil {
+	var others []string
+	c := newCommitter(txn)
+	if plain != nil {
+		others = append(others, plain.Name())
+		c.parts[plain.Name()] = plain
+	}
+	c.commitOffsets, c.faults, c.beforeCommit, c.now = a.commitOffsets, j.faults, j.beforeCommit, j.now
+	m, err := twophase.NewMachine(twophase.Config{
+		DecisionLog:  txn.Name(),
+		Participants: others,
+		Interval:     cfg.Checkpoint.Interval,
+		Timeout:      cfg.Checkpoint.Timeout,
+		MinPause:     cfg.Checkpoint.MinPause,
+		MaxInFlight:  1, // one transactional producer: one epoch at a time
+		IsFenced:     sink.IsFenced,
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := a.driver.Recover(ctx); err != nil {
+	a.loop = newCoordinatorLoop(m, c, j.log, j.now, j.metrics)
+	if err := a.loop.recover(ctx); err != nil {
 		if errors.Is(err, kerr.InvalidTransactionTimeout) {
 			return fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
 		}
 		return fmt.Errorf("recovering: %w", err)
 	}
-	a.latest = txn.Recovered()
-	a.j.metrics.TransactionBegan()
+	a.latest = a.loop.recovered
 	return nil
 }
 
@@ -263,17 +278,13 @@ func (a *attempt) run(ctx, parent context.Context) (progressed bool, err error) 
 	if err == nil && parent.Err() == nil {
 		err = errors.New("task graph stopped without a cause")
 	}
-	// Abort the epoch in flight (after a graceful stop: the empty one that
-	// began after the final checkpoint) now rather than leave it to the next
+	// Abort the epoch in flight now rather than leave it to the next
 	// start's fencing: read_committed readers of the outputs are not held
 	// back meanwhile. A failure here changes nothing: fencing still aborts.
 	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelAbort()
-	if open := a.driver.Open(); open != 0 {
-		if aerr := a.driver.Abort(abortCtx, open); aerr != nil && !errors.Is(err, sink.ErrFenced) {
-			j.log.Warn("aborting the open transaction", "err", aerr)
-		}
-		j.metrics.TransactionAborted()
+	if aerr := a.loop.shutdown(abortCtx, err); aerr != nil && !errors.Is(err, sink.ErrFenced) {
+		j.log.Warn("aborting the open transaction", "err", aerr)
 	}
 	return g.completed.Load() > 0, err
 }

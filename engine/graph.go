@@ -14,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -84,7 +85,6 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	j, cfg := a.j, a.j.cfg
 	txn, plain, ops := a.txn, a.plain, a.ops
-	lastID, lastAt := a.last()
 	g := &graph{job: j, readers: readers}
 	timed := j.plan.time != nil && len(j.plan.time.byTopic) > 0
 	var restoredTime *checkpoint.EventTime
@@ -98,8 +98,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	nSources := len(readers)
 
 	reports := make(chan taskReport, 1024)
-	results := make(chan commitResult, 4)
-	commits := make(chan checkpoint.ID, 1)
+	opened := make(chan checkpoint.ID, 1)
 	sinkIn := make(chan batch, sinkQueue)
 	workerIns := make([]chan batch, len(ops))
 	workerOuts := make([]chan<- batch, len(ops))
@@ -136,66 +135,54 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	}
 	g.sink = &sinkTask{
 		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
-		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
+		inputs: sinkIn, nInputs: len(ops), reports: reports, opened: opened,
 		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
-		beforeCommit: j.beforeCommit, align: newAligner(len(ops)), timed: timed,
+		align: newAligner(len(ops)), timed: timed,
 	}
 	tasks = append(tasks, g.sink.id)
 	if txn == nil {
 		return g, nil
 	}
-	g.sink.driver = a.driver
+	l := a.loop
 	if a.member == nil {
 		// Single mode shows its progress as the group's offsets; in
 		// group mode they are committed in the epoch's transaction.
 		g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
-		g.sink.committed = g.offsets.publish
+		l.committed = g.offsets.publish
 	} else {
-		g.sink.recordKey, g.sink.commitOffsets, g.sink.shuffle = a.recordKey, a.commitOffsets, j.shuffle
+		g.sink.recordKey, g.sink.shuffle = a.recordKey, j.shuffle
 		g.sink.ackKey = pausedKey(cfg.Name, j.instance)
 		for _, s := range g.sources {
 			s.repartition, s.pausedFor = j.shuffle.repartition, j.pauses.pausedFor
 		}
 	}
-
-	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
-		Interval:        cfg.Checkpoint.Interval,
-		Timeout:         cfg.Checkpoint.Timeout,
-		MinPause:        cfg.Checkpoint.MinPause,
-		MaxConcurrent:   1,
-		Tasks:           tasks,
-		LastCompleted:   lastID,
-		LastCompletedAt: lastAt,
-	}, scheduleStart(j.now(), cfg.Checkpoint.Interval))
-	if err != nil {
+	l.reports, l.opened, l.stop = reports, opened, j.stopping
+	l.stopSavepoint = func() string { return j.stopSavepoint }
+	l.savepointReqs, l.exportReports = j.savepoints, exportReports
+	l.sp = &savepoints{job: j, registry: exports, workers: len(ops)}
+	l.trigger = func(id checkpoint.ID) {
+		for _, s := range g.sources {
+			s.trigger(id)
+		}
+	}
+	l.tick = max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond))
+	l.onCompleted = func(res commitResult, triggered time.Time) {
+		g.completed.Add(1)
+		j.metrics.CheckpointCompleted(metrics.Checkpoint{
+			ID: uint64(res.id), Duration: res.at.Sub(triggered), Alignment: res.alignment, Bytes: res.stateBytes,
+		})
+		j.status.completed(CheckpointInfo{
+			ID: uint64(res.id), CompletedAt: res.at, DurationMs: ms(res.at.Sub(triggered)),
+			AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
+		})
+	}
+	l.onAborted = func(r twophase.AbortReason) { j.metrics.CheckpointFailed(r.String()) }
+	if err := l.start(scheduleStart(j.now(), cfg.Checkpoint.Interval), tasks); err != nil {
 		g.close()
 		return nil, err
 	}
-	g.loop = &coordinatorLoop{
-		coord: coord, reports: reports, results: results, commits: commits, stop: j.stopping,
-		stopSavepoint: func() string { return j.stopSavepoint },
-		savepointReqs: j.savepoints, exportReports: exportReports,
-		sp: &savepoints{job: j, registry: exports, workers: len(ops)},
-		trigger: func(id checkpoint.ID) {
-			for _, s := range g.sources {
-				s.trigger(id)
-			}
-		},
-		tick: max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond)),
-		now:  j.now, log: j.log,
-		onCompleted: func(res commitResult, triggered time.Time) {
-			g.completed.Add(1)
-			j.metrics.CheckpointCompleted(metrics.Checkpoint{
-				ID: uint64(res.id), Duration: res.at.Sub(triggered), Alignment: res.alignment, Bytes: res.stateBytes,
-			})
-			j.status.completed(CheckpointInfo{
-				ID: uint64(res.id), CompletedAt: res.at, DurationMs: ms(res.at.Sub(triggered)),
-				AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
-			})
-		},
-		onAborted: func(r checkpoint.AbortReason) { j.metrics.CheckpointFailed(r.String()) },
-	}
+	g.loop = l
 	if a.member != nil {
 		g.loop.group = a.groupStop(g)
 	}

@@ -646,17 +646,10 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 			txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(key)})
 		}
 	}
-	if err := a.driver.Prepare(ctx, id); err != nil {
+	// The offsets join the transaction once it is flushed (committer.do).
+	if err := a.loop.importEpoch(ctx, id, offsetList(offsets)); err != nil {
 		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
 	}
-	if err := a.commitOffsets(ctx, offsetList(offsets)); err != nil {
-		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
-	}
-	if err := a.driver.Commit(ctx, id); err != nil {
-		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
-	}
-	j.metrics.TransactionCommitted(0)
-	j.metrics.TransactionBegan()
 	j.status.restoredFrom(r.ID())
 	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))

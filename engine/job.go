@@ -23,6 +23,7 @@ import (
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // ErrIncompatible wraps a checkpoint that does not fit the configuration:
@@ -569,19 +570,18 @@ func closeReaders(rs []recordReader) {
 // restartReason is a fixed word for the restarts metric (never error text,
 // which would explode the label's cardinality).
 func restartReason(err error) string {
-	// First: the sink and the checkpoint coordinator both report the
-	// failed epoch, and either may end the attempt.
-	if sink.Classify(err) == sink.TimedOut {
-		return "transaction_timeout"
-	}
-	var fe *checkpoint.FailError
-	if errors.As(err, &fe) {
-		return fe.Reason.String()
-	}
+	// First what the epoch machine's failure carries: a timed-out
+	// transaction, or an injected fault on the commit path.
 	switch {
+	case sink.Classify(err) == sink.TimedOut:
+		return "transaction_timeout"
 	case errors.Is(err, fault.ErrInjected):
 		return "injected"
-	case errors.Is(err, context.DeadlineExceeded):
+	}
+	if fe, ok := errors.AsType[*twophase.FailError](err); ok && !fe.Recovering {
+		return fe.Reason.String()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return "timeout"
 	}
 	return "error"

@@ -477,14 +477,9 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	for _, cr := range crs {
 		txn.Produce(ctx, cr)
 	}
-	if err := a.driver.Prepare(ctx, id); err != nil {
+	if err := a.loop.importEpoch(ctx, id, nil); err != nil {
 		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
 	}
-	if err := a.driver.Commit(ctx, id); err != nil {
-		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
-	}
-	j.metrics.TransactionCommitted(0)
-	j.metrics.TransactionBegan()
 	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
 	a.ops, a.restored, a.offsets, a.latest = ops, keys, offsets, rec

@@ -356,7 +356,7 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		r.w.log("restore failed: %v", err)
 		return false, r.unexpected(err)
 	}
-	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.driver.LastDecided())
+	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.loop.m.LastCompleted())
 	var readers []recordReader
 	for _, part := range assignPartitions(a.offsets) {
 		readers = append(readers, newSimReader(r.w, part))
@@ -365,7 +365,6 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	g.loop.init()
 	s := &simGraph{r: r, a: a, g: g, ctx: ctx}
 	s.workerQ = make([][]batch, len(g.workers))
 	stopped, ferr := s.run()
@@ -384,9 +383,7 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	}
 	// As attempt.run: abort the epoch left open rather than leave it to
 	// the next fence.
-	if open := a.driver.Open(); open != 0 {
-		_ = a.driver.Abort(ctx, open)
-	}
+	_ = a.loop.shutdown(ctx, ferr)
 	if stopped {
 		return true, nil
 	}
@@ -411,11 +408,9 @@ type simGraph struct {
 	g   *graph
 	ctx context.Context
 	// workerQ and sinkQ are the channels' contents.
-	workerQ [][]batch
-	sinkQ   []batch
-	// committing is the barrier the sink prepared and waits to commit.
-	committing *barrier
-	stopAsked  bool
+	workerQ   [][]batch
+	sinkQ     []batch
+	stopAsked bool
 	// savepoint is the savepoint asked for and not yet answered.
 	savepoint *savepointRequest
 }
@@ -427,8 +422,9 @@ const (
 	stepSource
 	stepWorker
 	stepSink
-	stepPrepare
-	stepDecide
+	stepSeal
+	stepCall
+	stepOpen
 	stepTick
 	stepStop
 	stepSavepoint
@@ -446,7 +442,7 @@ func (s *simGraph) run() (stopped bool, err error) {
 		if err := s.do(step, arg); err != nil {
 			return false, err
 		}
-		if err := s.g.loop.act(); err != nil {
+		if err := s.g.loop.react(); err != nil {
 			if errors.Is(err, errStopped) {
 				return true, s.stopped(err)
 			}
@@ -483,11 +479,14 @@ func (s *simGraph) choose() (simStep, int) {
 	if len(s.sinkQ) > 0 {
 		add(stepSink, 0, 6)
 	}
-	if s.g.sink.aligned != nil && s.committing == nil {
-		add(stepPrepare, 0, 4)
+	if s.g.sink.aligned != nil {
+		add(stepSeal, 0, 4)
 	}
-	if s.committing != nil && len(s.g.sink.commits) > 0 {
-		add(stepDecide, 0, 4)
+	if len(s.g.loop.c.queue) > 0 {
+		add(stepCall, 0, 4)
+	}
+	if len(s.g.sink.opened) > 0 {
+		add(stepOpen, 0, 4)
 	}
 	add(stepTick, 0, 2)
 	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
@@ -579,7 +578,7 @@ func (s *simGraph) do(step simStep, arg int) error {
 		}
 	case stepSink:
 		st := s.g.sink
-		if s.committing != nil && r.bug == bugNoHoldBack {
+		if st.sealed != 0 && r.bug == bugNoHoldBack {
 			// The bug: what arrives while epoch N commits goes into
 			// transaction N.
 			for _, hb := range st.align.release() {
@@ -591,38 +590,34 @@ func (s *simGraph) do(step simStep, arg int) error {
 		b := s.sinkQ[0]
 		s.sinkQ = s.sinkQ[1:]
 		return st.handle(s.ctx, b)
-	case stepPrepare:
+	case stepSeal:
+		// Barrier N aligned at the sink: checkpoint record N into the
+		// transaction, and the sink's ack.
 		st := s.g.sink
 		b := st.aligned
 		st.aligned = nil
-		err := st.prepare(s.ctx, b)
-		l.onReport(taskReport{task: st.id, id: b.id, err: err})
+		rep, err := st.seal(s.ctx, b)
+		l.onReport(rep)
 		if err != nil {
 			return fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
 		}
-		s.committing = b
-	case stepDecide:
-		st := s.g.sink
-		b := s.committing
-		id := <-st.commits
-		if id != b.id {
-			return fmt.Errorf("%w: asked to commit checkpoint %d while holding %d", errViolation, id, b.id)
-		}
-		res := st.decide(s.ctx, b)
-		l.onResult(res)
-		if res.err != nil {
-			return fmt.Errorf("committing checkpoint %d: %w", id, res.err)
-		}
-		s.committing = nil
-		r.w.log("checkpoint %d committed", id)
-		if err := r.check(fmt.Sprintf("checkpoint %d", id)); err != nil {
-			return err
-		}
-		for _, hb := range st.align.release() {
-			if err := st.handle(s.ctx, hb); err != nil {
+	case stepCall:
+		// The committer makes the oldest participant call.
+		c := l.c.queue[0]
+		l.c.queue = l.c.queue[1:]
+		o := l.c.do(s.ctx, c)
+		l.feed(o)
+		if c.a.Kind == twophase.ActCommit && c.a.Participant == l.c.txn.Name() && o.msg.Err == nil {
+			r.w.log("checkpoint %d committed", c.a.Epoch)
+			if err := r.check(fmt.Sprintf("checkpoint %d", c.a.Epoch)); err != nil {
 				return err
 			}
 		}
+	case stepOpen:
+		// The sink learns that the next epoch is open, and writes what it
+		// held into it.
+		st := s.g.sink
+		return st.open(s.ctx, <-st.opened)
 	case stepTick:
 		d := time.Duration(1+r.w.rng.IntN(int(r.cfg.Checkpoint.Interval/time.Millisecond))) * time.Millisecond
 		r.clock = r.clock.Add(d)

@@ -158,8 +158,9 @@
 //     nothing to do if no transaction is open.
 //   - Recover: InitProducerId (sink.Txn.Fence), which aborts whatever a
 //     predecessor left open and fences it; it reports nothing in doubt.
-//   - LastDecided: the id of the newest checkpoint record, read with
-//     read_committed (kstore.Latest), 0 if none.
+//   - LastDecided: the newest checkpoint record, read with read_committed
+//     (kstore.Latest), nil if none: the caller reports its id and restores
+//     from it.
 //   - IsFenced: sink.IsFenced, a takeover by another instance. An epoch
 //     error of a transaction that outlived transaction.timeout.ms is told
 //     apart by asking the coordinator (sink.Classify): it is not fenced, and

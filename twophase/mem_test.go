@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/eoflow/pipeline/checkpoint"
 )
 
 // An in-memory participant for the tests. Its store is the durable side
@@ -280,14 +282,17 @@ func (h *handle) Recover(_ context.Context) ([]Epoch, error) {
 // LastDecided reads without owning, like a read_committed consumer of the
 // checkpoint topic: only the order of calls (after Recover fenced the
 // predecessors) makes what it reads final.
-func (h *handle) LastDecided(_ context.Context) (Epoch, error) {
+func (h *handle) LastDecided(_ context.Context) (*checkpoint.Record, error) {
 	s := h.s
 	s.calls = append(s.calls, fmt.Sprintf("last_decided by %d", h.inc))
 	if s.decisionLog != nil {
-		return 0, fmt.Errorf("%s is not the decision log", s.name)
+		return nil, fmt.Errorf("%s is not the decision log", s.name)
 	}
 	if s.fault != nil && s.fault("last_decided", 0) != noFault {
-		return 0, fmt.Errorf("%s last decided: %w", s.name, errInjected)
+		return nil, fmt.Errorf("%s last decided: %w", s.name, errInjected)
 	}
-	return s.lastCommitted(), nil
+	if len(s.committed) == 0 {
+		return nil, nil
+	}
+	return &checkpoint.Record{ID: s.lastCommitted()}, nil
 }

@@ -3,6 +3,8 @@ package twophase
 import (
 	"context"
 	"errors"
+
+	"github.com/eoflow/pipeline/checkpoint"
 )
 
 // Participant is one resource that takes part in the commit of every epoch:
@@ -52,10 +54,11 @@ type Participant interface {
 // lost was not decided, and recovery aborts it everywhere.
 type DecisionLog interface {
 	Participant
-	// LastDecided returns the newest epoch whose decision committed (0 if
-	// none). It is called after Recover fenced every predecessor, so no
-	// decision can land behind its back.
-	LastDecided(ctx context.Context) (Epoch, error)
+	// LastDecided returns the newest checkpoint record whose epoch's
+	// decision committed (nil if none): its ID is the last decided epoch,
+	// and the job restores from it. It is called after Recover fenced
+	// every predecessor, so no decision can land behind its back.
+	LastDecided(ctx context.Context) (*checkpoint.Record, error)
 }
 
 // ErrFenced means another instance of the job fenced this one (took over

@@ -478,10 +478,12 @@ func (w *world) execute(in *incarnation, i int) {
 		msg = Outcome(a, err)
 		msg.InDoubt = inDoubt
 	case ActReadDecision:
-		var last Epoch
+		var last *checkpoint.Record
 		last, err = h.LastDecided(ctx)
 		msg = Outcome(a, err)
-		msg.Epoch = last
+		if last != nil {
+			msg.Epoch = last.ID
+		}
 	case ActBegin:
 		if err = h.Begin(ctx, a.Epoch); err == nil {
 			in.begun[a.Epoch]++

@@ -1,6 +1,7 @@
 package twophasev1
 
 import (
+	"context"
 	"errors"
 
 	"github.com/eoflow/pipeline/twophase"
@@ -12,8 +13,14 @@ import (
 type (
 	Epoch       = twophase.Epoch
 	Participant = twophase.Participant
-	DecisionLog = twophase.DecisionLog
 )
+
+// DecisionLog is the participant whose commit is the decision.
+type DecisionLog interface {
+	Participant
+	// LastDecided returns the newest epoch whose decision committed.
+	LastDecided(ctx context.Context) (Epoch, error)
+}
 
 // ErrFenced is twophase.ErrFenced.
 var ErrFenced = twophase.ErrFenced
