@@ -92,16 +92,10 @@ type coordinatorLoop struct {
 	// recovered is the checkpoint the decision log read: the one the
 	// attempt restores once the machine resumes from it.
 	recovered *checkpoint.Record
-	resumed   bool
-
-	// Per epoch: the sink's account from its ack, the source offsets a
-	// group member's Prepare commits, when its checkpoint was triggered,
-	// and when its decision was asked for and landed.
-	sealed        map[checkpoint.ID]*sealedEpoch
-	offsets       map[checkpoint.ID][]checkpoint.SourceOffset
-	triggered     map[checkpoint.ID]time.Time
+	// epochs is what the loop knows of each epoch in flight;
+	// lastTriggered is the newest checkpoint triggered.
+	epochs        map[checkpoint.ID]*epochInfo
 	lastTriggered checkpoint.ID
-	decisions     map[checkpoint.ID][2]time.Time
 	// fault is an injected failure after a decision: run ends with it.
 	fault error
 
@@ -120,11 +114,9 @@ type coordinatorLoop struct {
 	onAborted   func(reason twophase.AbortReason)
 	committed   func([]checkpoint.SourceOffset)
 	// stop asks for a graceful stop: a final checkpoint, then errStopped
-	// once it is done.
-	stop    <-chan struct{}
-	finalID checkpoint.ID
-	// stopSavepoint, read once stop is closed, is where the final
-	// checkpoint goes as a savepoint ("" for none).
+	// once it is done. stopSavepoint, read once stop is closed, is where
+	// the final checkpoint goes as a savepoint ("" for none).
+	stop          <-chan struct{}
 	stopSavepoint func() string
 	// savepointReqs are Job.Savepoint's requests; exportReports the
 	// workers' answers; sp the savepoints being taken.
@@ -132,32 +124,41 @@ type coordinatorLoop struct {
 	exportReports chan exportReport
 	sp            *savepoints
 	// partitionsAdded says which partitions were added to the source
-	// topics (partitionWatch); the attempt then ends after the next
-	// checkpoint is done (errPartitionsAdded). added holds them from
-	// then on; restartDue is set once that checkpoint is done.
+	// topics (partitionWatch).
 	partitionsAdded <-chan []source.TopicPartition
-	added           []source.TopicPartition
-	restartDue      bool
-	// group is set in group mode: how a savepoint drains the repartition
-	// topic first (nil in single mode).
+	// group is set in group mode: how a stop with a savepoint drains the
+	// repartition topic first (nil in single mode).
 	group *groupStop
-	// draining: a stop with a savepoint waits for the repartition topic
-	// to drain before its final checkpoint.
-	draining bool
-	// pausedAfter is the last checkpoint triggered before the sources
-	// stopped. Only a later one shows the drain: an earlier barrier may
-	// precede records the sources read before they stopped, and those
-	// records reach the repartition topic only in a later epoch's
-	// transaction (held by the sink while this one commits, or still on
-	// their way through the graph), so the topic can look drained when
-	// the checkpoint completes while they are still to come.
-	pausedAfter checkpoint.ID
-	// remote is the outcome of the group savepoint of a stop, taken on
-	// its own goroutine while the loop goes on; ctx is the loop's, which
-	// ends it.
-	remote chan error
-	ctx    context.Context
-	wg     sync.WaitGroup
+	// state is what the loop is doing besides taking checkpoints
+	// (loopmode.go).
+	state loopState
+	// ctx is run's, which ends the committer and a group savepoint of a
+	// stop; wg waits for both.
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+// epochInfo is what the loop knows of an epoch in flight, for its calls
+// and its metrics.
+type epochInfo struct {
+	// sealed is the sink's account, from its ack (nil: a savepoint's
+	// import, not an epoch of the task graph).
+	sealed *sealedEpoch
+	// offsets are what a group member's Prepare commits to the group.
+	offsets []checkpoint.SourceOffset
+	// triggered is when the checkpoint started (zero: not yet); asked and
+	// decided when its decision was asked of the decision log and landed.
+	triggered, asked, decided time.Time
+}
+
+// epoch is what the loop knows of epoch id, made on first use.
+func (l *coordinatorLoop) epoch(id checkpoint.ID) *epochInfo {
+	e := l.epochs[id]
+	if e == nil {
+		e = &epochInfo{}
+		l.epochs[id] = e
+	}
+	return e
 }
 
 // groupStop is what a group-mode stop with a savepoint needs (see
@@ -178,12 +179,10 @@ type groupStop struct {
 func newCoordinatorLoop(m *twophase.Machine, c *committer, log *slog.Logger, now func() time.Time, met *metrics.Metrics) *coordinatorLoop {
 	return &coordinatorLoop{
 		m: m, c: c, log: log, now: now, met: met,
-		sealed:        map[checkpoint.ID]*sealedEpoch{},
-		offsets:       map[checkpoint.ID][]checkpoint.SourceOffset{},
-		triggered:     map[checkpoint.ID]time.Time{},
-		decisions:     map[checkpoint.ID][2]time.Time{},
+		epochs:        map[checkpoint.ID]*epochInfo{},
 		sp:            &savepoints{},
 		stopSavepoint: func() string { return "" },
+		state:         loopState{mode: modeRunning},
 	}
 }
 
@@ -191,7 +190,7 @@ func newCoordinatorLoop(m *twophase.Machine, c *committer, log *slog.Logger, now
 // fenced, every epoch they held in doubt settled, the last decided
 // checkpoint read (recovered), and the next epoch open everywhere.
 func (l *coordinatorLoop) recover(ctx context.Context) error {
-	return l.settle(ctx, func() bool { return l.resumed && l.m.Open() != 0 })
+	return l.settle(ctx, func() bool { return l.m.Open() != 0 })
 }
 
 // importEpoch commits the open epoch, into which the caller produced a
@@ -203,7 +202,7 @@ func (l *coordinatorLoop) importEpoch(ctx context.Context, id checkpoint.ID, off
 	if open := l.m.Open(); open != id {
 		return fmt.Errorf("importing as checkpoint %d, but epoch %d is open", id, open)
 	}
-	l.offsets[id] = offsets
+	l.epoch(id).offsets = offsets
 	if err := l.m.Step(twophase.Msg{Type: twophase.MsgTriggerNow, Now: l.now()}); err != nil {
 		return err
 	}
@@ -307,14 +306,11 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 		case req := <-l.savepointReqs:
 			l.requestSavepoint(req)
 		case added := <-l.partitionsAdded:
-			l.onPartitionsAdded(added)
-		case err := <-l.remote:
-			l.remote = nil
-			if err != nil {
-				l.sp.finalErr = err
-				l.log.Error("the group savepoint failed; stopping without it", "err", err)
+			if err := l.onPartitionsAdded(added); err != nil {
+				return err
 			}
-			if err := l.finalCheckpoint(false); err != nil {
+		case err := <-l.state.remote:
+			if err := l.onGroupSavepoint(err); err != nil {
 				return err
 			}
 		case r := <-l.exportReports:
@@ -360,8 +356,9 @@ func (l *coordinatorLoop) feed(o outcome) {
 	case a.Participant != l.c.txn.Name():
 	case a.Kind == twophase.ActBegin && o.msg.Err == nil:
 		l.met.TransactionBegan()
-	case a.Kind == twophase.ActCommit && l.resumed:
-		l.decisions[a.Epoch] = [2]time.Time{o.start, o.msg.Now}
+	case a.Kind == twophase.ActCommit && l.m.State() != twophase.StateRecovering:
+		e := l.epoch(a.Epoch)
+		e.asked, e.decided = o.start, o.msg.Now
 	case a.Kind == twophase.ActAbort:
 		l.met.TransactionAborted()
 	}
@@ -385,8 +382,8 @@ func (l *coordinatorLoop) onTick() {
 
 func (l *coordinatorLoop) onReport(r taskReport) {
 	if r.epoch != nil {
-		l.sealed[r.id] = r.epoch
-		l.offsets[r.id] = r.epoch.offsets
+		e := l.epoch(r.id)
+		e.sealed, e.offsets = r.epoch, r.epoch.offsets
 	}
 	msg := twophase.Msg{Type: twophase.MsgAck, Task: r.task, Epoch: r.id}
 	if r.err != nil {
@@ -416,23 +413,30 @@ func (l *coordinatorLoop) act() error {
 				if id := l.recoveredID(); id != a.Epoch {
 					return fmt.Errorf("the commit path resumes from checkpoint %d, but the decision log read %d", a.Epoch, id)
 				}
-				l.resumed = true
 			case twophase.ActTrigger:
-				l.triggered[a.Epoch], l.lastTriggered = l.now(), a.Epoch
+				l.epoch(a.Epoch).triggered, l.lastTriggered = l.now(), a.Epoch
 				if l.trigger != nil {
 					l.trigger(a.Epoch)
 				}
 			case twophase.ActCompleted:
-				l.checkpointCompleted(a.Epoch)
+				if err := l.checkpointCompleted(a.Epoch); err != nil {
+					return err
+				}
 			case twophase.ActDone:
-				l.epochDone(a.Epoch)
+				if err := l.epochDone(a.Epoch); err != nil {
+					return err
+				}
 			case twophase.ActFail:
 				l.failed(a.Err)
 				return a.Err
-			default:
-				c := call{a: a, graph: l.sealed[a.Epoch] != nil}
-				if a.Kind == twophase.ActPrepare {
-					c.offsets = l.offsets[a.Epoch]
+			}
+			if a.Calls() {
+				c := call{a: a}
+				if e := l.epochs[a.Epoch]; e != nil {
+					c.graph = e.sealed != nil
+					if a.Kind == twophase.ActPrepare {
+						c.offsets = e.offsets
+					}
 				}
 				l.c.queue = append(l.c.queue, c)
 			}
@@ -468,21 +472,17 @@ func (l *coordinatorLoop) announce() {
 
 // checkpointCompleted: checkpoint id is durable. The epoch's outputs are
 // visible; savepoints and stop waiters are answered.
-func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) {
-	d := l.decisions[id]
-	l.met.TransactionCommitted(d[1].Sub(d[0]))
-	delete(l.decisions, id)
-	delete(l.offsets, id)
-	se := l.sealed[id]
-	delete(l.sealed, id)
-	triggered := l.triggered[id]
-	delete(l.triggered, id)
+func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) error {
+	e := l.epoch(id)
+	delete(l.epochs, id)
+	l.met.TransactionCommitted(e.decided.Sub(e.asked))
+	se, triggered := e.sealed, e.triggered
 	if se == nil {
-		return // a savepoint's import
+		return nil // a savepoint's import
 	}
 	res := commitResult{
-		id: id, at: d[1], offsets: se.offsets, eventTime: se.eventTime,
-		alignment: d[0].Sub(se.stats.alignStart), commit: d[1].Sub(d[0]),
+		id: id, at: e.decided, offsets: se.offsets, eventTime: se.eventTime,
+		alignment: e.asked.Sub(se.stats.alignStart), commit: e.decided.Sub(e.asked),
 		stateBytes: se.stats.stateBytes, outputs: se.stats.outputs,
 	}
 	l.log.Debug("checkpoint completed", "checkpoint", id, "duration", res.at.Sub(triggered))
@@ -501,38 +501,18 @@ func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) {
 		offsets = l.group.keep(offsets)
 	}
 	l.sp.completed(id, offsets, res.eventTime)
-	if l.draining && l.finalID == 0 && id > l.pausedAfter {
-		// A failure to tell (the broker slow or away for a moment) is
-		// asked again at the next checkpoint.
-		switch drained, err := l.group.drained(res.offsets); {
-		case err != nil:
-			l.log.Warn("could not tell whether the repartition topic is drained; the next checkpoint looks again", "checkpoint", id, "err", err)
-		case drained:
-			l.draining = false
-			l.log.Info("the repartition topic is drained", "checkpoint", id)
-			if err := l.finalCheckpoint(true); err != nil {
-				l.log.Error("the final checkpoint", "err", err)
-			}
-		}
-	}
-}
-
-// epochDone: epoch id is committed everywhere.
-func (l *coordinatorLoop) epochDone(id checkpoint.ID) {
-	if id == l.finalID {
-		l.log.Info("final checkpoint committed", "checkpoint", id)
-	}
-	if l.added != nil {
-		l.restartDue = true
-	}
+	return l.onDrainedCheck(id, res.offsets)
 }
 
 // failed reports every checkpoint the failure aborted: the one that failed
 // for its reason, the others as job_failed, but not one whose decision is
 // in doubt for another reason (it may yet land).
 func (l *coordinatorLoop) failed(fe *twophase.FailError) {
-	ids := slices.SortedFunc(maps.Keys(l.triggered), cmp.Compare)
+	ids := slices.SortedFunc(maps.Keys(l.epochs), cmp.Compare)
 	for _, id := range ids {
+		if l.epochs[id].triggered.IsZero() {
+			continue
+		}
 		reason := twophase.ReasonJobFailed
 		switch {
 		case id == fe.Epoch:
@@ -545,93 +525,14 @@ func (l *coordinatorLoop) failed(fe *twophase.FailError) {
 			l.onAborted(reason)
 		}
 		l.sp.aborted(id, fmt.Errorf("checkpoint %d aborted (%s): %w", id, reason, fe))
-		delete(l.triggered, id)
+		delete(l.epochs, id)
 	}
 }
-
-// onStop takes the final checkpoint of a graceful stop, as a savepoint if
-// one was asked for.
-func (l *coordinatorLoop) onStop() error {
-	if l.group != nil && l.stopSavepoint() != "" {
-		// A savepoint of a group-mode job must hold every record read
-		// from the sources in its state: the sources stop, the keyed side
-		// reads the repartition topic to its end, then the final
-		// checkpoint is taken (finalCheckpoint, from checkpointCompleted).
-		if !l.group.soleOwner {
-			// Other processes run: every member pauses while this one
-			// writes the savepoint from Kafka (groupsavepoint.go), then
-			// this one stops. The loop goes on meanwhile: it is a member
-			// that must pause and ack too.
-			remote := make(chan error, 1)
-			l.remote = remote
-			dir := l.stopSavepoint()
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				remote <- l.group.savepoint(l.ctx, dir)
-			}()
-			return nil
-		}
-		l.log.Info("stopping with a savepoint: the sources stop, and the repartition topic drains first")
-		l.draining = true
-		l.group.pause()
-		l.pausedAfter = l.lastTriggered
-		l.step(twophase.Msg{Type: twophase.MsgTriggerNow, Now: l.now()})
-		return nil
-	}
-	return l.finalCheckpoint(true)
-}
-
-// finalCheckpoint takes the final checkpoint of a graceful stop, as a
-// savepoint when one was asked for and withSavepoint.
-func (l *coordinatorLoop) finalCheckpoint(withSavepoint bool) error {
-	if err := l.m.Step(twophase.Msg{Type: twophase.MsgStop, Now: l.now()}); err != nil {
-		return err
-	}
-	id := l.m.Promised()
-	l.finalID = id
-	l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
-	if dir := l.stopSavepoint(); dir != "" && withSavepoint {
-		if err := l.sp.start(id, dir, nil, l.now()); err != nil {
-			l.log.Error("the final checkpoint will not be a savepoint", "err", err)
-			l.sp.finalErr = err
-		}
-	}
-	return nil
-}
-
-func (l *coordinatorLoop) onPartitionsAdded(added []source.TopicPartition) {
-	l.added = added
-	l.log.Info("partitions were added to a source topic; restarting after the next checkpoint to read them", "partitions", added)
-	if l.finalID == 0 {
-		l.step(twophase.Msg{Type: twophase.MsgTriggerNow, Now: l.now()})
-	}
-}
-
-// done ends the attempt once a checkpoint it waited for is done and no
-// savepoint is pending on it: the final one of a graceful stop, or the
-// first after partitions were added.
-func (l *coordinatorLoop) done() error {
-	if len(l.sp.pending) > 0 {
-		return nil
-	}
-	switch {
-	case l.m.State() == twophase.StateStopped:
-		return l.stopped()
-	case l.restartDue:
-		return partitionsAddedError(l.added)
-	}
-	return nil
-}
-
-// stopped ends the attempt after the final checkpoint (and every
-// savepoint pending) is done.
-func (l *coordinatorLoop) stopped() error { return &stoppedError{savepoint: l.sp.finalErr} }
 
 // requestSavepoint starts a savepoint at a checkpoint triggered now.
 func (l *coordinatorLoop) requestSavepoint(req *savepointRequest) {
 	fail := func(err error) { req.done <- savepointOutcome{err: err} }
-	if l.finalID != 0 {
+	if l.state.mode == modeStopping {
 		fail(fmt.Errorf("%w: the job is stopping", ErrSavepoint))
 		return
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
 )
 
@@ -64,5 +66,58 @@ func settleCalls(t *testing.T, l *coordinatorLoop) {
 		c := l.c.queue[0]
 		l.c.queue = l.c.queue[1:]
 		l.feed(l.c.do(context.Background(), c))
+	}
+}
+
+// The loop's modes: added partitions end the attempt after the next
+// checkpoint, a stop ends it after the final one and wins over a restart,
+// and no mode is left but by the diagram's arrows (loopmode.go).
+func TestLoopModes(t *testing.T) {
+	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return start }
+	added := []source.TopicPartition{{Topic: "in", Partition: 3}}
+	ackAll := func(l *coordinatorLoop) {
+		t.Helper()
+		settleCalls(t, l)
+		id := l.lastTriggered
+		l.onReport(taskReport{task: "t", id: id})
+		settleCalls(t, l)
+	}
+
+	// Added partitions: a checkpoint at once, then the restart.
+	l := runningLoop(t, twophase.Config{Interval: time.Hour}, now, start, "t")
+	if err := l.onPartitionsAdded(added); err != nil || l.state.mode != modeRestarting {
+		t.Fatalf("partitions added: %v, mode %v", err, l.state.mode)
+	}
+	if err := l.done(); err != nil {
+		t.Fatalf("ended before the checkpoint: %v", err)
+	}
+	ackAll(l)
+	if err := l.done(); !errors.Is(err, errPartitionsAdded) || l.state.mode != modeRestartDue {
+		t.Fatalf("after the checkpoint: %v, mode %v", err, l.state.mode)
+	}
+
+	// A stop while restarting wins; added partitions while stopping wait
+	// for the next start.
+	l = runningLoop(t, twophase.Config{Interval: time.Hour}, now, start, "t")
+	if err := l.onPartitionsAdded(added); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.onStop(); err != nil || l.state.mode != modeStopping || l.state.final != 2 {
+		t.Fatalf("stop: %v, state %+v", err, l.state)
+	}
+	if err := l.onPartitionsAdded(added); err != nil || l.state.mode != modeStopping {
+		t.Fatalf("partitions added while stopping: %v, mode %v", err, l.state.mode)
+	}
+	ackAll(l) // checkpoint 1, asked for by the added partitions
+	if err := l.done(); err != nil {
+		t.Fatalf("ended before the final checkpoint: %v", err)
+	}
+	ackAll(l) // the final checkpoint
+	if err := l.done(); !errors.Is(err, errStopped) {
+		t.Fatalf("after the final checkpoint: %v, mode %v, machine %v", err, l.state.mode, l.m.State())
+	}
+	if err := l.enter(loopState{mode: modeRunning}); err == nil {
+		t.Fatal("a stopping loop went back to running")
 	}
 }

@@ -31,10 +31,9 @@ import (
 // The sink only produces. When barrier N has arrived from every input it
 // produces checkpoint record N into the transaction, acks N with its
 // account of the epoch, and holds whatever arrives after barrier N until
-// the coordinator loop says epoch N+1 is open (DESIGN §2, step 3):
-// everything of the epoch begins, prepares, commits or aborts through the
-// loop's epoch machine (twophase.Machine) meanwhile, while the graph goes
-// on.
+// the coordinator loop says epoch N+1 is open (docs/exactly-once.md, the
+// hold-back rule). Every epoch begins, prepares, commits or aborts through
+// the loop's epoch machine (twophase.Machine), while the graph goes on.
 type sinkTask struct {
 	id        checkpoint.TaskID
 	guarantee config.Guarantee

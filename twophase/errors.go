@@ -35,7 +35,7 @@ var (
 	ErrNotRecovered = errors.New("recovery has not finished")
 	// ErrStarted: MsgStart came twice.
 	ErrStarted = errors.New("the task graph started already")
-	// ErrFailed: the Machine failed (see its Err); the message was
+	// ErrFailed: the Machine failed (ActFail said why); the message was
 	// ignored.
 	ErrFailed = errors.New("the job failed")
 	// ErrStopped: the final checkpoint is done; the message was ignored.
@@ -55,8 +55,7 @@ var (
 // FailError always has a cause.
 var errNoCause = errors.New("no error given")
 
-// FailError is carried by ActFail and returned by Machine.Err: the job
-// must stop. Unless Permanent it restarts with a new Machine, whose
+// FailError is carried by ActFail: the job must stop. Unless Permanent it restarts with a new Machine, whose
 // recovery settles every epoch left in doubt here by the decision log: an
 // epoch commits everywhere if the decision log committed it, else it is
 // aborted everywhere.

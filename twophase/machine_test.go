@@ -7,6 +7,14 @@ import (
 	"time"
 )
 
+// failure is the *FailError once m failed, else nil: what ActFail carried.
+func (m *Machine) failure() error {
+	if m.err == nil {
+		return nil
+	}
+	return m.err
+}
+
 func TestConfigValidation(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
@@ -90,8 +98,8 @@ func TestCustomFenceClassifier(t *testing.T) {
 	if len(acts) != 2 || acts[1].Kind != ActFail || !acts[1].Err.Permanent {
 		t.Fatalf("got %s, want a permanent fail", Ready{Actions: acts})
 	}
-	if !errors.Is(m.Err(), ErrFenced) || !errors.Is(m.Err(), errProducerFenced) {
-		t.Fatalf("%v: want both ErrFenced and the cause", m.Err())
+	if !errors.Is(m.failure(), ErrFenced) || !errors.Is(m.failure(), errProducerFenced) {
+		t.Fatalf("%v: want both ErrFenced and the cause", m.failure())
 	}
 }
 

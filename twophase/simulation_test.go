@@ -312,7 +312,7 @@ func (w *world) checkEmitted(in *incarnation, input string, before int, wasFaile
 		}
 	}
 	if mustFail && !wasFailed {
-		if fe, ok := m.Err().(*FailError); !ok || !fe.Permanent {
+		if fe, ok := m.failure().(*FailError); !ok || !fe.Permanent {
 			w.fatalf("inc %d: fenced outcome of %s did not fail permanently: %s", in.id, input, Ready{Actions: acts})
 		}
 	}

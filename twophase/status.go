@@ -3,14 +3,6 @@ package twophase
 // State returns the Machine's life-cycle state.
 func (m *Machine) State() State { return m.state }
 
-// Err returns the *FailError once the Machine failed, else nil.
-func (m *Machine) Err() error {
-	if m.err == nil {
-		return nil
-	}
-	return m.err
-}
-
 // Open returns the newest epoch that every participant began and that is
 // not done yet: the epoch whose records the participants take now. 0
 // when there is none (during recovery, while the next epoch opens, after

@@ -239,7 +239,7 @@ func (h *transcript) apply(where, line string) []string {
 	case "status":
 		return []string{status(m)}
 	case "explain":
-		return []string{"explain: " + fmt.Sprint(m.Err())}
+		return []string{"explain: " + fmt.Sprint(m.failure())}
 	}
 	var msg Msg
 	outcome := func(kind ActionKind, withEpoch bool, err error) Msg {
