@@ -50,20 +50,14 @@ const (
 	modeStopping
 )
 
+var loopModeNames = [...]string{
+	modeRunning: "running", modeRestarting: "restarting", modeRestartDue: "restart due",
+	modeDraining: "draining", modeGroupSavepoint: "group savepoint", modeStopping: "stopping",
+}
+
 func (m loopMode) String() string {
-	switch m {
-	case modeRunning:
-		return "running"
-	case modeRestarting:
-		return "restarting"
-	case modeRestartDue:
-		return "restart due"
-	case modeDraining:
-		return "draining"
-	case modeGroupSavepoint:
-		return "group savepoint"
-	case modeStopping:
-		return "stopping"
+	if m > 0 && int(m) < len(loopModeNames) {
+		return loopModeNames[m]
 	}
 	return "loopMode(" + strconv.Itoa(int(m)) + ")"
 }

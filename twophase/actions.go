@@ -2,7 +2,6 @@ package twophase
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -53,12 +52,7 @@ var actNames = [...]string{
 	ActDone: "done", ActAbort: "abort", ActFail: "fail",
 }
 
-func (k ActionKind) String() string {
-	if k > 0 && int(k) < len(actNames) {
-		return actNames[k]
-	}
-	return "ActionKind(" + strconv.Itoa(int(k)) + ")"
-}
+func (v ActionKind) String() string { return name(actNames[:], int(v), "ActionKind") }
 
 // Action is one thing the Machine asks its caller to do. Kinds that call a
 // participant (Recover, ReadDecision, Begin, Prepare, Commit, Abort) name

@@ -320,16 +320,9 @@ func (m *Machine) prepare(ep *epoch) {
 // begun records participant's Begin of e; once every participant began
 // it the epoch is open (and its checkpoint may be triggered).
 func (m *Machine) begun(participant string, e Epoch, cause error) error {
-	i, err := m.outcome(ActBegin, participant, e)
-	if err != nil {
+	i, yes, err := m.vote(ActBegin, participant, e, cause)
+	if !yes {
 		return err
-	}
-	if !m.running() {
-		return nil // the job failed; the epoch was aborted
-	}
-	if cause != nil {
-		m.fail(&FailError{Epoch: e, Reason: ReasonDeclined, Call: ActBegin, Participant: participant, Err: cause})
-		return nil
 	}
 	ep := m.find(e)
 	ep.begun[i] = true
@@ -343,16 +336,9 @@ func (m *Machine) begun(participant string, e Epoch, cause error) error {
 // prepared records participant's Prepare of e; once every participant
 // prepared it, the decision log commits e when e-1 is decided.
 func (m *Machine) prepared(participant string, e Epoch, cause error) error {
-	i, err := m.outcome(ActPrepare, participant, e)
-	if err != nil {
+	i, yes, err := m.vote(ActPrepare, participant, e, cause)
+	if !yes {
 		return err
-	}
-	if !m.running() {
-		return nil
-	}
-	if cause != nil {
-		m.fail(&FailError{Epoch: e, Reason: ReasonDeclined, Call: ActPrepare, Participant: participant, Err: cause})
-		return nil
 	}
 	ep := m.find(e)
 	ep.prepared[i] = true
@@ -362,6 +348,20 @@ func (m *Machine) prepared(participant string, e Epoch, cause error) error {
 		m.tryDecide()
 	}
 	return nil
+}
+
+// vote takes the outcome of participant's Begin or Prepare of e: yes, or,
+// with a cause, no, which fails the job with e aborted everywhere. After a
+// failure it counts for nothing (the epoch was aborted).
+func (m *Machine) vote(kind ActionKind, participant string, e Epoch, cause error) (i int, yes bool, err error) {
+	if i, err = m.outcome(kind, participant, e); err != nil || !m.running() {
+		return i, false, err
+	}
+	if cause != nil {
+		m.fail(&FailError{Epoch: e, Reason: ReasonDeclined, Call: kind, Participant: participant, Err: cause})
+		return i, false, nil
+	}
+	return i, true, nil
 }
 
 // committedMsg records participant's Commit of e. On the decision log it

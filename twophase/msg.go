@@ -2,7 +2,6 @@ package twophase
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -60,12 +59,7 @@ var msgNames = [...]string{
 	MsgPrepared: "prepared", MsgCommitted: "committed", MsgAborted: "aborted",
 }
 
-func (t MsgType) String() string {
-	if t > 0 && int(t) < len(msgNames) {
-		return msgNames[t]
-	}
-	return "MsgType(" + strconv.Itoa(int(t)) + ")"
-}
+func (v MsgType) String() string { return name(msgNames[:], int(v), "MsgType") }
 
 // Msg is one input to Machine.Step: something that happened. Like etcd
 // raft's pb.Message it is plain data, so a run can be logged, replayed and
@@ -96,22 +90,17 @@ type Msg struct {
 // (nil: it succeeded). Add what the call returned: InDoubt for
 // ActRecover, Epoch (the last decided epoch) for ActReadDecision; and Now.
 func Outcome(a Action, err error) Msg {
-	msg := Msg{Participant: a.Participant, Epoch: a.Epoch, Err: err}
-	switch a.Kind {
-	case ActRecover:
-		msg.Type = MsgRecovered
-	case ActReadDecision:
-		msg.Type = MsgDecisionRead
-	case ActBegin:
-		msg.Type = MsgBegun
-	case ActPrepare:
-		msg.Type = MsgPrepared
-	case ActCommit:
-		msg.Type = MsgCommitted
-	case ActAbort:
-		msg.Type = MsgAborted
+	var t MsgType
+	if int(a.Kind) < len(outcomeOf) {
+		t = outcomeOf[a.Kind]
 	}
-	return msg
+	return Msg{Type: t, Participant: a.Participant, Epoch: a.Epoch, Err: err}
+}
+
+// outcomeOf is the message type that reports each call's outcome.
+var outcomeOf = [...]MsgType{
+	ActRecover: MsgRecovered, ActReadDecision: MsgDecisionRead, ActBegin: MsgBegun,
+	ActPrepare: MsgPrepared, ActCommit: MsgCommitted, ActAbort: MsgAborted,
 }
 
 // String renders m on one line for logs and transcripts, e.g. "ack sink

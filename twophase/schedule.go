@@ -43,42 +43,40 @@ func (m *Machine) start(now time.Time, tasks []checkpoint.TaskID) error {
 // waits share its checkpoint; while stopping, the final checkpoint serves
 // them.
 func (m *Machine) triggerNow() error {
-	switch m.state {
-	case StateRecovering:
-		return ErrNotRecovered
-	case StateFailed:
-		return fmt.Errorf("%w: %w", ErrFailed, m.err)
-	case StateStopped:
-		return ErrStopped
-	case StateStopping:
+	if m.state == StateStopping {
 		m.promised = m.final
 		return nil
 	}
-	if m.forced == 0 {
-		m.forced = m.lastTriggered + 1
+	if err := m.refuse(); err != nil {
+		return err
 	}
-	m.promised = m.forced
+	m.promise()
 	return nil
 }
 
 // stop promises a final checkpoint, triggered like TriggerNow's, after
 // which nothing is triggered and no epoch opens. Idempotent.
 func (m *Machine) stop() error {
-	switch m.state {
-	case StateRecovering:
-		return ErrNotRecovered
-	case StateFailed:
-		return fmt.Errorf("%w: %w", ErrFailed, m.err)
-	case StateStopping, StateStopped:
+	if m.state == StateStopping || m.state == StateStopped {
 		m.promised = m.final
 		return nil
 	}
+	if err := m.refuse(); err != nil {
+		return err
+	}
+	m.final = m.promise()
+	m.state = StateStopping
+	return nil
+}
+
+// promise returns the checkpoint the next trigger serves, and says so in
+// Promised.
+func (m *Machine) promise() Epoch {
 	if m.forced == 0 {
 		m.forced = m.lastTriggered + 1
 	}
-	m.final, m.promised = m.forced, m.forced
-	m.state = StateStopping
-	return nil
+	m.promised = m.forced
+	return m.forced
 }
 
 // tick applies the time: timeouts first (a timeout fails the job, so it

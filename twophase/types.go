@@ -41,21 +41,12 @@ const (
 	StateFailed
 )
 
-func (s State) String() string {
-	switch s {
-	case StateRecovering:
-		return "recovering"
-	case StateRunning:
-		return "running"
-	case StateStopping:
-		return "stopping"
-	case StateStopped:
-		return "stopped"
-	case StateFailed:
-		return "failed"
-	}
-	return "State(" + strconv.Itoa(int(s)) + ")"
+var stateNames = [...]string{
+	StateRecovering: "recovering", StateRunning: "running", StateStopping: "stopping",
+	StateStopped: "stopped", StateFailed: "failed",
 }
+
+func (v State) String() string { return name(stateNames[:], int(v), "State") }
 
 // Phase is where one epoch in flight is. The zero value is invalid.
 //
@@ -91,25 +82,12 @@ const (
 	PhaseCommitting
 )
 
-func (p Phase) String() string {
-	switch p {
-	case PhaseOpening:
-		return "opening"
-	case PhaseOpen:
-		return "open"
-	case PhasePending:
-		return "pending"
-	case PhasePreparing:
-		return "preparing"
-	case PhasePrepared:
-		return "prepared"
-	case PhaseDeciding:
-		return "deciding"
-	case PhaseCommitting:
-		return "committing"
-	}
-	return "Phase(" + strconv.Itoa(int(p)) + ")"
+var phaseNames = [...]string{
+	PhaseOpening: "opening", PhaseOpen: "open", PhasePending: "pending", PhasePreparing: "preparing",
+	PhasePrepared: "prepared", PhaseDeciding: "deciding", PhaseCommitting: "committing",
 }
+
+func (v Phase) String() string { return name(phaseNames[:], int(v), "Phase") }
 
 // AbortReason says why a checkpoint was aborted, in a FailError. The
 // strings are stable and are the label values of the checkpoint-failure
@@ -133,16 +111,16 @@ const (
 	ReasonJobFailed
 )
 
-func (r AbortReason) String() string {
-	switch r {
-	case ReasonTimeout:
-		return "timeout"
-	case ReasonDeclined:
-		return "declined"
-	case ReasonCommitFailed:
-		return "commit_failed"
-	case ReasonJobFailed:
-		return "job_failed"
+var abortReasonNames = [...]string{
+	ReasonTimeout: "timeout", ReasonDeclined: "declined", ReasonCommitFailed: "commit_failed", ReasonJobFailed: "job_failed",
+}
+
+func (v AbortReason) String() string { return name(abortReasonNames[:], int(v), "AbortReason") }
+
+// name is names[v], or "Type(v)" for a value without one (the zero value).
+func name(names []string, v int, typ string) string {
+	if v > 0 && v < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return "AbortReason(" + strconv.Itoa(int(r)) + ")"
+	return typ + "(" + strconv.Itoa(v) + ")"
 }
