@@ -32,7 +32,6 @@ type Writer struct {
 	format config.Format
 	schema sr.Schema
 	avro   *avroWriter
-	avroR  *avroReader
 	proto  *protoWriter
 	json   *jsonFile
 }
@@ -53,9 +52,6 @@ func NewWriter(format config.Format, text, message string) (*Writer, error) {
 			return nil, fmt.Errorf("not an Avro schema: %w", err)
 		}
 		if w.avro, err = compileAvroWriter(s); err != nil {
-			return nil, err
-		}
-		if w.avroR, err = compileAvroReader(s); err != nil {
 			return nil, err
 		}
 	case config.FormatProtobuf:
@@ -115,7 +111,8 @@ func (w *Writer) Schema() sr.Schema { return w.schema }
 // message). A value the schema does not take is an error ValuePath
 // locates: a field of the wrong type, a field missing that has no
 // default, or, for Avro and Protobuf, a field the schema does not have
-// (a serializer would drop it; a test that names it means it).
+// (the encoders drop it; a test that names it means it). That one is
+// found first: a misspelt field is also a field missing.
 func (w *Writer) Encode(js []byte) ([]byte, error) {
 	if w.json != nil {
 		if err := w.json.validate(js); err != nil {
@@ -127,38 +124,28 @@ func (w *Writer) Encode(js []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []byte
-	var back any
 	if w.avro != nil {
+		if err := avroUnknown(w.avro.schema, v); err != nil {
+			return nil, err
+		}
 		aw := avro.NewWriter(nil, 0, avro.WithWriterConfig(avroConfig))
 		if err := w.avro.write(aw, v); err != nil {
 			return nil, err
 		}
-		out = slices.Clone(aw.Buffer())
-		if back, err = w.avroR.decodeValue(out); err != nil {
-			return nil, fmt.Errorf("the value does not read back: %w", err)
-		}
-	} else {
-		o, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("want an object for message %s, got %s", w.proto.md.FullName(), kindOf(v))
-		}
-		msg, err := protoMessage(w.proto.md, o)
-		if err != nil {
-			return nil, err
-		}
-		out = appendIndexes(nil, w.proto.indexes)
-		if out, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(out, msg); err != nil {
-			return nil, err
-		}
-		if back, err = w.proto.file.decodeValue(out); err != nil {
-			return nil, fmt.Errorf("the value does not read back: %w", err)
-		}
+		return slices.Clone(aw.Buffer()), nil
 	}
-	if err := unknownFields(v, back); err != nil {
+	o, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want an object for message %s, got %s", w.proto.md.FullName(), kindOf(v))
+	}
+	if err := protoUnknown(w.proto.md, o); err != nil {
 		return nil, err
 	}
-	return out, nil
+	msg, err := protoMessage(w.proto.md, o)
+	if err != nil {
+		return nil, err
+	}
+	return (proto.MarshalOptions{Deterministic: true}).MarshalAppend(appendIndexes(nil, w.proto.indexes), msg)
 }
 
 // exactValue is JSON text in the value domain, every number exact.
@@ -172,36 +159,117 @@ func exactValue(js []byte) (any, error) {
 	return m["v"], nil
 }
 
-// unknownFields finds a field of given (an object as written) that the
-// value read back (back) does not have: the schema has no such field.
-func unknownFields(given, back any) error {
-	switch g := given.(type) {
-	case map[string]any:
-		b, ok := back.(map[string]any)
+// noSuchField is a field of an object that its record or message does
+// not have.
+func noSuchField(name string, have []string) error {
+	return fieldError(name, fmt.Errorf("the schema has no such field%s", config.Suggestion(name, have)))
+}
+
+// avroUnknown finds a field of v that its record in s does not have.
+func avroUnknown(s avro.Schema, v any) error {
+	switch s := deref(s).(type) {
+	case *avro.RecordSchema:
+		m, ok := v.(map[string]any)
 		if !ok {
 			return nil
 		}
-		for _, k := range sortedKeys(g) {
-			if _, ok := b[k]; !ok {
-				have := sortedKeys(b)
-				return fieldError(k, fmt.Errorf("the schema has no such field%s", config.Suggestion(k, have)))
+		byName := map[string]avro.Schema{}
+		var names []string
+		for _, f := range s.Fields() {
+			byName[f.Name()] = f.Type()
+			names = append(names, f.Name())
+		}
+		for _, k := range sortedKeys(m) {
+			t, ok := byName[k]
+			if !ok {
+				return noSuchField(k, names)
 			}
-			if err := unknownFields(g[k], b[k]); err != nil {
+			if err := avroUnknown(t, m[k]); err != nil {
 				return fieldError(k, err)
 			}
 		}
-	case []any:
-		b, ok := back.([]any)
-		if !ok || len(b) != len(g) {
-			return nil
-		}
-		for i := range g {
-			if err := unknownFields(g[i], b[i]); err != nil {
+	case *avro.ArraySchema:
+		a, _ := v.([]any)
+		for i, e := range a {
+			if err := avroUnknown(s.Items(), e); err != nil {
 				return indexError(i, err)
 			}
 		}
+	case *avro.MapSchema:
+		m, _ := v.(map[string]any)
+		for _, k := range sortedKeys(m) {
+			if err := avroUnknown(s.Values(), m[k]); err != nil {
+				return keyError(k, err)
+			}
+		}
+	case *avro.UnionSchema:
+		// An object takes a union's record branch when it has one alone.
+		var only avro.Schema
+		for _, t := range s.Types() {
+			if rs, ok := deref(t).(*avro.RecordSchema); ok {
+				if only != nil {
+					return nil
+				}
+				only = rs
+			}
+		}
+		if only != nil {
+			return avroUnknown(only, v)
+		}
 	}
 	return nil
+}
+
+// protoUnknown finds a field of m that message md does not have.
+func protoUnknown(md protoreflect.MessageDescriptor, m map[string]any) error {
+	fields := md.Fields()
+	for _, k := range sortedKeys(m) {
+		fd := fields.ByName(protoreflect.Name(k))
+		if fd == nil {
+			return noSuchField(k, fieldNames(md))
+		}
+		if fd.Message() == nil || fd.IsMap() && fd.MapValue().Message() == nil {
+			continue
+		}
+		var err error
+		switch {
+		case fd.IsMap():
+			o, _ := m[k].(map[string]any)
+			for _, mk := range sortedKeys(o) {
+				if sub, ok := o[mk].(map[string]any); ok && !wellKnownName(fd.MapValue().Message()) {
+					if e := protoUnknown(fd.MapValue().Message(), sub); e != nil {
+						err = keyError(mk, e)
+						break
+					}
+				}
+			}
+		case fd.IsList():
+			a, _ := m[k].([]any)
+			for i, e := range a {
+				if sub, ok := e.(map[string]any); ok && !wellKnownName(fd.Message()) {
+					if e := protoUnknown(fd.Message(), sub); e != nil {
+						err = indexError(i, e)
+						break
+					}
+				}
+			}
+		default:
+			if sub, ok := m[k].(map[string]any); ok && !wellKnownName(fd.Message()) {
+				err = protoUnknown(fd.Message(), sub)
+			}
+		}
+		if err != nil {
+			return fieldError(k, err)
+		}
+	}
+	return nil
+}
+
+// wellKnownName reports whether md is a message written from the value
+// it stands for (a Timestamp from a time, a Struct from an object).
+func wellKnownName(md protoreflect.MessageDescriptor) bool {
+	name := string(md.FullName())
+	return strings.HasPrefix(name, "google.protobuf.") || name == "google.type.Decimal" || name == "confluent.type.Decimal" || name == "google.type.Date"
 }
 
 // JSON reads framed (a value or key in the Confluent wire format) with

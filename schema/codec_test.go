@@ -102,7 +102,7 @@ func TestWriterErrorsNameTheField(t *testing.T) {
 		{avroW, `{"n":1,"parity":"odd","amount":"x","ts":0}`, []string{"amount"}, `want a decimal, got a string "x"`},
 		{avroW, `{"n":1,"parity":"odd","amount":0.001,"ts":0}`, []string{"amount"}, `0.001 has more than the 2 digits after the point of the schema's decimal`},
 		{avroW, `{"parity":"odd","amount":1,"ts":0}`, []string{"n"}, `missing, and the schema gives it no default`},
-		{avroW, `{"n":1,"parity":"odd","amout":1,"amount":1,"ts":0}`, []string{"amout"}, `the schema has no such field; did you mean amount?`},
+		{avroW, `{"n":1,"parity":"odd","amout":1,"ts":0}`, []string{"amout"}, `the schema has no such field; did you mean amount?`},
 		{avroW, `{"n":1,"parity":"odd","amount":1,"ts":0,"tags":[{"k":"a"},{"k":2,"value":1}]}`, []string{"tags", "1", "value"}, `the schema has no such field; allowed: k`},
 		{avroW, `{"n":1,"parity":"odd","amount":1,"ts":0,"tags":[{"k":"a"},{}]}`, []string{"tags", "1", "k"}, `missing, and the schema gives it no default`},
 		{avroW, `[1]`, nil, `want a record, got an array`},
