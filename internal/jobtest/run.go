@@ -229,11 +229,21 @@ func (b *bound) execute(ctx context.Context, opts Options, faults *fault.Injecto
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
-	ends, err := produce(ctx, conn, b.c.Input)
+	var registry string
+	var ids []int
+	if b.registry {
+		reg, regIDs, err := startRegistry(b.regs)
+		if err != nil {
+			return nil, "", err
+		}
+		defer reg.Close()
+		registry, ids = reg.url, regIDs
+	}
+	ends, err := produce(ctx, conn, b.writes, ids)
 	if err != nil {
 		return nil, "", err
 	}
-	cfg, err := b.job.load(b.c.Env, brokers)
+	cfg, err := b.job.load(b.c.Env, brokers, registry)
 	if err != nil {
 		return nil, "", err
 	}
@@ -305,6 +315,9 @@ wait:
 		return nil, logs.tail(logTail), fmt.Errorf("the job failed while stopping: %w", runErr)
 	}
 	records, partitions, err := readOutputs(ctx, conn, b.outputs)
+	if err == nil && b.registry {
+		err = readFramed(ctx, registry, records)
+	}
 	if err != nil {
 		return nil, logs.tail(logTail), fmt.Errorf("reading the output: %w", err)
 	}

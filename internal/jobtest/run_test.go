@@ -2,6 +2,7 @@ package jobtest
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func boundCase(t *testing.T, example string, env map[string]string) *bound {
 	for k, v := range env {
 		c.Env[k] = v
 	}
-	b, err := bind(f.Path, c, readJob(t, f.Job), false)
+	b, err := bind(f.Path, c, readJob(t, f.Job), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +61,43 @@ func TestCrashRunsCatchRepeatedOutputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A job in the other schema formats: Protobuf values and Avro keys
+// written from YAML, its JSON Schema output read back by the id the job
+// registered (after the two inputs' schemas: 3) and compared as JSON; a
+// value that does not match says which field, and where it was read.
+func TestSchemaFormatsRun(t *testing.T) {
+	f, err := ReadFile("testdata/payments/test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Prepare(f, readJob(t, f.Job), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*Result
+	s.Run(context.Background(), Options{}, nil, func(r *Result) { results = append(results, r) })
+	for _, r := range results {
+		if !r.Passed() {
+			t.Errorf("%s: %v %+v\n%s", r.Case.Name, r.Err, r.Diffs, r.Log)
+		}
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d results", len(results))
+	}
+
+	f.Cases[0].Expect[0].Records[2].Value, _ = jsonValue([]byte(`{"key":"bob","count":1,"total":201}`))
+	s.Run(context.Background(), Options{}, func(c *Case) bool { return c == f.Cases[0] }, func(r *Result) {
+		var out strings.Builder
+		for _, d := range r.Diffs {
+			WriteDiff(&out, d, Sides{"expected", "written"}, "", Style{})
+		}
+		// The offset depends on where the checkpoints' commit markers
+		// fell.
+		want := regexp.MustCompile(`record 1 differs in the value: total is 200, expected 201; expected at testdata/payments/test.yaml:17:11; written at totals/0@\d+ \(read with schema id 3\)`)
+		if !want.MatchString(out.String()) {
+			t.Errorf("no %s in:\n%s", want, out.String())
+		}
+	})
 }
