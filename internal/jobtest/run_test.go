@@ -2,6 +2,8 @@ package jobtest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -100,4 +102,56 @@ func TestSchemaFormatsRun(t *testing.T) {
 			t.Errorf("no %s in:\n%s", want, out.String())
 		}
 	})
+}
+
+// A sink that looks its schema up (auto_register: false) finds the one
+// the test file registers for its topic, and writes with it.
+func TestSinkSchemaFromTheTestFile(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../examples/avro-sum/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := strings.Replace(string(data), "    format: ${OUTPUT_FORMAT:-avro}\n", "    format: avro\n    auto_register: false\n    schema_file: "+filepath.Join(dir, "sums.avsc")+"\n", 1)
+	sums := `{"type":"record","name":"Sums","fields":[{"name":"key","type":"string"},{"name":"count","type":"long"},` +
+		`{"name":"sum","type":"long"},{"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":38,"scale":2}}]}`
+	test := `job: job.yaml
+env: {CHECKPOINT_INTERVAL: 100ms}
+schemas:
+  numbers-avro: ` + mustAbs(t, "../../examples/avro-sum/number.avsc") + `
+  parity-sums-avro: sums.avsc
+cases:
+  - name: a
+    input:
+      numbers-avro: [{n: 1, parity: odd, amount: 0.10, ts: 2026-12-04T10:00:00Z}]
+    expect:
+      parity-sums-avro: [{key: odd, value: {key: odd, count: 1, sum: 1, amount: 0.1}}]
+`
+	for name, text := range map[string]string{"job.yaml": job, "sums.avsc": sums, "test.yaml": test} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := ReadFile(filepath.Join(dir, "test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Prepare(f, readJob(t, f.Job), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Run(context.Background(), Options{}, nil, func(r *Result) {
+		if !r.Passed() {
+			t.Errorf("%v %+v\n%s", r.Err, r.Diffs, r.Log)
+		}
+	})
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }
