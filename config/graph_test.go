@@ -143,6 +143,8 @@ func TestGraphErrors(t *testing.T) {
 		{"a sink reading an unknown id", "  - {from: tens, topic: tens}\n", "  - {from: tenss, topic: tens}\n", []string{
 			`c.yaml:20:13: steps[4].filter: nothing reads this step: name its id "tens" in the from: of a later step or a sink`,
 			`c.yaml:24:12: sinks[2].from[0]: unknown id "tenss"; did you mean tens?`}},
+		{"a source nobody reads", "    topics: [numbers]\n", "    topics: [numbers]\n  - id: spare\n    topics: [spare]\n", []string{
+			`c.yaml:8:5: sources[1].topics: nothing reads this source: name its id "spare" in the from: of a step or a sink`}},
 		{"a step reading an aggregate", "  - id: tens\n    from: numbers\n", "  - id: tens\n    from: parity-sums\n", []string{
 			`c.yaml:19:11: steps[4].from[0]: "parity-sums" is an aggregate: only a sink can read its output`}},
 		{"an aggregate reading a merge of keyed and unkeyed input", "  - id: mod3-sums\n", "  - id: mod3-sums\n    from: [by-mod3, numbers]\n", []string{

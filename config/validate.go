@@ -359,6 +359,13 @@ var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate, StepWi
 
 func (v *validator) steps() {
 	g := v.c.Graph()
+	// Who reads what is known only when the steps and sinks decoded.
+	readersKnown := !v.bad["steps"] && !v.bad["sinks"]
+	for _, nd := range g.Nodes {
+		if readersKnown && nd.Kind == NodeSource && len(nd.Outputs) == 0 {
+			v.fail(nd.Path+".topics", "nothing reads this source: name its id %q in the from: of a step or a sink", nd.ID)
+		}
+	}
 	for i, s := range v.c.Steps {
 		path := fmt.Sprintf("steps[%d]", i)
 		n, _ := g.Lookup(s.ID)
@@ -392,7 +399,7 @@ func (v *validator) steps() {
 					upstream = append(upstream, g.Nodes[u].Index)
 				}
 			}
-			if len(g.Nodes[n].Outputs) == 0 {
+			if readersKnown && len(g.Nodes[n].Outputs) == 0 {
 				v.fail(kpath, "nothing reads this step: name its id %q in the from: of a later step or a sink", s.ID)
 			}
 		}
