@@ -75,11 +75,9 @@ import (
 // timePlan is how a job with event time places records in it.
 type timePlan struct {
 	// byTopic is the event time of each source topic (sources without
-	// event_time have none: a window needs every source to have it).
+	// event_time have none: a window needs every source it reads to have
+	// it).
 	byTopic map[string]*sourceTime
-	// window is the job's window step (nil: none, e.g. an aggregate with
-	// a TTL in event time).
-	window *windowPlan
 }
 
 // sourceTime is one source's event_time, compiled.
@@ -92,7 +90,7 @@ type sourceTime struct {
 	futureStep string
 }
 
-// windowPlan is the window step, compiled.
+// windowPlan is a window step, compiled.
 type windowPlan struct {
 	id       string
 	spec     window.Spec
@@ -102,9 +100,8 @@ type windowPlan struct {
 	lateTopic string
 }
 
-// compileTime compiles the sources' event_time and the window step; nil
-// when the job has neither.
-func compileTime(cfg *config.Config, chain *operator.Chain, agg *operator.Aggregator) (*timePlan, config.Errors) {
+// compileTime compiles the sources' event_time; nil when none has it.
+func compileTime(cfg *config.Config) (*timePlan, config.Errors) {
 	var problems config.Errors
 	tp := &timePlan{byTopic: map[string]*sourceTime{}}
 	for i, src := range cfg.Sources {
@@ -127,35 +124,36 @@ func compileTime(cfg *config.Config, chain *operator.Chain, agg *operator.Aggreg
 			tp.byTopic[t] = st
 		}
 	}
-	if chain != nil && chain.Window() != nil && agg != nil {
-		w := chain.Window()
-		wp := &windowPlan{id: agg.ID(), lateness: w.AllowedLateness.Milliseconds(), emit: w.Emit}
-		switch {
-		case w.Tumbling > 0:
-			wp.spec = window.Spec{Kind: window.Tumbling, Size: w.Tumbling.Milliseconds()}
-		case w.Hopping != nil:
-			wp.spec = window.Spec{Kind: window.Hopping, Size: w.Hopping.Size.Milliseconds(), Advance: w.Hopping.Advance.Milliseconds()}
-		case w.Session != nil:
-			wp.spec = window.Spec{Kind: window.Session, Gap: w.Session.Gap.Milliseconds()}
-		}
-		if wp.emit == "" {
-			wp.emit = config.EmitOnWindowClose
-		}
-		if w.LateRecords != config.LateDrop {
-			wp.lateTopic = w.LateTopic
-			if wp.lateTopic == "" {
-				wp.lateTopic = cfg.Name + "-late"
-			}
-		}
-		tp.window = wp
-	}
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	if len(tp.byTopic) == 0 && tp.window == nil {
+	if len(tp.byTopic) == 0 {
 		return nil, nil
 	}
 	return tp, nil
+}
+
+// compileWindow compiles the window step w of operator id.
+func compileWindow(cfg *config.Config, id string, w *config.Window) *windowPlan {
+	wp := &windowPlan{id: id, lateness: w.AllowedLateness.Milliseconds(), emit: w.Emit}
+	switch {
+	case w.Tumbling > 0:
+		wp.spec = window.Spec{Kind: window.Tumbling, Size: w.Tumbling.Milliseconds()}
+	case w.Hopping != nil:
+		wp.spec = window.Spec{Kind: window.Hopping, Size: w.Hopping.Size.Milliseconds(), Advance: w.Hopping.Advance.Milliseconds()}
+	case w.Session != nil:
+		wp.spec = window.Spec{Kind: window.Session, Gap: w.Session.Gap.Milliseconds()}
+	}
+	if wp.emit == "" {
+		wp.emit = config.EmitOnWindowClose
+	}
+	if w.LateRecords != config.LateDrop {
+		wp.lateTopic = w.LateTopic
+		if wp.lateTopic == "" {
+			wp.lateTopic = cfg.Name + "-late"
+		}
+	}
+	return wp
 }
 
 // eventTime is where one partition stood in event time at a barrier.

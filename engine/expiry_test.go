@@ -33,8 +33,8 @@ func ttlHarness(t *testing.T, eventTime string, now *time.Time) (*router, *aggre
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg := p.agg.Clone()
-	op, err := newAggregateOp(p, agg, cfg.Checkpoint.KeyGroups, state.RangeFor(0, 1, cfg.Checkpoint.KeyGroups))
+	agg := p.targets[0].agg.Clone()
+	op, err := newAggregateOp(p, p.targets[0], agg, cfg.Checkpoint.KeyGroups, state.RangeFor(0, 1, cfg.Checkpoint.KeyGroups))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func ttlHarness(t *testing.T, eventTime string, now *time.Time) (*router, *aggre
 
 func sendTo(t *testing.T, r *router, op *aggregateOp, value string, ts time.Time) {
 	t.Helper()
-	msgs, _ := r.route(&kgo.Record{Topic: "in", Value: []byte(value), Timestamp: ts})
+	msgs, _ := r.route1(&kgo.Record{Topic: "in", Value: []byte(value), Timestamp: ts})
 	if len(msgs) != 1 || msgs[0].kind != msgRecord {
 		t.Fatalf("route %s: %+v", value, msgs)
 	}

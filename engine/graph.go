@@ -109,13 +109,15 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 
 	j.limitState(ops, a.limits)
 	for w, op := range ops {
-		if wo, ok := op.(*windowOp); ok {
-			wo.watermark = watermark // what has fired before this attempt
+		for _, o := range op {
+			if wo, ok := o.(*windowOp); ok {
+				wo.watermark = watermark // what has fired before this attempt
+			}
 		}
 		workerIns[w] = make(chan batch, workerQueue)
 		workerOuts[w] = workerIns[w]
 		wt := &workerTask{
-			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
+			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, ops: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
 			timed: timed, watermark: watermark, metrics: j.metrics,

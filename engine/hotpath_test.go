@@ -42,12 +42,12 @@ func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, key
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if p.agg == nil {
-		return p.newRouter(2), newPassThrough(p)
+	if !p.keyed {
+		return p.newRouter(2), newPassThrough(p, p.targets[0])
 	}
 	groups := cfg.Checkpoint.KeyGroups
-	agg := p.agg.Clone()
-	op, err := newAggregateOp(p, agg, groups, state.RangeFor(0, 1, groups))
+	agg := p.targets[0].agg.Clone()
+	op, err := newAggregateOp(p, p.targets[0], agg, groups, state.RangeFor(0, 1, groups))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 	inputs := benchInputs(keys)
 	for k := range keys { // warm: every key has state
 		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
-		msgs, _ := r.route(in)
+		msgs, _ := r.route1(in)
 		op.process(msgs[0])
 	}
 	op.snapshot(window.NoWatermark)
@@ -83,7 +83,7 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 	batch := make([]message, 0, batchLen)
 	i := 0
 	for b.Loop() {
-		msgs, _ := r.route(inputs[i%len(inputs)])
+		msgs, _ := r.route1(inputs[i%len(inputs)])
 		batch = append(batch, msgs...)
 		i++
 		if len(batch) == batchLen {
@@ -129,7 +129,7 @@ func benchInputs(keys int) []*kgo.Record {
 // routeAndProcess is one input's way through the job: one message from
 // the router, one output and no dead letter from the operator.
 func routeAndProcess(b *testing.B, r *router, op keyedOperator, in *kgo.Record) {
-	msgs, _ := r.route(in)
+	msgs, _ := r.route1(in)
 	if len(msgs) != 1 {
 		b.Fatalf("route: %d messages", len(msgs))
 	}
@@ -174,7 +174,7 @@ func BenchmarkKeyedSumSnapshot(b *testing.B) {
 	msgs := make([]message, keys)
 	for k := range keys {
 		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
-		m, _ := r.route(in)
+		m, _ := r.route1(in)
 		msgs[k] = m[0]
 	}
 	b.ReportAllocs()
@@ -216,7 +216,7 @@ func TestPassThroughReusesTheInputRecord(t *testing.T) {
 			Key: []byte("k"), Value: []byte(value), Timestamp: at, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}}
 	}
 	process := func(r *router, op keyedOperator, in *kgo.Record) ([]*kgo.Record, []message) {
-		msgs, _ := r.route(in)
+		msgs, _ := r.route1(in)
 		if len(msgs) != 1 {
 			t.Fatalf("route: %d messages", len(msgs))
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -15,10 +14,12 @@ import (
 	"github.com/eoflow/pipeline/state"
 )
 
-// passThrough is the keyed operator of a job without an aggregate: each
-// input that passed the steps becomes one output per sink.
+// passThrough is the operator of an output target (a source or stateless
+// step that sinks read): each input that reached it becomes one output
+// per sink that reads it.
 type passThrough struct {
 	p   *plan
+	t   *target
 	buf outBuf
 	// chain and in serve the inputs of a bare job (router.bare), which
 	// come without an operator.Record: each is decoded here, into in,
@@ -27,8 +28,12 @@ type passThrough struct {
 	in    operator.Record
 }
 
-func newPassThrough(p *plan) *passThrough {
-	return &passThrough{p: p, chain: p.chain.Clone()}
+func newPassThrough(p *plan, t *target) *passThrough {
+	o := &passThrough{p: p, t: t}
+	if c := p.graph.Linear(); c != nil {
+		o.chain = c.Clone()
+	}
+	return o
 }
 
 func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []message) {
@@ -48,13 +53,13 @@ func (o *passThrough) process(m message) (out []*kgo.Record, deadLetters []messa
 	// Nothing reads the input after this: its decoded map goes back to
 	// the chain for a later input, and with one sink the input's
 	// kgo.Record becomes the output record (outBuf.reuse).
-	defer o.chain.Recycle(op)
-	if len(o.p.sinks) == 1 {
+	defer o.p.recycle(op)
+	if len(o.t.sinks) == 1 {
 		o.buf.reuse = m.rec
 		defer func() { o.buf.reuse = nil }()
 	}
 	// The timestamp is read before m.rec may become the output record.
-	outs, rerr := o.p.outputs(&o.buf, op.Timestamp, op, m.rec.Key, nil)
+	outs, rerr := o.t.outputs(&o.buf, op.Timestamp, op, m.rec.Key, nil)
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr)
 	}
@@ -70,6 +75,7 @@ func (o *passThrough) snapshot(int64) (outputs []*kgo.Record, changes stateChang
 // record decodes its key's state into st, adds to it, and encodes it back.
 type aggregateOp struct {
 	p     *plan
+	t     *target
 	agg   *operator.Aggregator
 	store *state.Compact
 	// st is the state being updated, enc its encoding: one of each,
@@ -93,7 +99,7 @@ type aggregateOp struct {
 func (o *aggregateOp) process(m message) (out []*kgo.Record, deadLetters []message) {
 	// Nothing reads the input after this (the state keeps copies of what
 	// it needs): its decoded map goes back to the chain for a later input.
-	defer o.p.chain.Recycle(m.op)
+	defer o.p.recycle(m.op)
 	key := []byte(m.op.GroupKey)
 	slot := o.store.SlotHashed(m.hash, key) // one lookup for Get and Put
 	if o.ints != nil {
@@ -151,7 +157,7 @@ func (o *aggregateOp) processInts(m message, key []byte, slot state.CompactSlot)
 		o.changed(m)
 		return nil, nil, true
 	}
-	outs, rerr := o.p.keyedOutputs(&o.buf, m.op.Timestamp, m.op.GroupKey, o.buf.cut(o.ints.AppendOutput(o.buf.start(), m.op.GroupKey)))
+	outs, rerr := o.t.keyedOutputs(&o.buf, m.op.Timestamp, m.op.GroupKey, o.buf.cut(o.ints.AppendOutput(o.buf.start(), m.op.GroupKey)))
 	if rerr != nil {
 		return nil, o.p.deadLetters(m.rec, rerr), true
 	}
@@ -180,7 +186,7 @@ func (o *aggregateOp) changed(m message) {
 func (o *aggregateOp) prefetch(msgs []message) {
 	o.store.PrefetchHashed(len(msgs), func(i int) (state.Hash, bool) {
 		m := &msgs[i]
-		return m.hash, m.kind == msgRecord && m.op != nil
+		return m.hash, m.kind == msgRecord && m.op != nil && int(m.target) == o.t.index
 	})
 }
 
@@ -227,22 +233,7 @@ func (o *aggregateOp) encode(st *operator.AggregateState) []byte {
 // output is the result record of key for every sink. The value is
 // encoded once, straight into the output buffer, and shared by the sinks.
 func (o *aggregateOp) output(ts time.Time, groupKey string, st *operator.AggregateState) ([]*kgo.Record, *operator.RecordError) {
-	return o.p.keyedOutputs(&o.buf, ts, groupKey, o.buf.cut(st.AppendOutput(o.buf.start(), groupKey)))
-}
-
-// keyedOutputs is the output of a keyed operator for every sink: value
-// (encoded in buf) keyed by groupKey, with timestamp ts, unless a sink's
-// key expression, which reads the output object, says otherwise.
-func (p *plan) keyedOutputs(buf *outBuf, ts time.Time, groupKey string, value []byte) ([]*kgo.Record, *operator.RecordError) {
-	key := buf.cut(append(buf.start(), groupKey...))
-	var view *operator.Record
-	for _, s := range p.sinks {
-		if s.key != nil {
-			view = &operator.Record{Value: value, Timestamp: ts, Format: config.FormatJSON}
-			break
-		}
-	}
-	return p.outputs(buf, ts, view, key, value)
+	return o.t.keyedOutputs(&o.buf, ts, groupKey, o.buf.cut(st.AppendOutput(o.buf.start(), groupKey)))
 }
 
 // stateChanges are a snapshot's changelog records for the job's state
@@ -303,74 +294,4 @@ func (o *aggregateOp) snapshot(watermark int64) (outputs []*kgo.Record, changes 
 // summary is the size of the operator's state, for checkpoint records.
 func (o *aggregateOp) summary() checkpoint.StateSummary {
 	return checkpoint.StateSummary{Operator: o.agg.ID(), Keys: uint64(o.store.Len()), Bytes: uint64(max(0, o.store.ApproxBytes()))}
-}
-
-// outBuf hands out the memory of output records in chunks: the bytes of
-// their keys and values, the kgo.Records, and the slices of them that
-// process returns. One allocation serves hundreds of records instead of
-// four per record. A piece is cut from its chunk with its capacity limited
-// to its length (an append to it reallocates) and is never handed out
-// again: the producer owns a record until Kafka has it, so a chunk is
-// collected once all of its records are.
-type outBuf struct {
-	bytes []byte
-	recs  []kgo.Record
-	ptrs  []*kgo.Record
-	// reuse, if set, is the next record handed out, zeroed: an input
-	// record nothing reads any more (a pass-through's, once its value and
-	// key are taken), so that a record copied through costs no new one.
-	reuse *kgo.Record
-}
-
-const (
-	outBytesChunk = 32 << 10
-	// outBytesMin is the room start guarantees before a new chunk: more
-	// than most encodings need, so few outgrow their chunk (one that does
-	// is simply reallocated by append).
-	outBytesMin    = 1 << 10
-	outRecordChunk = 128
-)
-
-// start returns where the next encoding goes: append to it, then cut.
-func (b *outBuf) start() []byte {
-	if cap(b.bytes)-len(b.bytes) < outBytesMin {
-		b.bytes = make([]byte, 0, outBytesChunk)
-	}
-	return b.bytes[len(b.bytes):]
-}
-
-// cut takes enc, appended to start(), as one piece. Never nil, even when
-// empty.
-func (b *outBuf) cut(enc []byte) []byte {
-	n := len(enc)
-	rest := b.bytes[len(b.bytes):]
-	if unsafe.SliceData(enc) == unsafe.SliceData(rest) && n <= cap(rest) {
-		b.bytes = b.bytes[:len(b.bytes)+n] // still in the chunk: taken
-	} // else append outgrew the chunk and gave enc an array of its own
-	return enc[:n:n]
-}
-
-// record returns a zeroed record.
-func (b *outBuf) record() *kgo.Record {
-	if r := b.reuse; r != nil {
-		b.reuse = nil
-		*r = kgo.Record{}
-		return r
-	}
-	if len(b.recs) == 0 {
-		b.recs = make([]kgo.Record, outRecordChunk)
-	}
-	r := &b.recs[0]
-	b.recs = b.recs[1:]
-	return r
-}
-
-// records returns an empty slice with room for n records.
-func (b *outBuf) records(n int) []*kgo.Record {
-	if len(b.ptrs) < n {
-		b.ptrs = make([]*kgo.Record, max(n, outRecordChunk))
-	}
-	s := b.ptrs[:0:n]
-	b.ptrs = b.ptrs[n:]
-	return s
 }

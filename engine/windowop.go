@@ -61,6 +61,7 @@ func (o *aggregateOp) keyedStore() keyedStore { return o.store }
 // format; state/pieces.go says why.
 type windowOp struct {
 	p     *plan
+	t     *target
 	w     *windowPlan
 	agg   *operator.Aggregator
 	store *state.Store[*operator.WindowState]
@@ -121,7 +122,7 @@ func (o *windowOp) due(ws *operator.WindowState) (int64, bool) {
 }
 
 func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message) {
-	defer o.p.chain.Recycle(m.op)
+	defer o.p.recycle(m.op)
 	o.buildTimers()
 	// The windows closed for the record: those closed at its partition's
 	// watermark (the source sent it on because one is open), and, only
@@ -283,7 +284,7 @@ func (o *windowOp) addSession(ws *operator.WindowState, m message) ([]int, *oper
 // the window's last millisecond as its timestamp.
 func (o *windowOp) output(key string, win operator.OpenWindow) ([]*kgo.Record, *operator.RecordError) {
 	value := o.buf.cut(win.State.AppendWindowOutput(o.buf.start(), key, win.Start, win.End))
-	return o.p.keyedOutputs(&o.buf, time.UnixMilli(win.End-1), key, value)
+	return o.t.keyedOutputs(&o.buf, time.UnixMilli(win.End-1), key, value)
 }
 
 // snapshot fires every window whose end plus allowed_lateness is at most

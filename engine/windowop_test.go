@@ -50,17 +50,17 @@ func newWindowHarness(tb testing.TB, yaml string, env map[string]string, partiti
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if p.timeWindow() == nil {
+	if p.targets[0].window == nil {
 		tb.Fatal("no window in the job")
 	}
 	groups := cfg.Checkpoint.KeyGroups
-	agg := p.agg.Clone()
+	agg := p.targets[0].agg.Clone()
 	store, err := state.New[*operator.WindowState](agg.ID(), groups, state.RangeFor(0, 1, groups), windowCodec{agg})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	h := &windowHarness{tb: tb, r: p.newRouter(1), watermark: window.NoWatermark,
-		op: &windowOp{p: p, w: p.timeWindow(), agg: agg, store: store, open: new(atomic.Int64), watermark: window.NoWatermark}}
+		op: &windowOp{p: p, t: p.targets[0], w: p.targets[0].window, agg: agg, store: store, open: new(atomic.Int64), watermark: window.NoWatermark}}
 	h.r.clocks = newClocks(p.time, nil, time.Now)
 	for i := range partitions {
 		h.parts = append(h.parts, checkpoint.SourceOffset{Topic: "in", Partition: int32(i)})
@@ -70,7 +70,7 @@ func newWindowHarness(tb testing.TB, yaml string, env map[string]string, partiti
 
 func (h *windowHarness) send(partition int32, offset int64, value string) {
 	rec := &kgo.Record{Topic: "in", Partition: partition, Offset: offset, Value: []byte(value), Timestamp: time.UnixMilli(1)}
-	msgs, _ := h.r.route(rec)
+	msgs, _ := h.r.route1(rec)
 	for _, m := range msgs {
 		switch m.kind {
 		case msgRecord:
@@ -430,7 +430,7 @@ func TestRecordForAFiredWindowIsLate(t *testing.T) {
 	// its window [0, 1s) fired.
 	msgs := []message{{kind: msgRecord, rec: &kgo.Record{Topic: "in", Partition: 1, Offset: 0, Value: []byte(`{"n": 5, "ts": 700}`)}, at: 700, wm: window.NoWatermark}}
 	msgs[0].op = &operator.Record{Value: msgs[0].rec.Value, Topic: "in"}
-	if _, err := h.r.chain.Process(msgs[0].op); err != nil {
+	if _, err := h.r.lin.Process(msgs[0].op); err != nil {
 		t.Fatal(err)
 	}
 	outs, side := h.op.process(msgs[0])

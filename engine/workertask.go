@@ -37,7 +37,7 @@ type prefetcher interface {
 type workerTask struct {
 	id      checkpoint.TaskID
 	index   int
-	op      keyedOperator
+	ops     workerOps
 	inputs  <-chan batch
 	nInputs int
 	sink    chan<- batch
@@ -93,14 +93,12 @@ func (w *workerTask) handle(b batch) error {
 	if w.out == nil { // one output per input is the common case
 		w.out = newBatch(batchRoom(len(b.msgs)))
 	}
-	if p, ok := w.op.(prefetcher); ok {
-		p.prefetch(b.msgs)
-	}
+	w.ops.prefetch(b.msgs)
 	defer w.returns.flush()
 	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
-			outs, dls := w.op.process(m)
+			outs, dls := w.ops.process(m)
 			if m.slab != nil {
 				w.returns.add(m.slab) // process is done with m.op
 			}
@@ -134,7 +132,7 @@ func (w *workerTask) onBarrier(from int, b *barrier) error {
 			w.metrics.SetWatermark(w.watermark)
 		}
 	}
-	outputs, changes, summary := w.op.snapshot(done.watermark)
+	outputs, changes, summary := w.ops.snapshot(done.watermark)
 	w.out = slices.Grow(w.out, len(outputs)+2)
 	for _, r := range outputs {
 		w.out = append(w.out, message{kind: msgRecord, rec: r})
@@ -157,7 +155,7 @@ func (w *workerTask) resume() error {
 	id := w.aligned
 	w.aligned = 0
 	if ex := w.exports.get(id); ex != nil {
-		w.exported = append(w.exported, exportReport{id: id, worker: w.index, err: ex.exportState(w.op)})
+		w.exported = append(w.exported, exportReport{id: id, worker: w.index, err: ex.exportState(w.ops)})
 	}
 	for _, hb := range w.align.release() {
 		// A barrier that completes in what was held sets aligned again;

@@ -33,6 +33,8 @@ type Graph struct {
 	// (see Chain.need); maps holds the recycled maps of all the routes.
 	need *fieldSet
 	maps *fieldMaps
+	// inputs decode the topics read in a schema format (SetInputs).
+	inputs Inputs
 }
 
 // Target is where a route delivers records.
@@ -174,8 +176,10 @@ func compileLinear(cfg *config.Config, cg *config.Graph) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	last := len(cg.Nodes) - len(cfg.Sinks) - 1 // the last step, or the last source
-	t := Target{ID: cg.Nodes[last].ID, Path: cg.Nodes[last].Path, Agg: c.agg, Window: c.window}
+	t := Target{Agg: c.agg, Window: c.window}
+	if last := len(cg.Nodes) - len(cfg.Sinks) - 1; last >= 0 { // the last step, or the last source
+		t.ID, t.Path = cg.Nodes[last].ID, cg.Nodes[last].Path
+	}
 	for i := range cfg.Sinks {
 		t.Sinks = append(t.Sinks, i)
 	}
@@ -269,6 +273,22 @@ func needOf(exprs []*Expr) *fieldSet {
 	return need
 }
 
+// SetInputs tells every route how to decode the records of topics read in
+// a schema format, with a key format or an envelope (Chain.SetInputs).
+// Call it before the first NewBranches.
+func (g *Graph) SetInputs(in Inputs) {
+	g.inputs = in
+	seen := map[*Chain]bool{}
+	for _, rs := range g.routes {
+		for _, r := range rs {
+			if !seen[r.chain] {
+				seen[r.chain] = true
+				r.chain.SetInputs(in)
+			}
+		}
+	}
+}
+
 // Targets are the graph's targets, by index.
 func (g *Graph) Targets() []Target { return g.targets }
 
@@ -295,7 +315,7 @@ type Branches struct {
 // NewBranches is an evaluator of g's routes with a VM of its own.
 func (g *Graph) NewBranches() *Branches {
 	b := &Branches{g: g, need: g.need, routes: make([][]route, len(g.routes))}
-	b.dec.maps = g.maps
+	b.dec.maps, b.dec.inputs = g.maps, g.inputs
 	// One clone per route chain shared by several sources: routes of a
 	// linear job all share the job's Chain.
 	clones := map[*Chain]*Chain{}
@@ -365,21 +385,22 @@ func (b *Branches) Linear() *Chain {
 // else is called), then for each route runs the route's steps on a record
 // of its own: a copy of r, in memory from newRecord, for every route but
 // the last, which takes r itself. For each route whose steps let its
-// record through, or failed on it, it calls out with the route's target,
-// the record, and the step's error (nil when it passed). A record passed
-// with a nil error is the caller's from then on; one a filter dropped, or
-// passed with an error, is done with here (out must not keep it).
-func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out func(target int, r *Record, err *RecordError)) *RecordError {
+// record through, or failed on it, it calls out with the route's index
+// among source's routes, its target, the record, and the step's error
+// (nil when it passed). A record passed with a nil error is the caller's
+// from then on; one a filter dropped, or passed with an error, is done
+// with here (out must not keep it).
+func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out func(route, target int, r *Record, err *RecordError)) *RecordError {
 	rs := b.routes[source]
 	if len(rs) == 1 && b.g.linear != nil {
 		c := rs[0].chain
 		keep, err := c.Process(r)
 		switch {
 		case err != nil:
-			out(rs[0].target, r, err)
+			out(0, rs[0].target, r, err)
 			c.Recycle(r)
 		case keep:
-			out(rs[0].target, r, nil)
+			out(0, rs[0].target, r, nil)
 		default:
 			c.Recycle(r)
 		}
@@ -400,15 +421,38 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 		keep, err := rt.chain.Process(rec)
 		switch {
 		case err != nil:
-			out(rt.target, rec, err)
+			out(i, rt.target, rec, err)
 			rt.chain.Recycle(rec)
 		case keep:
-			out(rt.target, rec, nil)
+			out(i, rt.target, rec, nil)
 		default:
 			rt.chain.Recycle(rec)
 		}
 	}
 	return nil
+}
+
+// ProcessRoute runs one route of source's records on r (decoding it
+// first), for a record that an earlier evaluation already sent down that
+// route (group mode's keyed side, reading what the source side shuffled):
+// the route's target, and whether the record came through, or the error.
+// A record that did not come through is recycled here.
+func (b *Branches) ProcessRoute(source, route int, r *Record) (target int, keep bool, err *RecordError) {
+	rs := b.routes[source]
+	if route < 0 || route >= len(rs) {
+		return 0, false, &RecordError{Step: "route", Code: CodeDecode, Reason: fmt.Sprintf("no route %d from source %d: the job has %d", route, source, len(rs))}
+	}
+	rt := rs[route]
+	if b.g.linear == nil {
+		if err := r.decodeFields(&b.dec, rt.chain.firstPath, b.need); err != nil {
+			return rt.target, false, err
+		}
+	}
+	keep, err = rt.chain.Process(r)
+	if err != nil || !keep {
+		rt.chain.Recycle(r)
+	}
+	return rt.target, keep, err
 }
 
 // EventTime evaluates e, a source's event-time expression, on r, decoding
@@ -428,8 +472,12 @@ func (b *Branches) EventTime(source int, r *Record, e *Expr) (int64, *RecordErro
 }
 
 // Recycle gives r's decoded value back for later records (Chain.Recycle).
-func (b *Branches) Recycle(r *Record) {
-	c := &Chain{maps: b.g.maps}
+func (b *Branches) Recycle(r *Record) { b.g.Recycle(r) }
+
+// Recycle gives r's decoded value back for later records (Chain.Recycle):
+// safe from any goroutine, as Chain.Recycle is.
+func (g *Graph) Recycle(r *Record) {
+	c := Chain{maps: g.maps}
 	c.Recycle(r)
 }
 

@@ -66,7 +66,7 @@ func processAll(t *testing.T, b *Branches, g *Graph, source int, value string) [
 	t.Helper()
 	r := &Record{Value: []byte(value), Topic: "numbers"}
 	var got []delivery
-	derr := b.Process(source, r, func() *Record { return new(Record) }, func(target int, rec *Record, err *RecordError) {
+	derr := b.Process(source, r, func() *Record { return new(Record) }, func(_, target int, rec *Record, err *RecordError) {
 		d := delivery{target: g.Targets()[target].ID}
 		if err != nil {
 			d.err = err.Step + ": " + err.Reason
@@ -205,7 +205,7 @@ func TestBranchRecordsAreIndependent(t *testing.T) {
 	b := g.NewBranches()
 	var recs []*Record
 	r := &Record{Value: []byte(`{"n": 30, "x": 1, "pad": "` + strings.Repeat("y", 100) + `"}`), Topic: "numbers"}
-	if derr := b.Process(0, r, func() *Record { return new(Record) }, func(target int, rec *Record, err *RecordError) {
+	if derr := b.Process(0, r, func() *Record { return new(Record) }, func(_, target int, rec *Record, err *RecordError) {
 		if err == nil {
 			recs = append(recs, rec)
 		}
