@@ -3,6 +3,7 @@ package jobtest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 
@@ -148,6 +149,11 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 		}
 	}
 	known := append(append(append([]string{DeadLetters, Late}, sinks...), deadLetters...), late...)
+	for _, topic := range slices.Sorted(maps.Keys(c.CompareTopic)) {
+		if _, ok := kinds[topic]; !ok && topic != DeadLetters && topic != Late {
+			fail(c.CompareAt[topic], c.Path+".compare."+topic, "the job writes no topic %q%s", topic, config.Suggestion(topic, append(known, "default")))
+		}
+	}
 	listed := map[string]string{} // topic -> the name that listed it
 	for _, e := range c.Expect {
 		ch := check{name: e.Name, listed: true, expected: e.Records}

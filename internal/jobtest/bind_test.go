@@ -253,3 +253,33 @@ func TestPrepareWritesWithSchemas(t *testing.T) {
 		t.Errorf("a record with an Avro key and a value that is not Protobuf: %+v %+v", w.key, w.value)
 	}
 }
+
+// compare: may name a rule per topic, with a default for the others; a
+// topic the job does not write, or a rule that does not exist, is refused
+// where it is written.
+func TestComparePerTopic(t *testing.T) {
+	if _, err := Parse("t.yaml", []byte("cases:\n  - name: a\n    compare: {late: sorted}\n")); err == nil ||
+		err.Error() != `t.yaml:3:21: cases[0].compare.late: unknown rule "sorted"; allowed: per_key, exact, unordered, last_per_key` {
+		t.Errorf("an unknown rule: %v", err)
+	}
+	f := mustParse(t, `
+cases:
+  - name: a
+    expect:
+      parity-windows: [{key: odd, value: 1}, {key: odd, value: 2}]
+    compare: {default: last_per_key, parity-windows: per_key, dead_letters: unordered}
+  - name: b
+    compare: {parity-window: unordered}
+`)
+	_, err := Prepare(f, readJob(t, "../../examples/parity-windows/config.yaml"), false)
+	want := `t.yaml:8:15: cases[1].compare.parity-window: the job writes no topic "parity-window"; did you mean parity-windows?`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+	c := f.Cases[0]
+	for topic, rule := range map[string]Rule{"parity-windows": PerKey, DeadLetters: Unordered, Late: LastPerKey} {
+		if got := c.RuleFor(topic); got != rule {
+			t.Errorf("rule of %s: %s, want %s", topic, got, rule)
+		}
+	}
+}

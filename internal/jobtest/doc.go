@@ -54,6 +54,8 @@
 //     (headers: the ones listed must be there, others may be).
 //  3. A sink topic the case does not list is not checked; dead letters
 //     and late records the case does not list must be absent.
+//     compare: names one rule for every topic, or a rule per topic and a
+//     default for the rest ({default: last_per_key, tens: unordered}).
 //  4. A run is done when a committed checkpoint holds every input
 //     partition's end offset: everything the job derives from its input
 //     is committed then. The job then stops gracefully. Inputs are
@@ -65,8 +67,8 @@
 //     from its seed, at least one that every checkpoint passes, so it
 //     always fails at least once; it waits for the armed points that can
 //     still fail, disarms the rest (reported) and must commit exactly
-//     the crash-free run's records, by the case's comparison rule. Only
-//     exactly_once promises that.
+//     the crash-free run's records on every output topic, listed or not,
+//     each by its comparison rule. Only exactly_once promises that.
 //  7. A job that names a schema registry gets one of its own in every
 //     run (franz-go's srfake over HTTP; config.WithSchemaRegistry points
 //     the job at it, as config.WithBrokers points it at kfake), holding

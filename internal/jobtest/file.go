@@ -46,8 +46,22 @@ type Case struct {
 	Input []*TopicInput
 	// Expect is what the job must have committed, per listed topic, in
 	// the order written.
-	Expect  []*TopicExpect
-	Compare Rule
+	Expect []*TopicExpect
+	// Compare is the rule of every topic that CompareTopic does not name
+	// (compare: RULE, or compare: {default: RULE, TOPIC: RULE, ...}).
+	Compare      Rule
+	CompareTopic map[string]Rule
+	// CompareAt is where each topic of CompareTopic was named.
+	CompareAt map[string]Pos
+}
+
+// RuleFor is the rule that compares topic (a sink topic, or
+// dead_letters or late).
+func (c *Case) RuleFor(topic string) Rule {
+	if r, ok := c.CompareTopic[topic]; ok {
+		return r
+	}
+	return c.Compare
 }
 
 // Pos is a 1-based line and column in a test file.

@@ -251,12 +251,22 @@ func (p *parser) testCase(n *yaml.Node, path string, fileEnv map[string]string, 
 		case "expect":
 			expect = v
 		case "compare":
-			if s, ok := p.str(v, kpath); ok {
-				if !slices.Contains(rules, s) {
-					p.fail(v, kpath, "unknown rule %q%s", s, config.Suggestion(s, rules))
-				} else {
-					c.Compare = Rule(s)
-				}
+			if v.Kind == yaml.MappingNode {
+				// A rule per topic, and the default for the others.
+				c.CompareTopic, c.CompareAt = map[string]Rule{}, map[string]Pos{}
+				p.mapping(v, kpath, nil, func(topic string, k, rv *yaml.Node) {
+					if r, ok := p.rule(rv, join(kpath, topic)); ok {
+						if topic == "default" {
+							c.Compare = r
+						} else {
+							c.CompareTopic[topic], c.CompareAt[topic] = r, at(k)
+						}
+					}
+				})
+				break
+			}
+			if r, ok := p.rule(v, kpath); ok {
+				c.Compare = r
 			}
 		}
 	})
@@ -286,13 +296,26 @@ func (p *parser) testCase(n *yaml.Node, path string, fileEnv map[string]string, 
 					}
 				})
 			}
-			if c.Compare == LastPerKey {
+			if c.RuleFor(name) == LastPerKey {
 				p.uniqueKeys(t)
 			}
 			c.Expect = append(c.Expect, t)
 		})
 	}
 	return c
+}
+
+// rule reads a comparison rule.
+func (p *parser) rule(n *yaml.Node, path string) (Rule, bool) {
+	s, ok := p.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(rules, s) {
+		p.fail(n, path, "unknown rule %q%s", s, config.Suggestion(s, rules))
+		return "", false
+	}
+	return Rule(s), true
 }
 
 // uniqueKeys refuses a key listed twice where each key has one value.
