@@ -13,6 +13,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
 )
@@ -110,8 +111,10 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	j.limitState(ops, a.limits)
 	for w, op := range ops {
 		for _, o := range op {
-			if wo, ok := o.(*windowOp); ok {
-				wo.watermark = watermark // what has fired before this attempt
+			if t, ok := o.(*targetOp); ok {
+				if wo, ok := t.op.(*keyed.Window); ok {
+					wo.Resume(watermark) // what has fired before this attempt
+				}
 			}
 		}
 		workerIns[w] = make(chan batch, workerQueue)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/datagen"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -23,14 +24,14 @@ import (
 
 // hotPathOperator builds the plan, a router and a single worker's operator
 // (all key groups) for the job file at path.
-func hotPathOperator(tb testing.TB, path string, env map[string]string) (*router, *aggregateOp) {
+func hotPathOperator(tb testing.TB, path string, env map[string]string) (*router, *targetOp) {
 	tb.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	r, op := hotPathJob(tb, data, env)
-	return r, op.(*aggregateOp)
+	return r, op.(*targetOp)
 }
 
 // hotPathJob is hotPathOperator for a job's text: the router spreads over
@@ -42,16 +43,16 @@ func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, key
 	if err != nil {
 		tb.Fatal(err)
 	}
+	t := p.targets[0]
 	if !p.keyed {
-		return p.newRouter(2), newPassThrough(p, p.targets[0])
+		return p.newRouter(2), newTargetOp(keyed.NewPassThrough(p.env(time.Now), t.sinks, p.graph.Linear(), p.format), 0, cfg.Name)
 	}
 	groups := cfg.Checkpoint.KeyGroups
-	agg := p.targets[0].agg.Clone()
-	op, err := newAggregateOp(p, p.targets[0], agg, groups, state.RangeFor(0, 1, groups))
+	op, err := keyed.NewAggregate(p.env(time.Now), t.sinks, t.agg, groups, state.RangeFor(0, 1, groups), false)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p.newRouter(2), op
+	return p.newRouter(2), newTargetOp(op, 0, cfg.Name)
 }
 
 // benchInput is the bench workload's record (datagen.Event):

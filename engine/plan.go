@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/schema"
 	"github.com/eoflow/pipeline/sink"
 )
@@ -36,8 +38,9 @@ type plan struct {
 	// and in group mode a repartition topic).
 	keyed bool
 	// time is the sources' event time (nil: none has it).
-	time   *timePlan
-	sinks  []sinkSpec
+	time *timePlan
+	// sinks are every sink of the job, by index in config.Sinks.
+	sinks  []keyed.Sink
 	format map[string]config.Format // source topic -> value format
 	// source is the index in config.Sources of each source topic's
 	// source (its routes are that source's).
@@ -69,22 +72,13 @@ type target struct {
 	// output.
 	agg *operator.Aggregator
 	// window is a window target's step (nil otherwise).
-	window *windowPlan
+	window *keyed.WindowSpec
 	// sinks are the sinks that write what the target emits.
-	sinks []*sinkSpec
+	sinks keyed.Sinks
 }
 
 // keyed reports whether t is a keyed operator.
 func (t *target) keyed() bool { return t.agg != nil }
-
-// sinkSpec is one configured sink, compiled.
-type sinkSpec struct {
-	topic  string
-	key    *operator.Expr // nil: the group key, or no key
-	format config.Format
-	// enc writes a schema registry format (nil: json or raw).
-	enc *schema.Sink
-}
 
 // compile builds the plan, reporting expression problems at their place in
 // the configuration file.
@@ -99,14 +93,14 @@ func compile(cfg *config.Config) (*plan, error) {
 	problems = append(problems, tprobs...)
 	p.time = tp
 	for i, s := range cfg.Sinks {
-		spec := sinkSpec{topic: s.Topic, format: s.Format}
+		spec := keyed.Sink{Topic: s.Topic, Format: s.Format}
 		if s.Key != "" {
 			path := fmt.Sprintf("sinks[%d].key", i)
 			e, err := operator.CompileExpr(path, s.Key)
 			if err != nil {
 				problems = append(problems, compileProblems(cfg, err)...)
 			}
-			spec.key = e
+			spec.Key = e
 		}
 		p.sinks = append(p.sinks, spec)
 	}
@@ -121,12 +115,13 @@ func compile(cfg *config.Config) (*plan, error) {
 	}
 	p.graph = g
 	for i, gt := range g.Targets() {
-		t := &target{index: i, id: gt.ID, agg: gt.Agg}
-		if gt.Window != nil {
-			t.window = compileWindow(cfg, gt.Agg.ID(), gt.Window)
-		}
+		sinks := make(keyed.Sinks, 0, len(gt.Sinks))
 		for _, s := range gt.Sinks {
-			t.sinks = append(t.sinks, &p.sinks[s])
+			sinks = append(sinks, &p.sinks[s])
+		}
+		t := &target{index: i, id: gt.ID, agg: gt.Agg, sinks: sinks}
+		if gt.Window != nil {
+			t.window = keyed.CompileWindow(cfg, gt.Agg.ID(), gt.Window)
 		}
 		p.keyed = p.keyed || t.keyed()
 		p.targets = append(p.targets, t)
@@ -204,9 +199,9 @@ func (p *plan) operatorIDs() []string {
 	return ids
 }
 
-// windows are the window targets' plans.
-func (p *plan) windows() []*windowPlan {
-	var out []*windowPlan
+// windows are the window targets' steps.
+func (p *plan) windows() []*keyed.WindowSpec {
+	var out []*keyed.WindowSpec
 	for _, t := range p.targets {
 		if t.window != nil {
 			out = append(out, t.window)
@@ -220,8 +215,8 @@ func (p *plan) windows() []*windowPlan {
 func (p *plan) lateTopics() []string {
 	var topics []string
 	for _, w := range p.windows() {
-		if w.lateTopic != "" && !slices.Contains(topics, w.lateTopic) {
-			topics = append(topics, w.lateTopic)
+		if w.LateTopic != "" && !slices.Contains(topics, w.LateTopic) {
+			topics = append(topics, w.LateTopic)
 		}
 	}
 	return topics
@@ -245,23 +240,44 @@ func (p *plan) deadLetterTopics() []string {
 	return topics
 }
 
-// deadLetters builds the dead-letter records of src for every sink.
+// deadLetters builds the dead-letter messages of src for every sink.
 func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []message {
+	recs := p.deadLetterRecords(src, rerr)
+	msgs := make([]message, len(recs))
+	for i, dl := range recs {
+		msgs[i] = message{kind: msgDeadLetter, rec: dl}
+	}
+	return msgs
+}
+
+// deadLetterRecords builds the dead-letter records of src for every sink,
+// and counts and logs them.
+func (p *plan) deadLetterRecords(src *kgo.Record, rerr *operator.RecordError) []*kgo.Record {
 	if p.metrics != nil {
 		p.metrics.DeadLettered(string(rerr.Code))
 	}
 	if p.deadLetterLog != nil {
 		p.deadLetterLog.record(src, rerr)
 	}
-	var msgs []message
+	var recs []*kgo.Record
 	for _, topic := range p.deadLetterTopics() {
 		dl := sink.DeadLetter(topic, src, string(rerr.Code), rerr.Step, rerr.Reason)
 		if rerr.SchemaID != 0 {
 			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: sink.HeaderSchemaID, Value: strconv.AppendInt(nil, int64(rerr.SchemaID), 10)})
 		}
-		msgs = append(msgs, message{kind: msgDeadLetter, rec: dl})
+		recs = append(recs, dl)
 	}
-	return msgs
+	return recs
+}
+
+// env is what the keyed operators need of the job: dead letters,
+// recycling decoded inputs, metrics and the clock.
+func (p *plan) env(now func() time.Time) *keyed.Env {
+	e := &keyed.Env{DeadLetters: p.deadLetterRecords, Recycle: p.recycle, Now: now}
+	if p.metrics != nil {
+		e.Metrics = p.metrics
+	}
+	return e
 }
 
 // newRecord fills in checkpoint N's job-wide fields, and the savepoint

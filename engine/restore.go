@@ -12,10 +12,9 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
-	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
-	"github.com/eoflow/pipeline/window"
 )
 
 // workerOps are one worker's operators, one per target of the plan (by
@@ -59,19 +58,21 @@ func (ops workerOps) prefetch(msgs []message) {
 }
 
 // stateful are the operators of ops that hold keyed state.
-func (ops workerOps) stateful() []stateful {
-	var out []stateful
+func (ops workerOps) stateful() []keyed.Stateful {
+	var out []keyed.Stateful
 	for _, op := range ops {
-		if s, ok := op.(stateful); ok {
-			out = append(out, s)
+		if t, ok := op.(*targetOp); ok {
+			if s, ok := t.stateful(); ok {
+				out = append(out, s)
+			}
 		}
 	}
 	return out
 }
 
 // statefulOf is every operator of every worker that holds keyed state.
-func statefulOf(all []workerOps) []stateful {
-	var out []stateful
+func statefulOf(all []workerOps) []keyed.Stateful {
+	var out []keyed.Stateful
 	for _, ops := range all {
 		out = append(out, ops.stateful()...)
 	}
@@ -83,7 +84,7 @@ func statefulOf(all []workerOps) []stateful {
 func keysOf(all []workerOps) map[string]int {
 	keys := map[string]int{}
 	for _, st := range statefulOf(all) {
-		keys[st.operatorID()] += st.keyedStore().Len()
+		keys[st.ID()] += st.Store().Len()
 	}
 	return keys
 }
@@ -92,34 +93,34 @@ func keysOf(all []workerOps) map[string]int {
 // the open windows of each window operator over all workers (by target
 // index; emptyOperators fills it for w == 0).
 func (j *Job) emptyOperators(w int, open map[int]*atomic.Int64) (workerOps, error) {
+	p := j.plan
 	groups := j.cfg.Checkpoint.KeyGroups
 	rng := state.RangeFor(w, j.workers, groups)
-	ops := make(workerOps, len(j.plan.targets))
-	for i, t := range j.plan.targets {
-		if !t.keyed() {
-			ops[i] = newPassThrough(j.plan, t)
-			continue
-		}
-		agg := t.agg.Clone()
-		if wp := t.window; wp != nil {
-			store, err := state.New[*operator.WindowState](agg.ID(), groups, rng, windowCodec{agg})
-			if err != nil {
-				return nil, err
-			}
+	env := p.env(j.now)
+	eventTime := p.time != nil && len(p.time.byTopic) > 0
+	ops := make(workerOps, len(p.targets))
+	for i, t := range p.targets {
+		var op keyed.Operator
+		switch {
+		case !t.keyed():
+			op = keyed.NewPassThrough(env, t.sinks, p.graph.Linear(), p.format)
+		case t.window != nil:
 			if open[i] == nil {
 				open[i] = new(atomic.Int64)
 			}
-			ops[i] = &windowOp{p: j.plan, t: t, w: wp, agg: agg, store: store, open: open[i], watermark: window.NoWatermark}
-			continue
+			wo, err := keyed.NewWindow(env, t.sinks, t.window, t.agg, groups, rng, open[i])
+			if err != nil {
+				return nil, err
+			}
+			op = wo
+		default:
+			ao, err := keyed.NewAggregate(env, t.sinks, t.agg, groups, rng, eventTime)
+			if err != nil {
+				return nil, err
+			}
+			op = ao
 		}
-		op, err := newAggregateOp(j.plan, t, agg, groups, rng)
-		if err != nil {
-			return nil, err
-		}
-		if ttl := agg.TTL(); ttl > 0 {
-			op.expiry = &expiry{ttl: ttl.Milliseconds(), eventTime: j.plan.time != nil && len(j.plan.time.byTopic) > 0, now: j.now}
-		}
-		ops[i] = op
+		ops[i] = newTargetOp(op, i, j.cfg.Name)
 	}
 	return ops, nil
 }
@@ -138,29 +139,6 @@ func (j *Job) allEmptyOperators() ([]workerOps, error) {
 	return all, nil
 }
 
-// newAggregateOp is agg (a clone of its own) over the key groups rng of
-// groups, with an empty store.
-func newAggregateOp(p *plan, t *target, agg *operator.Aggregator, groups int, rng state.Range) (*aggregateOp, error) {
-	// A restore checks every state it reads by decoding it into a state of
-	// its own (the restore runs before the operator's first record).
-	checked := agg.NewState()
-	store, err := state.NewCompact(agg.ID(), groups, rng, func(enc []byte) error {
-		return agg.DecodeInto(checked, enc)
-	})
-	if err != nil {
-		return nil, err
-	}
-	op := &aggregateOp{p: p, t: t, agg: agg, store: store, st: agg.NewState(), ints: agg.NewIntState()}
-	if op.ints != nil {
-		// The integer path stores its states in a native form; the
-		// changelog and savepoints get their encoding (through a state
-		// of its own: Snapshot and All may run between two records'
-		// uses of op.ints).
-		store.SetEncoding(agg.NewIntState().AppendChangelog)
-	}
-	return op, nil
-}
-
 // restoringOperators builds every worker's operators and, for a job with
 // keyed state, a Restorer per worker for them to be filled through, each
 // store's maps sized for the keys expected of its operator (over all
@@ -177,8 +155,8 @@ func (j *Job) restoringOperators(expected map[string]int) ([]workerOps, []*state
 	for w, ops := range all {
 		var r *state.Restorer
 		for _, st := range ops.stateful() {
-			store := st.keyedStore()
-			store.Grow(expected[st.operatorID()])
+			store := st.Store()
+			store.Grow(expected[st.ID()])
 			if r == nil {
 				if r, err = state.NewRestorer(j.cfg.Checkpoint.KeyGroups, store.Range()); err != nil {
 					return nil, nil, err
@@ -224,7 +202,7 @@ func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record, r
 	keys := 0
 	for w, ops := range all {
 		for _, st := range ops.stateful() {
-			keys += st.keyedStore().Len()
+			keys += st.Store().Len()
 		}
 		if gone := restorers[w].Unclaimed(); len(gone) > 0 {
 			return nil, 0, fmt.Errorf("%w: the state topic holds state of operators %v, which the configuration no longer has", ErrIncompatible, gone)
@@ -248,7 +226,7 @@ func (j *Job) stateTopic() string {
 // with MESSAGE_TOO_LARGE.
 func (j *Job) limitState(all []workerOps, limits sink.Limits) {
 	for _, st := range statefulOf(all) {
-		st.keyedStore().SetRecordLimit(limits.Payload(j.stateTopic()))
+		st.Store().SetRecordLimit(limits.Payload(j.stateTopic()))
 	}
 }
 

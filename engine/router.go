@@ -9,6 +9,7 @@ import (
 
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -29,6 +30,8 @@ type router struct {
 	// clocks are the event-time clocks of the task's partitions (nil
 	// without event time).
 	clocks *clocks
+	// env counts late records (keyed.WindowSpec.LateRecord).
+	env *keyed.Env
 
 	// slab is where each input's operator.Record comes from: next is its
 	// first unused record, sent the number of its records sent on to a
@@ -58,8 +61,8 @@ func (p *plan) newRouter(workers int) *router {
 			continue
 		}
 		for _, s := range t.sinks {
-			if s.key != nil {
-				b.AlsoRead(s.key)
+			if s.Key != nil {
+				b.AlsoRead(s.Key)
 			}
 		}
 	}
@@ -70,7 +73,7 @@ func (p *plan) newRouter(workers int) *router {
 			}
 		}
 	}
-	return &router{p: p, branches: b, lin: b.Linear(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups, bare: p.bare()}
+	return &router{p: p, branches: b, lin: b.Linear(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups, bare: p.bare(), env: p.env(nil)}
 }
 
 // bare reports whether the job's records need nothing on the source side
@@ -81,7 +84,7 @@ func (p *plan) bare() bool {
 		return false
 	}
 	for _, s := range p.sinks {
-		if s.key != nil {
+		if s.Key != nil {
 			return false
 		}
 	}
@@ -215,10 +218,10 @@ func (r *router) deliver(t int, rec *kgo.Record, op *operator.Record, slab *reco
 	if tg.keyed() {
 		m.hash = state.HashOf([]byte(op.GroupKey))
 		w = state.WorkerOf(m.hash.Group(r.groups), r.workers, r.groups)
-		if win := tg.window; win != nil && win.spec.Late(at, win.lateness, wm) {
+		if win := tg.window; win != nil && win.Late(at, wm) {
 			r.p.recycle(op)
-			if late, ok := r.late(win, rec, at, wm); ok {
-				out[w] = append(out[w], late)
+			if late := win.LateRecord(r.env, rec, at, wm); late != nil {
+				out[w] = append(out[w], message{kind: msgLate, rec: late})
 			}
 			return
 		}
@@ -385,23 +388,6 @@ func (r *router) eventTime(src int, st *sourceTime, rec *kgo.Record, op *operato
 		return r.lin.EventTime(op, st.expr)
 	}
 	return r.branches.EventTime(src, op, st.expr)
-}
-
-// late is what becomes of a record too late for every window of w,
-// judged at watermark wm: the record for the late topic (ok), or nothing
-// when late records are dropped. Either way it is counted.
-func (r *router) late(w *windowPlan, rec *kgo.Record, at, wm int64) (message, bool) {
-	result := config.LateSideOutput
-	if w.lateTopic == "" {
-		result = config.LateDrop
-	}
-	if r.p.metrics != nil {
-		r.p.metrics.LateRecord(string(result))
-	}
-	if w.lateTopic == "" {
-		return message{}, false
-	}
-	return message{kind: msgLate, rec: w.lateRecord(rec, at, wm)}, true
 }
 
 // partitionWorker spreads the partitions of a job without key_by over the

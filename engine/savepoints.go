@@ -209,11 +209,11 @@ func (e *export) exportState(ops workerOps) error { return exportOps(e.ops, ops)
 // only offsets for them.
 func exportOps(writers map[string]*savepoint.OperatorWriter, ops workerOps) error {
 	for _, a := range ops.stateful() {
-		ow := writers[a.operatorID()]
+		ow := writers[a.ID()]
 		if ow == nil {
-			return fmt.Errorf("no savepoint writer for operator %q", a.operatorID())
+			return fmt.Errorf("no savepoint writer for operator %q", a.ID())
 		}
-		if err := ow.WriteAll(a.keyedStore().Range(), a.keyedStore().All()); err != nil {
+		if err := ow.WriteAll(a.Store().Range(), a.Store().All()); err != nil {
 			return err
 		}
 	}
@@ -513,14 +513,14 @@ func (j *Job) savepointOperators(r *savepoint.Reader, plan *savepoint.RestorePla
 	keys := 0
 	for w, rs := range restorers {
 		sts := all[w].stateful()
-		if _, err := r.Restore(rs, sts[0].keyedStore().Range(), plan.Restore); err != nil {
+		if _, err := r.Restore(rs, sts[0].Store().Range(), plan.Restore); err != nil {
 			return nil, 0, err
 		}
 		if err := rs.Finish(); err != nil {
 			return nil, 0, err
 		}
 		for _, st := range sts {
-			keys += st.keyedStore().Len()
+			keys += st.Store().Len()
 		}
 	}
 	return all, keys, nil
@@ -537,7 +537,7 @@ func (j *Job) produceState(ctx context.Context, txn transaction, all []workerOps
 	j.limitState(all, limits)
 	var summary []checkpoint.StateSummary
 	for _, agg := range statefulOf(all) {
-		store := agg.keyedStore()
+		store := agg.Store()
 		for e := range store.All() {
 			for _, rec := range store.EntryRecords(e) {
 				delete(stale, string(rec.Key))
@@ -549,7 +549,7 @@ func (j *Job) produceState(ctx context.Context, txn transaction, all []workerOps
 				txn.Produce(ctx, sr)
 			}
 		}
-		summary = append(summary, agg.summary())
+		summary = append(summary, agg.Summary())
 	}
 	for key := range stale {
 		sr := kstore.StateRecord(j.cfg.Name, []byte(key), nil)

@@ -5,32 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/window"
 )
-
-// keyedOperator is the stateful end of the chain as one worker runs it, on
-// the key groups the worker owns.
-type keyedOperator interface {
-	// process applies one input and returns the output records to send on
-	// (none when the operator emits only at checkpoints), or dead letters.
-	process(m message) (out []*kgo.Record, deadLetters []message)
-	// snapshot is called at barrier N, with the job's watermark W(N)
-	// (window.NoWatermark without event time): the outputs to emit for
-	// the epoch (on_checkpoint mode, windows that fire), the changelog
-	// records of the keys changed since the previous snapshot, and the
-	// size of the state.
-	snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary)
-}
-
-// prefetcher is a keyedOperator that can ready the state of a batch's
-// records before it processes them one by one.
-type prefetcher interface {
-	prefetch(msgs []message)
-}
 
 // workerTask runs the keyed operator for its key groups. Its inputs are
 // the source tasks; it aligns barriers over them.

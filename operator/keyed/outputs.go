@@ -1,4 +1,4 @@
-package engine
+package keyed
 
 import (
 	"time"
@@ -8,27 +8,39 @@ import (
 
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/schema"
 )
 
-// What a target writes: one output record per sink that reads it, built
-// in memory handed out in chunks.
+// Sink is one sink that reads an operator, compiled.
+type Sink struct {
+	Topic string
+	// Key is the record key (nil: the group key, or the input's key).
+	Key    *operator.Expr
+	Format config.Format
+	// Enc writes a schema registry format (nil: json or raw).
+	Enc *schema.Sink
+}
 
-// outputs builds the output record of every sink of the target from buf's
-// memory, with timestamp ts. key is the default record key (the group key for an
+// Sinks are the sinks that read an operator: each of its results is one
+// output record per sink, built in memory handed out in chunks (Buf).
+type Sinks []*Sink
+
+// Outputs builds the output record of every sink from buf's memory, with
+// timestamp ts. key is the default record key (the group key for an
 // aggregate, the input key otherwise); value is the value for every sink
 // (an aggregate's output, already encoded), or nil to encode op's value in
 // each sink's format.
-func (t *target) outputs(buf *outBuf, ts time.Time, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
-	out := buf.records(len(t.sinks))
-	for _, s := range t.sinks {
+func (ss Sinks) Outputs(buf *Buf, ts time.Time, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
+	out := buf.records(len(ss))
+	for _, s := range ss {
 		v := value
-		if s.enc != nil {
+		if s.Enc != nil {
 			var b []byte
 			var rerr *operator.RecordError
 			if value != nil {
-				b, rerr = s.enc.AppendJSON(buf.start(), value)
+				b, rerr = s.Enc.AppendJSON(buf.start(), value)
 			} else {
-				b, rerr = s.enc.AppendRecord(buf.start(), op)
+				b, rerr = s.Enc.AppendRecord(buf.start(), op)
 			}
 			if rerr != nil {
 				return nil, rerr
@@ -38,10 +50,10 @@ func (t *target) outputs(buf *outBuf, ts time.Time, op *operator.Record, key, va
 				v = buf.cut(b)
 			}
 		} else if v == nil {
-			v, _ = op.Unchanged(s.format) // the input's bytes: never written to
+			v, _ = op.Unchanged(s.Format) // the input's bytes: never written to
 		}
-		if v == nil && s.enc == nil {
-			b, rerr := op.AppendValue(buf.start(), s.format)
+		if v == nil && s.Enc == nil {
+			b, rerr := op.AppendValue(buf.start(), s.Format)
 			if rerr != nil {
 				return nil, rerr
 			}
@@ -51,43 +63,43 @@ func (t *target) outputs(buf *outBuf, ts time.Time, op *operator.Record, key, va
 			// sink writes an empty input value as a null one.
 		}
 		k := key
-		if s.key != nil {
-			ks, rerr := s.key.EvalKey(op)
+		if s.Key != nil {
+			ks, rerr := s.Key.EvalKey(op)
 			if rerr != nil {
 				return nil, rerr
 			}
 			k = buf.cut(append(buf.start(), ks...))
 		}
 		r := buf.record()
-		r.Topic, r.Key, r.Value, r.Timestamp = s.topic, k, v, ts
+		r.Topic, r.Key, r.Value, r.Timestamp = s.Topic, k, v, ts
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// keyedOutputs is the output of a keyed operator for every sink of t: value
+// Keyed is the output of a keyed operator for every sink: value
 // (encoded in buf) keyed by groupKey, with timestamp ts, unless a sink's
 // key expression, which reads the output object, says otherwise.
-func (t *target) keyedOutputs(buf *outBuf, ts time.Time, groupKey string, value []byte) ([]*kgo.Record, *operator.RecordError) {
+func (ss Sinks) Keyed(buf *Buf, ts time.Time, groupKey string, value []byte) ([]*kgo.Record, *operator.RecordError) {
 	key := buf.cut(append(buf.start(), groupKey...))
 	var view *operator.Record
-	for _, s := range t.sinks {
-		if s.key != nil {
+	for _, s := range ss {
+		if s.Key != nil {
 			view = &operator.Record{Value: value, Timestamp: ts, Format: config.FormatJSON}
 			break
 		}
 	}
-	return t.outputs(buf, ts, view, key, value)
+	return ss.Outputs(buf, ts, view, key, value)
 }
 
-// outBuf hands out the memory of output records in chunks: the bytes of
+// Buf hands out the memory of output records in chunks: the bytes of
 // their keys and values, the kgo.Records, and the slices of them that
 // process returns. One allocation serves hundreds of records instead of
 // four per record. A piece is cut from its chunk with its capacity limited
 // to its length (an append to it reallocates) and is never handed out
 // again: the producer owns a record until Kafka has it, so a chunk is
 // collected once all of its records are.
-type outBuf struct {
+type Buf struct {
 	bytes []byte
 	recs  []kgo.Record
 	ptrs  []*kgo.Record
@@ -107,7 +119,7 @@ const (
 )
 
 // start returns where the next encoding goes: append to it, then cut.
-func (b *outBuf) start() []byte {
+func (b *Buf) start() []byte {
 	if cap(b.bytes)-len(b.bytes) < outBytesMin {
 		b.bytes = make([]byte, 0, outBytesChunk)
 	}
@@ -116,7 +128,7 @@ func (b *outBuf) start() []byte {
 
 // cut takes enc, appended to start(), as one piece. Never nil, even when
 // empty.
-func (b *outBuf) cut(enc []byte) []byte {
+func (b *Buf) cut(enc []byte) []byte {
 	n := len(enc)
 	rest := b.bytes[len(b.bytes):]
 	if unsafe.SliceData(enc) == unsafe.SliceData(rest) && n <= cap(rest) {
@@ -126,7 +138,7 @@ func (b *outBuf) cut(enc []byte) []byte {
 }
 
 // record returns a zeroed record.
-func (b *outBuf) record() *kgo.Record {
+func (b *Buf) record() *kgo.Record {
 	if r := b.reuse; r != nil {
 		b.reuse = nil
 		*r = kgo.Record{}
@@ -141,7 +153,7 @@ func (b *outBuf) record() *kgo.Record {
 }
 
 // records returns an empty slice with room for n records.
-func (b *outBuf) records(n int) []*kgo.Record {
+func (b *Buf) records(n int) []*kgo.Record {
 	if len(b.ptrs) < n {
 		b.ptrs = make([]*kgo.Record, max(n, outRecordChunk))
 	}
