@@ -7,21 +7,24 @@ import (
 	"testing"
 )
 
-// TestReadmeCoversSchema keeps the configuration reference in README.md in
-// step with the schema: every field path (lists written as sources[].id)
-// must appear there in backticks.
-func TestReadmeCoversSchema(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+// referenceDoc is the configuration reference.
+const referenceDoc = "../docs/configuration.md"
+
+// readReference returns the configuration reference's text.
+func readReference(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(referenceDoc)
 	if err != nil {
-		t.Fatalf("README.md: %v", err)
+		t.Fatalf("the configuration reference: %v", err)
 	}
-	const start, end = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
-	text := string(data)
-	i, j := strings.Index(text, start), strings.Index(text, end)
-	if i < 0 || j < i {
-		t.Fatalf("README.md has no %s ... %s section", start, end)
-	}
-	section := text[i:j]
+	return string(data)
+}
+
+// TestReferenceCoversSchema keeps the configuration reference
+// (docs/configuration.md) in step with the schema: every field path (lists
+// written as sources[].id) must appear there in backticks.
+func TestReferenceCoversSchema(t *testing.T) {
+	text := readReference(t)
 
 	paths := schemaPaths(reflect.TypeFor[Config](), "")
 	// The step shapes and aggregate forms, named by the docs too.
@@ -38,8 +41,8 @@ func TestReadmeCoversSchema(t *testing.T) {
 		if strings.HasSuffix(p, "(") {
 			quoted = "`" + p
 		}
-		if !strings.Contains(section, quoted) {
-			t.Errorf("README.md configuration reference does not mention `%s`", p)
+		if !strings.Contains(text, quoted) {
+			t.Errorf("%s does not mention `%s`", referenceDoc, p)
 		}
 	}
 }
@@ -66,28 +69,19 @@ func schemaPaths(t reflect.Type, prefix string) []string {
 	return out
 }
 
-// TestReadmeExamplesParse loads every YAML example of the configuration
-// reference as `pipeline validate` would (expressions aside).
-func TestReadmeExamplesParse(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatalf("README.md: %v", err)
-	}
-	text := string(data)
-	i, j := strings.Index(text, "<!-- config-reference:start -->"), strings.Index(text, "<!-- config-reference:end -->")
-	if i < 0 || j < i {
-		t.Fatal("README.md has no configuration reference section")
-	}
-	blocks := strings.Split(text[i:j], "```yaml\n")[1:]
+// TestReferenceExamplesParse loads every YAML example of the
+// configuration reference as `pipeline validate` would (expressions aside).
+func TestReferenceExamplesParse(t *testing.T) {
+	blocks := strings.Split(readReference(t), "```yaml\n")[1:]
 	if len(blocks) < 2 {
-		t.Fatalf("%d YAML examples in the reference, want the annotated job and the windowed one", len(blocks))
+		t.Fatalf("%d YAML examples in %s, want the annotated job and the windowed one", len(blocks), referenceDoc)
 	}
 	for n, b := range blocks {
 		yaml, _, ok := strings.Cut(b, "```")
 		if !ok {
 			t.Fatalf("example %d is not closed", n)
 		}
-		if _, err := Parse("README.md", []byte(yaml), env(nil)); err != nil {
+		if _, err := Parse(referenceDoc, []byte(yaml), env(nil)); err != nil {
 			t.Errorf("example %d:\n%s", n, err)
 		}
 	}
