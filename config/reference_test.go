@@ -86,3 +86,30 @@ func TestReferenceExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeJobsParse loads every whole job the README shows (a YAML
+// example with a top-level name:) as `pipeline validate` would,
+// expressions aside.
+func TestReadmeJobsParse(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := 0
+	for n, b := range strings.Split(string(data), "```yaml\n")[1:] {
+		yaml, _, ok := strings.Cut(b, "```")
+		if !ok {
+			t.Fatalf("README.md: YAML example %d is not closed", n)
+		}
+		if !strings.HasPrefix(yaml, "name:") && !strings.Contains(yaml, "\nname:") {
+			continue // a fragment, or a test file
+		}
+		jobs++
+		if _, err := Parse("README.md", []byte(yaml), env(nil)); err != nil {
+			t.Errorf("README.md: YAML example %d:\n%s", n, err)
+		}
+	}
+	if jobs == 0 {
+		t.Error("README.md shows no whole job")
+	}
+}
