@@ -211,21 +211,26 @@ func TestTestCommandReportsAJobThatStops(t *testing.T) {
 	}
 }
 
-// The test file the README shows passes against the job it is written for.
+// The test file the README and docs/testing.md show passes against the
+// job it is written for.
 func TestTestCommandReadmeExample(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```yaml\n(# a test of examples/parity-sum.*?)```").FindSubmatch(readme)
-	if m == nil {
-		t.Fatal("README.md shows no test file for examples/parity-sum")
-	}
-	file := filepath.Join(t.TempDir(), "test.yaml")
-	if err := os.WriteFile(file, m[1], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, errOut := runCLI("test", "-c", "../../../examples/parity-sum/config.yaml", file); code != 0 {
-		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	example := regexp.MustCompile("(?s)```yaml\n(# a test of examples/parity-sum.*?)```")
+	for _, doc := range []string{"../../../README.md", "../../../docs/testing.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := example.FindSubmatch(text)
+		if m == nil {
+			t.Errorf("%s shows no test file for examples/parity-sum", doc)
+			continue
+		}
+		file := filepath.Join(t.TempDir(), "test.yaml")
+		if err := os.WriteFile(file, m[1], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := runCLI("test", "-c", "../../../examples/parity-sum/config.yaml", file); code != 0 {
+			t.Errorf("%s's test file: exit %d\n%s%s", doc, code, out, errOut)
+		}
 	}
 }
