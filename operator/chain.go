@@ -366,11 +366,14 @@ func (c *Chain) Clone() *Chain {
 // referenced by the map); a map that Fields returned does not. Safe for
 // concurrent use with the clones' Process, so the goroutine that finishes
 // with a record may recycle it while another decodes.
-func (c *Chain) Recycle(r *Record) {
-	if r.order == nil || r.changed {
-		c.maps.put(r.fields) // not a decoder's: a map it made is never reused
+func (c *Chain) Recycle(r *Record) { recycle(c.maps, r) }
+
+// recycle is Chain.Recycle with the chain's maps.
+func recycle(maps *fieldMaps, r *Record) {
+	if (r.order == nil || r.changed) && !r.shared {
+		maps.put(r.fields) // not a decoder's: a map it made is never reused
 	}
-	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
+	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact, r.shared = nil, nil, false, false, 0, nil, false, false
 	r.intsRead = false
 	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
@@ -442,8 +445,10 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 				}
 				m[s.names[j]] = nv
 			}
-			c.maps.put(r.fields) // the input's map: nothing reads it any more
-			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
+			if !r.shared {
+				c.maps.put(r.fields) // the input's map: nothing reads it any more
+			}
+			r.fields, r.order, r.changed, r.metaSet, r.partial, r.shared = m, s.names, true, 0, nil, false
 			r.clearSlots()
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)

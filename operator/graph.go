@@ -3,7 +3,6 @@ package operator
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/eoflow/pipeline/config"
 )
@@ -476,19 +475,17 @@ func (b *Branches) Recycle(r *Record) { b.g.Recycle(r) }
 
 // Recycle gives r's decoded value back for later records (Chain.Recycle):
 // safe from any goroutine, as Chain.Recycle is.
-func (g *Graph) Recycle(r *Record) {
-	c := Chain{maps: g.maps}
-	c.Recycle(r)
-}
+func (g *Graph) Recycle(r *Record) { recycle(g.maps, r) }
 
 // fork makes dst a copy of r, which is decoded and has been through no
-// step: the same input and decoded value, with a map of its own (steps
-// and expressions write to it: meta variables, a map step's result), so
-// routes do not see each other's changes. The decoded values themselves
-// are shared: nothing changes them.
+// step: the same input and decoded value. The decoded map, if any, is
+// shared by both, read only: the workers of different branches read it at
+// once, a meta variable an expression reads makes a copy of it first
+// (setMeta), a map step replaces it, and it is never recycled. The
+// decoded values themselves are shared too: nothing changes them.
 func (r *Record) fork(dst *Record) {
-	*dst = *r
 	if r.fields != nil {
-		dst.fields = maps.Clone(r.fields)
+		r.shared = true
 	}
+	*dst = *r
 }

@@ -64,6 +64,10 @@ type Record struct {
 	partial *fieldSet
 	// metaSet: the meta variables already written into fields.
 	metaSet metaMask
+	// shared: fields is shared with copies of the record that other
+	// branches of a job graph read (Record.fork): it is never written to
+	// (setMeta copies it first) nor recycled.
+	shared bool
 	// intsRead: the chain's integer path read the record (intpath.go):
 	// ints holds the integers of the fields it reads, and nothing else
 	// is decoded.
@@ -149,7 +153,7 @@ func (r *Record) decodeAll(step string) *RecordError {
 		// Unreachable: the partial decoding parsed all of it.
 		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
 	}
-	r.fields, r.partial, r.metaSet = m, nil, 0
+	r.fields, r.partial, r.metaSet, r.shared = m, nil, 0, false
 	r.clearSlots()
 	return nil
 }
@@ -170,7 +174,7 @@ func (r *Record) env(maps *fieldMaps) map[string]any {
 		}
 	}
 	r.clearSlots()
-	r.fields = m
+	r.fields, r.shared = m, false
 	return m
 }
 
@@ -270,6 +274,10 @@ func (r *Record) setMeta(want metaMask) {
 	missing := want &^ r.metaSet
 	if missing == 0 {
 		return
+	}
+	if r.shared {
+		// Other branches' copies read this map: write to one of its own.
+		r.fields, r.shared = maps.Clone(r.fields), false
 	}
 	if missing&metaKey != 0 {
 		if r.keyDecoded {
