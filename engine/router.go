@@ -132,7 +132,7 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 	format, src := r.formatOf(rec.Topic)
 	copies := 0 // a graph's branches each take a copy of the record but one
 	if r.lin == nil && only < 0 {
-		copies = r.p.graph.Routes(src) - 1
+		copies = r.p.graph.Records(src)
 	}
 	forksInSlab := r.reserve(1 + copies)
 	op := r.record()

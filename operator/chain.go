@@ -379,6 +379,25 @@ func recycle(maps *fieldMaps, r *Record) {
 	r.clearSlots()
 }
 
+// readInts reads r by the chain's integer path, if it has one and r is
+// not decoded, and reports whether it could (intPath.read): r is then
+// keyed and its integers read.
+func (c *Chain) readInts(r *Record) bool {
+	if c.ints == nil || r.decoded {
+		return false
+	}
+	in := c.inputs[r.Topic]
+	switch {
+	case in == nil && isJSON(r.Format):
+		return c.ints.read(&c.dec, r)
+	case in != nil:
+		if ir := in.intReader(); ir != nil {
+			return c.ints.readSchema(ir, r)
+		}
+	}
+	return false
+}
+
 // Keyed reports whether the chain has a key_by step, so records carry a
 // GroupKey after Process.
 func (c *Chain) Keyed() bool { return c.keyed }
@@ -398,16 +417,8 @@ func (c *Chain) Window() *config.Window { return c.window }
 // non-nil error means the record failed and goes to the dead-letter topic;
 // it never panics on any input.
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
-	if c.ints != nil && !r.decoded {
-		in := c.inputs[r.Topic]
-		switch {
-		case in == nil && isJSON(r.Format) && c.ints.read(&c.dec, r):
-			return true, nil // keyed, its integers read: the one step is done
-		case in != nil:
-			if ir := in.intReader(); ir != nil && c.ints.readSchema(ir, r) {
-				return true, nil
-			}
-		}
+	if c.readInts(r) {
+		return true, nil // keyed, its integers read: the one step is done
 	}
 	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
 		return false, err

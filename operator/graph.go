@@ -166,7 +166,52 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 			r.chain.need = g.need
 		}
 	}
+	g.intPaths()
 	return g, nil
+}
+
+// intPaths gives the routes to each aggregate the integer path
+// (intpath.go) when they all have the same one: a branch of a graph
+// keyed by a field and folding integer fields then reads its record's
+// bytes directly, as a linear job of that shape does, instead of the
+// decoded value. (An aggregate folds by one path: routes reaching it by
+// steps of different shapes leave it on the general path.)
+func (g *Graph) intPaths() {
+	for t := range g.targets {
+		agg := g.targets[t].Agg
+		if agg == nil || g.targets[t].Window != nil {
+			continue
+		}
+		var ip *intPath
+		same := true
+		for _, rs := range g.routes {
+			for _, r := range rs {
+				if r.target != t {
+					continue
+				}
+				p := compileIntPath(r.chain.steps, agg, nil)
+				switch {
+				case p == nil:
+					same = false
+				case ip == nil:
+					ip = p
+				case !ip.equal(p):
+					same = false
+				}
+			}
+		}
+		if !same || ip == nil {
+			continue
+		}
+		agg.ints = ip
+		for _, rs := range g.routes {
+			for _, r := range rs {
+				if r.target == t {
+					r.chain.ints = ip
+				}
+			}
+		}
+	}
 }
 
 // compileLinear is the graph of a linear job: its one Chain.
@@ -299,6 +344,20 @@ func (g *Graph) Linear() *Chain { return g.linear }
 // config.Sources) take.
 func (g *Graph) Routes(source int) int { return len(g.routes[source]) }
 
+// Records is the most records Branches.Process takes from newRecord for
+// one record of source, besides the record itself: a copy per route but
+// one, and one more per route that tries the integer path (a copy it
+// gives back when the record is not of its shape).
+func (g *Graph) Records(source int) int {
+	n := len(g.routes[source]) - 1
+	for _, r := range g.routes[source] {
+		if r.chain.ints != nil {
+			n++
+		}
+	}
+	return max(n, 0)
+}
+
 // Branches evaluates the graph's routes for one goroutine (it reuses a VM
 // and a decoder: not safe for concurrent use; each goroutine makes its
 // own with NewBranches).
@@ -408,12 +467,51 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 	if len(rs) == 0 {
 		return nil
 	}
+	// The routes that read by the integer path take their copies first,
+	// from the record's bytes; the others share one decoding. Whichever
+	// route comes last of those taking a copy takes r itself.
+	general := 0
+	var byInts uint64 // bit i: route i read by the integer path
+	input := *r       // r before any route: its bytes, not decoded
+	last := len(rs) - 1
+	for i, rt := range rs {
+		if rt.chain.ints == nil || i >= 64 {
+			general++
+			continue
+		}
+		rec := r
+		if i != last || general > 0 {
+			rec = newRecord()
+			*rec = input
+		}
+		if rt.chain.readInts(rec) {
+			byInts |= 1 << i
+			out(i, rt.target, rec, nil)
+			continue
+		}
+		// Not of the integer path's shape after all: the general path.
+		rt.chain.Recycle(rec)
+		general++
+		if rec == r {
+			*r = input
+		}
+	}
+	if general == 0 {
+		return nil
+	}
 	if err := r.decodeFields(&b.dec, rs[0].chain.firstPath, b.need); err != nil {
 		return err
 	}
+	lastGeneral := last
+	for lastGeneral >= 0 && byInts&(1<<lastGeneral) != 0 {
+		lastGeneral--
+	}
 	for i, rt := range rs {
+		if byInts&(1<<i) != 0 {
+			continue
+		}
 		rec := r
-		if i < len(rs)-1 {
+		if i < lastGeneral {
 			rec = newRecord()
 			r.fork(rec)
 		}

@@ -51,6 +51,11 @@ type intPath struct {
 	all uint8
 }
 
+// equal reports whether p and q read and fold the same way.
+func (p *intPath) equal(q *intPath) bool {
+	return p.key == q.key && slices.Equal(p.fields, q.fields) && slices.Equal(p.arg, q.arg) && p.all == q.all
+}
+
 // keyBit marks the key field among the fields a read has seen.
 const keyBit = 1 << maxSlots
 
