@@ -370,10 +370,10 @@ func (c *Chain) Recycle(r *Record) { recycle(c.maps, r) }
 
 // recycle is Chain.Recycle with the chain's maps.
 func recycle(maps *fieldMaps, r *Record) {
-	if (r.order == nil || r.changed) && !r.shared {
-		maps.put(r.fields) // not a decoder's: a map it made is never reused
-	}
-	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact, r.shared = nil, nil, false, false, 0, nil, false, false
+	// A map a decoder made (not a map step's) goes back for a later
+	// record: with the last hold on it, when branches share it.
+	r.release(maps, r.order == nil || r.changed)
+	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
 	r.intsRead = false
 	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
@@ -456,10 +456,8 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 				}
 				m[s.names[j]] = nv
 			}
-			if !r.shared {
-				c.maps.put(r.fields) // the input's map: nothing reads it any more
-			}
-			r.fields, r.order, r.changed, r.metaSet, r.partial, r.shared = m, s.names, true, 0, nil, false
+			r.release(c.maps, true) // the input's map: this record reads it no more
+			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
 			r.clearSlots()
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)

@@ -364,6 +364,9 @@ func (g *Graph) Records(source int) int {
 type Branches struct {
 	g      *Graph
 	routes [][]route // clones of g's route chains, by source
+	// general counts, by source, the routes that do not read by the
+	// integer path.
+	general []int
 	dec    decoder
 	// also are expressions evaluated on records besides the routes' (a
 	// sink's key, a source's event time), for AlsoRead.
@@ -372,7 +375,7 @@ type Branches struct {
 
 // NewBranches is an evaluator of g's routes with a VM of its own.
 func (g *Graph) NewBranches() *Branches {
-	b := &Branches{g: g, need: g.need, routes: make([][]route, len(g.routes))}
+	b := &Branches{g: g, need: g.need, routes: make([][]route, len(g.routes)), general: make([]int, len(g.routes))}
 	b.dec.maps, b.dec.inputs = g.maps, g.inputs
 	// One clone per route chain shared by several sources: routes of a
 	// linear job all share the job's Chain.
@@ -385,6 +388,14 @@ func (g *Graph) NewBranches() *Branches {
 				clones[r.chain] = c
 			}
 			b.routes[s] = append(b.routes[s], route{target: r.target, chain: c})
+			if c.ints == nil {
+				b.general[s]++
+			}
+		}
+		if len(rs) > 64 && b.general[s] == 0 {
+			// More routes than Process's mask of them holds: the decoded
+			// way, where each reads by its path from the decoding.
+			b.general[s] = 1
 		}
 	}
 	return b
@@ -467,66 +478,87 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 	if len(rs) == 0 {
 		return nil
 	}
-	// The routes that read by the integer path take their copies first,
-	// from the record's bytes; the others share one decoding. Whichever
-	// route comes last of those taking a copy takes r itself.
-	general := 0
-	var byInts uint64 // bit i: route i read by the integer path
-	input := *r       // r before any route: its bytes, not decoded
+	if b.general[source] > 0 {
+		// One decoding for every route: the routes of the integer path
+		// read their key and integers from it.
+		if err := r.decodeFields(&b.dec, rs[0].chain.firstPath, b.need); err != nil {
+			return err
+		}
+		for i, rt := range rs {
+			rec := r
+			if i < len(rs)-1 {
+				rec = newRecord()
+				r.fork(rec)
+			}
+			if rt.chain.ints != nil && rt.chain.ints.readDecoded(rec) {
+				out(i, rt.target, rec, nil)
+				continue
+			}
+			b.general1(i, rt, rec, out)
+		}
+		return nil
+	}
+	// Every route reads by the integer path: each reads the record's
+	// bytes, and none decodes it. A record not of a route's shape goes
+	// that route's general way, after one decoding for all such routes
+	// (which explains the errors, once).
+	var failed uint64 // bit i: route i did not take the record by its path
+	input := *r      // r before any route read it
 	last := len(rs) - 1
 	for i, rt := range rs {
-		if rt.chain.ints == nil || i >= 64 {
-			general++
-			continue
-		}
 		rec := r
-		if i != last || general > 0 {
+		if i != last || failed != 0 {
 			rec = newRecord()
 			*rec = input
 		}
 		if rt.chain.readInts(rec) {
-			byInts |= 1 << i
 			out(i, rt.target, rec, nil)
 			continue
 		}
-		// Not of the integer path's shape after all: the general path.
-		rt.chain.Recycle(rec)
-		general++
 		if rec == r {
 			*r = input
+		} else {
+			rt.chain.Recycle(rec)
 		}
+		failed |= 1 << i
 	}
-	if general == 0 {
+	if failed == 0 {
 		return nil
 	}
 	if err := r.decodeFields(&b.dec, rs[0].chain.firstPath, b.need); err != nil {
 		return err
 	}
-	lastGeneral := last
-	for lastGeneral >= 0 && byInts&(1<<lastGeneral) != 0 {
-		lastGeneral--
+	lastFailed := last
+	for failed&(1<<lastFailed) == 0 {
+		lastFailed--
 	}
 	for i, rt := range rs {
-		if byInts&(1<<i) != 0 {
+		if failed&(1<<i) == 0 {
 			continue
 		}
 		rec := r
-		if i < lastGeneral {
+		if i < lastFailed {
 			rec = newRecord()
 			r.fork(rec)
 		}
-		keep, err := rt.chain.Process(rec)
-		switch {
-		case err != nil:
-			out(i, rt.target, rec, err)
-			rt.chain.Recycle(rec)
-		case keep:
-			out(i, rt.target, rec, nil)
-		default:
-			rt.chain.Recycle(rec)
-		}
+		b.general1(i, rt, rec, out)
 	}
 	return nil
+}
+
+// general1 runs route i's steps on rec, decoded, and says what came of
+// it (see Process).
+func (b *Branches) general1(i int, rt route, rec *Record, out func(route, target int, r *Record, err *RecordError)) {
+	keep, err := rt.chain.Process(rec)
+	switch {
+	case err != nil:
+		out(i, rt.target, rec, err)
+		rt.chain.Recycle(rec)
+	case keep:
+		out(i, rt.target, rec, nil)
+	default:
+		rt.chain.Recycle(rec)
+	}
 }
 
 // ProcessRoute runs one route of source's records on r (decoding it
@@ -579,11 +611,16 @@ func (g *Graph) Recycle(r *Record) { recycle(g.maps, r) }
 // step: the same input and decoded value. The decoded map, if any, is
 // shared by both, read only: the workers of different branches read it at
 // once, a meta variable an expression reads makes a copy of it first
-// (setMeta), a map step replaces it, and it is never recycled. The
-// decoded values themselves are shared too: nothing changes them.
+// (setMeta), a map step replaces it, and the last copy recycled recycles
+// it (Record.release). The decoded values themselves are shared too:
+// nothing changes them.
 func (r *Record) fork(dst *Record) {
 	if r.fields != nil {
-		r.shared = true
+		if r.share == nil {
+			r.share = &fieldShare{}
+			r.share.holders.Store(1)
+		}
+		r.share.holders.Add(1)
 	}
 	*dst = *r
 }

@@ -178,6 +178,40 @@ func (p *intPath) read(d *decoder, r *Record) bool {
 	return true
 }
 
+// readDecoded is read for a record already decoded (a branch of a job
+// graph whose other branches needed its value decoded): the same key and
+// integers, read from the decoded fields instead of the bytes. It takes
+// what the general path would key and fold alike: a string key (escapes
+// undone, as the general path keys it too) and integer fields.
+func (p *intPath) readDecoded(r *Record) bool {
+	k, ok := r.field(p.key)
+	if !ok {
+		return false
+	}
+	key, ok := k.(string)
+	if !ok {
+		return false
+	}
+	var ints [maxSlots]int64
+	for j, f := range p.fields {
+		v, ok := r.field(f)
+		if !ok {
+			return false
+		}
+		switch n := v.(type) {
+		case int:
+			ints[j] = int64(n)
+		case int64:
+			ints[j] = n
+		default:
+			return false
+		}
+	}
+	r.GroupKey, r.Keyed, r.keyKind = key, true, keyString
+	r.ints, r.intsRead = ints, true
+	return true
+}
+
 // IntState is an AggregateState whose values all hold integers, as
 // int64s: the integer path's state of one key (see the top of this
 // file). It reads and writes the same encoding as AggregateState, and
