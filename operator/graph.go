@@ -367,7 +367,7 @@ type Branches struct {
 	// general counts, by source, the routes that do not read by the
 	// integer path.
 	general []int
-	dec    decoder
+	dec     decoder
 	// also are expressions evaluated on records besides the routes' (a
 	// sink's key, a source's event time), for AlsoRead.
 	need *fieldSet
@@ -503,7 +503,7 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 	// that route's general way, after one decoding for all such routes
 	// (which explains the errors, once).
 	var failed uint64 // bit i: route i did not take the record by its path
-	input := *r      // r before any route read it
+	input := *r       // r before any route read it
 	last := len(rs) - 1
 	for i, rt := range rs {
 		rec := r
