@@ -49,6 +49,18 @@ type router struct {
 	// passes it on by partition as it is, and the worker's passThrough
 	// validates it (and makes any dead letter) with its own chain.
 	bare bool
+	// cur is the input the branches of a job graph are evaluating: what
+	// onRoute needs of it (methods bound once, so a record costs no
+	// closure). forksInSlab: its copies come from the slab too.
+	cur struct {
+		rec         *kgo.Record
+		op          *operator.Record
+		at, wm      int64
+		out         [][]message
+		forksInSlab bool
+	}
+	onRouteFn func(route, target int, op *operator.Record, err *operator.RecordError)
+	forkFn    func() *operator.Record
 }
 
 func (p *plan) newRouter(workers int) *router {
@@ -73,7 +85,9 @@ func (p *plan) newRouter(workers int) *router {
 			}
 		}
 	}
-	return &router{p: p, branches: b, lin: b.Linear(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups, bare: p.bare(), env: p.env(nil)}
+	r := &router{p: p, branches: b, lin: b.Linear(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups, bare: p.bare(), env: p.env(nil)}
+	r.onRouteFn, r.forkFn = r.onRoute, r.fork
+	return r
 }
 
 // bare reports whether the job's records need nothing on the source side
@@ -115,9 +129,14 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		out[w] = append(out[w], message{kind: msgRecord, rec: rec})
 		return
 	}
+	format, src := r.formatOf(rec.Topic)
+	copies := 0 // a graph's branches each take a copy of the record but one
+	if r.lin == nil && only < 0 {
+		copies = r.p.graph.Records(src)
+	}
+	forksInSlab := r.reserve(1 + copies)
 	op := r.record()
 	slab := r.slab
-	format, src := r.formatOf(rec.Topic)
 	*op = operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
@@ -149,25 +168,65 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		}
 		r.deliver(0, rec, op, slab, at, wm, out)
 	default:
-		derr := r.branches.Process(src, op, newRecord, func(_, t int, rop *operator.Record, rerr *operator.RecordError) {
-			if rerr != nil {
-				r.dead(out, rec, rerr)
-				return
-			}
-			s := slab
-			if rop != op {
-				s = nil // a branch's copy: the garbage collector's
-			}
-			r.deliver(t, rec, rop, s, at, wm, out)
-		})
+		c := &r.cur
+		c.rec, c.op, c.at, c.wm, c.out, c.forksInSlab = rec, op, at, wm, out, forksInSlab
+		derr := r.branches.Process(src, op, r.forkFn, r.onRouteFn)
 		if derr != nil {
 			r.branches.Recycle(op)
 			r.dead(out, rec, derr)
 		}
+		r.cur = struct {
+			rec         *kgo.Record
+			op          *operator.Record
+			at, wm      int64
+			out         [][]message
+			forksInSlab bool
+		}{}
 	}
 }
 
-// newRecord is the memory of a branch's copy of a record.
+// onRoute sends what one route of the input being evaluated (r.cur) made
+// of it: a record for its target, or its dead letters.
+func (r *router) onRoute(_, t int, rop *operator.Record, rerr *operator.RecordError) {
+	c := &r.cur
+	if rerr != nil {
+		r.dead(c.out, c.rec, rerr)
+		return
+	}
+	slab := r.slab
+	if rop != c.op && !c.forksInSlab {
+		slab = nil // a branch's copy beyond the slab: the garbage collector's
+	}
+	r.deliver(t, c.rec, rop, slab, c.at, c.wm, c.out)
+}
+
+// fork is the memory of a branch's copy of the input being evaluated:
+// the slab's, which reserve made room for, or a new Record.
+func (r *router) fork() *operator.Record {
+	if r.cur.forksInSlab {
+		return r.record()
+	}
+	return new(operator.Record)
+}
+
+// reserve makes room in the slab for n records of one input, so that all
+// of them come from one slab (a slab's count of records sent on is only
+// ever of the slab the router fills). It reports whether they fit: more
+// copies than a slab holds come from the heap.
+func (r *router) reserve(n int) (fits bool) {
+	fits = n <= recordChunk
+	if !fits {
+		n = 1
+	}
+	if r.slab != nil && r.next+n > len(r.slab.recs) {
+		r.slab.left(r.sent)
+		r.slab = nil // record takes a new one
+	}
+	return fits
+}
+
+// newRecord is the memory of a branch's copy of a record the source side
+// of group mode evaluates (never sent to a worker's slab accounting).
 func newRecord() *operator.Record { return new(operator.Record) }
 
 // placeInTime evaluates rec's event time when its source has one (op is

@@ -3,7 +3,6 @@ package operator
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/eoflow/pipeline/config"
 )
@@ -167,7 +166,52 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 			r.chain.need = g.need
 		}
 	}
+	g.intPaths()
 	return g, nil
+}
+
+// intPaths gives the routes to each aggregate the integer path
+// (intpath.go) when they all have the same one: a branch of a graph
+// keyed by a field and folding integer fields then reads its record's
+// bytes directly, as a linear job of that shape does, instead of the
+// decoded value. (An aggregate folds by one path: routes reaching it by
+// steps of different shapes leave it on the general path.)
+func (g *Graph) intPaths() {
+	for t := range g.targets {
+		agg := g.targets[t].Agg
+		if agg == nil || g.targets[t].Window != nil {
+			continue
+		}
+		var ip *intPath
+		same := true
+		for _, rs := range g.routes {
+			for _, r := range rs {
+				if r.target != t {
+					continue
+				}
+				p := compileIntPath(r.chain.steps, agg, nil)
+				switch {
+				case p == nil:
+					same = false
+				case ip == nil:
+					ip = p
+				case !ip.equal(p):
+					same = false
+				}
+			}
+		}
+		if !same || ip == nil {
+			continue
+		}
+		agg.ints = ip
+		for _, rs := range g.routes {
+			for _, r := range rs {
+				if r.target == t {
+					r.chain.ints = ip
+				}
+			}
+		}
+	}
 }
 
 // compileLinear is the graph of a linear job: its one Chain.
@@ -300,13 +344,30 @@ func (g *Graph) Linear() *Chain { return g.linear }
 // config.Sources) take.
 func (g *Graph) Routes(source int) int { return len(g.routes[source]) }
 
+// Records is the most records Branches.Process takes from newRecord for
+// one record of source, besides the record itself: a copy per route but
+// one, and one more per route that tries the integer path (a copy it
+// gives back when the record is not of its shape).
+func (g *Graph) Records(source int) int {
+	n := len(g.routes[source]) - 1
+	for _, r := range g.routes[source] {
+		if r.chain.ints != nil {
+			n++
+		}
+	}
+	return max(n, 0)
+}
+
 // Branches evaluates the graph's routes for one goroutine (it reuses a VM
 // and a decoder: not safe for concurrent use; each goroutine makes its
 // own with NewBranches).
 type Branches struct {
 	g      *Graph
 	routes [][]route // clones of g's route chains, by source
-	dec    decoder
+	// general counts, by source, the routes that do not read by the
+	// integer path.
+	general []int
+	dec     decoder
 	// also are expressions evaluated on records besides the routes' (a
 	// sink's key, a source's event time), for AlsoRead.
 	need *fieldSet
@@ -314,7 +375,7 @@ type Branches struct {
 
 // NewBranches is an evaluator of g's routes with a VM of its own.
 func (g *Graph) NewBranches() *Branches {
-	b := &Branches{g: g, need: g.need, routes: make([][]route, len(g.routes))}
+	b := &Branches{g: g, need: g.need, routes: make([][]route, len(g.routes)), general: make([]int, len(g.routes))}
 	b.dec.maps, b.dec.inputs = g.maps, g.inputs
 	// One clone per route chain shared by several sources: routes of a
 	// linear job all share the job's Chain.
@@ -327,6 +388,14 @@ func (g *Graph) NewBranches() *Branches {
 				clones[r.chain] = c
 			}
 			b.routes[s] = append(b.routes[s], route{target: r.target, chain: c})
+			if c.ints == nil {
+				b.general[s]++
+			}
+		}
+		if len(rs) > 64 && b.general[s] == 0 {
+			// More routes than Process's mask of them holds: the decoded
+			// way, where each reads by its path from the decoding.
+			b.general[s] = 1
 		}
 	}
 	return b
@@ -409,27 +478,87 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 	if len(rs) == 0 {
 		return nil
 	}
+	if b.general[source] > 0 {
+		// One decoding for every route: the routes of the integer path
+		// read their key and integers from it.
+		if err := r.decodeFields(&b.dec, rs[0].chain.firstPath, b.need); err != nil {
+			return err
+		}
+		for i, rt := range rs {
+			rec := r
+			if i < len(rs)-1 {
+				rec = newRecord()
+				r.fork(rec)
+			}
+			if rt.chain.ints != nil && rt.chain.ints.readDecoded(rec) {
+				out(i, rt.target, rec, nil)
+				continue
+			}
+			b.general1(i, rt, rec, out)
+		}
+		return nil
+	}
+	// Every route reads by the integer path: each reads the record's
+	// bytes, and none decodes it. A record not of a route's shape goes
+	// that route's general way, after one decoding for all such routes
+	// (which explains the errors, once).
+	var failed uint64 // bit i: route i did not take the record by its path
+	input := *r       // r before any route read it
+	last := len(rs) - 1
+	for i, rt := range rs {
+		rec := r
+		if i != last || failed != 0 {
+			rec = newRecord()
+			*rec = input
+		}
+		if rt.chain.readInts(rec) {
+			out(i, rt.target, rec, nil)
+			continue
+		}
+		if rec == r {
+			*r = input
+		} else {
+			rt.chain.Recycle(rec)
+		}
+		failed |= 1 << i
+	}
+	if failed == 0 {
+		return nil
+	}
 	if err := r.decodeFields(&b.dec, rs[0].chain.firstPath, b.need); err != nil {
 		return err
 	}
+	lastFailed := last
+	for failed&(1<<lastFailed) == 0 {
+		lastFailed--
+	}
 	for i, rt := range rs {
+		if failed&(1<<i) == 0 {
+			continue
+		}
 		rec := r
-		if i < len(rs)-1 {
+		if i < lastFailed {
 			rec = newRecord()
 			r.fork(rec)
 		}
-		keep, err := rt.chain.Process(rec)
-		switch {
-		case err != nil:
-			out(i, rt.target, rec, err)
-			rt.chain.Recycle(rec)
-		case keep:
-			out(i, rt.target, rec, nil)
-		default:
-			rt.chain.Recycle(rec)
-		}
+		b.general1(i, rt, rec, out)
 	}
 	return nil
+}
+
+// general1 runs route i's steps on rec, decoded, and says what came of
+// it (see Process).
+func (b *Branches) general1(i int, rt route, rec *Record, out func(route, target int, r *Record, err *RecordError)) {
+	keep, err := rt.chain.Process(rec)
+	switch {
+	case err != nil:
+		out(i, rt.target, rec, err)
+		rt.chain.Recycle(rec)
+	case keep:
+		out(i, rt.target, rec, nil)
+	default:
+		rt.chain.Recycle(rec)
+	}
 }
 
 // ProcessRoute runs one route of source's records on r (decoding it
@@ -476,19 +605,22 @@ func (b *Branches) Recycle(r *Record) { b.g.Recycle(r) }
 
 // Recycle gives r's decoded value back for later records (Chain.Recycle):
 // safe from any goroutine, as Chain.Recycle is.
-func (g *Graph) Recycle(r *Record) {
-	c := Chain{maps: g.maps}
-	c.Recycle(r)
-}
+func (g *Graph) Recycle(r *Record) { recycle(g.maps, r) }
 
 // fork makes dst a copy of r, which is decoded and has been through no
-// step: the same input and decoded value, with a map of its own (steps
-// and expressions write to it: meta variables, a map step's result), so
-// routes do not see each other's changes. The decoded values themselves
-// are shared: nothing changes them.
+// step: the same input and decoded value. The decoded map, if any, is
+// shared by both, read only: the workers of different branches read it at
+// once, a meta variable an expression reads makes a copy of it first
+// (setMeta), a map step replaces it, and the last copy recycled recycles
+// it (Record.release). The decoded values themselves are shared too:
+// nothing changes them.
 func (r *Record) fork(dst *Record) {
-	*dst = *r
 	if r.fields != nil {
-		dst.fields = maps.Clone(r.fields)
+		if r.share == nil {
+			r.share = &fieldShare{}
+			r.share.holders.Store(1)
+		}
+		r.share.holders.Add(1)
 	}
+	*dst = *r
 }

@@ -233,3 +233,80 @@ func TestBranchRecordsAreIndependent(t *testing.T) {
 		}
 	}
 }
+
+// A branch of the integer path keys and reads a record as the general
+// path would: from the bytes when no branch decodes it, from the decoded
+// fields when one does. Wherever it declines, the general path takes the
+// record, with the same key.
+func TestGraphIntPathMatchesGeneral(t *testing.T) {
+	const job = `name: job
+kafka: {brokers: [localhost:9092]}
+sources: [{id: in, topics: [in]}]
+steps:
+  - {id: by-k, from: in, key_by: k}
+  - {id: sums, aggregate: {values: {n: count(), s: sum(x), l: last(y)}}}
+  - {id: by-x, from: in, key_by: '${OTHER}'}
+  - {id: sums-x, aggregate: {values: {n: count(), s: sum(x)}}}
+sinks:
+  - {from: sums, topic: a}
+  - {from: sums-x, topic: b}
+`
+	values := []string{
+		`{"k":"a","x":1,"y":2}`, `{"k":"a\u00e9","x":1,"y":2}`, `{"k":"a\"b","x":-3,"y":0}`,
+		`{"k":"a","x":1.5,"y":2}`, `{"k":"a","x":1e3,"y":2}`, `{"k":7,"x":1,"y":2}`, `{"k":true,"x":1,"y":2}`,
+		`{"k":"a","y":2}`, `{"k":"a","x":"1","y":2}`, `{"k":"a","x":9223372036854775807,"y":-9223372036854775808}`,
+		`{"k":"a","x":9223372036854775808,"y":1}`, `{"k":"","x":0,"y":0}`, `{"x":1,"y":2,"k":"z","k":"w"}`,
+	}
+	for _, other := range []string{"x % 3", "k"} { // a branch that decodes, and one of the integer path too
+		cfg, err := config.Parse("job.yaml", []byte(job), func(k string) (string, bool) { return other, k == "OTHER" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := CompileGraph(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.routes[0][0].chain.ints == nil {
+			t.Fatal("the branch keyed by k has no integer path")
+		}
+		general, err := Compile(cfg.Steps[:2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		general.ints, general.agg.ints = nil, nil
+		b := g.NewBranches()
+		for _, v := range values {
+			var got *Record
+			var gotErr *RecordError
+			r := &Record{Value: []byte(v), Topic: "in"}
+			derr := b.Process(0, r, func() *Record { return new(Record) }, func(route, _ int, rec *Record, err *RecordError) {
+				if route == 0 {
+					got, gotErr = rec, err
+				}
+			})
+			want := &Record{Value: []byte(v), Topic: "in"}
+			keep, werr := general.Process(want)
+			switch {
+			case derr != nil:
+				if werr == nil {
+					t.Errorf("%s (%s): the graph failed to decode it (%v), the general path took it", v, other, derr)
+				}
+			case werr != nil || !keep:
+				if gotErr == nil {
+					t.Errorf("%s (%s): the general path failed (%v) where the graph's branch passed it", v, other, werr)
+				}
+			case gotErr != nil || got == nil:
+				t.Errorf("%s (%s): the branch failed (%v) where the general path passed it", v, other, gotErr)
+			case got.GroupKey != want.GroupKey || got.keyKind != want.keyKind:
+				t.Errorf("%s (%s): key %q (%v), the general path %q (%v)", v, other, got.GroupKey, got.keyKind, want.GroupKey, want.keyKind)
+			case got.intsRead:
+				for j, f := range g.routes[0][0].chain.ints.fields {
+					fv, _ := want.field(f)
+					if n, ok := fv.(int); !ok || int64(n) != got.ints[j] {
+						t.Errorf("%s (%s): field %s read as %d, the general path decoded %v", v, other, f, got.ints[j], fv)
+					}
+				}
+			}
+		}
+	}
+}

@@ -81,9 +81,10 @@ func contenders(o options) []contender {
 		}
 	}
 	// Job graphs (issue 32): two keyed sums over one input as one job
-	// (two-sums), and its second sum as a job of its own (keyed-sum-b;
-	// its first is keyed-sum): the graph against the two jobs it replaces.
-	for _, job := range []string{"keyed-sum-b", "two-sums"} {
+	// (two-sums: keyed-sum and keyed-sum-b; two-sums-expr: keyed-sum-c and
+	// keyed-sum-b, both keyed by an expression), and each sum as a job of
+	// its own: a graph against the two jobs it replaces.
+	for _, job := range []string{"keyed-sum-b", "two-sums", "keyed-sum-c", "two-sums-expr"} {
 		job := job
 		cs = append(cs, contender{
 			Name: "pipeline-" + job + "-exactly_once-1s", Kind: "pipeline", Job: job, Guar: "exactly_once", Interval: "1s", Daemon: true,
