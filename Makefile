@@ -28,7 +28,7 @@ crash-long: ## the exactly-once crash proof, long form (1M numbers, 20 random SI
 	RACE=0 TEST_TIMEOUT=60m CRASH_NUMBERS=$(or $(CRASH_NUMBERS),1000000) CRASH_KILLS=$(or $(CRASH_KILLS),20) \
 		./scripts/test.sh -run 'TestExactlyOnceUnderSIGKILL' -v ./cmd/pipeline
 
-crash-table: ## the three guarantees under one crash schedule; writes the README table to bench/results/guarantees.md
+crash-table: ## the three guarantees under one crash schedule; writes the table of docs/guarantees.md to bench/results/guarantees.md
 	mkdir -p bench/results
 	RACE=0 CRASH_NUMBERS=$(or $(CRASH_NUMBERS),100000) CRASH_KILLS=$(or $(CRASH_KILLS),6) CRASH_TABLE_OUT=$(CURDIR)/bench/results/guarantees.md \
 		./scripts/test.sh -run 'TestGuaranteesUnderTheSameCrashes' -v ./cmd/pipeline

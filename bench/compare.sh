@@ -88,10 +88,16 @@ if [ -n "$paired" ]; then
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
 base = {}
+# Each pair is two adjacent lines, the contender and its -base twin, in
+# either order (the runner writes the twin first).
 for i, r in enumerate(rs):
-    if r["name"].endswith("-base") and i > 0 and not r.get("error"):
-        n = rs[i - 1]
-        base.setdefault(n["name"], []).append(n["cpu_sec_per_million"] / r["cpu_sec_per_million"])
+    if not r["name"].endswith("-base") or r.get("error"):
+        continue
+    name = r["name"][: -len("-base")]
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(rs) and rs[j]["name"] == name and not rs[j].get("error"):
+            base.setdefault(name, []).append(rs[j]["cpu_sec_per_million"] / r["cpu_sec_per_million"])
+            break
 for name, ratios in base.items():
     mean = sum(ratios) / len(ratios)
     print(f"{name}: CPU per record new/base {mean:.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})")

@@ -262,6 +262,10 @@ type Step struct {
 	// ID is the stable operator id (state maps to operators by it).
 	// Default "<kind>-<index>", e.g. "aggregate-3".
 	ID string `yaml:"id"`
+	// From names the step's input: a source id or the id of a step
+	// above it; several ids merge them. Default: the step before it (the
+	// first step reads every source, merged).
+	From []string `yaml:"from"`
 	// Filter keeps a record when the expression is true.
 	Filter string `yaml:"filter"`
 	// Map replaces a JSON record with an object whose fields are the
@@ -353,6 +357,10 @@ const (
 
 // Sink writes results to a topic.
 type Sink struct {
+	// From names what the sink writes: a step id (or a source id, to
+	// copy a source); several ids merge them. Default: the last step
+	// (every source when there are no steps).
+	From []string `yaml:"from"`
 	// Topic to write. Required; must not be one of the sources' topics.
 	Topic string `yaml:"topic"`
 	// Key is an expression for the record key. Default: the group key

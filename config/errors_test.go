@@ -335,11 +335,11 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"c.yaml:10:5: steps[1].aggregate.values: at least one value is required, e.g. count: count()"},
 		},
 		{
-			name: "aggregate needs key_by before it, once",
+			name: "aggregate needs key_by before it, and no step follows it",
 			yaml: minimal + "steps:\n  - aggregate: {values: {n: count()}}\n  - key_by: user\n  - aggregate: {values: {n: count()}}\n",
 			want: []string{
 				`c.yaml:9:5: steps[0].aggregate: needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`,
-				"c.yaml:11:5: steps[2].aggregate: a job has at most one aggregate; steps[0] is one already",
+				`c.yaml:10:13: steps[1].key_by: follows the aggregate steps[0] (id "aggregate-0"), and only a sink can read its output: to branch off before it, read what it reads, e.g. from: source-0`,
 			},
 		},
 		{

@@ -37,6 +37,9 @@ type options struct {
 	check func(*Config) Errors
 	// brokers, when set, replace the file's connection (WithBrokers).
 	brokers []string
+	// registry, when set, replaces the file's schema registry
+	// (WithSchemaRegistry).
+	registry string
 }
 
 // WithBrokers has the job connect to brokers, with neither TLS nor SASL,
@@ -48,6 +51,18 @@ type options struct {
 // not set still loads.
 func WithBrokers(brokers []string) Option {
 	return func(o *options) { o.brokers = slices.Clone(brokers) }
+}
+
+// WithSchemaRegistry has a job that names a schema registry
+// (schema_registry: in its file) reach the one at url instead, with
+// neither credentials nor TLS, whatever its schema_registry.url,
+// username, password, token and tls say (its timeout stays); they are
+// replaced before the job is validated, as WithBrokers replaces the
+// brokers. A job without schema_registry: stays without one, so a job
+// that needs one and names none is still refused. For `pipeline test`,
+// which serves a registry of its own beside its in-memory cluster.
+func WithSchemaRegistry(url string) Option {
+	return func(o *options) { o.registry = url }
 }
 
 // WithCheck has check judge what this package cannot, the expressions
@@ -114,6 +129,10 @@ func parseText(filename string, text []byte, cols colMap, o options) (*Config, E
 	d.document(root, c)
 	if o.brokers != nil {
 		c.Kafka.Brokers, c.Kafka.TLS, c.Kafka.SASL = slices.Clone(o.brokers), TLS{}, SASL{}
+	}
+	if _, named := d.at.key["schema_registry"]; named && o.registry != "" {
+		r := &c.SchemaRegistry
+		r.URL, r.Username, r.Password, r.Token, r.TLS = []string{o.registry}, "", "", "", TLS{}
 	}
 	applyDefaults(c, func(path string) bool { return d.set[path] })
 	errs := append(d.errs, validate(c, d)...)

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,38 @@ func TestParseDurationDays(t *testing.T) {
 		if got, err := parseDuration(in); err != nil || got != want {
 			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
+	}
+}
+
+// WithSchemaRegistry replaces the registry of a job that names one before
+// it is validated; a job that names none still needs one.
+func TestWithSchemaRegistry(t *testing.T) {
+	text := []byte(`name: j
+kafka: {brokers: 127.0.0.1:9092}
+schema_registry:
+  url: ${SCHEMA_REGISTRY_URL}
+  username: u
+  password: ${REGISTRY_PASSWORD}
+  tls: {enabled: true, ca_file: /nowhere/ca.pem}
+  timeout: 3s
+sources: [{topics: [in], format: avro}]
+sinks: [{topic: out}]
+`)
+	if _, err := Parse("j.yaml", text, nil); err == nil || !strings.Contains(err.Error(), "j.yaml:4:3: schema_registry.url: required when schema_registry is set") {
+		t.Fatalf("without the option: %v", err)
+	}
+	c, err := Parse("j.yaml", text, nil, WithSchemaRegistry("http://127.0.0.1:1234"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SchemaRegistry{URL: []string{"http://127.0.0.1:1234"}, Timeout: 3 * time.Second}
+	if !reflect.DeepEqual(c.SchemaRegistry, want) {
+		t.Fatalf("schema_registry %+v, want %+v", c.SchemaRegistry, want)
+	}
+	// Without schema_registry: in the file, the job has none.
+	none := []byte("name: j\nkafka: {brokers: 127.0.0.1:9092}\nsources: [{topics: [in], format: avro}]\nsinks: [{topic: out}]\n")
+	if _, err := Parse("j.yaml", none, nil, WithSchemaRegistry("http://127.0.0.1:1234")); err == nil || !strings.Contains(err.Error(), "j.yaml:3:34: sources[0].format: avro needs a schema registry: set schema_registry.url") {
+		t.Fatalf("a job without a registry: %v", err)
 	}
 }
 

@@ -109,10 +109,11 @@ func plural(n int, noun string) string {
 // Fingerprint identifies what the job computes: a hex SHA-256 over a
 // canonical form of the sources (ids, formats, topics as a set, event
 // time), the steps (ids, kinds, expressions, aggregate values in order,
-// TTLs, window shapes, lateness and late records), the sinks and the
-// number of key groups. Settings that change how the job runs but not what
-// it computes (brokers, timeouts, checkpoint interval, start position,
-// workers, admin, logging) leave it unchanged, so a checkpoint can tell
+// TTLs, window shapes, lateness and late records), the sinks, the
+// graph's edges (when it is not a linear chain) and the number of key
+// groups. Settings that change how the job runs but not what it computes
+// (brokers, timeouts, checkpoint interval, start position, workers,
+// admin, logging) leave it unchanged, so a checkpoint can tell
 // "the same job, tuned" from "a different job".
 func (c *Config) Fingerprint() string {
 	h := sha256.New()
@@ -171,6 +172,22 @@ func (c *Config) Fingerprint() string {
 	put("sinks", strconv.Itoa(len(c.Sinks)))
 	for _, s := range c.Sinks {
 		put(s.Topic, s.Key, string(s.Format), s.DeadLetterTopic)
+	}
+	// The edges, only for a graph that is not the linear chain a file
+	// without from: describes: a linear job keeps the fingerprint its
+	// checkpoints were written with, and writing out the default from:
+	// changes nothing.
+	if g := c.Graph(); !g.Linear() {
+		put("graph")
+		for _, n := range g.Nodes {
+			if n.Kind == NodeSource {
+				continue
+			}
+			put(n.Path, strconv.Itoa(len(n.Inputs)))
+			for _, in := range n.Inputs {
+				put(g.Nodes[in].ID)
+			}
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

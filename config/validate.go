@@ -37,6 +37,7 @@ func validate(c *Config, d *decoder) Errors {
 	v.sources()
 	v.steps()
 	v.sinks()
+	v.paths(v.c.Graph())
 	v.ids()
 	v.admin()
 	v.scale()
@@ -275,8 +276,9 @@ func (v *validator) positiveMillis(path string, d time.Duration) {
 	}
 }
 
-// window checks a window step: one shape, lateness, emit, late records.
-func (v *validator) window(path string, w *Window) {
+// window checks a window step: one shape, lateness, emit, late records,
+// and event time on every source it reads (the indexes upstream).
+func (v *validator) window(path string, w *Window, upstream []int) {
 	var shapes []string
 	for _, k := range []string{"tumbling", "hopping", "session"} {
 		if v.written(path + "." + k) {
@@ -341,8 +343,8 @@ func (v *validator) window(path string, w *Window) {
 		v.fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
 	var untimed []string
-	for i, s := range v.c.Sources {
-		if s.EventTime == nil {
+	for _, i := range upstream {
+		if v.c.Sources[i].EventTime == nil {
 			untimed = append(untimed, fmt.Sprintf("sources[%d]", i))
 		}
 	}
@@ -356,17 +358,21 @@ func (v *validator) window(path string, w *Window) {
 var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate, StepWindow}
 
 func (v *validator) steps() {
-	keyBy, aggregate := -1, -1
-	// atMostOne names what a job has one of at most: "aggregate" while
-	// the steps are aggregates, "aggregate or window" once one is a window.
-	atMostOne := func(s Step) string {
-		if s.Kind() == StepWindow || (aggregate >= 0 && v.c.Steps[aggregate].Kind() == StepWindow) {
-			return "aggregate or window"
+	g := v.c.Graph()
+	// Who reads what is known only when the steps and sinks decoded.
+	readersKnown := !v.bad["steps"] && !v.bad["sinks"]
+	for _, nd := range g.Nodes {
+		if readersKnown && nd.Kind == NodeSource && len(nd.Outputs) == 0 {
+			v.fail(nd.Path+".topics", "nothing reads this source: name its id %q in the from: of a step or a sink", nd.ID)
 		}
-		return "aggregate"
 	}
 	for i, s := range v.c.Steps {
 		path := fmt.Sprintf("steps[%d]", i)
+		n, _ := g.Lookup(s.ID)
+		if g.Nodes[n].Path != path {
+			n = -1 // a duplicate id (ids reports it): no node of its own
+		}
+		v.from(path, s.From, g, n)
 		// What the file wrote decides the kind: `filter: ""` is a filter
 		// with a missing expression, not a step of no kind.
 		var kinds []string
@@ -385,14 +391,23 @@ func (v *validator) steps() {
 			continue
 		}
 		kpath := path + "." + kinds[0]
+		var upstream []int // the sources this step reads, directly or not
+		if n >= 0 {
+			v.readsNoAggregate(path, kpath, s.From, g, n)
+			for _, u := range g.Upstream(n) {
+				if g.Nodes[u].Kind == NodeSource {
+					upstream = append(upstream, g.Nodes[u].Index)
+				}
+			}
+			if readersKnown && len(g.Nodes[n].Outputs) == 0 {
+				v.fail(kpath, "nothing reads this step: name its id %q in the from: of a later step or a sink", s.ID)
+			}
+		}
 		switch StepKind(kinds[0]) {
 		case StepFilter:
 			v.expr(kpath, s.Filter)
 		case StepKeyBy:
 			v.expr(kpath, s.KeyBy)
-			if keyBy < 0 {
-				keyBy = i
-			}
 		case StepMap:
 			if len(s.Map) == 0 {
 				v.fail(kpath, "at least one field is required, e.g. total: price * quantity")
@@ -402,7 +417,7 @@ func (v *validator) steps() {
 			}
 		case StepWindow:
 			if s.Window != nil {
-				v.window(kpath, s.Window)
+				v.window(kpath, s.Window, upstream)
 			}
 			if v.c.Guarantee == AtMostOnce {
 				// Windows fire at checkpoint barriers, as on_checkpoint
@@ -410,42 +425,160 @@ func (v *validator) steps() {
 				v.fail(kpath, "a window fires when a checkpoint's watermark passes its end, and guarantee: %s takes no checkpoints, so nothing would ever be written: use guarantee: %s (outputs may repeat after a crash) or %s",
 					AtMostOnce, AtLeastOnce, ExactlyOnce)
 			}
-			switch {
-			case aggregate >= 0:
-				v.fail(kpath, "a job has at most one %s; steps[%d] is one already", atMostOne(s), aggregate)
-			case keyBy < 0:
-				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
-			}
-			if aggregate < 0 {
-				aggregate = i
-			}
+			v.keyed(kpath, g, n)
 		case StepAggregate:
 			v.aggregate(kpath, s.Aggregate)
 			if s.Aggregate != nil && s.Aggregate.TTL > 0 {
 				v.millis(kpath+".ttl", s.Aggregate.TTL)
 				timed := 0
-				for _, src := range v.c.Sources {
-					if src.EventTime != nil {
+				for _, src := range upstream {
+					if v.c.Sources[src].EventTime != nil {
 						timed++
 					}
 				}
-				if timed > 0 && timed < len(v.c.Sources) {
-					v.fail(kpath+".ttl", "the TTL runs in event time when the sources have event_time, and %d of %d have it: give every source event_time, or none (processing time)", timed, len(v.c.Sources))
+				if timed > 0 && timed < len(upstream) {
+					v.fail(kpath+".ttl", "the TTL runs in event time when the sources have event_time, and %d of %d have it: give every source event_time, or none (processing time)", timed, len(upstream))
 				}
 			}
 			if s.Aggregate != nil && s.Aggregate.TTL > 0 && v.c.Guarantee == AtMostOnce {
 				v.fail(kpath+".ttl", "keys expire at checkpoint barriers, and guarantee: %s takes no checkpoints: drop the ttl, or use guarantee: %s or %s",
 					AtMostOnce, AtLeastOnce, ExactlyOnce)
 			}
-			switch {
-			case aggregate >= 0:
-				v.fail(kpath, "a job has at most one %s; steps[%d] is one already", atMostOne(s), aggregate)
-			case keyBy < 0:
-				v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
+			v.keyed(kpath, g, n)
+		}
+	}
+}
+
+// from checks the ids a step's or sink's from: names (node n of g, -1
+// when it has none): each must be a source or a step above it, once.
+func (v *validator) from(path string, ids []string, g *Graph, n int) {
+	if ids == nil {
+		if v.written(path + ".from") {
+			v.fail(path+".from", "names no input: give a source or step id, or a list of them, or leave from: out (the step before)")
+		}
+		return
+	}
+	if len(ids) == 0 {
+		v.fail(path+".from", "names no input: give a source or step id, or a list of them, or leave from: out (the step before)")
+		return
+	}
+	var known []string // what it may read
+	for i, nd := range g.Nodes {
+		if nd.Kind != NodeSink && (n < 0 || i < n) {
+			known = append(known, nd.ID)
+		}
+	}
+	for k, id := range ids {
+		ipath := fmt.Sprintf("%s.from[%d]", path, k)
+		if slices.Contains(ids[:k], id) {
+			v.fail(ipath, "%q is named twice", id)
+			continue
+		}
+		i, ok := g.Lookup(id)
+		switch {
+		case !ok:
+			if len(known) == 0 {
+				v.fail(ipath, "unknown id %q", id)
+			} else {
+				v.fail(ipath, "unknown id %q%s", id, suggestion(id, known))
 			}
-			if aggregate < 0 {
-				aggregate = i
+		case n >= 0 && i == n:
+			v.fail(ipath, "a step cannot read itself")
+		case n >= 0 && i > n:
+			v.fail(ipath, "%q is %s, written after this step: a step reads only sources and the steps above it (move this step below it)", id, g.Nodes[i].Path)
+		}
+	}
+}
+
+// readsNoAggregate refuses a step that reads an aggregate's or a window's
+// output: only sinks read those.
+func (v *validator) readsNoAggregate(path, kpath string, from []string, g *Graph, n int) {
+	for _, in := range g.Nodes[n].Inputs {
+		nd := g.Nodes[in]
+		if nd.Kind != NodeStep {
+			continue
+		}
+		kind := v.c.Steps[nd.Index].Kind()
+		if kind != StepAggregate && kind != StepWindow {
+			continue
+		}
+		if k := slices.Index(from, nd.ID); k >= 0 {
+			v.fail(fmt.Sprintf("%s.from[%d]", path, k), "%q is %s %s: only a sink can read its output", nd.ID, article(kind), kind)
+			continue
+		}
+		hint := ""
+		if len(nd.Inputs) > 0 {
+			hint = fmt.Sprintf(": to branch off before it, read what it reads, e.g. from: %s", g.Nodes[nd.Inputs[0]].ID)
+		}
+		v.fail(kpath, "follows the %s %s (id %q), and only a sink can read its output%s", kind, nd.Path, nd.ID, hint)
+	}
+}
+
+func article(k StepKind) string {
+	if k == StepAggregate {
+		return "an"
+	}
+	return "a"
+}
+
+// keyed checks that every path from a source to the keyed step n passes a
+// key_by step.
+func (v *validator) keyed(kpath string, g *Graph, n int) {
+	if n < 0 {
+		return
+	}
+	// Walk up from n, stopping at key_by steps: a source reached is read
+	// unkeyed.
+	seen := make([]bool, len(g.Nodes))
+	keyed, unkeyed := false, ""
+	var walk func(int)
+	walk = func(i int) {
+		for _, in := range g.Nodes[i].Inputs {
+			if seen[in] {
+				continue
 			}
+			seen[in] = true
+			switch nd := g.Nodes[in]; {
+			case nd.Kind == NodeStep && v.c.Steps[nd.Index].Kind() == StepKeyBy:
+				keyed = true
+			case nd.Kind == NodeSource:
+				if unkeyed == "" {
+					unkeyed = nd.ID
+				}
+			default:
+				walk(in)
+			}
+		}
+	}
+	walk(n)
+	switch {
+	case unkeyed == "":
+	case !keyed:
+		v.fail(kpath, `needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`)
+	default:
+		v.fail(kpath, `needs a key_by step before it on every input: what it reads from source %q is not keyed (for one global group: key_by: '"all"')`, unkeyed)
+	}
+}
+
+// MaxPaths bounds the paths from the sources to any one step or sink: a
+// record is evaluated once per path, so a graph of many merges of merges
+// would multiply the work of every record.
+const MaxPaths = 64
+
+// paths refuses a graph with more than MaxPaths paths to a node.
+func (v *validator) paths(g *Graph) {
+	count := make([]int, len(g.Nodes))
+	for i, nd := range g.Nodes {
+		if nd.Kind == NodeSource {
+			count[i] = 1
+			continue
+		}
+		for _, in := range nd.Inputs {
+			count[i] = min(count[i]+count[in], MaxPaths+1)
+		}
+		if count[i] > MaxPaths {
+			v.fail(nd.Path+".from", "reads its sources over more than %d paths (merges of merges): each record would be evaluated once per path; merge fewer branches", MaxPaths)
+			return
 		}
 	}
 }
@@ -490,8 +623,10 @@ func (v *validator) sinks() {
 			outputs[s.Topic] = i
 		}
 	}
+	g := c.Graph()
 	for i, s := range c.Sinks {
 		path := fmt.Sprintf("sinks[%d]", i)
+		v.from(path, s.From, g, -1)
 		switch src, isSource := sources[s.Topic]; {
 		case s.Topic == "":
 			v.fail(path+".topic", "required")

@@ -69,7 +69,7 @@ func TestWindowErrors(t *testing.T) {
 		{"at most once", "name: job\n", "name: job\nguarantee: at_most_once\n", []string{
 			"c.yaml:11:5: steps[1].window: a window fires when a checkpoint's watermark passes its end, and guarantee: at_most_once takes no checkpoints, so nothing would ever be written: use guarantee: at_least_once (outputs may repeat after a crash) or exactly_once"}},
 		{"window and aggregate", "sinks:\n", "  - aggregate: {values: {n: count()}}\nsinks:\n", []string{
-			"c.yaml:13:5: steps[2].aggregate: a job has at most one aggregate or window; steps[1] is one already"}},
+			`c.yaml:13:5: steps[2].aggregate: follows the window steps[1] (id "per-minute"), and only a sink can read its output: to branch off before it, read what it reads, e.g. from: key_by-0`}},
 		{"ttl in days with event time on every source is accepted", "  - id: per-minute\n    window:\n      tumbling: 1m\n      values: {n: count()}\n",
 			"  - aggregate: {ttl: 7d, values: {n: count()}}\n", []string{}},
 	} {
@@ -188,9 +188,10 @@ func TestWindowErrorsEach(t *testing.T) {
 		{"no key_by", []string{"  - key_by: k\n", ""}, []string{
 			`c.yaml:9:5: steps[0].window: needs a key_by step before it to say what to group by (for one global group: key_by: '"all"')`}},
 		{"two windows", []string{"sinks:\n", "  - window: {tumbling: 1m, values: {n: count()}}\nsinks:\n"}, []string{
-			"c.yaml:13:5: steps[2].window: a job has at most one aggregate or window; steps[1] is one already"}},
+			`c.yaml:13:5: steps[2].window: follows the window steps[1] (id "per-minute"), and only a sink can read its output: to branch off before it, read what it reads, e.g. from: key_by-0`}},
+		{"two windows, each on a branch of its own", []string{"sinks:\n", "  - {id: per-hour, from: key_by-0, window: {tumbling: 1h, values: {n: count()}}}\nsinks:\n  - {from: per-minute, topic: minutely}\n"}, nil},
 		{"aggregate, then a window", []string{"  - key_by: k\n", "  - key_by: k\n  - aggregate: {values: {n: count()}}\n"}, []string{
-			"c.yaml:11:5: steps[2].window: a job has at most one aggregate or window; steps[1] is one already"}},
+			`c.yaml:11:5: steps[2].window: follows the aggregate steps[1] (id "aggregate-1"), and only a sink can read its output: to branch off before it, read what it reads, e.g. from: key_by-0`}},
 		{"window and filter in one step", []string{"    window:\n", "    filter: x\n    window:\n"}, []string{
 			"c.yaml:9:5: steps[1]: a step does one thing, this one sets filter and window: split it into one step each"}},
 

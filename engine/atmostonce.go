@@ -43,11 +43,8 @@ func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err er
 	}
 	a.plain = plain
 	a.closers = append(a.closers, plain.Close)
-	a.ops = make([]keyedOperator, j.workers)
-	for w := range a.ops {
-		if a.ops[w], err = j.emptyOperator(w); err != nil {
-			return false, err
-		}
+	if a.ops, err = j.allEmptyOperators(); err != nil {
+		return false, err
 	}
 	// One group member per core and source; the group spreads partitions.
 	var readers []recordReader

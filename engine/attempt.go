@@ -43,7 +43,7 @@ type attempt struct {
 	// they hold, and every source partition's offset.
 	latest      *checkpoint.Record
 	savepointID string
-	ops         []keyedOperator
+	ops         []workerOps
 	restored    int
 	offsets     map[source.TopicPartition]int64
 
@@ -223,7 +223,7 @@ func (a *attempt) restore(ctx context.Context, fromPlan *savepoint.RestorePlan) 
 	if a.ops, a.restored, err = j.restoreOperators(ctx, a.latest, a.cluster.ReadState); err != nil {
 		return err
 	}
-	return j.checkRestored(a.latest, a.restored)
+	return j.checkRestored(a.latest, keysOf(a.ops), a.restored)
 }
 
 // last is the checkpoint the attempt continues from: its id and when it

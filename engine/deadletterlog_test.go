@@ -33,7 +33,7 @@ sinks:
 	r := p.newRouter(1)
 	bad := func(offset int64) {
 		t.Helper()
-		msgs, _ := r.route(&kgo.Record{Topic: "in", Partition: 2, Offset: offset, Value: []byte("not json")})
+		msgs, _ := r.route1(&kgo.Record{Topic: "in", Partition: 2, Offset: offset, Value: []byte("not json")})
 		if len(msgs) != 1 || msgs[0].kind != msgDeadLetter {
 			t.Fatalf("offset %d: %d messages, want one dead letter", offset, len(msgs))
 		}

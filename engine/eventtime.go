@@ -6,12 +6,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
-	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -75,11 +73,9 @@ import (
 // timePlan is how a job with event time places records in it.
 type timePlan struct {
 	// byTopic is the event time of each source topic (sources without
-	// event_time have none: a window needs every source to have it).
+	// event_time have none: a window needs every source it reads to have
+	// it).
 	byTopic map[string]*sourceTime
-	// window is the job's window step (nil: none, e.g. an aggregate with
-	// a TTL in event time).
-	window *windowPlan
 }
 
 // sourceTime is one source's event_time, compiled.
@@ -92,19 +88,8 @@ type sourceTime struct {
 	futureStep string
 }
 
-// windowPlan is the window step, compiled.
-type windowPlan struct {
-	id       string
-	spec     window.Spec
-	lateness int64 // allowed_lateness, ms
-	emit     config.WindowEmit
-	// lateTopic receives late records ("" when they are dropped).
-	lateTopic string
-}
-
-// compileTime compiles the sources' event_time and the window step; nil
-// when the job has neither.
-func compileTime(cfg *config.Config, chain *operator.Chain, agg *operator.Aggregator) (*timePlan, config.Errors) {
+// compileTime compiles the sources' event_time; nil when none has it.
+func compileTime(cfg *config.Config) (*timePlan, config.Errors) {
 	var problems config.Errors
 	tp := &timePlan{byTopic: map[string]*sourceTime{}}
 	for i, src := range cfg.Sources {
@@ -127,32 +112,10 @@ func compileTime(cfg *config.Config, chain *operator.Chain, agg *operator.Aggreg
 			tp.byTopic[t] = st
 		}
 	}
-	if chain != nil && chain.Window() != nil && agg != nil {
-		w := chain.Window()
-		wp := &windowPlan{id: agg.ID(), lateness: w.AllowedLateness.Milliseconds(), emit: w.Emit}
-		switch {
-		case w.Tumbling > 0:
-			wp.spec = window.Spec{Kind: window.Tumbling, Size: w.Tumbling.Milliseconds()}
-		case w.Hopping != nil:
-			wp.spec = window.Spec{Kind: window.Hopping, Size: w.Hopping.Size.Milliseconds(), Advance: w.Hopping.Advance.Milliseconds()}
-		case w.Session != nil:
-			wp.spec = window.Spec{Kind: window.Session, Gap: w.Session.Gap.Milliseconds()}
-		}
-		if wp.emit == "" {
-			wp.emit = config.EmitOnWindowClose
-		}
-		if w.LateRecords != config.LateDrop {
-			wp.lateTopic = w.LateTopic
-			if wp.lateTopic == "" {
-				wp.lateTopic = cfg.Name + "-late"
-			}
-		}
-		tp.window = wp
-	}
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	if len(tp.byTopic) == 0 && tp.window == nil {
+	if len(tp.byTopic) == 0 {
 		return nil, nil
 	}
 	return tp, nil
@@ -301,42 +264,10 @@ func recordEventTime(watermark int64, times []eventTime) *checkpoint.EventTime {
 }
 
 // Headers of a record in the late topic, besides the source's
-// (sink.HeaderTopic, HeaderPartition, HeaderOffset). Times are RFC 3339
-// (operator.AppendTime: epoch milliseconds beyond the year 9999).
+// (keyed.HeaderLateWindowStart says what each holds).
 const (
-	// HeaderLateWindowStart and HeaderLateWindowEnd are the window the
-	// record missed that ends last (of a session window: the session
-	// [ts, ts+gap) the record would have started).
-	HeaderLateWindowStart = "pipeline.late.window_start"
-	HeaderLateWindowEnd   = "pipeline.late.window_end"
-	// HeaderLateWindows is how many windows the record missed, in
-	// decimal: all of its windows (a late record counts in none), so 1
-	// but for hopping windows, where they are the HeaderLateWindows
-	// windows ending at HeaderLateWindowEnd and every advance before it.
-	HeaderLateWindows = "pipeline.late.windows"
-	// HeaderLateWatermark is the watermark the record was judged at: its
-	// partition's just before it (or the job's, for a partition behind
-	// it: see idle_timeout).
-	HeaderLateWatermark = "pipeline.late.watermark"
+	HeaderLateWindowStart = keyed.HeaderLateWindowStart
+	HeaderLateWindowEnd   = keyed.HeaderLateWindowEnd
+	HeaderLateWindows     = keyed.HeaderLateWindows
+	HeaderLateWatermark   = keyed.HeaderLateWatermark
 )
-
-// lateRecord is rec as written to the late topic: its key, value and
-// timestamp unchanged, with headers saying where it was read, the windows
-// it missed and the watermark they had closed at.
-func (w *windowPlan) lateRecord(rec *kgo.Record, at, watermark int64) *kgo.Record {
-	wins := w.spec.Assign(nil, at)
-	missed := wins[len(wins)-1]
-	hdr := func(k string, v []byte) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: v} }
-	return &kgo.Record{
-		Topic: w.lateTopic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
-		Headers: []kgo.RecordHeader{
-			hdr(sink.HeaderTopic, []byte(rec.Topic)),
-			hdr(sink.HeaderPartition, fmt.Appendf(nil, "%d", rec.Partition)),
-			hdr(sink.HeaderOffset, fmt.Appendf(nil, "%d", rec.Offset)),
-			hdr(HeaderLateWindowStart, operator.AppendTime(nil, missed.Start)),
-			hdr(HeaderLateWindowEnd, operator.AppendTime(nil, missed.End)),
-			hdr(HeaderLateWindows, fmt.Appendf(nil, "%d", len(wins))),
-			hdr(HeaderLateWatermark, operator.AppendTime(nil, watermark)),
-		},
-	}
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
 	"github.com/eoflow/pipeline/window"
@@ -108,13 +109,17 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 
 	j.limitState(ops, a.limits)
 	for w, op := range ops {
-		if wo, ok := op.(*windowOp); ok {
-			wo.watermark = watermark // what has fired before this attempt
+		for _, o := range op {
+			if t, ok := o.(*targetOp); ok {
+				if wo, ok := t.op.(*keyed.Window); ok {
+					wo.Resume(watermark) // what has fired before this attempt
+				}
+			}
 		}
 		workerIns[w] = make(chan batch, workerQueue)
 		workerOuts[w] = workerIns[w]
 		wt := &workerTask{
-			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, op: op,
+			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, ops: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
 			timed: timed, watermark: watermark, metrics: j.metrics,

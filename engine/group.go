@@ -103,6 +103,10 @@ const (
 	headerSourceTopic     = "pipeline.source.topic"
 	headerSourcePartition = "pipeline.source.partition"
 	headerSourceOffset    = "pipeline.source.offset"
+	// headerRoute is the route the record took to its keyed operator
+	// (operator.Graph), in a job that is a graph: its owner runs that
+	// route alone. A linear job's records have none (route 0).
+	headerRoute = "pipeline.route"
 )
 
 // assignment is one generation's share of a process: the partitions the

@@ -413,7 +413,7 @@ func savepointCounts(t *testing.T, j *Job, sp *savepoint.Reader) (read, counted 
 		read += o.Offset
 	}
 	err := sp.Scan("sums", state.Range{End: state.KeyGroup(j.cfg.Checkpoint.KeyGroups)}, func(en savepoint.Entry) error {
-		st, err := j.plan.agg.DecodeState(en.Value)
+		st, err := j.plan.targets[0].agg.DecodeState(en.Value)
 		if err != nil {
 			return err
 		}

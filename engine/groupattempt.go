@@ -192,7 +192,7 @@ func (a *attempt) prepareGroup(ctx context.Context) (*savepoint.RestorePlan, err
 		return nil, err
 	}
 	a.records = recs
-	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.agg != nil, cfg.Checkpoint.ReplicationFactor); err != nil {
+	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, cfg.Checkpoint.ReplicationFactor); err != nil {
 		return nil, err
 	}
 	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
@@ -259,7 +259,7 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 func (a *attempt) recoverMember(ctx context.Context) error {
 	j, cfg := a.j, a.j.cfg
 	var internal []string
-	if j.plan.agg != nil {
+	if j.plan.keyed {
 		internal = []string{j.shuffle.repartition, j.shuffle.state}
 	}
 	txn, err := sink.NewMemberTxn(j.conn, cfg.Name, j.instance, internal, cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
@@ -529,7 +529,7 @@ func (a *attempt) groupStop(g *graph) *groupStop {
 			}
 		},
 		drained: func(offsets []checkpoint.SourceOffset) (bool, error) {
-			if j.plan.agg == nil {
+			if !j.plan.keyed {
 				return true, nil // no repartition topic
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -605,7 +605,7 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 		return err
 	}
 	var stale map[string]struct{}
-	if j.plan.agg != nil {
+	if j.plan.keyed {
 		read := func(ctx context.Context, fn func(key, value []byte) error) error {
 			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) })
 		}

@@ -223,7 +223,7 @@ func (j *Job) pausedAndDrained(ctx context.Context, adm *kadm.Client, id string)
 	if len(members) == 0 || len(waiting) > 0 {
 		return false, fmt.Sprintf("members %v have not paused", waiting), nil
 	}
-	if j.plan.agg == nil {
+	if !j.plan.keyed {
 		return true, "", nil
 	}
 	return j.repartitionDrainedForGroup(ctx, adm)
@@ -265,7 +265,7 @@ func (j *Job) exportGroup(ctx context.Context, adm *kadm.Client, dir string, now
 	// is read: a source offset and the records shuffled from its inputs
 	// commit together, so while no source offset moves, no input reaches
 	// the state.
-	if j.plan.agg != nil {
+	if j.plan.keyed {
 		drained, why, err := j.repartitionDrainedForGroup(ctx, adm)
 		if err != nil {
 			return savepoint.Summary{}, err
@@ -285,7 +285,7 @@ func (j *Job) exportGroup(ctx context.Context, adm *kadm.Client, dir string, now
 		}
 		offsets = append(offsets, checkpoint.SourceOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
-	ops, restorers, err := j.restoringOperators(0)
+	all, restorers, err := j.restoringOperators(nil)
 	if err != nil {
 		return savepoint.Summary{}, err
 	}
@@ -335,16 +335,8 @@ func (j *Job) exportGroup(ctx context.Context, adm *kadm.Client, dir string, now
 		}
 		writers[agg.ID] = ow
 	}
-	for _, op := range ops {
-		a, ok := op.(stateful)
-		if !ok {
-			continue
-		}
-		ow := writers[a.operatorID()]
-		if ow == nil {
-			return abort(fmt.Errorf("no savepoint writer for operator %q", a.operatorID()))
-		}
-		if err := ow.WriteAll(a.keyedStore().Range(), a.keyedStore().All()); err != nil {
+	for _, ops := range all {
+		if err := exportOps(writers, ops); err != nil {
 			return abort(err)
 		}
 	}

@@ -1246,7 +1246,7 @@ func TestSimulationGroupMode(t *testing.T) {
 	for seed := first; seed < first+uint64(n); seed++ {
 		s := newGsim(seed, 3, gsimBugs{})
 		if err := s.run(300, 1500); err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./runtime -run TestSimulationGroupMode -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
+			t.Fatalf("seed %d: %v\n(replay: go test ./engine -run TestSimulationGroupMode -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
 		}
 		rebalances += int(s.k.Generation(gsimJob))
 		if *simSeed != 0 {
@@ -1265,7 +1265,7 @@ func TestSimulationGroupModeStopWithSavepoint(t *testing.T) {
 	for seed := first; seed < first+uint64(n); seed++ {
 		s := newGsim(seed, 3, gsimBugs{})
 		if err := s.runStop(600, 600); err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./runtime -run TestSimulationGroupModeStopWithSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
+			t.Fatalf("seed %d: %v\n(replay: go test ./engine -run TestSimulationGroupModeStopWithSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
 		}
 		if *simSeed != 0 {
 			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
@@ -1285,7 +1285,7 @@ func TestSimulationGroupModeLiveSavepoint(t *testing.T) {
 	for seed := first; seed < first+uint64(n); seed++ {
 		s := newGsim(seed, 3, gsimBugs{})
 		if err := s.runLive(300, 1500); err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./runtime -run TestSimulationGroupModeLiveSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
+			t.Fatalf("seed %d: %v\n(replay: go test ./engine -run TestSimulationGroupModeLiveSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
 		}
 		switch l := s.live; {
 		case l == nil:

@@ -158,7 +158,7 @@ func TestHotPathOutputsUnchanged(t *testing.T) {
 			}
 		}
 		for i, in := range inputs {
-			msgs, w := r.route(in)
+			msgs, w := r.route1(in)
 			fmt.Fprintf(&out, "in %s/%d@%d %q -> worker %d, %d messages\n", in.Topic, in.Partition, in.Offset, in.Value, w, len(msgs))
 			for _, m := range msgs {
 				switch m.kind {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/internal/datagen"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
@@ -23,14 +24,14 @@ import (
 
 // hotPathOperator builds the plan, a router and a single worker's operator
 // (all key groups) for the job file at path.
-func hotPathOperator(tb testing.TB, path string, env map[string]string) (*router, *aggregateOp) {
+func hotPathOperator(tb testing.TB, path string, env map[string]string) (*router, *targetOp) {
 	tb.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	r, op := hotPathJob(tb, data, env)
-	return r, op.(*aggregateOp)
+	return r, op.(*targetOp)
 }
 
 // hotPathJob is hotPathOperator for a job's text: the router spreads over
@@ -42,16 +43,16 @@ func hotPathJob(tb testing.TB, data []byte, env map[string]string) (*router, key
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if p.agg == nil {
-		return p.newRouter(2), newPassThrough(p)
+	t := p.targets[0]
+	if !p.keyed {
+		return p.newRouter(2), newTargetOp(keyed.NewPassThrough(p.env(time.Now), t.sinks, p.graph.Linear(), p.format), 0, cfg.Name)
 	}
 	groups := cfg.Checkpoint.KeyGroups
-	agg := p.agg.Clone()
-	op, err := newAggregateOp(p, agg, groups, state.RangeFor(0, 1, groups))
+	op, err := keyed.NewAggregate(p.env(time.Now), t.sinks, t.agg, groups, state.RangeFor(0, 1, groups), false)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p.newRouter(2), op
+	return p.newRouter(2), newTargetOp(op, 0, cfg.Name)
 }
 
 // benchInput is the bench workload's record (datagen.Event):
@@ -74,7 +75,7 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 	inputs := benchInputs(keys)
 	for k := range keys { // warm: every key has state
 		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
-		msgs, _ := r.route(in)
+		msgs, _ := r.route1(in)
 		op.process(msgs[0])
 	}
 	op.snapshot(window.NoWatermark)
@@ -83,7 +84,7 @@ func BenchmarkKeyedSumHotPath(b *testing.B) {
 	batch := make([]message, 0, batchLen)
 	i := 0
 	for b.Loop() {
-		msgs, _ := r.route(inputs[i%len(inputs)])
+		msgs, _ := r.route1(inputs[i%len(inputs)])
 		batch = append(batch, msgs...)
 		i++
 		if len(batch) == batchLen {
@@ -129,7 +130,7 @@ func benchInputs(keys int) []*kgo.Record {
 // routeAndProcess is one input's way through the job: one message from
 // the router, one output and no dead letter from the operator.
 func routeAndProcess(b *testing.B, r *router, op keyedOperator, in *kgo.Record) {
-	msgs, _ := r.route(in)
+	msgs, _ := r.route1(in)
 	if len(msgs) != 1 {
 		b.Fatalf("route: %d messages", len(msgs))
 	}
@@ -174,7 +175,7 @@ func BenchmarkKeyedSumSnapshot(b *testing.B) {
 	msgs := make([]message, keys)
 	for k := range keys {
 		in := benchInput("k"+strconv.Itoa(k), 1, 1764688090000)
-		m, _ := r.route(in)
+		m, _ := r.route1(in)
 		msgs[k] = m[0]
 	}
 	b.ReportAllocs()
@@ -216,7 +217,7 @@ func TestPassThroughReusesTheInputRecord(t *testing.T) {
 			Key: []byte("k"), Value: []byte(value), Timestamp: at, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}}
 	}
 	process := func(r *router, op keyedOperator, in *kgo.Record) ([]*kgo.Record, []message) {
-		msgs, _ := r.route(in)
+		msgs, _ := r.route1(in)
 		if len(msgs) != 1 {
 			t.Fatalf("route: %d messages", len(msgs))
 		}

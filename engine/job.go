@@ -184,8 +184,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 			j.metrics.Input(t)
 		}
 	}
-	if w := j.plan.timeWindow(); w != nil && w.lateTopic != "" {
-		j.metrics.Output(w.lateTopic)
+	for _, t := range j.plan.lateTopics() {
+		j.metrics.Output(t)
 	}
 	for _, s := range cfg.Sinks {
 		j.metrics.Output(s.Topic)
@@ -496,8 +496,8 @@ func (j *Job) ensureSinkTopics(ctx context.Context, adm *kadm.Client) error {
 		ask(s.DeadLetterTopic, -1, s.ReplicationFactor, field)
 		// The late topic, like a dead-letter topic, takes the brokers'
 		// partition count and the sinks' replication.
-		if w := j.plan.timeWindow(); w != nil && w.lateTopic != "" {
-			ask(w.lateTopic, -1, s.ReplicationFactor, field)
+		for _, t := range j.plan.lateTopics() {
+			ask(t, -1, s.ReplicationFactor, field)
 		}
 	}
 	topics := make([]string, 0, len(wants))

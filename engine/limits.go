@@ -25,9 +25,7 @@ func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits 
 	for _, s := range j.cfg.Sinks {
 		topics = append(topics, s.Topic, s.DeadLetterTopic)
 	}
-	if w := j.plan.timeWindow(); w != nil && w.lateTopic != "" {
-		topics = append(topics, w.lateTopic)
-	}
+	topics = append(topics, j.plan.lateTopics()...)
 	if j.cfg.Guarantee != config.AtMostOnce {
 		topics = append(topics, checkpoint.TopicName(j.cfg.Name), j.stateTopic())
 	}

@@ -130,7 +130,7 @@ func (j *Job) groupTopics() []string {
 	for _, src := range j.cfg.Sources {
 		topics = append(topics, src.Topics...)
 	}
-	if j.plan.agg != nil {
+	if j.plan.keyed {
 		topics = append(topics, RepartitionTopic(j.cfg.Name))
 	}
 	return topics

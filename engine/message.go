@@ -41,6 +41,9 @@ const (
 // message is the unit on the task graph's channels, sent in batches.
 type message struct {
 	kind msgKind
+	// target is the index of the target (plan.targets) an input record
+	// goes to (source → worker).
+	target uint16
 	// hash is the hash of op's GroupKey (keyed jobs): the router computes
 	// it for the key group, and the worker's store places the key by it.
 	hash state.Hash

@@ -125,7 +125,7 @@ func (j *Job) restartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck,
 		if err != nil {
 			return out, err
 		}
-		return out, j.checkRestored(nil, len(live))
+		return out, j.checkRestored(nil, nil, len(live))
 	}
 	plan, err := j.checkCheckpoint(latest, false)
 	if err != nil {
@@ -133,7 +133,7 @@ func (j *Job) restartCheck(ctx context.Context, adm *kadm.Client) (RestartCheck,
 	}
 	out.Checkpoints = append(out.Checkpoints, checked("", latest, plan))
 	if !topics.Has(stateTopic) {
-		return out, j.checkRestored(latest, 0)
+		return out, j.checkRestored(latest, nil, 0)
 	}
 	return out, nil
 }
@@ -258,33 +258,31 @@ func (j *Job) checkGroupStart(ctx context.Context) error {
 	return j.checkMembers(recs)
 }
 
-// checkRestored compares the keys restored of the job's aggregate with
+// checkRestored compares the keys restored of the job's keyed operators
+// (keys, by operator id; total over all of them) with
 // what checkpoint latest (nil: none) recorded: state without its
 // checkpoint, or a checkpoint without its state, means an internal topic
 // was deleted or damaged, and going on would silently count inputs twice
 // or start sums over.
-func (j *Job) checkRestored(latest *checkpoint.Record, keys int) error {
+func (j *Job) checkRestored(latest *checkpoint.Record, keys map[string]int, total int) error {
 	name := j.cfg.Name
 	cpTopic, stateTopic := checkpoint.TopicName(name), kstore.StateTopic(name)
 	if latest == nil {
-		if keys == 0 {
+		if total == 0 {
 			return nil
 		}
 		return fmt.Errorf("%w: the state topic %s holds %d keys, but the checkpoint topic %s has no checkpoint (was it deleted?): "+
 			"the state cannot be matched to input offsets, and the job would read its input again from the start on top of it. "+
 			"To recover, start from a savepoint (run --from-savepoint DIR); to start over, delete %s too, or use a new job name",
-			ErrDamaged, stateTopic, keys, cpTopic, stateTopic)
+			ErrDamaged, stateTopic, total, cpTopic, stateTopic)
 	}
-	if j.plan.agg == nil {
-		return nil
-	}
-	id := j.plan.agg.ID()
 	for _, st := range latest.State {
-		if st.Operator != id || st.Keys == uint64(keys) {
+		id := st.Operator
+		if !slices.ContainsFunc(j.plan.keyedTargets(), func(t *target) bool { return t.id == id }) || st.Keys == uint64(keys[id]) {
 			continue
 		}
-		holds := fmt.Sprintf("the state topic %s holds %d", stateTopic, keys)
-		if keys == 0 {
+		holds := fmt.Sprintf("the state topic %s holds %d", stateTopic, keys[id])
+		if keys[id] == 0 {
 			holds = fmt.Sprintf("the state topic %s holds none (was it deleted?)", stateTopic)
 		}
 		return fmt.Errorf("%w: checkpoint %d recorded %d keys of aggregate %q, but %s: "+

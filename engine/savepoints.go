@@ -202,16 +202,22 @@ type exportReport struct {
 // exportState writes the worker's whole state into the savepoint. It runs
 // at the barrier, after the snapshot went to the sink and before any record
 // after the barrier: the state is exactly that of the checkpoint.
-func (e *export) exportState(op keyedOperator) error {
-	a, ok := op.(stateful)
-	if !ok {
-		return nil // no state: the savepoint holds only offsets
+func (e *export) exportState(ops workerOps) error { return exportOps(e.ops, ops) }
+
+// exportOps writes the state of ops, one worker's, into writers (by
+// operator id). Operators without state write nothing: the savepoint holds
+// only offsets for them.
+func exportOps(writers map[string]*savepoint.OperatorWriter, ops workerOps) error {
+	for _, a := range ops.stateful() {
+		ow := writers[a.ID()]
+		if ow == nil {
+			return fmt.Errorf("no savepoint writer for operator %q", a.ID())
+		}
+		if err := ow.WriteAll(a.Store().Range(), a.Store().All()); err != nil {
+			return err
+		}
 	}
-	ow := e.ops[a.operatorID()]
-	if ow == nil {
-		return fmt.Errorf("no savepoint writer for operator %q", a.operatorID())
-	}
-	return ow.WriteAll(a.keyedStore().Range(), a.keyedStore().All())
+	return nil
 }
 
 // pendingSavepoint is a savepoint the coordinator loop waits to finish:
@@ -486,31 +492,33 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	return nil
 }
 
-// savepointOperators builds one keyed operator per worker with the state
-// of savepoint r that plan restores, and says how many keys it holds.
-func (j *Job) savepointOperators(r *savepoint.Reader, plan *savepoint.RestorePlan) ([]keyedOperator, int, error) {
-	expected := 0
+// savepointOperators builds every worker's operators with the state of
+// savepoint r that plan restores, and says how many keys they hold.
+func (j *Job) savepointOperators(r *savepoint.Reader, plan *savepoint.RestorePlan) ([]workerOps, int, error) {
+	expected := map[string]int{}
 	for _, id := range plan.Restore {
 		if op := r.Manifest().Operator(id); op != nil {
-			expected += int(min(op.Keys, 1<<30))
+			expected[id] = int(min(op.Keys, 1<<30))
 		}
 	}
-	ops, restorers, err := j.restoringOperators(expected)
+	all, restorers, err := j.restoringOperators(expected)
 	if err != nil {
 		return nil, 0, err
 	}
 	keys := 0
 	for w, rs := range restorers {
-		store := ops[w].(stateful).keyedStore()
-		if _, err := r.Restore(rs, store.Range(), plan.Restore); err != nil {
+		sts := all[w].stateful()
+		if _, err := r.Restore(rs, sts[0].Store().Range(), plan.Restore); err != nil {
 			return nil, 0, err
 		}
 		if err := rs.Finish(); err != nil {
 			return nil, 0, err
 		}
-		keys += store.Len()
+		for _, st := range sts {
+			keys += st.Store().Len()
+		}
 	}
-	return ops, keys, nil
+	return all, keys, nil
 }
 
 // produceState writes the whole state of ops into txn as state records,
@@ -520,15 +528,11 @@ func (j *Job) savepointOperators(r *savepoint.Reader, plan *savepoint.RestorePla
 // pieces, as a checkpoint writes it. place puts each record where it
 // belongs (group mode: its key group's partition). It returns the
 // operators' summaries, or the error of a record that cannot be written.
-func (j *Job) produceState(ctx context.Context, txn transaction, ops []keyedOperator, stale map[string]struct{}, place func(*kgo.Record), limits sink.Limits) ([]checkpoint.StateSummary, error) {
-	j.limitState(ops, limits)
+func (j *Job) produceState(ctx context.Context, txn transaction, all []workerOps, stale map[string]struct{}, place func(*kgo.Record), limits sink.Limits) ([]checkpoint.StateSummary, error) {
+	j.limitState(all, limits)
 	var summary []checkpoint.StateSummary
-	for _, op := range ops {
-		agg, ok := op.(stateful)
-		if !ok {
-			continue
-		}
-		store := agg.keyedStore()
+	for _, agg := range statefulOf(all) {
+		store := agg.Store()
 		for e := range store.All() {
 			for _, rec := range store.EntryRecords(e) {
 				delete(stale, string(rec.Key))
@@ -540,7 +544,7 @@ func (j *Job) produceState(ctx context.Context, txn transaction, ops []keyedOper
 				txn.Produce(ctx, sr)
 			}
 		}
-		summary = append(summary, agg.summary())
+		summary = append(summary, agg.Summary())
 	}
 	for key := range stale {
 		sr := kstore.StateRecord(j.cfg.Name, []byte(key), nil)

@@ -26,9 +26,9 @@ func (p *plan) useSchemas(cfg *config.Config, log *slog.Logger, m *metrics.Metri
 		return err
 	}
 	p.schemas = set
-	p.chain.SetInputs(set.Inputs())
+	p.graph.SetInputs(set.Inputs())
 	for i := range p.sinks {
-		p.sinks[i].enc = set.Sink(i)
+		p.sinks[i].Enc = set.Sink(i)
 	}
 	return nil
 }
@@ -50,9 +50,10 @@ func (j *Job) prepareSchemas(ctx context.Context) error {
 	// sink's value (operator.IntOutput), instead of JSON the sink reads
 	// back.
 	p := j.plan
-	if p.agg != nil && p.timeWindow() == nil && len(p.sinks) == 1 && p.sinks[0].enc != nil && p.sinks[0].key == nil {
-		if out := p.sinks[0].enc.IntOutput(p.agg.Names(), p.agg.Funcs()); out != nil {
-			p.agg.SetIntOutput(out)
+	if p.graph.Linear() != nil && p.keyed && p.targets[0].window == nil && len(p.sinks) == 1 && p.sinks[0].Enc != nil && p.sinks[0].Key == nil {
+		agg := p.targets[0].agg
+		if out := p.sinks[0].Enc.IntOutput(agg.Names(), agg.Funcs()); out != nil {
+			agg.SetIntOutput(out)
 		}
 	}
 	return nil

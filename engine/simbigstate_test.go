@@ -87,7 +87,7 @@ func TestSimulationSplitsLargeState(t *testing.T) {
 					}
 				}
 				if err != nil {
-					t.Fatalf("seed %d (%d steps, %d crashes, %d restarts): %v\nreplay: go test ./runtime -run 'TestSimulationSplitsLargeState/%s' -sim.seed=%d -v",
+					t.Fatalf("seed %d (%d steps, %d crashes, %d restarts): %v\nreplay: go test ./engine -run 'TestSimulationSplitsLargeState/%s' -sim.seed=%d -v",
 						seed, r.steps, r.crashes, r.restarts, err, g, seed)
 				}
 				if r.w.pieces.state > 0 {

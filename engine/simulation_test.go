@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +45,7 @@ import (
 //
 // Replay one seed with its trace:
 //
-//	go test ./runtime -run 'TestSimulation/parity-sum/exactly_once' -sim.seed=N -v
+//	go test ./engine -run 'TestSimulation/parity-sum/exactly_once' -sim.seed=N -v
 
 var (
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed of the simulation, and print its trace")
@@ -68,7 +70,49 @@ type simJob struct {
 	// bigState: the job's keys grow a state larger than a record of the
 	// state topic (simbigstate_test.go).
 	bigState bool
+	// extra are the outputs of a job graph besides "out": each a topic,
+	// and the oracle's key of input n in it (false: n does not reach
+	// it). A pass-through branch writes the input itself: each input
+	// that reaches it is judged as one key of its own, count 1, sum n.
+	extra []simExtra
 }
+
+// simExtra is one more output topic of a job graph.
+type simExtra struct {
+	topic       string
+	keyOf       func(n int64) (string, bool)
+	passThrough bool
+}
+
+// graphYAML is a job graph (config: from:): a sum by parity, a sum by n
+// mod 3 over the merge of two filter branches (the evens and the odds,
+// so every input once), and a filter branch written as it is.
+const graphYAML = `name: ${JOB_NAME}
+guarantee: ${GUARANTEE}
+kafka:
+  brokers: ${KAFKA_BROKERS}
+checkpoint:
+  interval: ${CHECKPOINT_INTERVAL}
+sources:
+  - id: numbers
+    topics: ${INPUT_TOPIC}
+steps:
+  - id: parity
+    key_by: 'n % 2 == 0 ? "even" : "odd"'
+  - id: sums
+    aggregate: {values: {count: count(), sum: sum(n)}}
+  - {id: evens, from: numbers, filter: 'n % 2 == 0'}
+  - {id: odds, from: numbers, filter: 'n % 2 == 1'}
+  - {id: mod3, from: [evens, odds], key_by: '"m" + string(n % 3)'}
+  - {id: mod3-sums, aggregate: {values: {count: count(), sum: sum(n)}}}
+  - {id: tens, from: numbers, filter: 'n % 10 == 0'}
+sinks:
+  - {from: sums, topic: "${OUTPUT_TOPIC}"}
+  - {from: mod3-sums, topic: out2}
+  - {from: tens, topic: out3}
+admin:
+  listen: ${ADMIN_LISTEN}
+`
 
 var simJobs = []simJob{
 	{name: "parity-sum", config: paritySumYAML, keyOf: func(n int64) string {
@@ -87,6 +131,19 @@ var simJobs = []simJob{
 	{name: "field-keyed-sums", config: strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `k`, 1),
 		keyOf: func(n int64) string { return fmt.Sprintf("k%d", n%37) }, keyField: true,
 		guarantees: []config.Guarantee{config.ExactlyOnce}},
+	// A job graph: two aggregates with other keys, a merge and a filter
+	// branch, every branch committed in the same epoch's transaction
+	// (exactly_once only, for the CI's time: its commit path is the
+	// other jobs').
+	{name: "graph", config: graphYAML, keyOf: func(n int64) string {
+		if n%2 == 0 {
+			return "even"
+		}
+		return "odd"
+	}, extra: []simExtra{
+		{topic: "out2", keyOf: func(n int64) (string, bool) { return fmt.Sprintf("m%d", n%3), true }},
+		{topic: "out3", keyOf: func(n int64) (string, bool) { return strconv.FormatInt(n, 10), n%10 == 0 }, passThrough: true},
+	}, guarantees: []config.Guarantee{config.ExactlyOnce}},
 }
 
 var paritySumYAML = func() string {
@@ -195,6 +252,9 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 
 func (r *simRun) createTopics(t testing.TB) {
 	topics := []string{"in", "out", r.cfg.Sinks[0].DeadLetterTopic, kstore.StateTopic(r.job.name), checkpoint.TopicName(r.job.name)}
+	for _, x := range r.job.extra {
+		topics = append(topics, x.topic)
+	}
 	if r.job.windowed {
 		topics = append(topics, simLateTopic)
 	}
@@ -202,7 +262,7 @@ func (r *simRun) createTopics(t testing.TB) {
 		n := 1
 		if topic == "in" {
 			n = simPartitions
-		} else if topic == "out" {
+		} else if topic == "out" || slices.ContainsFunc(r.job.extra, func(x simExtra) bool { return x.topic == topic }) {
 			n = 2
 		}
 		if err := r.w.kafka.CreateTopic(topic, n); err != nil {
@@ -795,20 +855,32 @@ func (r *simRun) catchUp() error {
 	if r.job.windowed {
 		return r.catchUpWindows()
 	}
-	for _, out := range v.tail(r.w, "out") {
-		var o struct {
-			Key        string
-			Count, Sum int64
-		}
-		if err := json.Unmarshal(out.Value, &o); err != nil {
-			return fmt.Errorf("output %s: %v", out.Value, err)
-		}
-		if v.seen[o.Key] == nil {
-			v.seen[o.Key] = map[int64]int{}
-		}
-		v.seen[o.Key][o.Count]++
-		if o.Count > v.last[o.Key].count {
-			v.last[o.Key] = simAgg{o.Count, o.Sum}
+	outputs := []simExtra{{topic: "out"}}
+	outputs = append(outputs, r.job.extra...)
+	for _, x := range outputs {
+		for _, out := range v.tail(r.w, x.topic) {
+			var o struct {
+				Key        string
+				Count, Sum int64
+				N          int64
+			}
+			if err := json.Unmarshal(out.Value, &o); err != nil {
+				return fmt.Errorf("output %s: %v", out.Value, err)
+			}
+			if x.passThrough {
+				o.Key, o.Count, o.Sum = strconv.FormatInt(o.N, 10), 1, o.N
+			}
+			key := o.Key
+			if x.topic != "out" {
+				key = x.topic + "|" + key // each output's keys apart
+			}
+			if v.seen[key] == nil {
+				v.seen[key] = map[int64]int{}
+			}
+			v.seen[key][o.Count]++
+			if o.Count > v.last[key].count {
+				v.last[key] = simAgg{o.Count, o.Sum}
+			}
 		}
 	}
 	v.dead += len(v.tail(r.w, r.cfg.Sinks[0].DeadLetterTopic))
@@ -895,11 +967,18 @@ func (r *simRun) oracle(offsets []int64) (map[string]simAgg, int) {
 				bad++
 				continue
 			}
-			k := r.job.keyOf(in.n)
-			a := want[k]
-			a.count++
-			a.sum += in.n
-			want[k] = a
+			add := func(k string) {
+				a := want[k]
+				a.count++
+				a.sum += in.n
+				want[k] = a
+			}
+			add(r.job.keyOf(in.n))
+			for _, x := range r.job.extra {
+				if k, ok := x.keyOf(in.n); ok {
+					add(x.topic + "|" + k)
+				}
+			}
 		}
 	}
 	return want, bad
@@ -1006,7 +1085,7 @@ func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug simBu
 			first = fmt.Sprintf("%s/%s seed %d (%d steps, %d crashes, %d restarts): %v", job.name, g, seed, r.steps, r.crashes, r.restarts, err)
 		}
 		if bug == bugNone {
-			t.Errorf("seed %d (%d steps, %d crashes, %d restarts): %v\nreplay: go test ./runtime -run 'TestSimulation/%s/%s' -sim.seed=%d -v",
+			t.Errorf("seed %d (%d steps, %d crashes, %d restarts): %v\nreplay: go test ./engine -run 'TestSimulation/%s/%s' -sim.seed=%d -v",
 				seed, r.steps, r.crashes, r.restarts, err, job.name, g, seed)
 			if failures > 3 {
 				t.FailNow()

@@ -171,8 +171,7 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 			s.dropped = true
 			continue // not read: the position stays before it
 		}
-		msgs, w := s.router.route(rec)
-		out[w] = append(out[w], msgs...)
+		s.router.route(rec, out)
 		s.reader.Advance(rec)
 	}
 	s.measure(recs) // after Advance: the lag is of what is left to read

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
@@ -26,7 +27,8 @@ import (
 type windowHarness struct {
 	tb        testing.TB
 	r         *router
-	op        *windowOp
+	op        *targetOp
+	win       *keyed.Window
 	watermark int64
 	parts     []checkpoint.SourceOffset
 	outputs   []windowOutput
@@ -50,17 +52,16 @@ func newWindowHarness(tb testing.TB, yaml string, env map[string]string, partiti
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if p.timeWindow() == nil {
+	if p.targets[0].window == nil {
 		tb.Fatal("no window in the job")
 	}
 	groups := cfg.Checkpoint.KeyGroups
-	agg := p.agg.Clone()
-	store, err := state.New[*operator.WindowState](agg.ID(), groups, state.RangeFor(0, 1, groups), windowCodec{agg})
+	t := p.targets[0]
+	win, err := keyed.NewWindow(p.env(time.Now), t.sinks, t.window, t.agg, groups, state.RangeFor(0, 1, groups), new(atomic.Int64))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := &windowHarness{tb: tb, r: p.newRouter(1), watermark: window.NoWatermark,
-		op: &windowOp{p: p, w: p.timeWindow(), agg: agg, store: store, open: new(atomic.Int64), watermark: window.NoWatermark}}
+	h := &windowHarness{tb: tb, r: p.newRouter(1), watermark: window.NoWatermark, op: newTargetOp(win, 0, cfg.Name), win: win}
 	h.r.clocks = newClocks(p.time, nil, time.Now)
 	for i := range partitions {
 		h.parts = append(h.parts, checkpoint.SourceOffset{Topic: "in", Partition: int32(i)})
@@ -70,15 +71,19 @@ func newWindowHarness(tb testing.TB, yaml string, env map[string]string, partiti
 
 func (h *windowHarness) send(partition int32, offset int64, value string) {
 	rec := &kgo.Record{Topic: "in", Partition: partition, Offset: offset, Value: []byte(value), Timestamp: time.UnixMilli(1)}
-	msgs, _ := h.r.route(rec)
+	msgs, _ := h.r.route1(rec)
 	for _, m := range msgs {
 		switch m.kind {
 		case msgRecord:
-			outs, dls := h.op.process(m)
+			outs, side := h.op.process(m)
 			h.collect(outs)
-			for _, dl := range dls {
+			for _, sm := range side {
+				if sm.kind == msgLate {
+					h.late = append(h.late, sm.rec)
+					continue
+				}
 				h.dead++
-				h.deadRecs = append(h.deadRecs, dl.rec)
+				h.deadRecs = append(h.deadRecs, sm.rec)
 			}
 		case msgLate:
 			h.late = append(h.late, m.rec)
@@ -144,8 +149,8 @@ func TestSessionBridgedByALateRecord(t *testing.T) {
 	h.send(0, 0, `{"n": 1, "ts": 1000}`)
 	h.send(0, 1, `{"n": 3, "ts": 1150}`)
 	h.barrier()
-	if len(h.outputs) != 0 || h.op.open.Load() != 2 {
-		t.Fatalf("before the bridge: outputs %v, open %d", h.outputs, h.op.open.Load())
+	if len(h.outputs) != 0 || h.win.Open() != 2 {
+		t.Fatalf("before the bridge: outputs %v, open %d", h.outputs, h.win.Open())
 	}
 	h.send(0, 2, `{"n": 5, "ts": 1090}`) // behind by 60 ms, within lateness: [1090, 1190) bridges both
 	h.send(0, 3, `{"n": 7, "ts": 2240}`) // another session; the watermark reaches 2240
@@ -159,8 +164,8 @@ func TestSessionBridgedByALateRecord(t *testing.T) {
 	if got := h.sorted(); !slices.Equal(got, want) {
 		t.Fatalf("outputs %+v, want %+v", got, want)
 	}
-	if len(h.late) != 0 || h.op.open.Load() != 1 {
-		t.Fatalf("late %d, open %d", len(h.late), h.op.open.Load())
+	if len(h.late) != 0 || h.win.Open() != 1 {
+		t.Fatalf("late %d, open %d", len(h.late), h.win.Open())
 	}
 }
 
@@ -430,7 +435,7 @@ func TestRecordForAFiredWindowIsLate(t *testing.T) {
 	// its window [0, 1s) fired.
 	msgs := []message{{kind: msgRecord, rec: &kgo.Record{Topic: "in", Partition: 1, Offset: 0, Value: []byte(`{"n": 5, "ts": 700}`)}, at: 700, wm: window.NoWatermark}}
 	msgs[0].op = &operator.Record{Value: msgs[0].rec.Value, Topic: "in"}
-	if _, err := h.r.chain.Process(msgs[0].op); err != nil {
+	if _, err := h.r.lin.Process(msgs[0].op); err != nil {
 		t.Fatal(err)
 	}
 	outs, side := h.op.process(msgs[0])
@@ -455,8 +460,8 @@ func TestExtremeEventTimesAreDeadLetters(t *testing.T) {
 	h.send(0, 0, `{"n": 1, "ts": 9223372036854775807}`)
 	h.send(0, 1, `{"n": 3, "ts": 9223372036854775807}`)
 	h.send(0, 2, `{"n": 5, "ts": -9223372036854775808}`)
-	if h.dead != 3 || h.op.open.Load() != 0 {
-		t.Fatalf("dead letters %d (want 3), open windows %d (want 0)", h.dead, h.op.open.Load())
+	if h.dead != 3 || h.win.Open() != 0 {
+		t.Fatalf("dead letters %d (want 3), open windows %d (want 0)", h.dead, h.win.Open())
 	}
 	h.send(0, 3, `{"n": 7, "ts": 1000}`)
 	h.send(0, 4, `{"n": 9, "ts": 5000}`)

@@ -5,39 +5,17 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/window"
 )
-
-// keyedOperator is the stateful end of the chain as one worker runs it, on
-// the key groups the worker owns.
-type keyedOperator interface {
-	// process applies one input and returns the output records to send on
-	// (none when the operator emits only at checkpoints), or dead letters.
-	process(m message) (out []*kgo.Record, deadLetters []message)
-	// snapshot is called at barrier N, with the job's watermark W(N)
-	// (window.NoWatermark without event time): the outputs to emit for
-	// the epoch (on_checkpoint mode, windows that fire), the changelog
-	// records of the keys changed since the previous snapshot, and the
-	// size of the state.
-	snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary)
-}
-
-// prefetcher is a keyedOperator that can ready the state of a batch's
-// records before it processes them one by one.
-type prefetcher interface {
-	prefetch(msgs []message)
-}
 
 // workerTask runs the keyed operator for its key groups. Its inputs are
 // the source tasks; it aligns barriers over them.
 type workerTask struct {
 	id      checkpoint.TaskID
 	index   int
-	op      keyedOperator
+	ops     workerOps
 	inputs  <-chan batch
 	nInputs int
 	sink    chan<- batch
@@ -93,14 +71,12 @@ func (w *workerTask) handle(b batch) error {
 	if w.out == nil { // one output per input is the common case
 		w.out = newBatch(batchRoom(len(b.msgs)))
 	}
-	if p, ok := w.op.(prefetcher); ok {
-		p.prefetch(b.msgs)
-	}
+	w.ops.prefetch(b.msgs)
 	defer w.returns.flush()
 	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
-			outs, dls := w.op.process(m)
+			outs, dls := w.ops.process(m)
 			if m.slab != nil {
 				w.returns.add(m.slab) // process is done with m.op
 			}
@@ -134,7 +110,7 @@ func (w *workerTask) onBarrier(from int, b *barrier) error {
 			w.metrics.SetWatermark(w.watermark)
 		}
 	}
-	outputs, changes, summary := w.op.snapshot(done.watermark)
+	outputs, changes, summary := w.ops.snapshot(done.watermark)
 	w.out = slices.Grow(w.out, len(outputs)+2)
 	for _, r := range outputs {
 		w.out = append(w.out, message{kind: msgRecord, rec: r})
@@ -157,7 +133,7 @@ func (w *workerTask) resume() error {
 	id := w.aligned
 	w.aligned = 0
 	if ex := w.exports.get(id); ex != nil {
-		w.exported = append(w.exported, exportReport{id: id, worker: w.index, err: ex.exportState(w.op)})
+		w.exported = append(w.exported, exportReport{id: id, worker: w.index, err: ex.exportState(w.ops)})
 	}
 	for _, hb := range w.align.release() {
 		// A barrier that completes in what was held sets aligned again;

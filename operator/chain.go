@@ -366,14 +366,36 @@ func (c *Chain) Clone() *Chain {
 // referenced by the map); a map that Fields returned does not. Safe for
 // concurrent use with the clones' Process, so the goroutine that finishes
 // with a record may recycle it while another decodes.
-func (c *Chain) Recycle(r *Record) {
-	if r.order == nil || r.changed {
-		c.maps.put(r.fields) // not a decoder's: a map it made is never reused
-	}
+func (c *Chain) Recycle(r *Record) { recycle(c.maps, r) }
+
+// recycle is Chain.Recycle with the chain's maps.
+func recycle(maps *fieldMaps, r *Record) {
+	// A map a decoder made (not a map step's) goes back for a later
+	// record: with the last hold on it, when branches share it.
+	r.release(maps, r.order == nil || r.changed)
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
 	r.intsRead = false
 	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
+}
+
+// readInts reads r by the chain's integer path, if it has one and r is
+// not decoded, and reports whether it could (intPath.read): r is then
+// keyed and its integers read.
+func (c *Chain) readInts(r *Record) bool {
+	if c.ints == nil || r.decoded {
+		return false
+	}
+	in := c.inputs[r.Topic]
+	switch {
+	case in == nil && isJSON(r.Format):
+		return c.ints.read(&c.dec, r)
+	case in != nil:
+		if ir := in.intReader(); ir != nil {
+			return c.ints.readSchema(ir, r)
+		}
+	}
+	return false
 }
 
 // Keyed reports whether the chain has a key_by step, so records carry a
@@ -395,16 +417,8 @@ func (c *Chain) Window() *config.Window { return c.window }
 // non-nil error means the record failed and goes to the dead-letter topic;
 // it never panics on any input.
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
-	if c.ints != nil && !r.decoded {
-		in := c.inputs[r.Topic]
-		switch {
-		case in == nil && isJSON(r.Format) && c.ints.read(&c.dec, r):
-			return true, nil // keyed, its integers read: the one step is done
-		case in != nil:
-			if ir := in.intReader(); ir != nil && c.ints.readSchema(ir, r) {
-				return true, nil
-			}
-		}
+	if c.readInts(r) {
+		return true, nil // keyed, its integers read: the one step is done
 	}
 	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
 		return false, err
@@ -442,7 +456,7 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 				}
 				m[s.names[j]] = nv
 			}
-			c.maps.put(r.fields) // the input's map: nothing reads it any more
+			r.release(c.maps, true) // the input's map: this record reads it no more
 			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
 			r.clearSlots()
 		case config.StepKeyBy:

@@ -201,6 +201,7 @@ func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
 	env := r.env(nil)
 	if e.meta != 0 {
 		r.setMeta(e.meta)
+		env = r.fields // a copy of a shared map, if setMeta made one
 	}
 	prog := e.prog
 	if r.decimals && e.decProg != nil {

@@ -51,6 +51,11 @@ type intPath struct {
 	all uint8
 }
 
+// equal reports whether p and q read and fold the same way.
+func (p *intPath) equal(q *intPath) bool {
+	return p.key == q.key && slices.Equal(p.fields, q.fields) && slices.Equal(p.arg, q.arg) && p.all == q.all
+}
+
 // keyBit marks the key field among the fields a read has seen.
 const keyBit = 1 << maxSlots
 
@@ -169,6 +174,40 @@ func (p *intPath) read(d *decoder, r *Record) bool {
 	if len(key) > 0 {
 		r.GroupKey = unsafe.String(&s.data[keyStart], len(key))
 	}
+	r.ints, r.intsRead = ints, true
+	return true
+}
+
+// readDecoded is read for a record already decoded (a branch of a job
+// graph whose other branches needed its value decoded): the same key and
+// integers, read from the decoded fields instead of the bytes. It takes
+// what the general path would key and fold alike: a string key (escapes
+// undone, as the general path keys it too) and integer fields.
+func (p *intPath) readDecoded(r *Record) bool {
+	k, ok := r.field(p.key)
+	if !ok {
+		return false
+	}
+	key, ok := k.(string)
+	if !ok {
+		return false
+	}
+	var ints [maxSlots]int64
+	for j, f := range p.fields {
+		v, ok := r.field(f)
+		if !ok {
+			return false
+		}
+		switch n := v.(type) {
+		case int:
+			ints[j] = int64(n)
+		case int64:
+			ints[j] = n
+		default:
+			return false
+		}
+	}
+	r.GroupKey, r.Keyed, r.keyKind = key, true, keyString
 	r.ints, r.intsRead = ints, true
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eoflow/pipeline/config"
@@ -64,6 +65,11 @@ type Record struct {
 	partial *fieldSet
 	// metaSet: the meta variables already written into fields.
 	metaSet metaMask
+	// share is set when fields is shared with copies of the record that
+	// other branches of a job graph read (Record.fork): the map is never
+	// written to (setMeta copies it first), and the last copy to let go
+	// of it recycles it (release).
+	share *fieldShare
 	// intsRead: the chain's integer path read the record (intpath.go):
 	// ints holds the integers of the fields it reads, and nothing else
 	// is decoded.
@@ -79,6 +85,25 @@ type Record struct {
 	// decimals: the decoding may have produced Decimals, so expressions
 	// run their decimal programs (decimalexpr.go).
 	decimals bool
+}
+
+// fieldShare counts the copies of a record that read one decoded map.
+type fieldShare struct{ holders atomic.Int32 }
+
+// release lets go of r's fields: a map of its own, or its hold on a
+// shared one, which goes back to maps (if set) with the last hold.
+// keep says whether a map of its own goes back to maps too.
+func (r *Record) release(maps *fieldMaps, keep bool) {
+	if s := r.share; s != nil {
+		r.share = nil
+		if s.holders.Add(-1) == 0 && keep {
+			maps.put(r.fields)
+		}
+		return
+	}
+	if keep {
+		maps.put(r.fields)
+	}
 }
 
 // fieldMaps keeps the maps of records that are done with, for the
@@ -149,6 +174,7 @@ func (r *Record) decodeAll(step string) *RecordError {
 		// Unreachable: the partial decoding parsed all of it.
 		return &RecordError{Step: step, Code: CodeDecode, Reason: err.Error()}
 	}
+	r.release(nil, false)
 	r.fields, r.partial, r.metaSet = m, nil, 0
 	r.clearSlots()
 	return nil
@@ -270,6 +296,12 @@ func (r *Record) setMeta(want metaMask) {
 	missing := want &^ r.metaSet
 	if missing == 0 {
 		return
+	}
+	if r.share != nil {
+		// Other branches' copies read this map: write to one of its own.
+		m := maps.Clone(r.fields)
+		r.release(nil, false)
+		r.fields = m
 	}
 	if missing&metaKey != 0 {
 		if r.keyDecoded {

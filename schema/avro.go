@@ -435,12 +435,12 @@ func (aw *avroWriter) appendObject(dst []byte, fields map[string]any) ([]byte, e
 		v, ok := fields[f.Name()]
 		if !ok {
 			if !f.HasDefault() {
-				return dst, fmt.Errorf("field %s: missing, and the schema gives it no default", f.Name())
+				return dst, fieldError(f.Name(), errNoDefault)
 			}
 			v = f.Default()
 		}
 		if err := aw.record[i](w, v); err != nil {
-			return dst, fmt.Errorf("field %s: %w", f.Name(), err)
+			return dst, fieldError(f.Name(), err)
 		}
 	}
 	return append(dst, w.Buffer()...), nil
@@ -487,12 +487,12 @@ func (c *avroWriteCompiler) writer(s avro.Schema) (writeFn, error) {
 				fv, ok := m[f.Name()]
 				if !ok {
 					if !f.HasDefault() {
-						return fmt.Errorf("field %s: missing, and the schema gives it no default", f.Name())
+						return fieldError(f.Name(), errNoDefault)
 					}
 					fv = f.Default()
 				}
 				if err := writes[i](w, fv); err != nil {
-					return fmt.Errorf("field %s: %w", f.Name(), err)
+					return fieldError(f.Name(), err)
 				}
 			}
 			return nil
@@ -527,7 +527,7 @@ func (c *avroWriteCompiler) writer(s avro.Schema) (writeFn, error) {
 				w.WriteLong(int64(len(a)))
 				for i, e := range a {
 					if err := items(w, e); err != nil {
-						return fmt.Errorf("[%d]: %w", i, err)
+						return indexError(i, err)
 					}
 				}
 			}
@@ -549,7 +549,7 @@ func (c *avroWriteCompiler) writer(s avro.Schema) (writeFn, error) {
 				for _, k := range sortedKeys(m) {
 					w.WriteString(k)
 					if err := values(w, m[k]); err != nil {
-						return fmt.Errorf("[%q]: %w", k, err)
+						return keyError(k, err)
 					}
 				}
 			}

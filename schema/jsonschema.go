@@ -9,6 +9,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/twmb/franz-go/pkg/sr"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/eoflow/pipeline/operator"
 )
@@ -94,6 +96,9 @@ func (j *jsonFile) validate(js []byte) error {
 	return nil
 }
 
+// english prints the validator's messages.
+var english = message.NewPrinter(language.English)
+
 // validationError is the first leaf of a validation error, on one line.
 func validationError(err error) error {
 	var ve *jsonschema.ValidationError
@@ -103,9 +108,19 @@ func validationError(err error) error {
 	for len(ve.Causes) > 0 {
 		ve = ve.Causes[0]
 	}
-	loc := "/" + strings.Join(ve.InstanceLocation, "/")
-	msg := strings.ReplaceAll(fmt.Sprint(ve.ErrorKind), "\n", " ")
-	return fmt.Errorf("not valid against the JSON Schema at %s: %s", loc, msg)
+	msg := strings.ReplaceAll(ve.ErrorKind.LocalizedString(english), "\n", " ")
+	return &jsonLocationError{at: slices.Clone(ve.InstanceLocation), msg: msg}
+}
+
+// jsonLocationError is a value not valid against a JSON Schema: what
+// failed (msg) where in the value (at, its instance location).
+type jsonLocationError struct {
+	at  []string
+	msg string
+}
+
+func (e *jsonLocationError) Error() string {
+	return fmt.Sprintf("not valid against the JSON Schema at /%s: %s", strings.Join(e.at, "/"), e.msg)
 }
 
 // requiredFields are the names a derived schema requires, in order.

@@ -318,7 +318,7 @@ func protoMessage(md protoreflect.MessageDescriptor, fields map[string]any) (*dy
 			continue // unset: its default (or absent, with presence)
 		}
 		if err := setField(msg, fd, v); err != nil {
-			return nil, fmt.Errorf("field %s: %w", fd.Name(), err)
+			return nil, fieldError(string(fd.Name()), err)
 		}
 	}
 	return msg, nil
@@ -335,7 +335,7 @@ func setField(msg *dynamicpb.Message, fd protoreflect.FieldDescriptor, v any) er
 		for i, e := range a {
 			pv, err := protoScalar(msg, fd, e)
 			if err != nil {
-				return fmt.Errorf("[%d]: %w", i, err)
+				return indexError(i, err)
 			}
 			l.Append(pv)
 		}
@@ -353,7 +353,7 @@ func setField(msg *dynamicpb.Message, fd protoreflect.FieldDescriptor, v any) er
 			}
 			pv, err := protoScalar(msg, fd.MapValue(), o[k])
 			if err != nil {
-				return fmt.Errorf("[%q]: %w", k, err)
+				return keyError(k, err)
 			}
 			mp.Set(key, pv)
 		}

@@ -60,8 +60,14 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 		})
 	}
 	keyBy := ""
+	g := cfg.Graph()
 	for i, s := range cfg.Steps {
 		op := OperatorDesc{ID: s.ID, Kind: Kind(s.Kind()), Path: fmt.Sprintf("steps[%d]", i)}
+		if s.Kind() == config.StepAggregate || s.Kind() == config.StepWindow {
+			if !g.Linear() {
+				keyBy = graphKeyBy(cfg, g, op.Path)
+			}
+		}
 		switch s.Kind() {
 		case config.StepKeyBy:
 			keyBy = strings.TrimSpace(s.KeyBy)
@@ -81,6 +87,37 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 		d.Operators = append(d.Operators, op)
 	}
 	return d
+}
+
+// graphKeyBy is what computes the group keys of the keyed step at path in
+// a job graph: the nearest key_by on each path to it, or, when its
+// inputs are keyed by different expressions, all of them, sorted and
+// joined by " | ".
+func graphKeyBy(cfg *config.Config, g *config.Graph, path string) string {
+	n := slices.IndexFunc(g.Nodes, func(nd config.Node) bool { return nd.Path == path })
+	if n < 0 {
+		return ""
+	}
+	var found []string
+	seen := make([]bool, len(g.Nodes))
+	var walk func(int)
+	walk = func(i int) {
+		for _, in := range g.Nodes[i].Inputs {
+			if seen[in] {
+				continue
+			}
+			seen[in] = true
+			nd := g.Nodes[in]
+			if nd.Kind == config.NodeStep && cfg.Steps[nd.Index].Kind() == config.StepKeyBy {
+				found = append(found, strings.TrimSpace(cfg.Steps[nd.Index].KeyBy))
+				continue
+			}
+			walk(in)
+		}
+	}
+	walk(n)
+	slices.Sort(found)
+	return strings.Join(slices.Compact(found), " | ")
 }
 
 // Checkpointed describes the stateful operators (sources and aggregates)

@@ -16,7 +16,7 @@ import (
 
 // The three guarantees side by side, under one crash schedule: the same
 // input, the same SIGKILL times (from one seed). The table it logs (and
-// writes to CRASH_TABLE_OUT as markdown) is the one in the README.
+// writes to CRASH_TABLE_OUT as markdown) is the one in docs/guarantees.md.
 func TestGuaranteesUnderTheSameCrashes(t *testing.T) {
 	total := envInt(t, "CRASH_NUMBERS", 20_000)
 	kills := int(envInt(t, "CRASH_KILLS", 4))

@@ -295,7 +295,8 @@ func TestComposeKafkaKeepsItsData(t *testing.T) {
 }
 
 // The README starts the stack with the command the compose file documents
-// (`up --build`: without it, compose reuses an image built from older code).
+// (`up --build`: without it, compose reuses an image built from older
+// code), and so does every document in docs/ that starts it.
 func TestReadmeStartsComposeAsTheFileSays(t *testing.T) {
 	compose, err := os.ReadFile(filepath.Join(root(t), "docker-compose.yml"))
 	if err != nil {
@@ -308,26 +309,36 @@ func TestReadmeStartsComposeAsTheFileSays(t *testing.T) {
 		t.Fatalf("docker-compose.yml: its first line names no `docker compose up` command: %q", header)
 	}
 	want := m[1]
-	readme, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	docs, err := filepath.Glob(filepath.Join(root(t), "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole := 0
-	for _, m := range cmd.FindAllStringSubmatch(string(readme), -1) {
-		names := false // a command that names services starts only those
-		for _, arg := range strings.Fields(m[1])[3:] {
-			names = names || !strings.HasPrefix(arg, "-")
+	for _, doc := range append([]string{filepath.Join(root(t), "README.md")}, docs...) {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if names {
-			continue
+		name, err := filepath.Rel(root(t), doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		whole++
-		if m[1] != want {
-			t.Errorf("README.md starts the stack with `%s`; docker-compose.yml says `%s`", m[1], want)
+		whole := 0
+		for _, m := range cmd.FindAllStringSubmatch(string(text), -1) {
+			names := false // a command that names services starts only those
+			for _, arg := range strings.Fields(m[1])[3:] {
+				names = names || !strings.HasPrefix(arg, "-")
+			}
+			if names {
+				continue
+			}
+			whole++
+			if m[1] != want {
+				t.Errorf("%s starts the stack with `%s`; docker-compose.yml says `%s`", name, m[1], want)
+			}
 		}
-	}
-	if whole == 0 {
-		t.Errorf("README.md never says how to start the stack (`%s`)", want)
+		if whole == 0 && name == "README.md" {
+			t.Errorf("README.md never says how to start the stack (`%s`)", want)
+		}
 	}
 }
 

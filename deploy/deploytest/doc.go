@@ -15,8 +15,8 @@
 //     wires the services, ports, health checks, dependencies and mounts,
 //     and the mounted files exist; Kafka's log directories and the job's
 //     admin.savepoint_dir are in named volumes, a restarting datagen
-//     resumes instead of writing 1, 2, ... again, and the README starts
-//     the stack with the command the file names.
+//     resumes instead of writing 1, 2, ... again, and the README (and any
+//     document in docs/) starts the stack with the command the file names.
 //
 // The package has no code outside its tests.
 package deploytest

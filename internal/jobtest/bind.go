@@ -3,6 +3,7 @@ package jobtest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 
@@ -40,13 +41,17 @@ func ReadJob(path string) (*Job, error) {
 	return &Job{Path: path, data: data}, nil
 }
 
-// load parses the job with env as its variables, on brokers (nil: a
-// placeholder, for a job that is only checked).
-func (j *Job) load(env map[string]string, brokers []string) (*config.Config, error) {
+// load parses the job with env as its variables, on brokers and the
+// schema registry at registry (nil and "": placeholders, for a job that
+// is only checked).
+func (j *Job) load(env map[string]string, brokers []string, registry string) (*config.Config, error) {
 	if brokers == nil {
 		brokers = []string{"in-memory.invalid:9092"}
 	}
-	return parseJob(j.Path, j.data, env, brokers)
+	if registry == "" {
+		registry = placeholderRegistry
+	}
+	return parseJob(j.Path, j.data, env, brokers, registry)
 }
 
 // check is one comparison a case makes after its run.
@@ -75,14 +80,20 @@ type bound struct {
 	outputs []string
 	// notes say how the test runs the job unlike `pipeline run` would.
 	notes []string
+	// writes are the input records as written, in order.
+	writes []inputWrite
+	// registry: the job names a schema registry, so each run serves one,
+	// holding regs, registered in order.
+	registry bool
+	regs     []registration
 }
 
 // bind ties case c to job: the input topics must be ones the job reads
 // and each expected name a topic the job writes (or dead_letters, late).
 // Problems are config.Errors at the test file's positions; a job file
 // that does not load is its own config.Errors.
-func bind(file string, c *Case, job *Job, crashes bool) (*bound, error) {
-	cfg, err := job.load(c.Env, nil)
+func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, error) {
+	cfg, err := job.load(c.Env, nil, "")
 	if err != nil {
 		return nil, &JobError{Job: job.Path, Case: c.Name, Err: err}
 	}
@@ -90,6 +101,9 @@ func bind(file string, c *Case, job *Job, crashes bool) (*bound, error) {
 	var errs config.Errors
 	fail := func(p Pos, path, format string, args ...any) {
 		errs = append(errs, errorAt(file, p, path, format, args...))
+	}
+	if ws == nil {
+		ws = writers{}
 	}
 	if crashes && cfg.Guarantee != config.ExactlyOnce {
 		fail(c.At, c.Path, "--crashes needs guarantee: exactly_once, and the job in %s runs %s, which may repeat outputs after a crash by definition", job.Path, cfg.Guarantee)
@@ -110,6 +124,8 @@ func bind(file string, c *Case, job *Job, crashes bool) (*bound, error) {
 			b.inputs[in.Topic] = max(b.inputs[in.Topic], r.Partition+1)
 		}
 	}
+
+	b.bindSchemas(file, cfg, ws, func(e *config.Error) { errs = append(errs, e) })
 
 	// What the job writes, by the names a test file may use.
 	kinds := map[string]checkKind{}
@@ -133,6 +149,11 @@ func bind(file string, c *Case, job *Job, crashes bool) (*bound, error) {
 		}
 	}
 	known := append(append(append([]string{DeadLetters, Late}, sinks...), deadLetters...), late...)
+	for _, topic := range slices.Sorted(maps.Keys(c.CompareTopic)) {
+		if _, ok := kinds[topic]; !ok && topic != DeadLetters && topic != Late {
+			fail(c.CompareAt[topic], c.Path+".compare."+topic, "the job writes no topic %q%s", topic, config.Suggestion(topic, append(known, "default")))
+		}
+	}
 	listed := map[string]string{} // topic -> the name that listed it
 	for _, e := range c.Expect {
 		ch := check{name: e.Name, listed: true, expected: e.Records}
@@ -241,8 +262,9 @@ func Prepare(f *File, job *Job, crashes bool) (*Suite, error) {
 	s := &Suite{File: f, Job: job}
 	var problems config.Errors
 	var other []error
+	ws := writers{}
 	for _, c := range f.Cases {
-		b, err := bind(f.Path, c, job, crashes)
+		b, err := bind(f.Path, c, job, crashes, ws)
 		var ce config.Errors
 		var je *JobError
 		switch {
@@ -256,7 +278,12 @@ func Prepare(f *File, job *Job, crashes bool) (*Suite, error) {
 		case errors.As(err, &je):
 			other = append(other, err)
 		case errors.As(err, &ce):
-			problems = append(problems, ce...)
+			// A problem of the file's schemas is every case's: once.
+			for _, e := range ce {
+				if !slices.ContainsFunc(problems, func(p *config.Error) bool { return p.Error() == e.Error() }) {
+					problems = append(problems, e)
+				}
+			}
 		default:
 			other = append(other, err)
 		}

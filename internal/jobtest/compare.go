@@ -17,11 +17,24 @@ type Record struct {
 	Key, Value []byte
 	Timestamp  time.Time
 	Headers    []Header
+	// ValueSchema and KeySchema are the schema ids the value and key were
+	// written with, in the wire format (0: not): Value and Key are then
+	// what they read as, a string's text or any other value's JSON.
+	ValueSchema, KeySchema int
 }
 
 // where names a written record in a diff.
 func (r Record) where() string {
-	return fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+	w := fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+	switch {
+	case r.ValueSchema != 0 && r.KeySchema != 0:
+		w += fmt.Sprintf(" (read with schema ids %d, key %d)", r.ValueSchema, r.KeySchema)
+	case r.ValueSchema != 0:
+		w += fmt.Sprintf(" (read with schema id %d)", r.ValueSchema)
+	case r.KeySchema != 0:
+		w += fmt.Sprintf(" (key read with schema id %d)", r.KeySchema)
+	}
+	return w
 }
 
 // header returns the value of the record's last header named k.

@@ -26,6 +26,21 @@
 //	        - {value: '{"n": 3', code: decode}
 //	    compare: per_key
 //
+// A job reading Avro, Protobuf or JSON Schema names the schemas its
+// input is written with (rule 7):
+//
+//	schemas:
+//	  numbers-avro: number.avsc                  # relative to the test file
+//	  orders: [order-v1.avsc, order-v2.avsc]     # versions 1 and 2
+//	  payments: {value: {file: payment.proto, message: Payment}, key: {schema: '"string"'}}
+//	cases:
+//	  - name: ...
+//	    input:
+//	      numbers-avro:
+//	        - {n: 1, parity: odd, amount: 0.10, ts: 2026-12-04T10:00:00Z}
+//	      orders:
+//	        - {value: {id: 1}, schema_version: 1}
+//
 // The rules the package keeps:
 //
 //  1. A list item is a whole record when it is a mapping with a value
@@ -39,6 +54,8 @@
 //     (headers: the ones listed must be there, others may be).
 //  3. A sink topic the case does not list is not checked; dead letters
 //     and late records the case does not list must be absent.
+//     compare: names one rule for every topic, or a rule per topic and a
+//     default for the rest ({default: last_per_key, tens: unordered}).
 //  4. A run is done when a committed checkpoint holds every input
 //     partition's end offset: everything the job derives from its input
 //     is committed then. The job then stops gracefully. Inputs are
@@ -50,8 +67,26 @@
 //     from its seed, at least one that every checkpoint passes, so it
 //     always fails at least once; it waits for the armed points that can
 //     still fail, disarms the rest (reported) and must commit exactly
-//     the crash-free run's records, by the case's comparison rule. Only
-//     exactly_once promises that.
+//     the crash-free run's records on every output topic, listed or not,
+//     each by its comparison rule. Only exactly_once promises that.
+//  7. A job that names a schema registry gets one of its own in every
+//     run (franz-go's srfake over HTTP; config.WithSchemaRegistry points
+//     the job at it, as config.WithBrokers points it at kfake), holding
+//     the case's schemas (schemas:, the file's with the case's over
+//     them, topic by topic) registered in the order written under
+//     <topic>-value and <topic>-key, so every run gives them the same
+//     ids. A value on a topic with a schema is written with it (the
+//     version schema_version picks, else the last listed), framed with
+//     its id, by the schema package's encoders: a value that does not
+//     fit is a problem of the test file at the field it names. A string
+//     the schema does not take, and !!binary, are their bytes (a record
+//     not in the wire format); null is a null value. Keys likewise, with
+//     the key schema.
+//  8. A value or key a job wrote in the wire format, with an id the
+//     run's registry has, compares as what it reads as: a string as its
+//     text, anything else as its JSON (schema.Registry.JSON). Anything
+//     else, such as the dead letter of a record not in the wire format,
+//     compares as bytes.
 //
 // engine.go is the only file that knows the engine package.
 package jobtest

@@ -20,14 +20,15 @@ const (
 	headerLateWatermark = engine.HeaderLateWatermark
 )
 
-// parseJob reads a job file's content with env as its only variables and
-// brokers as its cluster, and checks everything building the job checks,
-// without connecting.
-func parseJob(file string, data []byte, env map[string]string, brokers []string) (*config.Config, error) {
+// parseJob reads a job file's content with env as its only variables,
+// brokers as its cluster and registry as its schema registry (if it names
+// one), and checks everything building the job checks, without
+// connecting.
+func parseJob(file string, data []byte, env map[string]string, brokers []string, registry string) (*config.Config, error) {
 	cfg, err := config.Parse(file, data, func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
-	}, config.WithCheck(engine.CheckExpressions), config.WithBrokers(brokers))
+	}, config.WithCheck(engine.CheckExpressions), config.WithBrokers(brokers), config.WithSchemaRegistry(registry))
 	if err != nil {
 		return nil, err
 	}

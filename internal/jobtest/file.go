@@ -3,7 +3,10 @@ package jobtest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/eoflow/pipeline/config"
 )
@@ -19,6 +22,9 @@ type File struct {
 	// Env holds the variables the job file's ${VAR}s read, before each
 	// case's own.
 	Env map[string]string
+	// Schemas are the schemas records are written with, by topic, before
+	// each case's own.
+	Schemas []*TopicSchemas
 	// Cases in the order written.
 	Cases []*Case
 }
@@ -32,13 +38,30 @@ type Case struct {
 	Path string
 	// Env is the file's variables with the case's over them.
 	Env map[string]string
+	// Schemas are the file's, with the case's over them (topic by
+	// topic).
+	Schemas []*TopicSchemas
 	// Input is what is written to each source topic before the job
 	// starts, topic by topic in the order written.
 	Input []*TopicInput
 	// Expect is what the job must have committed, per listed topic, in
 	// the order written.
-	Expect  []*TopicExpect
-	Compare Rule
+	Expect []*TopicExpect
+	// Compare is the rule of every topic that CompareTopic does not name
+	// (compare: RULE, or compare: {default: RULE, TOPIC: RULE, ...}).
+	Compare      Rule
+	CompareTopic map[string]Rule
+	// CompareAt is where each topic of CompareTopic was named.
+	CompareAt map[string]Pos
+}
+
+// RuleFor is the rule that compares topic (a sink topic, or
+// dead_letters or late).
+func (c *Case) RuleFor(topic string) Rule {
+	if r, ok := c.CompareTopic[topic]; ok {
+		return r
+	}
+	return c.Compare
 }
 
 // Pos is a 1-based line and column in a test file.
@@ -65,6 +88,54 @@ type InputRecord struct {
 	// it is written, as a producer would set it.
 	Timestamp time.Time
 	Headers   []Header
+	// SchemaVersion picks the version of the topic's value schema the
+	// value is written with: 1 is the first listed; 0, the last.
+	SchemaVersion   int
+	SchemaVersionAt Pos
+	// value and key as written, for a topic whose values or keys are
+	// written with a schema (then Value and Key are only what is written
+	// where no schema applies).
+	value, key written
+}
+
+// written is a record's value or key as the test file writes it.
+type written struct {
+	node *yaml.Node
+	path string
+	// js is its JSON (a string's included); nil for null.
+	js []byte
+	// text: written as a string, which is its bytes where the schema
+	// does not take it; binary: !!binary, bytes as they are, never
+	// encoded.
+	text, binary bool
+}
+
+// TopicSchemas are the schemas of one topic's records: the versions of
+// its values' schema, registered in order under <topic>-value (the i-th
+// is version i), and of its keys', under <topic>-key. A topic the job
+// writes may be given one too (for a sink that looks its schema up).
+type TopicSchemas struct {
+	Topic string
+	At    Pos
+	Path  string
+	Value []*SchemaSpec
+	Key   []*SchemaSpec
+}
+
+// SchemaSpec is one schema as the test file gives it: a file, or the
+// text itself.
+type SchemaSpec struct {
+	At   Pos
+	Path string
+	// Format is avro, protobuf or json_schema; "" is the job's format
+	// for the topic's values (or keys).
+	Format config.Format
+	// File is the schema's file (ReadFile resolves it against the test
+	// file's directory); Text is the schema written inline.
+	File, Text string
+	// Message names the Protobuf message the records are ("": the
+	// file's first).
+	Message string
 }
 
 // Header is a record header; a nil Value is a null one.
@@ -142,7 +213,28 @@ func ReadFile(path string) (*File, error) {
 	if f.Job != "" && !filepath.IsAbs(f.Job) {
 		f.Job = filepath.Join(filepath.Dir(path), f.Job)
 	}
+	// A schema file is relative to the test file too; the cases share
+	// the file's specs, so each is resolved once.
+	resolved := map[*SchemaSpec]bool{}
+	for _, list := range append([][]*TopicSchemas{f.Schemas}, caseSchemas(f)...) {
+		for _, ts := range list {
+			for _, spec := range append(slices.Clone(ts.Value), ts.Key...) {
+				if !resolved[spec] && spec.File != "" && !filepath.IsAbs(spec.File) {
+					spec.File = filepath.Join(filepath.Dir(path), spec.File)
+				}
+				resolved[spec] = true
+			}
+		}
+	}
 	return f, nil
+}
+
+func caseSchemas(f *File) [][]*TopicSchemas {
+	var out [][]*TopicSchemas
+	for _, c := range f.Cases {
+		out = append(out, c.Schemas)
+	}
+	return out
 }
 
 // errorAt is a problem at p of file.

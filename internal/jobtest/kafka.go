@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/kread"
@@ -44,17 +45,26 @@ func newCluster(inputs map[string]int32) (*kfake.Cluster, error) {
 // partition written to. Nothing is transactional, so the end offset is
 // one past the last record: where a job that read everything has its
 // checkpointed offset.
-func produce(ctx context.Context, conn []kgo.Opt, inputs []*TopicInput) (map[tp]int64, error) {
+//
+// A value or key written with a schema is framed with the id ids gives
+// its registration (startRegistry's).
+func produce(ctx context.Context, conn []kgo.Opt, writes []inputWrite, ids []int) (map[tp]int64, error) {
 	ends := map[tp]int64{}
-	var recs []*kgo.Record
-	for _, in := range inputs {
-		for _, r := range in.Records {
-			rec := &kgo.Record{Topic: in.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-			for _, h := range r.Headers {
-				rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			recs = append(recs, rec)
+	frame := func(f *framedBytes, plain []byte) []byte {
+		if f == nil {
+			return plain
 		}
+		b, _ := (&sr.ConfluentHeader{}).AppendEncode(make([]byte, 0, 5+len(f.body)), ids[f.reg], nil)
+		return append(b, f.body...)
+	}
+	var recs []*kgo.Record
+	for _, w := range writes {
+		r := w.rec
+		rec := &kgo.Record{Topic: w.topic, Partition: r.Partition, Key: frame(w.key, r.Key), Value: frame(w.value, r.Value), Timestamp: r.Timestamp}
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		recs = append(recs, rec)
 	}
 	if len(recs) == 0 {
 		return ends, nil

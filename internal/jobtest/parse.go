@@ -22,10 +22,13 @@ var sprintf = fmt.Sprintf
 
 // The keys each mapping of a test file may hold.
 var (
-	fileKeys     = []string{"job", "env", "cases"}
-	caseKeys     = []string{"name", "env", "input", "expect", "compare"}
-	inputKeys    = []string{"value", "key", "partition", "timestamp", "headers"}
+	fileKeys     = []string{"job", "env", "schemas", "cases"}
+	caseKeys     = []string{"name", "env", "schemas", "input", "expect", "compare"}
+	inputKeys    = []string{"value", "key", "partition", "timestamp", "headers", "schema_version"}
 	expectedKeys = []string{"value", "key", "partition", "timestamp", "headers", "code"}
+	sideKeys     = []string{"value", "key"}
+	specKeys     = []string{"format", "file", "schema", "message"}
+	specFormats  = []string{string(config.FormatAvro), string(config.FormatProtobuf), string(config.FormatJSONSchema)}
 )
 
 // maxPartition bounds the partition an input record names: a test needs
@@ -162,6 +165,8 @@ func (p *parser) document(root *yaml.Node, f *File) {
 			f.Job, _ = p.str(v, "job")
 		case "env":
 			f.Env = p.env(v, "env", nil)
+		case "schemas":
+			f.Schemas = p.schemas(v, "schemas", nil)
 		case "cases":
 			casesNode = v
 		}
@@ -175,7 +180,7 @@ func (p *parser) document(root *yaml.Node, f *File) {
 	}
 	names := map[string]int{}
 	p.sequence(casesNode, "cases", func(i int, n *yaml.Node) {
-		c := p.testCase(n, index("cases", i), f.Env)
+		c := p.testCase(n, index("cases", i), f.Env, f.Schemas)
 		if c == nil {
 			return
 		}
@@ -220,12 +225,12 @@ func (p *parser) env(n *yaml.Node, path string, base map[string]string) map[stri
 	return env
 }
 
-func (p *parser) testCase(n *yaml.Node, path string, fileEnv map[string]string) *Case {
+func (p *parser) testCase(n *yaml.Node, path string, fileEnv map[string]string, fileSchemas []*TopicSchemas) *Case {
 	if n.Kind != yaml.MappingNode {
 		p.fail(n, path, "want a case (a mapping with name, input and expect), got %s", describe(n))
 		return nil
 	}
-	c := &Case{At: at(n), Path: path, Compare: PerKey, Env: fileEnv}
+	c := &Case{At: at(n), Path: path, Compare: PerKey, Env: fileEnv, Schemas: fileSchemas}
 	var input, expect *yaml.Node
 	named := false
 	p.mapping(n, path, caseKeys, func(key string, _, v *yaml.Node) {
@@ -239,17 +244,29 @@ func (p *parser) testCase(n *yaml.Node, path string, fileEnv map[string]string) 
 			}
 		case "env":
 			c.Env = p.env(v, kpath, fileEnv)
+		case "schemas":
+			c.Schemas = p.schemas(v, kpath, fileSchemas)
 		case "input":
 			input = v
 		case "expect":
 			expect = v
 		case "compare":
-			if s, ok := p.str(v, kpath); ok {
-				if !slices.Contains(rules, s) {
-					p.fail(v, kpath, "unknown rule %q%s", s, config.Suggestion(s, rules))
-				} else {
-					c.Compare = Rule(s)
-				}
+			if v.Kind == yaml.MappingNode {
+				// A rule per topic, and the default for the others.
+				c.CompareTopic, c.CompareAt = map[string]Rule{}, map[string]Pos{}
+				p.mapping(v, kpath, nil, func(topic string, k, rv *yaml.Node) {
+					if r, ok := p.rule(rv, join(kpath, topic)); ok {
+						if topic == "default" {
+							c.Compare = r
+						} else {
+							c.CompareTopic[topic], c.CompareAt[topic] = r, at(k)
+						}
+					}
+				})
+				break
+			}
+			if r, ok := p.rule(v, kpath); ok {
+				c.Compare = r
 			}
 		}
 	})
@@ -279,13 +296,26 @@ func (p *parser) testCase(n *yaml.Node, path string, fileEnv map[string]string) 
 					}
 				})
 			}
-			if c.Compare == LastPerKey {
+			if c.RuleFor(name) == LastPerKey {
 				p.uniqueKeys(t)
 			}
 			c.Expect = append(c.Expect, t)
 		})
 	}
 	return c
+}
+
+// rule reads a comparison rule.
+func (p *parser) rule(n *yaml.Node, path string) (Rule, bool) {
+	s, ok := p.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(rules, s) {
+		p.fail(n, path, "unknown rule %q%s", s, config.Suggestion(s, rules))
+		return "", false
+	}
+	return Rule(s), true
 }
 
 // uniqueKeys refuses a key listed twice where each key has one value.
@@ -324,7 +354,7 @@ func (p *parser) inputRecord(n *yaml.Node, path string) *InputRecord {
 		if !ok {
 			return nil
 		}
-		r.Value = v.Bytes()
+		r.Value, r.value = v.Bytes(), writtenValue(n, path, v)
 		return r
 	}
 	ok := true
@@ -334,9 +364,20 @@ func (p *parser) inputRecord(n *yaml.Node, path string) *InputRecord {
 		case "value":
 			val, good := p.value(v, kpath)
 			ok = ok && good
-			r.Value = val.Bytes()
+			r.Value, r.value = val.Bytes(), writtenValue(v, kpath, val)
 		case "key":
-			r.Key, _ = p.key(v, kpath)
+			var good bool
+			r.Key, r.key, good = p.inputKey(v, kpath)
+			ok = ok && good
+		case "schema_version":
+			if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!int" {
+				if n, err := strconv.Atoi(v.Value); err == nil && n >= 1 {
+					r.SchemaVersion, r.SchemaVersionAt = n, at(v)
+					return
+				}
+			}
+			p.fail(v, kpath, "want a version: 1 for the first schema the topic lists, 2 for the second, ...; got %s", describe(v))
+			ok = false
 		case "partition":
 			part, good := p.partition(v, kpath)
 			ok = ok && good
@@ -390,6 +431,52 @@ func (p *parser) expected(n *yaml.Node, path string) *Expected {
 		return nil
 	}
 	return r
+}
+
+// writtenValue keeps value v, written at n, for a schema to write.
+func writtenValue(n *yaml.Node, path string, v Value) written {
+	w := written{node: n, path: path}
+	switch {
+	case v.kind == valueNull:
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!binary":
+		w.binary = true
+	case v.kind == valueBytes:
+		w.text = true
+		var buf bytes.Buffer
+		writeString(&buf, n.Value)
+		w.js = buf.Bytes()
+	default:
+		w.js = v.text
+	}
+	return w
+}
+
+// inputKey reads an input record's key: as text (key), and as written,
+// for a key schema to write. A key written as a mapping or a list has
+// no text: only a key schema can write it (bind says so).
+func (p *parser) inputKey(n *yaml.Node, path string) ([]byte, written, bool) {
+	w := written{node: n, path: path}
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		var buf bytes.Buffer
+		if !p.writeJSON(&buf, n, path, 0) {
+			return nil, w, false
+		}
+		w.js = buf.Bytes()
+		return nil, w, true
+	}
+	k, ok := p.key(n, path)
+	switch {
+	case !ok || isNull(n):
+	case n.ShortTag() == "!!binary":
+		w.binary = true
+	default:
+		var buf bytes.Buffer
+		if !p.writeJSON(&buf, n, path, 0) {
+			return nil, w, false
+		}
+		w.js, w.text = buf.Bytes(), n.ShortTag() == "!!str" || n.ShortTag() == "!!timestamp"
+	}
+	return k, w, ok
 }
 
 // key reads a record key: its text (a number's as written), nil for null.
@@ -602,4 +689,116 @@ func describe(n *yaml.Node) string {
 		return strconv.Quote(n.Value)
 	}
 	return "an alias"
+}
+
+// schemas reads a mapping of topic: schemas over base (a case's over the
+// file's: a topic the case gives replaces the file's).
+//
+//	numbers: number.avsc                      # a file: version 1 of numbers-value
+//	numbers: [number.avsc, number-v2.avsc]    # versions 1 and 2
+//	payments: {file: payment.proto, message: Payment}
+//	orders: {value: order.avsc, key: {schema: '"string"'}}
+func (p *parser) schemas(n *yaml.Node, path string, base []*TopicSchemas) []*TopicSchemas {
+	out := slices.Clone(base)
+	p.mapping(n, path, nil, func(topic string, k, v *yaml.Node) {
+		ts := &TopicSchemas{Topic: topic, At: at(k), Path: join(path, topic)}
+		if hasKey(v, sideKeys...) {
+			p.mapping(v, ts.Path, sideKeys, func(side string, _, sv *yaml.Node) {
+				if side == "value" {
+					ts.Value = p.versions(sv, join(ts.Path, side))
+				} else {
+					ts.Key = p.versions(sv, join(ts.Path, side))
+				}
+			})
+		} else {
+			ts.Value = p.versions(v, ts.Path)
+		}
+		if i := slices.IndexFunc(out, func(o *TopicSchemas) bool { return o.Topic == topic }); i >= 0 {
+			out[i] = ts
+		} else {
+			out = append(out, ts)
+		}
+	})
+	return out
+}
+
+// hasKey reports whether n is a mapping with one of keys.
+func hasKey(n *yaml.Node, keys ...string) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && slices.Contains(keys, k.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// versions reads one schema, or a list of them: the versions of a
+// subject, in order.
+func (p *parser) versions(n *yaml.Node, path string) []*SchemaSpec {
+	if n.Kind != yaml.SequenceNode {
+		if s := p.spec(n, path); s != nil {
+			return []*SchemaSpec{s}
+		}
+		return nil
+	}
+	if len(n.Content) == 0 {
+		p.fail(n, path, "no schema: give one, or a list of the versions in order")
+	}
+	var out []*SchemaSpec
+	p.sequence(n, path, func(i int, item *yaml.Node) {
+		if s := p.spec(item, index(path, i)); s != nil {
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+// spec reads one schema: a file name, or a mapping with file: or schema:.
+func (p *parser) spec(n *yaml.Node, path string) *SchemaSpec {
+	s := &SchemaSpec{At: at(n), Path: path}
+	switch {
+	case n.Kind == yaml.ScalarNode && !isNull(n):
+		s.File = n.Value
+		return s
+	case n.Kind != yaml.MappingNode:
+		p.fail(n, path, "want a schema: a file name, or a mapping with file: or schema:, got %s", describe(n))
+		return nil
+	}
+	ok := true
+	p.mapping(n, path, specKeys, func(key string, _, v *yaml.Node) {
+		kpath := join(path, key)
+		text, good := p.str(v, kpath)
+		if !good {
+			ok = false
+			return
+		}
+		switch key {
+		case "format":
+			if !slices.Contains(specFormats, text) {
+				p.fail(v, kpath, "unknown format %q: want one with a schema%s", text, config.Suggestion(text, specFormats))
+				ok = false
+			}
+			s.Format = config.Format(text)
+		case "file":
+			s.File = text
+		case "schema":
+			s.Text = text
+		case "message":
+			s.Message = text
+		}
+	})
+	switch {
+	case !ok:
+		return nil
+	case s.File == "" && s.Text == "":
+		p.fail(n, path, "give the schema's file: or the schema: itself")
+		return nil
+	case s.File != "" && s.Text != "":
+		p.fail(n, path, "file: and schema: both given: keep one")
+		return nil
+	}
+	return s
 }

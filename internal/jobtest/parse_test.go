@@ -1,6 +1,9 @@
 package jobtest
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -179,7 +182,7 @@ cases:
   - name: a
     input:
       in: [{value: 1, code: x}]
-`, []string{"t.yaml:5:23: cases[0].input.in[0].code: unknown field; allowed: value, key, partition, timestamp, headers"}},
+`, []string{"t.yaml:5:23: cases[0].input.in[0].code: unknown field; allowed: value, key, partition, timestamp, headers, schema_version"}},
 		{"names", `
 cases:
   - input: {}
@@ -226,7 +229,7 @@ cases:
         - {value: 1, partition: one}
         - {value: 1, timestamp: yesterday}
         - {value: 1, timestamp: -5}
-        - {value: 1, key: [a]}
+        - {value: 1, key: [a, .nan]}
         - {value: 1, headers: [a]}
         - {value: {n: .inf}}
         - {value: [.nan]}
@@ -238,7 +241,7 @@ cases:
 			"t.yaml:8:33: cases[0].input.t[2].partition: want a partition number, got \"one\"",
 			"t.yaml:9:33: cases[0].input.t[3].timestamp: want an RFC 3339 time (2026-12-04T10:00:00Z) or epoch milliseconds, got \"yesterday\"",
 			"t.yaml:10:33: cases[0].input.t[4].timestamp: want an RFC 3339 time (2026-12-04T10:00:00Z) or epoch milliseconds, got \"-5\"",
-			"t.yaml:11:27: cases[0].input.t[5].key: want a key written as text, got a list",
+			"t.yaml:11:31: cases[0].input.t[5].key[1]: .nan is not a number JSON can hold",
 			"t.yaml:12:31: cases[0].input.t[6].headers: want a mapping, got a list",
 			"t.yaml:13:23: cases[0].input.t[7].value.n: .inf is not a number JSON can hold",
 			"t.yaml:14:20: cases[0].input.t[8].value[0]: .nan is not a number JSON can hold",
@@ -277,7 +280,7 @@ cases:
     input:
       t: [{<<: *b, m: 2}]
 `, []string{
-			"t.yaml:2:1: base: unknown field; allowed: job, env, cases",
+			"t.yaml:2:1: base: unknown field; allowed: job, env, schemas, cases",
 			"t.yaml:6:12: cases[0].input.t[0]: merge keys (<<) are not supported; write the entries out",
 		}},
 		{"syntax", "cases:\n  - name: a\n   input: 1\n", []string{"t.yaml:2:1: invalid YAML: did not find expected '-' indicator"}},
@@ -311,5 +314,115 @@ cases:
 		if string(r.Value) != `{"n":1}` {
 			t.Errorf("record %d: %q", i, r.Value)
 		}
+	}
+}
+
+// Schemas are given by topic: a file, a list of versions, a mapping with
+// the format and Protobuf message, or the value's and key's apart; a
+// case's replace the file's topic by topic, and files are relative to
+// the test file.
+func TestParseSchemas(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/t.yaml"
+	text := `
+schemas:
+  numbers: number.avsc
+  orders: [order-v1.avsc, {file: /abs/order-v2.avsc}]
+  payments: {value: {file: payment.proto, format: protobuf, message: Payment}, key: {schema: '"string"'}}
+cases:
+  - name: a
+    schemas:
+      orders: {schema: '{"type": "string"}', format: avro}
+    input:
+      orders:
+        - {value: {id: 1}, schema_version: 2, key: {id: 1}}
+        - {id: 2}
+        - !!binary AAAAAAE=
+        - plain
+  - name: b
+`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	show := func(list []*TopicSchemas) string {
+		var parts []string
+		for _, ts := range list {
+			side := func(specs []*SchemaSpec) string {
+				var s []string
+				for _, sp := range specs {
+					s = append(s, fmt.Sprintf("%s@%d:%d[%s|%s|%s|%s]", sp.Path, sp.At.Line, sp.At.Col, sp.Format, strings.TrimPrefix(sp.File, dir), sp.Text, sp.Message))
+				}
+				return strings.Join(s, " ")
+			}
+			parts = append(parts, fmt.Sprintf("%s@%d:%d value(%s) key(%s)", ts.Topic, ts.At.Line, ts.At.Col, side(ts.Value), side(ts.Key)))
+		}
+		return strings.Join(parts, "\n")
+	}
+	want := `numbers@3:3 value(schemas.numbers@3:12[|/number.avsc||]) key()
+orders@4:3 value(schemas.orders[0]@4:12[|/order-v1.avsc||] schemas.orders[1]@4:27[|/abs/order-v2.avsc||]) key()
+payments@5:3 value(schemas.payments.value@5:21[protobuf|/payment.proto||Payment]) key(schemas.payments.key@5:85[||"string"|])`
+	if got := show(f.Schemas); got != want {
+		t.Errorf("file schemas:\n%s\nwant:\n%s", got, want)
+	}
+	if got := show(f.Cases[1].Schemas); got != want {
+		t.Errorf("case b's schemas are the file's:\n%s", got)
+	}
+	want = strings.Replace(want, `value(schemas.orders[0]@4:12[|/order-v1.avsc||] schemas.orders[1]@4:27[|/abs/order-v2.avsc||])`,
+		`value(cases[0].schemas.orders@9:15[avro||{"type": "string"}|])`, 1)
+	want = strings.Replace(want, "orders@4:3", "orders@9:7", 1)
+	if got := show(f.Cases[0].Schemas); got != want {
+		t.Errorf("case a's schemas:\n%s\nwant:\n%s", got, want)
+	}
+	in := f.Cases[0].Input[0].Records
+	if in[0].SchemaVersion != 2 || in[0].SchemaVersionAt != (Pos{12, 44}) || string(in[0].value.js) != `{"id":1}` || string(in[0].key.js) != `{"id":1}` || in[0].Key != nil {
+		t.Errorf("record 0: version %d at %v, value %s, key %s (text %q)", in[0].SchemaVersion, in[0].SchemaVersionAt, in[0].value.js, in[0].key.js, in[0].Key)
+	}
+	if in[1].SchemaVersion != 0 || string(in[1].value.js) != `{"id":2}` || in[1].value.text || in[1].value.path != "cases[0].input.orders[1]" {
+		t.Errorf("record 1: %+v", in[1].value)
+	}
+	if !in[2].value.binary || !bytes.Equal(in[2].Value, []byte{0, 0, 0, 0, 1}) {
+		t.Errorf("record 2: %+v", in[2].value)
+	}
+	if !in[3].value.text || string(in[3].value.js) != `"plain"` || string(in[3].Value) != "plain" {
+		t.Errorf("record 3: %+v", in[3].value)
+	}
+}
+
+func TestParseSchemaErrors(t *testing.T) {
+	_, err := Parse("t.yaml", []byte(`
+schemas:
+  a: []
+  b: {file: x.avsc, schema: '"string"'}
+  c: {format: avro}
+  d: {file: x.avsc, format: avro2}
+  e: {value: x.avsc, kye: y.avsc}
+  f: [x.avsc, ~]
+  g: {file: [x]}
+cases:
+  - name: a
+    schemas: x.avsc
+    input:
+      t:
+        - {value: 1, schema_version: 0}
+        - {value: 1, schema_version: latest}
+`))
+	want := []string{
+		"t.yaml:3:6: schemas.a: no schema: give one, or a list of the versions in order",
+		"t.yaml:4:6: schemas.b: file: and schema: both given: keep one",
+		"t.yaml:5:6: schemas.c: give the schema's file: or the schema: itself",
+		"t.yaml:6:29: schemas.d.format: unknown format \"avro2\": want one with a schema; did you mean avro?",
+		"t.yaml:7:22: schemas.e.kye: unknown field; did you mean key?",
+		"t.yaml:8:15: schemas.f[1]: want a schema: a file name, or a mapping with file: or schema:, got nothing (null)",
+		"t.yaml:9:13: schemas.g.file: want a string, got a list",
+		"t.yaml:12:14: cases[0].schemas: want a mapping, got \"x.avsc\"",
+		"t.yaml:15:38: cases[0].input.t[0].schema_version: want a version: 1 for the first schema the topic lists, 2 for the second, ...; got \"0\"",
+		"t.yaml:16:38: cases[0].input.t[1].schema_version: want a version: 1 for the first schema the topic lists, 2 for the second, ...; got \"latest\"",
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("got:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,7 +122,7 @@ func (b *bound) run(ctx context.Context, opts Options) *Result {
 			written = append(written, out.records[t]...)
 			parts += out.partitions[t]
 		}
-		rule := b.c.Compare
+		rule := b.c.RuleFor(ch.name)
 		if !ch.listed {
 			rule = Unordered
 		}
@@ -162,16 +163,29 @@ func (b *bound) crashRun(ctx context.Context, opts Options, seed uint64, schedul
 	cr.Restarts, cr.Unfired = out.restarts, out.unfired
 	for _, t := range b.outputs {
 		want := base.records[t]
-		if b.c.Compare == LastPerKey {
+		rule := b.ruleOf(t)
+		if rule == LastPerKey {
 			want = lastPerKey(want) // the table the crash-free run left
 		}
-		d := Compare(b.c.Compare, asExpected(want), out.records[t], out.partitions[t])
+		d := Compare(rule, asExpected(want), out.records[t], out.partitions[t])
 		d.Name, d.Topics = t, []string{t}
 		if !d.OK() {
 			cr.Diffs = append(cr.Diffs, d)
 		}
 	}
 	return cr
+}
+
+// ruleOf is the rule that compares output topic t: the rule of the name
+// the case lists it under (a dead-letter or late topic may be listed as
+// dead_letters or late), else the case's default.
+func (b *bound) ruleOf(t string) Rule {
+	for _, ch := range b.checks {
+		if ch.listed && slices.Contains(ch.topics, t) {
+			return b.c.RuleFor(ch.name)
+		}
+	}
+	return b.c.Compare
 }
 
 // asExpected turns a run's records into the expectations of another:
@@ -229,11 +243,21 @@ func (b *bound) execute(ctx context.Context, opts Options, faults *fault.Injecto
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
-	ends, err := produce(ctx, conn, b.c.Input)
+	var registry string
+	var ids []int
+	if b.registry {
+		reg, regIDs, err := startRegistry(b.regs)
+		if err != nil {
+			return nil, "", err
+		}
+		defer reg.Close()
+		registry, ids = reg.url, regIDs
+	}
+	ends, err := produce(ctx, conn, b.writes, ids)
 	if err != nil {
 		return nil, "", err
 	}
-	cfg, err := b.job.load(b.c.Env, brokers)
+	cfg, err := b.job.load(b.c.Env, brokers, registry)
 	if err != nil {
 		return nil, "", err
 	}
@@ -305,6 +329,9 @@ wait:
 		return nil, logs.tail(logTail), fmt.Errorf("the job failed while stopping: %w", runErr)
 	}
 	records, partitions, err := readOutputs(ctx, conn, b.outputs)
+	if err == nil && b.registry {
+		err = readFramed(ctx, registry, records)
+	}
 	if err != nil {
 		return nil, logs.tail(logTail), fmt.Errorf("reading the output: %w", err)
 	}

@@ -2,6 +2,9 @@ package jobtest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -20,7 +23,7 @@ func boundCase(t *testing.T, example string, env map[string]string) *bound {
 	for k, v := range env {
 		c.Env[k] = v
 	}
-	b, err := bind(f.Path, c, readJob(t, f.Job), false)
+	b, err := bind(f.Path, c, readJob(t, f.Job), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +63,95 @@ func TestCrashRunsCatchRepeatedOutputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A job in the other schema formats: Protobuf values and Avro keys
+// written from YAML, its JSON Schema output read back by the id the job
+// registered (after the two inputs' schemas: 3) and compared as JSON; a
+// value that does not match says which field, and where it was read.
+func TestSchemaFormatsRun(t *testing.T) {
+	f, err := ReadFile("testdata/payments/test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Prepare(f, readJob(t, f.Job), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*Result
+	s.Run(context.Background(), Options{}, nil, func(r *Result) { results = append(results, r) })
+	for _, r := range results {
+		if !r.Passed() {
+			t.Errorf("%s: %v %+v\n%s", r.Case.Name, r.Err, r.Diffs, r.Log)
+		}
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d results", len(results))
+	}
+
+	f.Cases[0].Expect[0].Records[2].Value, _ = jsonValue([]byte(`{"key":"bob","count":1,"total":201}`))
+	s.Run(context.Background(), Options{}, func(c *Case) bool { return c == f.Cases[0] }, func(r *Result) {
+		var out strings.Builder
+		for _, d := range r.Diffs {
+			WriteDiff(&out, d, Sides{"expected", "written"}, "", Style{})
+		}
+		// The offset depends on where the checkpoints' commit markers
+		// fell.
+		want := regexp.MustCompile(`record 1 differs in the value: total is 200, expected 201; expected at testdata/payments/test.yaml:17:11; written at totals/0@\d+ \(read with schema id 3\)`)
+		if !want.MatchString(out.String()) {
+			t.Errorf("no %s in:\n%s", want, out.String())
+		}
+	})
+}
+
+// A sink that looks its schema up (auto_register: false) finds the one
+// the test file registers for its topic, and writes with it.
+func TestSinkSchemaFromTheTestFile(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../examples/avro-sum/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := strings.Replace(string(data), "    format: ${OUTPUT_FORMAT:-avro}\n", "    format: avro\n    auto_register: false\n    schema_file: "+filepath.Join(dir, "sums.avsc")+"\n", 1)
+	sums := `{"type":"record","name":"Sums","fields":[{"name":"key","type":"string"},{"name":"count","type":"long"},` +
+		`{"name":"sum","type":"long"},{"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":38,"scale":2}}]}`
+	test := `job: job.yaml
+env: {CHECKPOINT_INTERVAL: 100ms}
+schemas:
+  numbers-avro: ` + mustAbs(t, "../../examples/avro-sum/number.avsc") + `
+  parity-sums-avro: sums.avsc
+cases:
+  - name: a
+    input:
+      numbers-avro: [{n: 1, parity: odd, amount: 0.10, ts: 2026-12-04T10:00:00Z}]
+    expect:
+      parity-sums-avro: [{key: odd, value: {key: odd, count: 1, sum: 1, amount: 0.1}}]
+`
+	for name, text := range map[string]string{"job.yaml": job, "sums.avsc": sums, "test.yaml": test} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := ReadFile(filepath.Join(dir, "test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Prepare(f, readJob(t, f.Job), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Run(context.Background(), Options{}, nil, func(r *Result) {
+		if !r.Passed() {
+			t.Errorf("%v %+v\n%s", r.Err, r.Diffs, r.Log)
+		}
+	})
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }

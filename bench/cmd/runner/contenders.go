@@ -80,6 +80,22 @@ func contenders(o options) []contender {
 			}
 		}
 	}
+	// Job graphs (issue 32): two keyed sums over one input as one job
+	// (two-sums: keyed-sum and keyed-sum-b; two-sums-expr: keyed-sum-c and
+	// keyed-sum-b, both keyed by an expression), and each sum as a job of
+	// its own: a graph against the two jobs it replaces.
+	for _, job := range []string{"keyed-sum-b", "two-sums", "keyed-sum-c", "two-sums-expr"} {
+		job := job
+		cs = append(cs, contender{
+			Name: "pipeline-" + job + "-exactly_once-1s", Kind: "pipeline", Job: job, Guar: "exactly_once", Interval: "1s", Daemon: true,
+			Cmd: func(out, id string) ([]string, []string) {
+				return []string{o.pipeline, "run", "-c", filepath.Join(o.jobs, job+".yaml")}, []string{
+					"JOB_NAME=" + id, "GUARANTEE=exactly_once", "CHECKPOINT_INTERVAL=1s",
+					"KAFKA_BROKERS=" + o.brokers, "INPUT_TOPIC=" + o.input, "OUTPUT_TOPIC=" + out,
+					"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info"}
+			},
+		})
+	}
 	// The keyed sum over Avro in and out (issue 33): its own input (the
 	// same records in Avro: workload -format avro), the registry of
 	// -registry. No latency probe: the probe records are JSON.

@@ -88,9 +88,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-const validateSynopsis = `  pipeline validate [-c FILE] [--against-checkpoint] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...]
+const validateSynopsis = `  pipeline validate [-c FILE] [--against-checkpoint] [--from-savepoint PATH [--allow-dropped-state] [--remap-topic OLD=NEW]...] [--graph mermaid|dot]
       check a job file: print every problem as FILE:LINE:COL: path: message
-      (exit 1), or a summary and the operator ids (exit 0). Without a flag it
+      (exit 1), or a summary, the job graph and the operator ids (exit 0);
+      --graph mermaid or --graph dot prints only the graph, as a Mermaid
+      flowchart or Graphviz DOT, for the docs. Without a flag it
       does not connect to Kafka, so it cannot tell whether a restart will
       refuse the file; with --against-checkpoint it connects, reads the job's
       last checkpoint and runs the check a restart runs (exit 1 with run's
@@ -99,6 +101,7 @@ const validateSynopsis = `  pipeline validate [-c FILE] [--against-checkpoint] [
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("pipeline validate", validateSynopsis)
 	file := fs.String("c", "config.yaml", "the job's YAML `FILE`")
+	graph := fs.String("graph", "", "print only the job graph, as `FORMAT` mermaid or dot")
 	againstCheckpoint := fs.Bool("against-checkpoint", false, "also connect to the job's cluster, read its last checkpoint and run the check a restart runs: whether the checkpoint's state still fits this file, and whether the internal topics agree (changes nothing on the cluster)")
 	var restore restoreFlags
 	restore.register(fs)
@@ -111,6 +114,10 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := restore.check(); err != nil {
 		fmt.Fprintf(stderr, "pipeline validate: %v\n", err)
+		return exitUsage
+	}
+	if *graph != "" && *graph != "mermaid" && *graph != "dot" {
+		fmt.Fprintf(stderr, "pipeline validate: --graph %q: want mermaid or dot\n", *graph)
 		return exitUsage
 	}
 	if *againstCheckpoint && restore.path != "" {
@@ -155,7 +162,17 @@ func validate(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
+	switch *graph {
+	case "mermaid":
+		fmt.Fprint(stdout, cfg.Graph().Mermaid(cfg))
+		return exitOK
+	case "dot":
+		fmt.Fprint(stdout, cfg.Graph().DOT(cfg))
+		return exitOK
+	}
 	fmt.Fprintf(stdout, "%s: ok: %s\n", *file, cfg.Summary())
+	fmt.Fprintln(stdout, "graph (each node, then what it reads):")
+	fmt.Fprint(stdout, cfg.Graph().Text(cfg))
 	printOperators(stdout, cfg)
 	switch {
 	case restart != nil:
@@ -220,7 +237,7 @@ func printOperators(w io.Writer, cfg *config.Config) {
 	}
 	for _, s := range cfg.Steps {
 		what := string(s.Kind())
-		if s.Kind() == config.StepAggregate {
+		if s.Kind() == config.StepAggregate || s.Kind() == config.StepWindow {
 			what += " (keyed state)"
 		}
 		fmt.Fprintf(w, "  %-16s %s\n", s.ID, what)

@@ -24,6 +24,7 @@ const testSynopsis = `  pipeline test [-c FILE] [--crashes N] [--seed S] [--time
       1 on a difference, exit 0 when every case passes, exit 2 on a bad test
       or job file. --crashes N runs each case again under N seeded crash
       schedules (exactly_once) that must commit the same records.
+      A job that names a schema_registry gets an in-memory one too.
       The job is -c FILE, else the test file's job: (relative to it).`
 
 // testJobs is `pipeline test`.

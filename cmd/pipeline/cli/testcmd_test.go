@@ -57,6 +57,59 @@ func TestTestCommandFailsOnAChangedAggregate(t *testing.T) {
 	}
 }
 
+// examples/avro-sum on the test's own schema registry: its Avro input
+// written from YAML, its Avro output read back and compared as JSON. A
+// test written for sum(n) fails with a diff against sum(n*2), the
+// decimal amounts still exact; every case passes under crash schedules;
+// a schema the test file names and cannot read is a bad test file.
+func TestTestCommandAvro(t *testing.T) {
+	const test = "../../../examples/avro-sum/test.yaml"
+	data, err := os.ReadFile("../../../examples/avro-sum/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(data), "sum: sum(n)", "sum: sum(n * 2)", 1)
+	if changed == string(data) {
+		t.Fatal("the example no longer says sum: sum(n)")
+	}
+	job := filepath.Join(t.TempDir(), "doubled.yaml")
+	if err := os.WriteFile(job, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("test", "-c", job, "--run", "^exact decimal sums per parity$", test)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"  FAIL  exact decimal sums per parity",
+		`parity-sums-avro, compare per_key: 4 records expected, 4 written`,
+		`key "odd": 2 expected, 2 written, differ from record 1`,
+		`✗ 1 {"key":"odd","count":1,"sum":1,"amount":0.10}  {"key":"odd","count":1,"sum":2,"amount":0.1}`,
+		`✗ 2 {"key":"odd","count":2,"sum":4,"amount":0.30}  {"key":"odd","count":2,"sum":8,"amount":0.3}`,
+		`record 1 differs in the value: sum is 2, expected 1; expected at ../../../examples/avro-sum/test.yaml:`,
+		`(read with schema id 2)`, // numbers-avro-value is 1, the job's output 2
+		"FAIL: 1 of 1 case failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+
+	code, out, errOut = runCLI("test", "--crashes", "2", "--seed", "11", test)
+	if code != 0 || !regexp.MustCompile(`ok: 3 cases passed, each under crash schedules too \(6 crash runs, \d+ restarts\)`).MatchString(out) {
+		t.Errorf("--crashes 2: exit %d\n%s%s", code, out, errOut)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("schemas:\n  numbers-avro: number-v3.avsc\ncases: [{name: a}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCLI("test", "-c", "../../../examples/avro-sum/config.yaml", bad)
+	if want := bad + ":2:17: schemas.numbers-avro: cannot read the schema file " + filepath.Join(filepath.Dir(bad), "number-v3.avsc") + ": no such file or directory\n"; code != 2 || out != want {
+		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
+	}
+}
+
 // Each case runs again under crash schedules drawn from the seed, and
 // must commit what its crash-free run did.
 func TestTestCommandCrashes(t *testing.T) {
@@ -158,21 +211,26 @@ func TestTestCommandReportsAJobThatStops(t *testing.T) {
 	}
 }
 
-// The test file the README shows passes against the job it is written for.
+// The test file the README and docs/testing.md show passes against the
+// job it is written for.
 func TestTestCommandReadmeExample(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```yaml\n(# a test of examples/parity-sum.*?)```").FindSubmatch(readme)
-	if m == nil {
-		t.Fatal("README.md shows no test file for examples/parity-sum")
-	}
-	file := filepath.Join(t.TempDir(), "test.yaml")
-	if err := os.WriteFile(file, m[1], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, errOut := runCLI("test", "-c", "../../../examples/parity-sum/config.yaml", file); code != 0 {
-		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	example := regexp.MustCompile("(?s)```yaml\n(# a test of examples/parity-sum.*?)```")
+	for _, doc := range []string{"../../../README.md", "../../../docs/testing.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := example.FindSubmatch(text)
+		if m == nil {
+			t.Errorf("%s shows no test file for examples/parity-sum", doc)
+			continue
+		}
+		file := filepath.Join(t.TempDir(), "test.yaml")
+		if err := os.WriteFile(file, m[1], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := runCLI("test", "-c", "../../../examples/parity-sum/config.yaml", file); code != 0 {
+			t.Errorf("%s's test file: exit %d\n%s%s", doc, code, out, errOut)
+		}
 	}
 }

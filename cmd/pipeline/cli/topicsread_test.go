@@ -150,13 +150,16 @@ func TestTopicsReadUsage(t *testing.T) {
 // the alternative reads committed records and exits at the end (-e), as
 // a user copying it expects.
 func TestDocsReadResultsWithAnEnd(t *testing.T) {
-	docs := []string{"../../../README.md", "../../../examples/parity-sum/README.md"}
-	more, err := filepath.Glob("../../../examples/*/config.yaml")
-	if err != nil {
-		t.Fatal(err)
+	docs := []string{"../../../README.md", "../../../bench/README.md"}
+	for _, pattern := range []string{"../../../docs/*.md", "../../../examples/*/README.md", "../../../examples/*/config.yaml"} {
+		more, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, more...)
 	}
 	sawRead := false
-	for _, doc := range append(docs, more...) {
+	for _, doc := range docs {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

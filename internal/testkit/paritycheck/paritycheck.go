@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,6 +39,30 @@ func Read(ctx context.Context, conn []kgo.Opt, topic string) (map[string][]Outpu
 	return out, err
 }
 
+// KeyOf is the key a job's aggregate files input number x under.
+type KeyOf func(x int64) string
+
+// Parity is parity-sum's key: "odd" or "even".
+func Parity(x int64) string {
+	if x%2 == 0 {
+		return "even"
+	}
+	return "odd"
+}
+
+// ExpectedBy is the exact final output of each key for inputs 1..n
+// summed by keyOf.
+func ExpectedBy(n int64, keyOf KeyOf) map[string]Output {
+	out := map[string]Output{}
+	for x := int64(1); x <= n; x++ {
+		k := keyOf(x)
+		o := out[k]
+		o.Key, o.Count, o.Sum = k, o.Count+1, o.Sum+x
+		out[k] = o
+	}
+	return out
+}
+
 // Expected is the exact final output of each parity for inputs 1..n.
 func Expected(n int64) map[string]Output {
 	odd, even := (n+1)/2, n/2
@@ -46,9 +72,11 @@ func Expected(n int64) map[string]Output {
 	}
 }
 
-// Report says what a run lost and duplicated, per parity.
+// Report says what a run lost and duplicated, per key.
 type Report struct {
 	N int64
+	// want is the exact final output of each key.
+	want map[string]Output
 	// Outputs is how many outputs were read, per key.
 	Outputs map[string]int
 	// Final is the last output per key.
@@ -71,7 +99,7 @@ func (r *Report) Exact() bool {
 	if r.Missing != 0 || r.Duplicated != 0 || r.OutOfOrder != 0 || r.WrongValues != 0 {
 		return false
 	}
-	for k, want := range Expected(r.N) {
+	for k, want := range r.want {
 		if want.Count > 0 && r.Final[k] != want {
 			return false
 		}
@@ -85,7 +113,7 @@ func (r *Report) StateExact() bool {
 	if r.WrongValues != 0 {
 		return false
 	}
-	for k, want := range Expected(r.N) {
+	for k, want := range r.want {
 		if want.Count > 0 && r.Final[k] != want {
 			return false
 		}
@@ -113,25 +141,28 @@ func (r *Report) String() string {
 	return b.String()
 }
 
-// Judge checks every_record outputs of inputs 1..n.
-func Judge(outputs map[string][]Output, n int64) *Report {
-	r := &Report{N: n, Outputs: map[string]int{}, Final: map[string]Output{}}
+// Judge checks parity-sum's every_record outputs of inputs 1..n.
+func Judge(outputs map[string][]Output, n int64) *Report { return JudgeBy(outputs, n, Parity) }
+
+// JudgeBy checks the every_record outputs of a running count and sum by
+// keyOf over inputs 1..n: every output adds one input of its key to the
+// output before it, every input is added once, and the last outputs are
+// the exact totals.
+func JudgeBy(outputs map[string][]Output, n int64, keyOf KeyOf) *Report {
+	want := ExpectedBy(n, keyOf)
+	r := &Report{N: n, want: want, Outputs: map[string]int{}, Final: map[string]Output{}}
 	note := func(format string, args ...any) {
 		if len(r.Problems) < 5 {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 		}
 	}
 	for key, outs := range outputs {
-		if key != "odd" && key != "even" {
+		if _, ok := want[key]; !ok {
 			note("unexpected key %q", key)
 			continue
 		}
 		r.Outputs[key] = len(outs)
 		r.Final[key] = outs[len(outs)-1]
-		parity := int64(1)
-		if key == "even" {
-			parity = 0
-		}
 		// seen[x] counts how often number x was added. Each output adds
 		// one number to the output of count-1 before it; after a replay
 		// (at_least_once) or a reset (at_most_once: state lost, counts
@@ -150,15 +181,18 @@ func Judge(outputs map[string][]Output, n int64) *Report {
 			switch {
 			case !ok:
 				note("%s output %d: count %d with no output of count %d before it", key, i, o.Count, o.Count-1)
-			case d <= 0 || d > n || d%2 != parity:
-				note("%s output %d: sum %d after %d is not plus a %s number", key, i, o.Sum, base, key)
+			case d <= 0 || d > n || keyOf(d) != key:
+				note("%s output %d: sum %d after %d is not plus a number of key %s", key, i, o.Sum, base, key)
 			default:
 				seen[d]++
 			}
 			sumAt[o.Count] = o.Sum
 			prev = o
 		}
-		for x := 2 - parity; x <= n; x += 2 {
+		for x := int64(1); x <= n; x++ {
+			if keyOf(x) != key {
+				continue
+			}
 			switch c := seen[x]; {
 			case c == 0:
 				r.Missing++
@@ -167,10 +201,9 @@ func Judge(outputs map[string][]Output, n int64) *Report {
 			}
 		}
 	}
-	for _, key := range []string{"odd", "even"} {
-		want := Expected(n)[key]
-		if _, ok := outputs[key]; !ok && want.Count > 0 {
-			r.Missing += want.Count
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		if _, ok := outputs[key]; !ok && want[key].Count > 0 {
+			r.Missing += want[key].Count
 			note("no %s output at all", key)
 		}
 	}

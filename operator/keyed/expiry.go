@@ -1,4 +1,4 @@
-package engine
+package keyed
 
 import (
 	"time"
@@ -50,7 +50,7 @@ func (e *expiry) touch(st *operator.AggregateState, at int64, created bool, key 
 // expire deletes the keys of o's store whose time is up at the barrier
 // with watermark (event time) or now (processing time), and returns how
 // many.
-func (e *expiry) expire(o *aggregateOp, watermark int64) int {
+func (e *expiry) expire(o *Aggregate, watermark int64) int {
 	now := watermark
 	if !e.eventTime {
 		now = e.now().UnixMilli()

@@ -1,7 +1,7 @@
-package engine
+package keyed
 
 import (
-	"iter"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -11,42 +11,103 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
 
-// keyedStore is what the restore, savepoints and the state summary need of
-// an operator's store, whatever its value type.
-type keyedStore interface {
-	state.Restorable
-	All() iter.Seq[state.Entry]
-	Grow(keys int)
-	ApproxBytes() int64
-	// SetRecordLimit, KeysInPieces and EntryRecords: a value larger than
-	// a record of the state topic goes there in pieces (state/pieces.go).
-	SetRecordLimit(n int)
-	KeysInPieces() int
-	EntryRecords(e state.Entry) []state.ChangelogRecord
-}
-
-// stateful is a keyed operator with keyed state: the aggregate and the
-// window.
-type stateful interface {
-	keyedOperator
-	operatorID() string
-	keyedStore() keyedStore
-	summary() checkpoint.StateSummary
-}
-
-var (
-	_ stateful = (*aggregateOp)(nil)
-	_ stateful = (*windowOp)(nil)
+// Headers of a record in the late topic, besides the source's
+// (sink.HeaderTopic, HeaderPartition, HeaderOffset). Times are RFC 3339
+// (operator.AppendTime: epoch milliseconds beyond the year 9999).
+const (
+	// HeaderLateWindowStart and HeaderLateWindowEnd are the window the
+	// record missed that ends last (of a session window: the session
+	// [ts, ts+gap) the record would have started).
+	HeaderLateWindowStart = "pipeline.late.window_start"
+	HeaderLateWindowEnd   = "pipeline.late.window_end"
+	// HeaderLateWindows is how many windows the record missed, in
+	// decimal: all of its windows (a late record counts in none), so 1
+	// but for hopping windows, where they are the HeaderLateWindows
+	// windows ending at HeaderLateWindowEnd and every advance before it.
+	HeaderLateWindows = "pipeline.late.windows"
+	// HeaderLateWatermark is the watermark the record was judged at: its
+	// partition's just before it (or the job's, for a partition behind
+	// it: see idle_timeout).
+	HeaderLateWatermark = "pipeline.late.watermark"
 )
 
-func (o *aggregateOp) operatorID() string     { return o.agg.ID() }
-func (o *aggregateOp) keyedStore() keyedStore { return o.store }
+// WindowSpec is a window step, compiled.
+type WindowSpec struct {
+	ID       string
+	Spec     window.Spec
+	Lateness int64 // allowed_lateness, ms
+	Emit     config.WindowEmit
+	// LateTopic receives late records ("" when they are dropped).
+	LateTopic string
+}
 
-// windowOp is a windowed aggregate over the key groups of one worker. Its
+// Late reports whether a record of event time at is late for every one of
+// its windows at watermark wm (each window's end + allowed_lateness is at
+// most wm): it is written to the late topic, not counted.
+func (w *WindowSpec) Late(at, wm int64) bool { return w.Spec.Late(at, w.Lateness, wm) }
+
+// CompileWindow compiles the window step w of operator id of job cfg.
+func CompileWindow(cfg *config.Config, id string, w *config.Window) *WindowSpec {
+	wp := &WindowSpec{ID: id, Lateness: w.AllowedLateness.Milliseconds(), Emit: w.Emit}
+	switch {
+	case w.Tumbling > 0:
+		wp.Spec = window.Spec{Kind: window.Tumbling, Size: w.Tumbling.Milliseconds()}
+	case w.Hopping != nil:
+		wp.Spec = window.Spec{Kind: window.Hopping, Size: w.Hopping.Size.Milliseconds(), Advance: w.Hopping.Advance.Milliseconds()}
+	case w.Session != nil:
+		wp.Spec = window.Spec{Kind: window.Session, Gap: w.Session.Gap.Milliseconds()}
+	}
+	if wp.Emit == "" {
+		wp.Emit = config.EmitOnWindowClose
+	}
+	if w.LateRecords != config.LateDrop {
+		wp.LateTopic = w.LateTopic
+		if wp.LateTopic == "" {
+			wp.LateTopic = cfg.Name + "-late"
+		}
+	}
+	return wp
+}
+
+// LateRecord counts a record too late for all of its windows, judged at
+// watermark, and returns it as written to the late topic (nil when late
+// records are dropped): its key, value and
+// timestamp unchanged, with headers saying where it was read, the windows
+// it missed and the watermark they had closed at.
+func (w *WindowSpec) LateRecord(env *Env, rec *kgo.Record, at, watermark int64) *kgo.Record {
+	result := config.LateSideOutput
+	if w.LateTopic == "" {
+		result = config.LateDrop
+	}
+	if env != nil && env.Metrics != nil {
+		env.Metrics.LateRecord(string(result))
+	}
+	if w.LateTopic == "" {
+		return nil
+	}
+	wins := w.Spec.Assign(nil, at)
+	missed := wins[len(wins)-1]
+	hdr := func(k string, v []byte) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: v} }
+	return &kgo.Record{
+		Topic: w.LateTopic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Headers: []kgo.RecordHeader{
+			hdr(sink.HeaderTopic, []byte(rec.Topic)),
+			hdr(sink.HeaderPartition, fmt.Appendf(nil, "%d", rec.Partition)),
+			hdr(sink.HeaderOffset, fmt.Appendf(nil, "%d", rec.Offset)),
+			hdr(HeaderLateWindowStart, operator.AppendTime(nil, missed.Start)),
+			hdr(HeaderLateWindowEnd, operator.AppendTime(nil, missed.End)),
+			hdr(HeaderLateWindows, fmt.Appendf(nil, "%d", len(wins))),
+			hdr(HeaderLateWatermark, operator.AppendTime(nil, watermark)),
+		},
+	}
+}
+
+// Window is a windowed aggregate over the key groups of one worker. Its
 // state is one operator.WindowState per group key: the key's open windows
 // with their aggregates, so windows move with their key's group on restore
 // and rescale, and sessions merge within one value. Timers say which keys
@@ -59,9 +120,10 @@ func (o *aggregateOp) keyedStore() keyedStore { return o.store }
 // was chosen over one changelog record per (key, window), which would
 // bound a record by one window but change every window job's state
 // format; state/pieces.go says why.
-type windowOp struct {
-	p     *plan
-	w     *windowPlan
+type Window struct {
+	env   *Env
+	sinks Sinks
+	w     *WindowSpec
 	agg   *operator.Aggregator
 	store *state.Store[*operator.WindowState]
 	// timers hold, per key, the time its earliest window fires (end +
@@ -72,7 +134,7 @@ type windowOp struct {
 	// open counts the windows holding state over all workers, for the
 	// metric.
 	open *atomic.Int64
-	buf  outBuf
+	buf  Buf
 
 	// watermark is the job's watermark at the last barrier: a window
 	// that ends (plus lateness) at or before it has fired.
@@ -82,16 +144,39 @@ type windowOp struct {
 	keys []string        // scratch of PopUntil
 }
 
-func (o *windowOp) operatorID() string     { return o.agg.ID() }
-func (o *windowOp) keyedStore() keyedStore { return o.store }
+var _ Stateful = (*Window)(nil)
 
-func (o *windowOp) summary() checkpoint.StateSummary {
+// NewWindow is a window of spec over agg (a clone of its own) on the key
+// groups rng of groups, with an empty store, writing to sinks. open
+// counts the window's open windows over every worker (one counter per
+// window operator, shared by its workers' instances).
+func NewWindow(env *Env, sinks Sinks, spec *WindowSpec, agg *operator.Aggregator, groups int, rng state.Range, open *atomic.Int64) (*Window, error) {
+	agg = agg.Clone()
+	store, err := state.New[*operator.WindowState](agg.ID(), groups, rng, windowCodec{agg})
+	if err != nil {
+		return nil, err
+	}
+	return &Window{env: env, sinks: sinks, w: spec, agg: agg, store: store, open: open, watermark: window.NoWatermark}, nil
+}
+
+// Resume sets what has fired before the operator starts: the watermark of
+// the checkpoint it continues from.
+func (o *Window) Resume(watermark int64) { o.watermark = watermark }
+
+// ID is the window's operator id.
+func (o *Window) ID() string { return o.agg.ID() }
+
+// Store is the window's keyed state.
+func (o *Window) Store() Store { return o.store }
+
+// Summary is the size of the window's state, for checkpoint records.
+func (o *Window) Summary() checkpoint.StateSummary {
 	return checkpoint.StateSummary{Operator: o.agg.ID(), Keys: uint64(o.store.Len()), Bytes: uint64(max(0, o.store.ApproxBytes()))}
 }
 
 // buildTimers arms a timer for every restored key (the store is filled by
 // a restore before the first record).
-func (o *windowOp) buildTimers() {
+func (o *Window) buildTimers() {
 	if o.timersBuilt {
 		return
 	}
@@ -109,7 +194,7 @@ func (o *windowOp) buildTimers() {
 }
 
 // due is when ws's earliest-ending window fires.
-func (o *windowOp) due(ws *operator.WindowState) (int64, bool) {
+func (o *Window) due(ws *operator.WindowState) (int64, bool) {
 	if len(ws.Windows) == 0 {
 		return 0, false
 	}
@@ -117,23 +202,23 @@ func (o *windowOp) due(ws *operator.WindowState) (int64, bool) {
 	for _, w := range ws.Windows[1:] {
 		end = min(end, w.End)
 	}
-	return window.SatAdd(end, o.w.lateness), true
+	return window.SatAdd(end, o.w.Lateness), true
 }
 
-func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message) {
-	defer o.p.chain.Recycle(m.op)
+func (o *Window) Process(m *Input) Result {
+	defer o.env.recycle(m.Op)
 	o.buildTimers()
 	// The windows closed for the record: those closed at its partition's
 	// watermark (the source sent it on because one is open), and, only
 	// for a partition behind the job's watermark (idle_timeout, a
 	// partition added while the job ran), those fired meanwhile.
-	wm := max(m.wm, o.watermark)
-	if o.w.spec.Late(m.at, o.w.lateness, wm) {
+	wm := max(m.Wm, o.watermark)
+	if o.w.Late(m.At, wm) {
 		// Every window of the record fired already: it is late, as if
-		// its partition had been behind (eventtime.go).
-		return nil, o.late(m, wm)
+		// its partition had been behind (see the engine's eventtime.go).
+		return Result{Late: o.late(m, wm)}
 	}
-	key := m.op.GroupKey
+	key := m.Op.GroupKey
 	slot := o.store.Slot([]byte(key))
 	ws, ok := slot.Get()
 	if !ok {
@@ -142,50 +227,44 @@ func (o *windowOp) process(m message) (out []*kgo.Record, deadLetters []message)
 	var updated []int // indices into ws.Windows of the windows the record changed
 	var rerr *operator.RecordError
 	opened := len(ws.Windows)
-	if o.w.spec.Kind == window.Session {
+	if o.w.Spec.Kind == window.Session {
 		updated, rerr = o.addSession(ws, m)
 	} else {
 		updated, rerr = o.addFixed(ws, m, wm)
 	}
 	if rerr != nil {
-		return nil, o.p.deadLetters(m.rec, rerr)
+		return Result{DeadLetters: o.env.deadLetters(m.Rec, rerr)}
 	}
 	slot.Put([]byte(key), ws)
 	// A timer per new window (a session's end moves with each record):
 	// most records only add to windows that already have one.
-	if len(ws.Windows) != opened || o.w.spec.Kind == window.Session {
+	if len(ws.Windows) != opened || o.w.Spec.Kind == window.Session {
 		if due, ok := o.due(ws); ok {
 			o.timers.Add(due, key)
 		}
 	}
-	if o.w.emit != config.EmitEveryUpdate {
-		return nil, nil
+	if o.w.Emit != config.EmitEveryUpdate {
+		return Result{}
 	}
+	var out []*kgo.Record
 	for _, i := range updated {
 		win := ws.Windows[i]
 		outs, rerr := o.output(key, win)
 		if rerr != nil {
-			return out, o.p.deadLetters(m.rec, rerr)
+			return Result{Outputs: out, DeadLetters: o.env.deadLetters(m.Rec, rerr)}
 		}
 		out = append(out, outs...)
 	}
-	return out, nil
+	return Result{Outputs: out}
 }
 
 // late is the late output of m, judged at watermark wm, or nothing when
 // late records are dropped.
-func (o *windowOp) late(m message, wm int64) []message {
-	result := config.LateSideOutput
-	if o.w.lateTopic == "" {
-		result = config.LateDrop
+func (o *Window) late(m *Input, wm int64) []*kgo.Record {
+	if rec := o.w.LateRecord(o.env, m.Rec, m.At, wm); rec != nil {
+		return []*kgo.Record{rec}
 	}
-	if o.p.metrics != nil {
-		o.p.metrics.LateRecord(string(result))
-	}
-	if o.w.lateTopic == "" {
-		return nil
-	}
-	return []message{{kind: msgLate, rec: o.w.lateRecord(m.rec, m.at, wm)}}
+	return nil
 }
 
 // addFixed adds the record to each tumbling or hopping window it belongs
@@ -193,11 +272,11 @@ func (o *windowOp) late(m message, wm int64) []message {
 // record's in every window, so if one fails the first does, before
 // anything changed. A closed window is skipped silently, as Flink skips a
 // late window of a record its other windows take.
-func (o *windowOp) addFixed(ws *operator.WindowState, m message, wm int64) ([]int, *operator.RecordError) {
-	o.wins = o.w.spec.Assign(o.wins[:0], m.at)
+func (o *Window) addFixed(ws *operator.WindowState, m *Input, wm int64) ([]int, *operator.RecordError) {
+	o.wins = o.w.Spec.Assign(o.wins[:0], m.At)
 	var updated []int
 	for _, win := range o.wins {
-		if window.Fires(win, o.w.lateness, wm) {
+		if window.Fires(win, o.w.Lateness, wm) {
 			continue // closed for the record: the later ones take it
 		}
 		i, found := slices.BinarySearchFunc(ws.Windows, win.Start, func(ow operator.OpenWindow, start int64) int {
@@ -213,7 +292,7 @@ func (o *windowOp) addFixed(ws *operator.WindowState, m message, wm int64) ([]in
 		if found {
 			st = ws.Windows[i].State
 		}
-		if _, rerr := o.agg.Add(st, m.op); rerr != nil {
+		if _, rerr := o.agg.Add(st, m.Op); rerr != nil {
 			if len(updated) > 0 {
 				panic("window: a value failed in one window after succeeding in another")
 			}
@@ -235,12 +314,12 @@ func (o *windowOp) addFixed(ws *operator.WindowState, m message, wm int64) ([]in
 
 // addSession adds the record's session [at, at+gap) to the key's
 // sessions, merging every session it overlaps into one.
-func (o *windowOp) addSession(ws *operator.WindowState, m message) ([]int, *operator.RecordError) {
+func (o *Window) addSession(ws *operator.WindowState, m *Input) ([]int, *operator.RecordError) {
 	sessions := make([]window.Window, len(ws.Windows))
 	for i, w := range ws.Windows {
 		sessions[i] = window.Window{Start: w.Start, End: w.End}
 	}
-	proto := o.w.spec.Assign(o.wins[:0], m.at)[0]
+	proto := o.w.Spec.Assign(o.wins[:0], m.At)[0]
 	_, into, merged := window.MergeSession(sessions, proto)
 	st := o.agg.NewState()
 	if len(merged) > 0 {
@@ -256,7 +335,7 @@ func (o *windowOp) addSession(ws *operator.WindowState, m message) ([]int, *oper
 		}
 	}
 	// Add to a copy when the state is a session's own: all or nothing.
-	if _, rerr := o.agg.Add(st, m.op); rerr != nil {
+	if _, rerr := o.agg.Add(st, m.Op); rerr != nil {
 		return nil, rerr
 	}
 	kept := ws.Windows[:0]
@@ -281,15 +360,16 @@ func (o *windowOp) addSession(ws *operator.WindowState, m message) ([]int, *oper
 
 // output is the result record of one window of key for every sink, with
 // the window's last millisecond as its timestamp.
-func (o *windowOp) output(key string, win operator.OpenWindow) ([]*kgo.Record, *operator.RecordError) {
+func (o *Window) output(key string, win operator.OpenWindow) ([]*kgo.Record, *operator.RecordError) {
 	value := o.buf.cut(win.State.AppendWindowOutput(o.buf.start(), key, win.Start, win.End))
-	return o.p.keyedOutputs(&o.buf, time.UnixMilli(win.End-1), key, value)
+	return o.sinks.Keyed(&o.buf, time.UnixMilli(win.End-1), key, value)
 }
 
 // snapshot fires every window whose end plus allowed_lateness is at most
 // the watermark — emitting it (on_window_close) and deleting it, and the
 // key with its last window — then snapshots the state.
-func (o *windowOp) snapshot(watermark int64) (outputs []*kgo.Record, changes stateChanges, summary []checkpoint.StateSummary) {
+func (o *Window) Barrier(watermark int64) (Result, []state.ChangelogRecord, []checkpoint.StateSummary) {
+	var outputs []*kgo.Record
 	o.buildTimers()
 	fired := 0
 	o.watermark = max(o.watermark, watermark)
@@ -303,19 +383,17 @@ func (o *windowOp) snapshot(watermark int64) (outputs []*kgo.Record, changes sta
 			}
 			kept := ws.Windows[:0]
 			for _, win := range ws.Windows {
-				if !window.Fires(window.Window{Start: win.Start, End: win.End}, o.w.lateness, watermark) {
+				if !window.Fires(window.Window{Start: win.Start, End: win.End}, o.w.Lateness, watermark) {
 					kept = append(kept, win)
 					continue
 				}
 				fired++
-				if o.w.emit == config.EmitOnWindowClose {
+				if o.w.Emit == config.EmitOnWindowClose {
 					outs, rerr := o.output(key, win)
 					if rerr != nil {
 						// A sink key expression that fails on the output: the
 						// window's result goes to the dead-letter topics.
-						for _, dl := range o.p.deadLetters(&kgo.Record{Topic: o.w.id, Key: kb, Value: win.State.AppendWindowOutput(nil, key, win.Start, win.End)}, rerr) {
-							outputs = append(outputs, dl.rec)
-						}
+						outputs = append(outputs, o.env.deadLetters(&kgo.Record{Topic: o.w.ID, Key: kb, Value: win.State.AppendWindowOutput(nil, key, win.Start, win.End)}, rerr)...)
 						continue
 					}
 					outputs = append(outputs, outs...)
@@ -333,14 +411,13 @@ func (o *windowOp) snapshot(watermark int64) (outputs []*kgo.Record, changes sta
 		}
 		o.open.Add(-int64(fired))
 	}
-	if m := o.p.metrics; m != nil {
+	if m := o.env.Metrics; m != nil {
 		if fired > 0 {
 			m.WindowsFired(o.agg.ID(), fired)
 		}
 		m.SetOpenWindows(o.agg.ID(), o.open.Load())
 	}
-	changes = o.p.changelog(o.store.Snapshot())
-	return outputs, changes, []checkpoint.StateSummary{o.summary()}
+	return Result{Outputs: outputs}, o.store.Snapshot().Records(), []checkpoint.StateSummary{o.Summary()}
 }
 
 // windowCodec stores window states in the changelog.
@@ -357,3 +434,7 @@ func (c windowCodec) Append(dst []byte, ws *operator.WindowState) []byte {
 func (c windowCodec) Decode(b []byte) (*operator.WindowState, error) {
 	return c.agg.DecodeWindowState(b)
 }
+
+// Open is how many windows hold state, over every worker's instance of
+// the operator.
+func (o *Window) Open() int64 { return o.open.Load() }

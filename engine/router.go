@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/operator/keyed"
+	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/window"
+)
+
+// router evaluates the stateless steps for one source task and sends what
+// comes out to the workers: each record that reaches a keyed operator to
+// the worker owning its key group, each that reaches an output to a
+// worker chosen by its partition (so a partition's outputs stay in
+// order), dead letters and late records along the same paths.
+type router struct {
+	p *plan
+	// branches evaluates the graph's routes; lin is the job's one Chain
+	// when the job is linear, run directly on the hot path.
+	branches *operator.Branches
+	lin      *operator.Chain
+	workers  int
+	groups   int
+	// clocks are the event-time clocks of the task's partitions (nil
+	// without event time).
+	clocks *clocks
+	// env counts late records (keyed.WindowSpec.LateRecord).
+	env *keyed.Env
+
+	// slab is where each input's operator.Record comes from: next is its
+	// first unused record, sent the number of its records sent on to a
+	// worker (the others were done with here, and are simply reused when
+	// the slab comes back).
+	slab       *recordSlab
+	next, sent int
+	// lastTopic's format and source are lastFormat and lastSource
+	// (formatOf).
+	lastTopic  string
+	lastFormat config.Format
+	lastSource int
+	// bare: the job has no steps, no event time, no keyed operator and
+	// no sink key expressions, so nothing here reads a record: route
+	// passes it on by partition as it is, and the worker's passThrough
+	// validates it (and makes any dead letter) with its own chain.
+	bare bool
+	// cur is the input the branches of a job graph are evaluating: what
+	// onRoute needs of it (methods bound once, so a record costs no
+	// closure). forksInSlab: its copies come from the slab too.
+	cur struct {
+		rec         *kgo.Record
+		op          *operator.Record
+		at, wm      int64
+		out         [][]message
+		forksInSlab bool
+	}
+	onRouteFn func(route, target int, op *operator.Record, err *operator.RecordError)
+	forkFn    func() *operator.Record
+}
+
+func (p *plan) newRouter(workers int) *router {
+	b := p.graph.NewBranches()
+	// The sinks' key expressions of an output read the input (or what a
+	// map step made of it), and so do the event-time expressions: decode
+	// what they read with the rest, once.
+	for _, t := range p.targets {
+		if t.keyed() {
+			continue
+		}
+		for _, s := range t.sinks {
+			if s.Key != nil {
+				b.AlsoRead(s.Key)
+			}
+		}
+	}
+	if p.time != nil {
+		for _, st := range p.time.byTopic {
+			if st.expr != nil {
+				b.AlsoRead(st.expr)
+			}
+		}
+	}
+	r := &router{p: p, branches: b, lin: b.Linear(), workers: workers, groups: p.cfg.Checkpoint.KeyGroups, bare: p.bare(), env: p.env(nil)}
+	r.onRouteFn, r.forkFn = r.onRoute, r.fork
+	return r
+}
+
+// bare reports whether the job's records need nothing on the source side
+// (see router.bare): a linear job with no steps, no event time, no keyed
+// operator or shuffle, and no sink key expressions.
+func (p *plan) bare() bool {
+	if p.graph.Linear() == nil || p.keyed || p.time != nil || p.shuffle != nil || len(p.cfg.Steps) > 0 {
+		return false
+	}
+	for _, s := range p.sinks {
+		if s.Key != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// route runs the stateless steps on rec and adds what each worker gets to
+// out (by worker): nothing when every route filtered it out. The messages,
+// and the operator.Records they carry, are the receiving worker's.
+func (r *router) route(rec *kgo.Record, out [][]message) {
+	only := -1 // group mode's keyed side: the one route rec took
+	if sh := r.p.shuffle; sh != nil && r.p.keyed {
+		if rec.Topic != sh.repartition {
+			r.shuffleOut(sh, rec, out)
+			return
+		}
+		orig, route, err := unshuffle(rec)
+		if err != nil {
+			// Not written by this job's source side: a dead letter,
+			// never a silent drop.
+			r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
+			return
+		}
+		rec, only = orig, route
+	}
+	if r.bare {
+		w := partitionWorker(rec.Topic, rec.Partition, r.workers)
+		out[w] = append(out[w], message{kind: msgRecord, rec: rec})
+		return
+	}
+	format, src := r.formatOf(rec.Topic)
+	copies := 0 // a graph's branches each take a copy of the record but one
+	if r.lin == nil && only < 0 {
+		copies = r.p.graph.Records(src)
+	}
+	forksInSlab := r.reserve(1 + copies)
+	op := r.record()
+	slab := r.slab
+	*op = operator.Record{
+		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		Format: format,
+	}
+	at, wm, ok := r.placeInTime(src, rec, op, out)
+	if !ok {
+		return
+	}
+	switch {
+	case only >= 0:
+		t, keep, rerr := r.branches.ProcessRoute(src, only, op)
+		switch {
+		case rerr != nil:
+			// The source side passed it down this route: only a changed
+			// configuration fails it here. Never a silent drop.
+			r.dead(out, rec, rerr)
+		case keep:
+			r.deliver(t, rec, op, slab, at, wm, out)
+		}
+	case r.lin != nil:
+		keep, rerr := r.lin.Process(op)
+		if rerr != nil || !keep {
+			r.lin.Recycle(op) // not sent on: done with here
+			if rerr != nil {
+				r.dead(out, rec, rerr)
+			}
+			return
+		}
+		r.deliver(0, rec, op, slab, at, wm, out)
+	default:
+		c := &r.cur
+		c.rec, c.op, c.at, c.wm, c.out, c.forksInSlab = rec, op, at, wm, out, forksInSlab
+		derr := r.branches.Process(src, op, r.forkFn, r.onRouteFn)
+		if derr != nil {
+			r.branches.Recycle(op)
+			r.dead(out, rec, derr)
+		}
+		r.cur = struct {
+			rec         *kgo.Record
+			op          *operator.Record
+			at, wm      int64
+			out         [][]message
+			forksInSlab bool
+		}{}
+	}
+}
+
+// onRoute sends what one route of the input being evaluated (r.cur) made
+// of it: a record for its target, or its dead letters.
+func (r *router) onRoute(_, t int, rop *operator.Record, rerr *operator.RecordError) {
+	c := &r.cur
+	if rerr != nil {
+		r.dead(c.out, c.rec, rerr)
+		return
+	}
+	slab := r.slab
+	if rop != c.op && !c.forksInSlab {
+		slab = nil // a branch's copy beyond the slab: the garbage collector's
+	}
+	r.deliver(t, c.rec, rop, slab, c.at, c.wm, c.out)
+}
+
+// fork is the memory of a branch's copy of the input being evaluated:
+// the slab's, which reserve made room for, or a new Record.
+func (r *router) fork() *operator.Record {
+	if r.cur.forksInSlab {
+		return r.record()
+	}
+	return new(operator.Record)
+}
+
+// reserve makes room in the slab for n records of one input, so that all
+// of them come from one slab (a slab's count of records sent on is only
+// ever of the slab the router fills). It reports whether they fit: more
+// copies than a slab holds come from the heap.
+func (r *router) reserve(n int) (fits bool) {
+	fits = n <= recordChunk
+	if !fits {
+		n = 1
+	}
+	if r.slab != nil && r.next+n > len(r.slab.recs) {
+		r.slab.left(r.sent)
+		r.slab = nil // record takes a new one
+	}
+	return fits
+}
+
+// newRecord is the memory of a branch's copy of a record the source side
+// of group mode evaluates (never sent to a worker's slab accounting).
+func newRecord() *operator.Record { return new(operator.Record) }
+
+// placeInTime evaluates rec's event time when its source has one (op is
+// rec's operator.Record): the event time, and its partition's watermark
+// before it. A record whose event time fails, or lies further ahead than
+// max_future, goes to the dead letters (ok false).
+func (r *router) placeInTime(src int, rec *kgo.Record, op *operator.Record, out [][]message) (at, wm int64, ok bool) {
+	wm = window.NoWatermark
+	if r.clocks == nil {
+		return 0, wm, true
+	}
+	cl := r.clocks.of(rec.Topic, rec.Partition)
+	if cl == nil {
+		return 0, wm, true
+	}
+	at, terr := r.eventTime(src, cl.src, rec, op)
+	if terr != nil {
+		r.branches.Recycle(op)
+		r.dead(out, rec, terr)
+		return 0, wm, false
+	}
+	if cl.src.idle > 0 {
+		cl.lastRead = r.clocks.now()
+	}
+	if cl.src.maxFuture > 0 {
+		if ferr := cl.src.future(at, r.clocks.now()); ferr != nil {
+			// Never moves the watermark: one such time would make every
+			// later record of the partition late.
+			r.branches.Recycle(op)
+			r.dead(out, rec, ferr)
+			return 0, wm, false
+		}
+	}
+	// Late per window, against the partition's own watermark
+	// (eventtime.go), once the record reaches a window: a record behind
+	// the watermark still counts in every window of its that is open.
+	return at, cl.Observe(at, cl.src.outOfOrder), true
+}
+
+// deliver sends op, which reached target t, to its worker: by key group to
+// a keyed operator (or, too late for every window of a window target, to
+// the late output), by partition to an output. slab is where op came from
+// (nil: it is not the worker's to give back).
+func (r *router) deliver(t int, rec *kgo.Record, op *operator.Record, slab *recordSlab, at, wm int64, out [][]message) {
+	tg := r.p.targets[t]
+	m := message{kind: msgRecord, rec: rec, op: op, slab: slab, at: at, wm: wm, target: uint16(t)}
+	var w int
+	if tg.keyed() {
+		m.hash = state.HashOf([]byte(op.GroupKey))
+		w = state.WorkerOf(m.hash.Group(r.groups), r.workers, r.groups)
+		if win := tg.window; win != nil && win.Late(at, wm) {
+			r.p.recycle(op)
+			if late := win.LateRecord(r.env, rec, at, wm); late != nil {
+				out[w] = append(out[w], message{kind: msgLate, rec: late})
+			}
+			return
+		}
+	} else {
+		w = partitionWorker(rec.Topic, rec.Partition, r.workers)
+	}
+	if slab != nil {
+		r.sent++
+	}
+	out[w] = append(out[w], m)
+}
+
+// dead adds rec's dead letters to out, for the worker its input goes to.
+func (r *router) dead(out [][]message, rec *kgo.Record, rerr *operator.RecordError) {
+	w := r.deadLetterWorker(rec)
+	out[w] = append(out[w], r.p.deadLetters(rec, rerr)...)
+}
+
+// deadLetterWorker is the worker rec's dead letters go through: by
+// partition, for the order of an output's records; for a keyed job, whose
+// dead letters have no key, any worker, as long as the same input always
+// goes to the same one.
+func (r *router) deadLetterWorker(rec *kgo.Record) int {
+	if r.p.keyed {
+		return int(uint32(rec.Partition) % uint32(r.workers))
+	}
+	return partitionWorker(rec.Topic, rec.Partition, r.workers)
+}
+
+// formatOf is the value format of topic's source, and the source's index.
+// A poll's records come in runs of one topic (most jobs read one), so the
+// last answer is kept instead of a map lookup per record.
+func (r *router) formatOf(topic string) (config.Format, int) {
+	if topic != r.lastTopic {
+		r.lastTopic, r.lastFormat, r.lastSource = topic, r.p.format[topic], r.p.source[topic]
+	}
+	return r.lastFormat, r.lastSource
+}
+
+// record is the next unused operator.Record of the router's slab (r.slab
+// after the call is the slab it is in).
+func (r *router) record() *operator.Record {
+	if r.slab == nil || r.next == len(r.slab.recs) {
+		if r.slab != nil {
+			r.slab.left(r.sent)
+		}
+		r.slab, r.next, r.sent = recordSlabs.Get().(*recordSlab), 0, 0
+	}
+	op := &r.slab.recs[r.next]
+	r.next++
+	return op
+}
+
+// shuffleOut is the source side of a group-mode keyed job: the stateless
+// steps decide whether rec goes on, down which routes and to which key
+// group; for each route to a keyed operator it goes, unchanged, to the
+// repartition partition that owns its key group (through any worker,
+// which passes it to the sink), and its owner runs that route's steps
+// again and the keyed operator. A route to an output is written from
+// here, as in single mode. Dead letters are written here, once.
+func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
+	format, src := r.formatOf(rec.Topic)
+	op := &operator.Record{
+		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		Format: format,
+	}
+	worker := int(uint32(rec.Partition) % uint32(r.workers))
+	emit := func(route, t int, rop *operator.Record, rerr *operator.RecordError) {
+		if rerr != nil {
+			r.dead(out, rec, rerr)
+			return
+		}
+		if !r.p.targets[t].keyed() {
+			w := partitionWorker(rec.Topic, rec.Partition, r.workers)
+			out[w] = append(out[w], message{kind: msgRecord, rec: rec, op: rop, target: uint16(t)})
+			return
+		}
+		kg := state.KeyGroupOf([]byte(rop.GroupKey), r.groups)
+		r.p.recycle(rop)
+		headers := append(slices.Clip(rec.Headers),
+			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(rec.Topic)},
+			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
+			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, rec.Offset, 10)},
+		)
+		if r.lin == nil {
+			// A linear job's records keep the form they always had: its
+			// one route is route 0.
+			headers = append(headers, kgo.RecordHeader{Key: headerRoute, Value: strconv.AppendInt(nil, int64(route), 10)})
+		}
+		out[worker] = append(out[worker], message{kind: msgShuffle, rec: &kgo.Record{
+			Topic: sh.repartition, Partition: sh.partitionOf(kg),
+			Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: headers,
+		}})
+	}
+	if r.lin != nil {
+		keep, rerr := r.lin.Process(op)
+		switch {
+		case rerr != nil:
+			emit(0, 0, op, rerr)
+			r.lin.Recycle(op)
+		case keep:
+			emit(0, 0, op, nil)
+		default:
+			r.lin.Recycle(op)
+		}
+		return
+	}
+	if derr := r.branches.Process(src, op, newRecord, emit); derr != nil {
+		r.branches.Recycle(op)
+		r.dead(out, rec, derr)
+	}
+}
+
+// unshuffle rebuilds the input record a repartition record carries: its
+// key, value, timestamp and headers, where it was read, and the route it
+// took (0 when the record names none: a linear job's).
+func unshuffle(rec *kgo.Record) (*kgo.Record, int, error) {
+	orig := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
+	var found, route int
+	for _, h := range rec.Headers {
+		switch h.Key {
+		case headerSourceTopic:
+			orig.Topic = string(h.Value)
+			found++
+		case headerSourcePartition:
+			p, err := strconv.ParseInt(string(h.Value), 10, 32)
+			if err != nil {
+				return nil, 0, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+			}
+			orig.Partition = int32(p)
+			found++
+		case headerSourceOffset:
+			o, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return nil, 0, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+			}
+			orig.Offset = o
+			found++
+		case headerRoute:
+			rt, err := strconv.ParseUint(string(h.Value), 10, 16)
+			if err != nil {
+				return nil, 0, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+			}
+			route = int(rt)
+		default:
+			orig.Headers = append(orig.Headers, h)
+		}
+	}
+	if found != 3 {
+		return nil, 0, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
+	}
+	return orig, route, nil
+}
+
+// eventTime is rec's event time: its source's timestamp expression, or
+// the Kafka record timestamp.
+func (r *router) eventTime(src int, st *sourceTime, rec *kgo.Record, op *operator.Record) (int64, *operator.RecordError) {
+	if st.expr == nil {
+		ms := rec.Timestamp.UnixMilli()
+		return ms, operator.CheckEventTime(ms)
+	}
+	if r.lin != nil {
+		return r.lin.EventTime(op, st.expr)
+	}
+	return r.branches.EventTime(src, op, st.expr)
+}
+
+// partitionWorker spreads the partitions of a job without key_by over the
+// workers, so each partition's records stay in order: 32-bit FNV-1a of the
+// topic plus the partition, computed inline because route runs per record
+// (hash/fnv would allocate a hasher each time).
+func partitionWorker(topic string, partition int32, workers int) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(topic); i++ {
+		h ^= uint32(topic[i])
+		h *= 16777619
+	}
+	return int((h + uint32(partition)) % uint32(workers))
+}
