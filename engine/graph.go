@@ -80,9 +80,9 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 	return assigned
 }
 
-// newGraph wires the tasks. With a nil txn there are no checkpoints (the
-// at_most_once job): no coordinator, no barriers. It takes ownership of the
-// readers.
+// newGraph wires the tasks every mode has; the mode adds its own
+// (mode.wire). With a nil txn there are no checkpoints (the at_most_once
+// job): no coordinator, no barriers. It takes ownership of the readers.
 func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	j, cfg := a.j, a.j.cfg
 	txn, plain, ops := a.txn, a.plain, a.ops
@@ -138,8 +138,12 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)
 	}
+	outputs := producer(plain)
+	if cfg.Guarantee.TransactionalOutputs() {
+		outputs = txn
+	}
 	g.sink = &sinkTask{
-		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
+		id: "sink", txn: txn, outputs: outputs, own: singleRecords{},
 		inputs: sinkIn, nInputs: len(ops), reports: reports, opened: opened,
 		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
@@ -150,18 +154,6 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		return g, nil
 	}
 	l := a.loop
-	if a.member == nil {
-		// Single mode shows its progress as the group's offsets; in
-		// group mode they are committed in the epoch's transaction.
-		g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
-		l.committed = g.offsets.publish
-	} else {
-		g.sink.recordKey, g.sink.shuffle = a.recordKey, j.shuffle
-		g.sink.ackKey = pausedKey(cfg.Name, j.instance)
-		for _, s := range g.sources {
-			s.repartition, s.pausedFor = j.shuffle.repartition, j.pauses.pausedFor
-		}
-	}
 	l.reports, l.opened, l.stop = reports, opened, j.stopping
 	l.stopSavepoint = func() string { return j.stopSavepoint }
 	l.savepointReqs, l.exportReports = j.savepoints, exportReports
@@ -188,9 +180,6 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		return nil, err
 	}
 	g.loop = l
-	if a.member != nil {
-		g.loop.group = a.groupStop(g)
-	}
 	return g, nil
 }
 

@@ -93,7 +93,7 @@ func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stopping) }) }
 // StopPlan says what Stop does under the job's guarantee, for the log line
 // of whoever calls it.
 func (j *Job) StopPlan() string {
-	if j.cfg.Guarantee == config.AtMostOnce {
+	if !j.cfg.Guarantee.Checkpoints() {
 		return atMostOnceStopPlan
 	}
 	if j.Status().State == StateRestarting {
@@ -215,9 +215,11 @@ func (j *Job) run(ctx context.Context) error {
 		}
 		return err
 	}
-	run, restartsFrom := j.attempt, "the last completed checkpoint"
-	if j.cfg.Guarantee == config.AtMostOnce {
-		run, restartsFrom = j.attemptAtMostOnce, "the group's offsets, with empty state (at_most_once)"
+	run := func(ctx context.Context) (bool, error) { return j.runAttempt(ctx, singleMode{}) }
+	restartsFrom := "the last completed checkpoint"
+	if !j.cfg.Guarantee.Checkpoints() {
+		run = func(ctx context.Context) (bool, error) { return j.runAttempt(ctx, atMostOnceMode{}) }
+		restartsFrom = "the group's offsets, with empty state (at_most_once)"
 		// There are no checkpoints to finish: a graceful stop is an
 		// immediate one, with the outputs flushed.
 		var cancel context.CancelFunc

@@ -405,14 +405,14 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		plain = simPlain{r.w}
 	}
 	txn := &simTxn{w: r.w, job: r.job.name, timeout: r.cfg.Kafka.TransactionTimeout}
-	if err := a.recoverWith(ctx, txn, plain); err != nil {
+	if err := a.recoverWith(ctx, txn, plain, nil); err != nil {
 		r.w.log("recovery failed: %v", err)
 		return false, r.unexpected(err)
 	}
 	if err := r.check("recovery"); err != nil {
 		return false, err
 	}
-	if err := a.restore(ctx, r.plan); err != nil {
+	if err := (singleMode{}).restore(ctx, a, r.plan); err != nil {
 		r.w.log("restore failed: %v", err)
 		return false, r.unexpected(err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
-	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
@@ -35,13 +34,18 @@ import (
 // hold-back rule). Every epoch begins, prepares, commits or aborts through
 // the loop's epoch machine (twophase.Machine), while the graph goes on.
 type sinkTask struct {
-	id        checkpoint.TaskID
-	guarantee config.Guarantee
-	txn       transaction    // nil under at_most_once
-	plain     outputProducer // outputs unless exactly_once
-	inputs    <-chan batch
-	nInputs   int
-	reports   chan<- taskReport
+	id checkpoint.TaskID
+	// txn is the epoch's transaction (nil under at_most_once): state
+	// changes, shuffled records and checkpoint records go there. outputs
+	// is where outputs, dead letters and late records go: the same
+	// transaction under exactly_once, else the plain producer.
+	txn     transaction
+	outputs producer
+	// own lays out the job's own records; the mode decides.
+	own     ownRecords
+	inputs  <-chan batch
+	nInputs int
+	reports chan<- taskReport
 	// opened says which epoch is open once the one sealed is done
 	// (coordinatorLoop.announce).
 	opened <-chan checkpoint.ID
@@ -70,16 +74,31 @@ type sinkTask struct {
 	// is held, not produced: it belongs to epoch N+1.
 	aligned *barrier
 	sealed  checkpoint.ID
-
-	// Group mode: the key of the member's checkpoint records and the
-	// keyed work's layout (state records go to their key group's
-	// partition).
-	recordKey string
-	shuffle   *shuffle
-	// ackKey is the key of this member's acks of a group savepoint's
-	// pause.
-	ackKey string
 }
+
+// producer is where the sink hands records to Kafka.
+type producer interface {
+	Produce(ctx context.Context, rec *kgo.Record)
+}
+
+// ownRecords lays out the job's own records in its internal topics:
+// under which key its checkpoint records go, in which partition each
+// state record goes, and what record, if any, joins an epoch besides its
+// checkpoint record when the sink seals it with barrier b. Single mode
+// has one layout (singleRecords), a group member another (memberRecords).
+type ownRecords interface {
+	checkpointKey() string
+	placeState(rec *kgo.Record)
+	sealed(topic string, b *barrier) *kgo.Record
+}
+
+// singleRecords is single mode's layout: checkpoint records under the
+// job's name, state records as the store keyed them, nothing else.
+type singleRecords struct{}
+
+func (singleRecords) checkpointKey() string               { return "" }
+func (singleRecords) placeState(*kgo.Record)              {}
+func (singleRecords) sealed(string, *barrier) *kgo.Record { return nil }
 
 // maxHeldWhileCommitting bounds what the sink takes in while an epoch
 // commits: past it the sink stops reading, and the graph waits as it did
@@ -149,11 +168,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter, msgLate:
 			rec := s.stamp(s.fitRecord(m), now)
-			if s.guarantee == config.ExactlyOnce {
-				s.txn.Produce(ctx, rec)
-			} else {
-				s.plain.Produce(ctx, rec)
-			}
+			s.outputs.Produce(ctx, rec)
 			s.epoch.output(rec)
 		case msgShuffle:
 			s.txn.Produce(ctx, s.stamp(m.rec, now))
@@ -161,9 +176,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		case msgState:
 			for i := range m.changes.len() {
 				rec := m.changes.record(i)
-				if s.shuffle != nil {
-					s.shuffle.place(rec)
-				}
+				s.own.placeState(rec)
 				if !s.limits.Fits(rec) {
 					// The store split every value it could: this one
 					// would fail the checkpoint at every attempt.
@@ -209,7 +222,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 		et = recordEventTime(b.watermark, b.times)
 	}
 	state := mergeState(b.state)
-	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, state, et), s.recordKey, s.limits, s.metrics)
+	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, state, et), s.own.checkpointKey(), s.limits, s.metrics)
 	if err != nil {
 		rep.err = err
 		return rep, err
@@ -217,10 +230,8 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	for _, rec := range recs {
 		s.txn.Produce(ctx, rec)
 	}
-	if s.ackKey != "" && b.pausedFor != "" {
-		// Every source paused before this barrier: what they shuffled
-		// commits with this epoch, and nothing after it.
-		s.txn.Produce(ctx, &kgo.Record{Topic: recs[0].Topic, Key: []byte(s.ackKey), Value: []byte(b.pausedFor)})
+	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
+		s.txn.Produce(ctx, extra)
 	}
 	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
