@@ -29,7 +29,7 @@ import (
 )
 
 // The broker-free, deterministic simulation of the whole task graph
-// (DESIGN.md §6). A seed fixes everything: the input, which task takes the
+// (docs/testing.md, "The seeded simulations"). A seed fixes everything: the input, which task takes the
 // next step, how much a poll returns, how far the clock moves, and where
 // the process is killed, between steps or inside any call into the Kafka
 // model (before or after it took effect). The job's own code runs: the
@@ -38,7 +38,7 @@ import (
 // the goroutines and channels around them are replaced by one scheduler,
 // which is what makes a seed replay exactly.
 //
-// After every commit and every recovery the invariants of DESIGN.md §3 are
+// After every commit and every recovery the invariants of docs/exactly-once.md are
 // checked against an oracle computed from the input (see check); at the
 // end, a graceful stop must leave every input's result committed exactly
 // once and no transaction open.
@@ -1096,7 +1096,7 @@ func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug simBu
 }
 
 // TestSimulation runs real jobs through seeded schedules with crashes
-// anywhere and checks DESIGN.md §3 after every commit and recovery.
+// anywhere and checks the invariants of docs/exactly-once.md after every commit and recovery.
 func TestSimulation(t *testing.T) {
 	seeds := simDefaultSeeds(1000)
 
