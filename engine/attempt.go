@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
@@ -118,6 +119,57 @@ func (a *attempt) openAdmin() error {
 	a.adm = kadm.NewClient(cl)
 	a.cluster = kafkaCluster{adm: a.adm, conn: a.j.conn, job: a.j.cfg.Name}
 	return nil
+}
+
+// prepareCheckpointed is prepare for the modes with checkpoints. Before
+// anything on the cluster changes it checks the transaction timeout
+// against the brokers' limit, and the savepoint the job starts from
+// against the configuration or, without one, checkRestart (if set: the
+// job's last checkpoint against the configuration). Then it creates the
+// checkpoint topic, settles the job's mode claim (the records it read
+// are returned), creates the mode's own topics (internal, if set) and the
+// sinks' topics, and reads every topic's limits.
+func (a *attempt) prepareCheckpointed(ctx context.Context, checkRestart func(context.Context, *kadm.Client) error, internal func(context.Context) error) (*savepoint.RestorePlan, *jobRecords, error) {
+	j, cfg := a.j, a.j.cfg
+	if err := a.openAdmin(); err != nil {
+		return nil, nil, err
+	}
+	if err := checkTransactionTimeout(ctx, a.adm, cfg); err != nil {
+		return nil, nil, err
+	}
+	// A savepoint that does not fit is refused before anything changes on
+	// the cluster: no topic created, no instance fenced.
+	var plan *savepoint.RestorePlan
+	if j.from != nil {
+		var err error
+		if plan, err = j.checkSavepoint(ctx, a.adm); err != nil {
+			return nil, nil, err
+		}
+	} else if checkRestart != nil {
+		// Likewise a restart from the job's own checkpoints.
+		if err := checkRestart(ctx, a.adm); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
+		return nil, nil, err
+	}
+	// A job's state and offsets are its mode's own: the other mode would
+	// start over and write every output again (settleMode refuses).
+	recs, err := j.settleMode(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if internal != nil {
+		if err := internal(ctx); err != nil {
+			return nil, recs, err
+		}
+	}
+	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
+		return nil, recs, err
+	}
+	a.limits = j.describeLimits(ctx, a.adm)
+	return plan, recs, nil
 }
 
 // openPlain opens the plain producer of the outputs, unless they go

@@ -130,7 +130,7 @@ type coordinatorLoop struct {
 	// repartition topic first (nil in single mode).
 	group *groupStop
 	// state is what the loop is doing besides taking checkpoints
-	// (loopmode.go).
+	// (loopphase.go).
 	state loopState
 	// ctx is run's, which ends the committer and a group savepoint of a
 	// stop; wg waits for both.
@@ -182,7 +182,7 @@ func newCoordinatorLoop(m *twophase.Machine, c *committer, log *slog.Logger, now
 		epochs:        map[checkpoint.ID]*epochInfo{},
 		sp:            &savepoints{},
 		stopSavepoint: func() string { return "" },
-		state:         loopState{mode: modeRunning},
+		state:         loopState{phase: phaseRunning},
 	}
 }
 
@@ -532,7 +532,7 @@ func (l *coordinatorLoop) failed(fe *twophase.FailError) {
 // requestSavepoint starts a savepoint at a checkpoint triggered now.
 func (l *coordinatorLoop) requestSavepoint(req *savepointRequest) {
 	fail := func(err error) { req.done <- savepointOutcome{err: err} }
-	if l.state.mode == modeStopping {
+	if l.state.phase == phaseStopping {
 		fail(fmt.Errorf("%w: the job is stopping", ErrSavepoint))
 		return
 	}

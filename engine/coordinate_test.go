@@ -69,9 +69,9 @@ func settleCalls(t *testing.T, l *coordinatorLoop) {
 	}
 }
 
-// The loop's modes: added partitions end the attempt after the next
+// The loop's phases: added partitions end the attempt after the next
 // checkpoint, a stop ends it after the final one and wins over a restart,
-// and no mode is left but by the diagram's arrows (loopmode.go).
+// and no phase is left but by the diagram's arrows (loopphase.go).
 func TestLoopModes(t *testing.T) {
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return start }
@@ -86,15 +86,15 @@ func TestLoopModes(t *testing.T) {
 
 	// Added partitions: a checkpoint at once, then the restart.
 	l := runningLoop(t, twophase.Config{Interval: time.Hour}, now, start, "t")
-	if err := l.onPartitionsAdded(added); err != nil || l.state.mode != modeRestarting {
-		t.Fatalf("partitions added: %v, mode %v", err, l.state.mode)
+	if err := l.onPartitionsAdded(added); err != nil || l.state.phase != phaseRestarting {
+		t.Fatalf("partitions added: %v, mode %v", err, l.state.phase)
 	}
 	if err := l.done(); err != nil {
 		t.Fatalf("ended before the checkpoint: %v", err)
 	}
 	ackAll(l)
-	if err := l.done(); !errors.Is(err, errPartitionsAdded) || l.state.mode != modeRestartDue {
-		t.Fatalf("after the checkpoint: %v, mode %v", err, l.state.mode)
+	if err := l.done(); !errors.Is(err, errPartitionsAdded) || l.state.phase != phaseRestartDue {
+		t.Fatalf("after the checkpoint: %v, mode %v", err, l.state.phase)
 	}
 
 	// A stop while restarting wins; added partitions while stopping wait
@@ -103,11 +103,11 @@ func TestLoopModes(t *testing.T) {
 	if err := l.onPartitionsAdded(added); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.onStop(); err != nil || l.state.mode != modeStopping || l.state.final != 2 {
+	if err := l.onStop(); err != nil || l.state.phase != phaseStopping || l.state.final != 2 {
 		t.Fatalf("stop: %v, state %+v", err, l.state)
 	}
-	if err := l.onPartitionsAdded(added); err != nil || l.state.mode != modeStopping {
-		t.Fatalf("partitions added while stopping: %v, mode %v", err, l.state.mode)
+	if err := l.onPartitionsAdded(added); err != nil || l.state.phase != phaseStopping {
+		t.Fatalf("partitions added while stopping: %v, mode %v", err, l.state.phase)
 	}
 	ackAll(l) // checkpoint 1, asked for by the added partitions
 	if err := l.done(); err != nil {
@@ -115,9 +115,9 @@ func TestLoopModes(t *testing.T) {
 	}
 	ackAll(l) // the final checkpoint
 	if err := l.done(); !errors.Is(err, errStopped) {
-		t.Fatalf("after the final checkpoint: %v, mode %v, machine %v", err, l.state.mode, l.m.State())
+		t.Fatalf("after the final checkpoint: %v, mode %v, machine %v", err, l.state.phase, l.m.State())
 	}
-	if err := l.enter(loopState{mode: modeRunning}); err == nil {
+	if err := l.enter(loopState{phase: phaseRunning}); err == nil {
 		t.Fatal("a stopping loop went back to running")
 	}
 }

@@ -162,40 +162,15 @@ func (j *Job) beforeJoining(ctx context.Context) error {
 // scale.partitions partitions (a different count is refused: it is fixed
 // for the job's life), and the sinks'.
 func (m *groupMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error) {
-	j, cfg := a.j, a.j.cfg
-	if err := a.openAdmin(); err != nil {
-		return nil, err
+	j := a.j
+	shuffleTopics := func(ctx context.Context) error {
+		return ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, j.cfg.Checkpoint.ReplicationFactor)
 	}
-	if err := checkTransactionTimeout(ctx, a.adm, cfg); err != nil {
-		return nil, err
-	}
-	var plan *savepoint.RestorePlan
-	if j.from != nil {
-		// Refused before anything changes on the cluster, as in single
-		// mode.
-		var err error
-		if plan, err = j.checkSavepoint(ctx, a.adm); err != nil {
-			return nil, err
-		}
-	}
-	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return nil, err
-	}
-	// A single-mode job's state and offsets are its own: group mode would
-	// start over and write every output again (settleMode refuses).
-	recs, err := j.settleMode(ctx)
-	if err != nil {
-		return nil, err
-	}
+	// The group's own check (checkGroupStart) ran before the process
+	// joined; a restart of an attempt is the group's.
+	plan, recs, err := a.prepareCheckpointed(ctx, nil, shuffleTopics)
 	m.records = recs
-	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return nil, err
-	}
-	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
-		return nil, err
-	}
-	a.limits = j.describeLimits(ctx, a.adm)
-	return plan, nil
+	return plan, err
 }
 
 // ensureShuffleTopics creates the repartition topic and the compacted

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
@@ -15,36 +14,8 @@ import (
 type singleMode struct{}
 
 func (singleMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error) {
-	j, cfg := a.j, a.j.cfg
-	if err := a.openAdmin(); err != nil {
-		return nil, err
-	}
-	if err := checkTransactionTimeout(ctx, a.adm, cfg); err != nil {
-		return nil, err
-	}
-	// A savepoint that does not fit is refused before anything changes on
-	// the cluster: no topic created, no instance fenced.
-	var fromPlan *savepoint.RestorePlan
-	if j.from != nil {
-		var err error
-		if fromPlan, err = j.checkSavepoint(ctx, a.adm); err != nil {
-			return nil, err
-		}
-	} else if err := j.checkBeforeRestart(ctx, a.adm); err != nil {
-		// Likewise a restart from the job's own checkpoints.
-		return nil, err
-	}
-	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return nil, err
-	}
-	if _, err := j.settleMode(ctx); err != nil {
-		return nil, err
-	}
-	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
-		return nil, err
-	}
-	a.limits = j.describeLimits(ctx, a.adm)
-	return fromPlan, nil
+	plan, _, err := a.prepareCheckpointed(ctx, a.j.checkBeforeRestart, nil)
+	return plan, err
 }
 
 // recover: fencing aborts a predecessor's open transaction, which would

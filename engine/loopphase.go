@@ -9,10 +9,10 @@ import (
 	"github.com/eoflow/pipeline/twophase"
 )
 
-// The coordinator loop's modes: besides taking checkpoints, an attempt
+// The coordinator loop's phases: besides taking checkpoints, an attempt
 // ends on purpose in two ways (a graceful stop, a restart to read added
 // partitions), and a group-mode stop with a savepoint goes through a step
-// of its own first. Every change of mode goes through enter, every event
+// of its own first. Every change of phase goes through enter, every event
 // that changes it is below.
 //
 //	running --partitions added--> restarting --a checkpoint done--> restart due --savepoints written--> errPartitionsAdded
@@ -22,83 +22,83 @@ import (
 //
 // A stop wins over a restart: added partitions are read by the next start
 // anyway.
-type loopMode int
+type loopPhase int
 
 const (
-	// modeRunning: checkpoints on schedule and on request.
-	modeRunning loopMode = 1 + iota
-	// modeRestarting: partitions were added to a source topic (added); a
+	// phaseRunning: checkpoints on schedule and on request.
+	phaseRunning loopPhase = 1 + iota
+	// phaseRestarting: partitions were added to a source topic (added); a
 	// checkpoint was asked for, and the attempt ends once one is done, so
 	// that the next one reads them from a checkpoint that covers the
 	// others.
-	modeRestarting
-	// modeRestartDue: a checkpoint was done since; the attempt ends once
+	phaseRestarting
+	// phaseRestartDue: a checkpoint was done since; the attempt ends once
 	// no savepoint waits (errPartitionsAdded).
-	modeRestartDue
-	// modeDraining: a stop with a savepoint in group mode, this process
+	phaseRestartDue
+	// phaseDraining: a stop with a savepoint in group mode, this process
 	// owning every partition: its sources stopped after pausedAfter, and
 	// the final checkpoint is taken once a later checkpoint shows the
 	// repartition topic drained.
-	modeDraining
-	// modeGroupSavepoint: a stop with a savepoint in group mode while
+	phaseDraining
+	// phaseGroupSavepoint: a stop with a savepoint in group mode while
 	// other processes run: the group's savepoint is taken on a goroutine
 	// of the loop's (remote says how it went), then the final checkpoint.
-	modeGroupSavepoint
-	// modeStopping: the final checkpoint (final) was asked for; the
+	phaseGroupSavepoint
+	// phaseStopping: the final checkpoint (final) was asked for; the
 	// attempt ends once it is done everywhere (the machine is Stopped)
 	// and no savepoint waits (errStopped).
-	modeStopping
+	phaseStopping
 )
 
-var loopModeNames = [...]string{
-	modeRunning: "running", modeRestarting: "restarting", modeRestartDue: "restart due",
-	modeDraining: "draining", modeGroupSavepoint: "group savepoint", modeStopping: "stopping",
+var loopPhaseNames = [...]string{
+	phaseRunning: "running", phaseRestarting: "restarting", phaseRestartDue: "restart due",
+	phaseDraining: "draining", phaseGroupSavepoint: "group savepoint", phaseStopping: "stopping",
 }
 
-func (m loopMode) String() string {
-	if m > 0 && int(m) < len(loopModeNames) {
-		return loopModeNames[m]
+func (m loopPhase) String() string {
+	if m > 0 && int(m) < len(loopPhaseNames) {
+		return loopPhaseNames[m]
 	}
-	return "loopMode(" + strconv.Itoa(int(m)) + ")"
+	return "loopPhase(" + strconv.Itoa(int(m)) + ")"
 }
 
-// loopState is the loop's mode and what that mode needs.
+// loopState is the loop's phase and what that phase needs.
 type loopState struct {
-	mode        loopMode
+	phase       loopPhase
 	added       []source.TopicPartition // restarting, restart due
 	pausedAfter checkpoint.ID           // draining
 	remote      chan error              // group savepoint
 	final       checkpoint.ID           // stopping
 }
 
-// allowed lists the modes each mode may change to.
-var allowed = map[loopMode][]loopMode{
-	modeRunning:        {modeRestarting, modeDraining, modeGroupSavepoint, modeStopping},
-	modeRestarting:     {modeRestarting, modeRestartDue, modeDraining, modeGroupSavepoint, modeStopping},
-	modeRestartDue:     {modeDraining, modeGroupSavepoint, modeStopping},
-	modeDraining:       {modeStopping},
-	modeGroupSavepoint: {modeStopping},
-	modeStopping:       {},
+// allowed lists the phases each phase may change to.
+var allowed = map[loopPhase][]loopPhase{
+	phaseRunning:        {phaseRestarting, phaseDraining, phaseGroupSavepoint, phaseStopping},
+	phaseRestarting:     {phaseRestarting, phaseRestartDue, phaseDraining, phaseGroupSavepoint, phaseStopping},
+	phaseRestartDue:     {phaseDraining, phaseGroupSavepoint, phaseStopping},
+	phaseDraining:       {phaseStopping},
+	phaseGroupSavepoint: {phaseStopping},
+	phaseStopping:       {},
 }
 
-// enter changes the loop's mode to next, if the diagram allows it.
+// enter changes the loop's phase to next, if the diagram allows it.
 func (l *coordinatorLoop) enter(next loopState) error {
-	from := l.state.mode
+	from := l.state.phase
 	for _, to := range allowed[from] {
-		if to == next.mode {
-			l.log.Debug("coordinator loop", "from", from.String(), "to", next.mode.String())
+		if to == next.phase {
+			l.log.Debug("coordinator loop", "from", from.String(), "to", next.phase.String())
 			l.state = next
 			return nil
 		}
 	}
-	return fmt.Errorf("coordinator loop: %v cannot become %v", from, next.mode)
+	return fmt.Errorf("coordinator loop: %v cannot become %v", from, next.phase)
 }
 
 // stopping reports whether a stop is under way: no savepoint of its own is
 // taken then, and added partitions wait for the next start.
 func (l *coordinatorLoop) stopping() bool {
-	switch l.state.mode {
-	case modeDraining, modeGroupSavepoint, modeStopping:
+	switch l.state.phase {
+	case phaseDraining, phaseGroupSavepoint, phaseStopping:
 		return true
 	}
 	return false
@@ -119,7 +119,7 @@ func (l *coordinatorLoop) onStop() error {
 		// stops. The loop goes on meanwhile: it is a member that must
 		// pause and ack too.
 		remote := make(chan error, 1)
-		if err := l.enter(loopState{mode: modeGroupSavepoint, remote: remote}); err != nil {
+		if err := l.enter(loopState{phase: phaseGroupSavepoint, remote: remote}); err != nil {
 			return err
 		}
 		dir := l.stopSavepoint()
@@ -131,7 +131,7 @@ func (l *coordinatorLoop) onStop() error {
 		return nil
 	}
 	l.log.Info("stopping with a savepoint: the sources stop, and the repartition topic drains first")
-	if err := l.enter(loopState{mode: modeDraining, pausedAfter: l.lastTriggered}); err != nil {
+	if err := l.enter(loopState{phase: phaseDraining, pausedAfter: l.lastTriggered}); err != nil {
 		return err
 	}
 	l.group.pause()
@@ -156,7 +156,7 @@ func (l *coordinatorLoop) onGroupSavepoint(err error) error {
 // repartition topic only in a later epoch's transaction). Then the final
 // checkpoint follows.
 func (l *coordinatorLoop) onDrainedCheck(id checkpoint.ID, offsets []checkpoint.SourceOffset) error {
-	if l.state.mode != modeDraining || id <= l.state.pausedAfter {
+	if l.state.phase != phaseDraining || id <= l.state.pausedAfter {
 		return nil
 	}
 	// A failure to tell (the broker slow or away for a moment) is asked
@@ -178,7 +178,7 @@ func (l *coordinatorLoop) finalCheckpoint(withSavepoint bool) error {
 		return err
 	}
 	id := l.m.Promised()
-	if err := l.enter(loopState{mode: modeStopping, final: id}); err != nil {
+	if err := l.enter(loopState{phase: phaseStopping, final: id}); err != nil {
 		return err
 	}
 	l.log.Info("stopping: taking a final checkpoint", "checkpoint", id)
@@ -198,7 +198,7 @@ func (l *coordinatorLoop) onPartitionsAdded(added []source.TopicPartition) error
 		l.log.Info("partitions were added to a source topic; the job is stopping, and its next start reads them", "partitions", added)
 		return nil
 	}
-	if err := l.enter(loopState{mode: modeRestarting, added: added}); err != nil {
+	if err := l.enter(loopState{phase: phaseRestarting, added: added}); err != nil {
 		return err
 	}
 	l.log.Info("partitions were added to a source topic; restarting after the next checkpoint to read them", "partitions", added)
@@ -208,13 +208,13 @@ func (l *coordinatorLoop) onPartitionsAdded(added []source.TopicPartition) error
 
 // epochDone: epoch id is committed everywhere.
 func (l *coordinatorLoop) epochDone(id checkpoint.ID) error {
-	switch l.state.mode {
-	case modeStopping:
+	switch l.state.phase {
+	case phaseStopping:
 		if id == l.state.final {
 			l.log.Info("final checkpoint committed", "checkpoint", id)
 		}
-	case modeRestarting:
-		return l.enter(loopState{mode: modeRestartDue, added: l.state.added})
+	case phaseRestarting:
+		return l.enter(loopState{phase: phaseRestartDue, added: l.state.added})
 	}
 	return nil
 }
@@ -227,9 +227,9 @@ func (l *coordinatorLoop) done() error {
 		return nil
 	}
 	switch {
-	case l.state.mode == modeStopping && l.m.State() == twophase.StateStopped:
+	case l.state.phase == phaseStopping && l.m.State() == twophase.StateStopped:
 		return &stoppedError{savepoint: l.sp.finalErr}
-	case l.state.mode == modeRestartDue:
+	case l.state.phase == phaseRestartDue:
 		return partitionsAddedError(l.state.added)
 	}
 	return nil
