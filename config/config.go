@@ -47,6 +47,18 @@ const (
 	ExactlyOnce Guarantee = "exactly_once"
 )
 
+// Checkpoints reports whether the guarantee keeps checkpoints: epochs,
+// barriers, restores and savepoints (exactly_once, at_least_once).
+// at_most_once keeps none: offsets go to the consumer group as records are
+// polled, state lives in memory only.
+func (g Guarantee) Checkpoints() bool { return g != AtMostOnce }
+
+// TransactionalOutputs reports whether the outputs are written inside each
+// epoch's transaction with the state and the checkpoint record
+// (exactly_once); otherwise a plain idempotent producer writes them, flushed
+// before the epoch commits (at_least_once) or as they come (at_most_once).
+func (g Guarantee) TransactionalOutputs() bool { return g == ExactlyOnce }
+
 // Kafka is how the job connects to its cluster.
 type Kafka struct {
 	// Brokers are the seed brokers, host:port. Required (at least one).

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The defaults, as documented on each field in config.go and in README.md.
+// The defaults, as documented on each field in config.go and in docs/configuration.md.
 const (
 	DefaultTransactionTimeout = 60 * time.Second
 	DefaultCheckpointInterval = time.Second

@@ -124,9 +124,7 @@ func anchors(text string) map[string]bool {
 // the code they describe, which other documents link to already: a link
 // to one is allowed while it does not exist. Once it exists it is checked
 // like any other, and its entry here can go.
-var pending = map[string]string{
-	"docs/exactly-once.md": "the commit protocol, written with its rework (issue 32)",
-}
+var pending = map[string]string{}
 
 // TestLinksResolve: every relative link of the documents points at a file
 // of the repository that exists, and at a heading of it that exists when

@@ -7,9 +7,7 @@ import (
 	"runtime"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -20,61 +18,62 @@ import (
 const atMostOnceStopPlan = "stopping: flushing the outputs written so far; at_most_once keeps no checkpoints, " +
 	"so records read but not yet written are lost and the next run resumes at the offsets committed to the consumer group, with empty state"
 
-// attemptAtMostOnce runs the job once without checkpoints: each source
-// task is a member of the consumer group named after the job and commits
-// offsets before it processes what it polled; state lives only in memory.
-// A crash loses the records in flight and the state, and never repeats an
-// output. It never completes a checkpoint, so it never reports progress.
-func (j *Job) attemptAtMostOnce(parent context.Context) (progressed bool, err error) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	a := &attempt{j: j}
-	defer a.close()
+// atMostOnceMode runs the job without checkpoints: each source task is a
+// member of the consumer group named after the job and commits offsets
+// before it processes what it polled; state lives only in memory. A crash
+// loses the records in flight and the state, and never repeats an output.
+// It never completes a checkpoint, so it never reports progress.
+type atMostOnceMode struct{}
+
+func (atMostOnceMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error) {
 	if err := a.openAdmin(); err != nil {
-		return false, err
+		return nil, err
 	}
-	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
-		return false, err
+	if err := a.j.ensureSinkTopics(ctx, a.adm); err != nil {
+		return nil, err
 	}
-	a.limits = j.describeLimits(ctx, a.adm)
-	plain, err := sink.NewPlain(j.conn, a.limits.Opts()...)
-	if err != nil {
-		return false, err
-	}
-	a.plain = plain
-	a.closers = append(a.closers, plain.Close)
-	if a.ops, err = j.allEmptyOperators(); err != nil {
-		return false, err
-	}
-	// One group member per core and source; the group spreads partitions.
+	a.limits = a.j.describeLimits(ctx, a.adm)
+	return nil, nil
+}
+
+// recover has nothing to fence and no decision to read: it opens the
+// plain producer of the outputs.
+func (atMostOnceMode) recover(_ context.Context, a *attempt) error { return a.openPlain() }
+
+// restore starts every operator empty.
+func (atMostOnceMode) restore(_ context.Context, a *attempt, _ *savepoint.RestorePlan) error {
+	var err error
+	a.ops, err = a.j.allEmptyOperators()
+	return err
+}
+
+// readers: one group member per core and source; the group spreads the
+// partitions.
+func (atMostOnceMode) readers(a *attempt) ([]recordReader, error) {
+	j := a.j
 	var readers []recordReader
 	for range runtime.GOMAXPROCS(0) {
 		for _, src := range j.cfg.Sources {
 			r, err := source.NewGroupReader(j.conn, j.cfg.Name, src.Topics, src.Start)
 			if err != nil {
 				closeReaders(readers)
-				return false, err
+				return nil, err
 			}
 			readers = append(readers, r)
 		}
 	}
-	g, err := newGraph(a, readers)
-	if err != nil {
-		closeReaders(readers)
-		return false, err
-	}
-	defer g.close()
 	j.log.Info("running without checkpoints (at_most_once)", "workers", j.workers, "group", j.cfg.Name)
-	eg, gctx := errgroup.WithContext(ctx)
-	g.start(gctx, eg)
-	err = eg.Wait()
-	if err == nil && parent.Err() == nil {
-		err = errors.New("task graph stopped without a cause")
-	}
+	return readers, nil
+}
+
+func (atMostOnceMode) wire(*attempt, *graph) {}
+
+// finish flushes what the tasks handed the producer.
+func (atMostOnceMode) finish(a *attempt, err error) error {
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelFlush()
 	if ferr := a.plain.Flush(flushCtx); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("flushing outputs: %w", ferr))
 	}
-	return false, err
+	return err
 }

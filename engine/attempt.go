@@ -14,7 +14,6 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
-	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
@@ -24,18 +23,20 @@ import (
 // configuration and the lifecycle (Run, Stop, the status, savepoint
 // requests); an attempt owns what lives and dies with one run: its
 // clients, its commit path, the record sizes its topics accept, and the
-// state and offsets it restored.
+// state and offsets it restored. What differs between single mode, group
+// mode and at_most_once is its mode; the steps are the same (runAttempt).
 type attempt struct {
-	j   *Job
-	adm *kadm.Client
+	j    *Job
+	mode mode
+	adm  *kadm.Client
 	// cluster is what the restore reads besides the checkpoint.
 	cluster cluster
 	limits  sink.Limits
 	txn     transaction    // nil under at_most_once
 	plain   outputProducer // the outputs, unless exactly_once
-	// driver is the two-phase commit of every epoch (nil under
-	// at_most_once): the only way one commits.
-	driver *twophase.Driver
+	// loop owns the epoch machine, the only way an epoch commits, from
+	// recovery to the end of the attempt (nil under at_most_once).
+	loop *coordinatorLoop
 
 	// What the attempt restored: the checkpoint it continues from (nil:
 	// none yet), the savepoint its state came from (carried by every
@@ -47,17 +48,58 @@ type attempt struct {
 	restored    int
 	offsets     map[source.TopicPartition]int64
 
-	// Group mode only: the assignment the attempt runs on, how the
-	// epoch's offsets are committed to the group (in its transaction),
-	// and the key of the member's checkpoint records.
-	member        *assignment
-	commitOffsets func(ctx context.Context, offsets []checkpoint.SourceOffset) error
-	recordKey     string
-	// records are the job's checkpoint records as the attempt found them
-	// before it wrote anything.
-	records *jobRecords
-
 	closers []func()
+}
+
+// A mode is what an attempt does its own way in single mode
+// (singleMode), in group mode (groupMode) and without checkpoints
+// (atMostOnceMode). runAttempt calls its steps in order; each may end
+// the attempt with an error.
+type mode interface {
+	// prepare checks that the job can start, before anything on the
+	// cluster changes, then makes sure its topics exist and reads their
+	// limits (a.limits). It returns the plan of the savepoint to import,
+	// if the job starts from one.
+	prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error)
+	// recover opens the producers (a.txn, a.plain) and runs the epoch
+	// machine's recovery: every predecessor fenced, the last decided
+	// checkpoint read (a.latest).
+	recover(ctx context.Context, a *attempt) error
+	// restore rebuilds the state (a.ops) and the source offsets
+	// (a.offsets), importing the savepoint (plan) when it is due.
+	restore(ctx context.Context, a *attempt, plan *savepoint.RestorePlan) error
+	// readers opens the source readers the graph's source tasks read.
+	readers(a *attempt) ([]recordReader, error)
+	// wire gives the graph what only this mode has, before it runs.
+	wire(a *attempt, g *graph)
+	// finish ends the attempt once its tasks stopped with err, and
+	// returns the attempt's error.
+	finish(a *attempt, err error) error
+}
+
+// runAttempt runs the task graph once in mode m: prepare, recover,
+// restore, run until failure. It reports whether any checkpoint
+// completed, to reset the restart backoff.
+func (j *Job) runAttempt(parent context.Context, m mode) (progressed bool, err error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	a := &attempt{j: j, mode: m}
+	defer a.close()
+	plan, err := m.prepare(ctx, a)
+	if err != nil {
+		return false, err
+	}
+	restoreStart := j.now()
+	if err := m.recover(ctx, a); err != nil {
+		return false, err
+	}
+	if err := m.restore(ctx, a, plan); err != nil {
+		return false, err
+	}
+	if a.loop != nil {
+		a.restoredAfter(restoreStart)
+	}
+	return a.run(ctx, parent)
 }
 
 // close releases the attempt's clients, last opened first.
@@ -79,136 +121,122 @@ func (a *attempt) openAdmin() error {
 	return nil
 }
 
-// attempt runs the task graph once: check, fence, restore, run until
-// failure. It reports whether any checkpoint completed, to reset the
-// restart backoff.
-func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	a := &attempt{j: j}
-	defer a.close()
-	fromPlan, err := a.prepare(ctx)
-	if err != nil {
-		return false, err
-	}
-	restoreStart := j.now()
-	if err := a.recover(ctx); err != nil {
-		return false, err
-	}
-	if err := a.restore(ctx, fromPlan); err != nil {
-		return false, err
-	}
-	a.restoredAfter(restoreStart)
-	return a.run(ctx, parent)
-}
-
-// prepare checks that the job can start, before anything on the cluster
-// changes, then makes sure its topics exist and reads their limits. It
-// returns the plan of the savepoint to import, if the job starts from one.
-func (a *attempt) prepare(ctx context.Context) (*savepoint.RestorePlan, error) {
+// prepareCheckpointed is prepare for the modes with checkpoints. Before
+// anything on the cluster changes it checks the transaction timeout
+// against the brokers' limit, and the savepoint the job starts from
+// against the configuration or, without one, checkRestart (if set: the
+// job's last checkpoint against the configuration). Then it creates the
+// checkpoint topic, settles the job's mode claim (the records it read
+// are returned), creates the mode's own topics (internal, if set) and the
+// sinks' topics, and reads every topic's limits.
+func (a *attempt) prepareCheckpointed(ctx context.Context, checkRestart func(context.Context, *kadm.Client) error, internal func(context.Context) error) (*savepoint.RestorePlan, *jobRecords, error) {
 	j, cfg := a.j, a.j.cfg
 	if err := a.openAdmin(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkTransactionTimeout(ctx, a.adm, cfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A savepoint that does not fit is refused before anything changes on
 	// the cluster: no topic created, no instance fenced.
-	var fromPlan *savepoint.RestorePlan
+	var plan *savepoint.RestorePlan
 	if j.from != nil {
 		var err error
-		if fromPlan, err = j.checkSavepoint(ctx, a.adm); err != nil {
-			return nil, err
+		if plan, err = j.checkSavepoint(ctx, a.adm); err != nil {
+			return nil, nil, err
 		}
-	} else if err := j.checkBeforeRestart(ctx, a.adm); err != nil {
+	} else if checkRestart != nil {
 		// Likewise a restart from the job's own checkpoints.
-		return nil, err
+		if err := checkRestart(ctx, a.adm); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := j.settleMode(ctx); err != nil {
-		return nil, err
+	// A job's state and offsets are its mode's own: the other mode would
+	// start over and write every output again (settleMode refuses).
+	recs, err := j.settleMode(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if internal != nil {
+		if err := internal(ctx); err != nil {
+			return nil, recs, err
+		}
 	}
 	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
-		return nil, err
+		return nil, recs, err
 	}
 	a.limits = j.describeLimits(ctx, a.adm)
-	return fromPlan, nil
+	return plan, recs, nil
 }
 
-// recover opens the producers and runs the two-phase commit's recovery:
-// fencing aborts a predecessor's open transaction, which would otherwise
-// hold back the read_committed restore until it timed out; then the
-// decision log says which checkpoint is the last (a.latest).
-func (a *attempt) recover(ctx context.Context) error {
-	j, cfg := a.j, a.j.cfg
-	txn, err := sink.NewTxn(j.conn, cfg.Name, cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
+// openPlain opens the plain producer of the outputs, unless they go
+// through the transaction.
+func (a *attempt) openPlain() error {
+	j := a.j
+	if j.cfg.Guarantee.TransactionalOutputs() {
+		return nil
+	}
+	plain, err := sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...)
 	if err != nil {
 		return err
 	}
-	a.txn = txn
-	a.closers = append(a.closers, txn.Close)
-	if cfg.Guarantee != config.ExactlyOnce {
-		plain, err := sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...)
-		if err != nil {
-			return err
-		}
-		a.plain = plain
-		a.closers = append(a.closers, plain.Close)
-	}
-	return a.recoverWith(ctx, txn, a.plain)
+	a.plain = plain
+	a.closers = append(a.closers, plain.Close)
+	return nil
 }
 
-// recoverWith runs the two-phase commit's recovery over txn and plain:
+// recoverWith runs the epoch machine's recovery over txn and plain:
 // every predecessor fenced, the last decided checkpoint read (a.latest),
-// and its next epoch begun.
-func (a *attempt) recoverWith(ctx context.Context, txn transaction, plain outputProducer) error {
-	cfg := a.j.cfg
+// and its next epoch begun. commitOffsets, when set, commits each
+// epoch's source offsets inside its transaction (group mode).
+func (a *attempt) recoverWith(ctx context.Context, txn transaction, plain outputProducer, commitOffsets func(context.Context, []checkpoint.SourceOffset) error) error {
+	j, cfg := a.j, a.j.cfg
 	a.txn, a.plain = txn, plain
-	var err error
-	if a.driver, err = newDriver(txn, plain); err != nil {
+	var others []string
+	c := newCommitter(txn)
+	if plain != nil {
+		others = append(others, plain.Name())
+		c.parts[plain.Name()] = plain
+	}
+	c.commitOffsets, c.faults, c.beforeCommit, c.now = commitOffsets, j.faults, j.beforeCommit, j.now
+	m, err := twophase.NewMachine(twophase.Config{
+		DecisionLog:  txn.Name(),
+		Participants: others,
+		Interval:     cfg.Checkpoint.Interval,
+		Timeout:      cfg.Checkpoint.Timeout,
+		MinPause:     cfg.Checkpoint.MinPause,
+		MaxInFlight:  1, // one transactional producer: one epoch at a time
+		IsFenced:     sink.IsFenced,
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := a.driver.Recover(ctx); err != nil {
+	a.loop = newCoordinatorLoop(m, c, j.log, j.now, j.metrics)
+	if err := a.loop.recover(ctx); err != nil {
 		if errors.Is(err, kerr.InvalidTransactionTimeout) {
 			return fmt.Errorf("%w: kafka.transaction_timeout %v: %w", ErrUnfit, cfg.Kafka.TransactionTimeout, err)
 		}
 		return fmt.Errorf("recovering: %w", err)
 	}
-	a.latest = txn.Recovered()
-	a.j.metrics.TransactionBegan()
+	a.latest = a.loop.recovered
 	return nil
 }
 
-// restore rebuilds the state and the source offsets: from the savepoint
-// when the job starts from one it has not imported yet, else from the
-// job's own last checkpoint.
-func (a *attempt) restore(ctx context.Context, fromPlan *savepoint.RestorePlan) error {
-	j := a.j
-	if j.from != nil && (a.latest == nil || a.latest.Savepoint != j.from.r.ID()) {
-		return a.importSavepoint(ctx, fromPlan)
+// continueFrom checks the checkpoint recovery found against the
+// configuration (it was checked before fencing; this is the one read
+// after) and carries its savepoint on.
+func (a *attempt) continueFrom() error {
+	if a.latest == nil {
+		return nil
 	}
-	if j.from != nil {
-		j.log.Info("the savepoint was imported before; continuing from the job's own checkpoints",
-			"savepoint", j.from.r.Dir(), "id", j.from.r.ID(), "checkpoint", a.latest.ID)
-	}
-	if a.latest != nil {
-		// Checked before fencing; this is the checkpoint read after.
-		if _, err := j.checkCheckpoint(a.latest, true); err != nil {
-			return err
-		}
-		a.savepointID = a.latest.Savepoint
-	}
-	var err error
-	if a.offsets, err = j.startOffsets(ctx, a.cluster, a.latest); err != nil {
+	if _, err := a.j.checkCheckpoint(a.latest, true); err != nil {
 		return err
 	}
-	if a.ops, a.restored, err = j.restoreOperators(ctx, a.latest, a.cluster.ReadState); err != nil {
-		return err
-	}
-	return j.checkRestored(a.latest, keysOf(a.ops), a.restored)
+	a.savepointID = a.latest.Savepoint
+	return nil
 }
 
 // last is the checkpoint the attempt continues from: its id and when it
@@ -232,18 +260,12 @@ func (a *attempt) restoredAfter(start time.Time) {
 		"workers", j.workers, "took", j.now().Sub(start).Round(time.Millisecond))
 }
 
-// run reads the restored partitions through the task graph until it fails
-// or stops, then aborts the epoch left open.
+// run reads through the task graph until it fails or stops, then lets the
+// mode finish.
 func (a *attempt) run(ctx, parent context.Context) (progressed bool, err error) {
-	j := a.j
-	var readers []recordReader
-	for _, part := range assignPartitions(a.offsets) {
-		r, err := source.NewReader(j.conn, part, j.metrics.KafkaHooks("source"))
-		if err != nil {
-			closeReaders(readers)
-			return false, err
-		}
-		readers = append(readers, r)
+	readers, err := a.mode.readers(a)
+	if err != nil {
+		return false, err
 	}
 	g, err := newGraph(a, readers)
 	if err != nil {
@@ -251,29 +273,41 @@ func (a *attempt) run(ctx, parent context.Context) (progressed bool, err error) 
 		return false, err
 	}
 	defer g.close()
-	if a.member == nil {
-		// In group mode the group deals out added partitions.
-		added := make(chan []source.TopicPartition, 1)
-		g.watch = newPartitionWatch(j, a.adm, a.offsets, added)
-		g.loop.partitionsAdded = added
-	}
+	a.mode.wire(a, g)
 	eg, gctx := errgroup.WithContext(ctx)
 	g.start(gctx, eg)
 	err = eg.Wait()
 	if err == nil && parent.Err() == nil {
 		err = errors.New("task graph stopped without a cause")
 	}
-	// Abort the epoch in flight (after a graceful stop: the empty one that
-	// began after the final checkpoint) now rather than leave it to the next
-	// start's fencing: read_committed readers of the outputs are not held
-	// back meanwhile. A failure here changes nothing: fencing still aborts.
+	return g.completed.Load() > 0, a.mode.finish(a, err)
+}
+
+// checkpointedReaders opens one source.Reader per share of the restored
+// partitions (assignPartitions).
+func (a *attempt) checkpointedReaders() ([]recordReader, error) {
+	j := a.j
+	var readers []recordReader
+	for _, part := range assignPartitions(a.offsets) {
+		r, err := source.NewReader(j.conn, part, j.metrics.KafkaHooks("source"))
+		if err != nil {
+			closeReaders(readers)
+			return nil, err
+		}
+		readers = append(readers, r)
+	}
+	return readers, nil
+}
+
+// endEpoch aborts the epoch in flight of an attempt whose tasks stopped
+// with err, rather than leave it to the next start's fencing: read_committed
+// readers of the outputs are not held back meanwhile. A failure here
+// changes nothing (fencing still aborts): it is logged, and err returned.
+func (a *attempt) endEpoch(err error) error {
 	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelAbort()
-	if open := a.driver.Open(); open != 0 {
-		if aerr := a.driver.Abort(abortCtx, open); aerr != nil && !errors.Is(err, sink.ErrFenced) {
-			j.log.Warn("aborting the open transaction", "err", aerr)
-		}
-		j.metrics.TransactionAborted()
+	if aerr := a.loop.shutdown(abortCtx, err); aerr != nil && !errors.Is(err, sink.ErrFenced) {
+		a.j.log.Warn("aborting the open transaction", "err", aerr)
 	}
-	return g.completed.Load() > 0, err
+	return err
 }

@@ -21,7 +21,7 @@ var ErrUnfit = errors.New("the configuration does not fit the cluster")
 // it covers checkpoint.interval + checkpoint.timeout; here the other bound
 // is checked, before any transaction starts, with the fix in the message.
 func checkTransactionTimeout(ctx context.Context, adm *kadm.Client, cfg *config.Config) error {
-	if cfg.Guarantee == config.AtMostOnce {
+	if !cfg.Guarantee.Checkpoints() {
 		return nil
 	}
 	// Without ids the request describes only the cluster-wide dynamic

@@ -13,23 +13,27 @@
 // Tasks are joined by bounded channels of message batches, so a slow sink
 // slows the sources (backpressure) instead of growing memory.
 //
-// Checkpoints are barriers (asynchronous barrier snapshotting): the
-// coordinator loop triggers checkpoint N; each source records its next
-// offsets and sends barrier N (carrying them) to every worker; a worker that
-// has barrier N from every source snapshots the keys its operator changed
-// since N-1, sends those changelog records and then barrier N to the sink;
-// once the sink has barrier N from every worker, everything of epoch N has
-// been handed to the producers, and it acks. When every task acked, the
-// coordinator asks the sink to commit: the checkpoint record joins the same
-// Kafka transaction as the epoch's state changes (and, under exactly_once,
-// its outputs), and the commit of that transaction is the checkpoint's
-// completion. A task that received barrier N from one input holds that
+// Checkpoints are barriers (asynchronous barrier snapshotting). One
+// coordinator loop per attempt (coordinate.go) owns the epoch machine
+// (twophase.Machine) and is the only way an epoch commits: it triggers
+// checkpoint N; each source records its next offsets and sends barrier N
+// (carrying them) to every worker; a worker that has barrier N from every
+// source snapshots the keys its operator changed since N-1, sends those
+// changelog records and then barrier N to the sink; once the sink has
+// barrier N from every worker, everything of epoch N has been handed to
+// the producers: it writes checkpoint record N into the transaction, last,
+// acks, and holds what arrives after barrier N until epoch N+1 is open.
+// When every task acked, the loop has the participants prepare (flush),
+// the transaction commit (the decision: checkpoint N is complete) and the
+// next epoch begin, each call on the loop's committer goroutine, while the
+// graph goes on. A task that received barrier N from one input holds that
 // input's later messages back until barrier N arrived from all inputs, so
 // every task's snapshot describes the same input prefix.
+// docs/exactly-once.md explains the protocol and its invariants.
 //
 // Any failure (a commit, a timeout, a lost broker) ends the attempt: every
-// goroutine is stopped and waited for, the open transaction is abandoned
-// (the next attempt's fencing aborts it), and the next attempt restores from
+// goroutine is stopped and waited for, the epoch left open is aborted (or
+// left to the next attempt's fencing), and the next attempt restores from
 // the newest committed checkpoint. Being fenced by another instance, or a
 // checkpoint that does not fit the configuration, ends the job instead.
 //

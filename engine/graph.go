@@ -15,6 +15,7 @@ import (
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -79,13 +80,12 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 	return assigned
 }
 
-// newGraph wires the tasks. With a nil txn there are no checkpoints (the
-// at_most_once job): no coordinator, no barriers. It takes ownership of the
-// readers.
+// newGraph wires the tasks every mode has; the mode adds its own
+// (mode.wire). With a nil txn there are no checkpoints (the at_most_once
+// job): no coordinator, no barriers. It takes ownership of the readers.
 func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	j, cfg := a.j, a.j.cfg
 	txn, plain, ops := a.txn, a.plain, a.ops
-	lastID, lastAt := a.last()
 	g := &graph{job: j, readers: readers}
 	timed := j.plan.time != nil && len(j.plan.time.byTopic) > 0
 	var restoredTime *checkpoint.EventTime
@@ -99,8 +99,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	nSources := len(readers)
 
 	reports := make(chan taskReport, 1024)
-	results := make(chan commitResult, 4)
-	commits := make(chan checkpoint.ID, 1)
+	opened := make(chan checkpoint.ID, 1)
 	sinkIn := make(chan batch, sinkQueue)
 	workerIns := make([]chan batch, len(ops))
 	workerOuts := make([]chan<- batch, len(ops))
@@ -139,71 +138,48 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)
 	}
+	outputs := producer(plain)
+	if cfg.Guarantee.TransactionalOutputs() {
+		outputs = txn
+	}
 	g.sink = &sinkTask{
-		id: "sink", guarantee: cfg.Guarantee, txn: txn, plain: plain,
-		inputs: sinkIn, nInputs: len(ops), reports: reports, commits: commits, results: results,
+		id: "sink", txn: txn, outputs: outputs, own: singleRecords{},
+		inputs: sinkIn, nInputs: len(ops), reports: reports, opened: opened,
 		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
-		beforeCommit: j.beforeCommit, align: newAligner(len(ops)), timed: timed,
+		align: newAligner(len(ops)), timed: timed,
 	}
 	tasks = append(tasks, g.sink.id)
 	if txn == nil {
 		return g, nil
 	}
-	g.sink.driver = a.driver
-	if a.member == nil {
-		// Single mode shows its progress as the group's offsets; in
-		// group mode they are committed in the epoch's transaction.
-		g.offsets = newGroupOffsets(a.adm, cfg.Name, j.log)
-		g.sink.committed = g.offsets.publish
-	} else {
-		g.sink.recordKey, g.sink.commitOffsets, g.sink.shuffle = a.recordKey, a.commitOffsets, j.shuffle
-		g.sink.ackKey = pausedKey(cfg.Name, j.instance)
+	l := a.loop
+	l.reports, l.opened, l.stop = reports, opened, j.stopping
+	l.stopSavepoint = func() string { return j.stopSavepoint }
+	l.savepointReqs, l.exportReports = j.savepoints, exportReports
+	l.sp = &savepoints{job: j, registry: exports, workers: len(ops)}
+	l.trigger = func(id checkpoint.ID) {
 		for _, s := range g.sources {
-			s.repartition, s.pausedFor = j.shuffle.repartition, j.pauses.pausedFor
+			s.trigger(id)
 		}
 	}
-
-	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
-		Interval:        cfg.Checkpoint.Interval,
-		Timeout:         cfg.Checkpoint.Timeout,
-		MinPause:        cfg.Checkpoint.MinPause,
-		MaxConcurrent:   1,
-		Tasks:           tasks,
-		LastCompleted:   lastID,
-		LastCompletedAt: lastAt,
-	}, scheduleStart(j.now(), cfg.Checkpoint.Interval))
-	if err != nil {
+	l.tick = max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond))
+	l.onCompleted = func(res commitResult, triggered time.Time) {
+		g.completed.Add(1)
+		j.metrics.CheckpointCompleted(metrics.Checkpoint{
+			ID: uint64(res.id), Duration: res.at.Sub(triggered), Alignment: res.alignment, Bytes: res.stateBytes,
+		})
+		j.status.completed(CheckpointInfo{
+			ID: uint64(res.id), CompletedAt: res.at, DurationMs: ms(res.at.Sub(triggered)),
+			AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
+		})
+	}
+	l.onAborted = func(r twophase.AbortReason) { j.metrics.CheckpointFailed(r.String()) }
+	if err := l.start(scheduleStart(j.now(), cfg.Checkpoint.Interval), tasks); err != nil {
 		g.close()
 		return nil, err
 	}
-	g.loop = &coordinatorLoop{
-		coord: coord, reports: reports, results: results, commits: commits, stop: j.stopping,
-		stopSavepoint: func() string { return j.stopSavepoint },
-		savepointReqs: j.savepoints, exportReports: exportReports,
-		sp: &savepoints{job: j, registry: exports, workers: len(ops)},
-		trigger: func(id checkpoint.ID) {
-			for _, s := range g.sources {
-				s.trigger(id)
-			}
-		},
-		tick: max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond)),
-		now:  j.now, log: j.log,
-		onCompleted: func(res commitResult, triggered time.Time) {
-			g.completed.Add(1)
-			j.metrics.CheckpointCompleted(metrics.Checkpoint{
-				ID: uint64(res.id), Duration: res.at.Sub(triggered), Alignment: res.alignment, Bytes: res.stateBytes,
-			})
-			j.status.completed(CheckpointInfo{
-				ID: uint64(res.id), CompletedAt: res.at, DurationMs: ms(res.at.Sub(triggered)),
-				AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
-			})
-		},
-		onAborted: func(r checkpoint.AbortReason) { j.metrics.CheckpointFailed(r.String()) },
-	}
-	if a.member != nil {
-		g.loop.group = a.groupStop(g)
-	}
+	g.loop = l
 	return g, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // An attempt's first checkpoint is due firstCheckpointAfter after it
@@ -17,39 +18,31 @@ func TestFirstCheckpointComesEarly(t *testing.T) {
 	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for _, interval := range []time.Duration{time.Second, 50 * time.Millisecond} {
 		first := min(interval, firstCheckpointAfter)
-		c, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
-			Interval: interval, Tasks: []checkpoint.TaskID{"t"},
-		}, scheduleStart(start, interval))
-		if err != nil {
-			t.Fatal(err)
+		now := start
+		var triggered []checkpoint.ID
+		l := runningLoop(t, twophase.Config{Interval: interval}, func() time.Time { return now }, scheduleStart(start, interval), "t")
+		l.trigger = func(id checkpoint.ID) { triggered = append(triggered, id) }
+		tick := func(at time.Duration) []checkpoint.ID {
+			triggered, now = nil, start.Add(at)
+			l.onTick()
+			settleCalls(t, l)
+			return triggered
 		}
-		triggered := func(at time.Duration) []checkpoint.ID {
-			c.Tick(start.Add(at))
-			rd := c.Ready()
-			c.Advance()
-			return rd.Trigger
-		}
-		if got := triggered(first - time.Millisecond); len(got) != 0 {
+		if got := tick(first - time.Millisecond); len(got) != 0 {
 			t.Fatalf("interval %v: triggered %v before %v", interval, got, first)
 		}
-		if got := triggered(first); len(got) != 1 {
+		if got := tick(first); len(got) != 1 {
 			t.Fatalf("interval %v: nothing triggered at %v", interval, first)
 		}
-		if err := c.Ack("t", 1); err != nil {
-			t.Fatal(err)
+		l.onReport(taskReport{task: "t", id: 1})
+		settleCalls(t, l)
+		if l.m.LastCompleted() != 1 {
+			t.Fatalf("interval %v: checkpoint 1 acked but not completed", interval)
 		}
-		if rd := c.Ready(); rd.Commit != 1 {
-			t.Fatalf("interval %v: checkpoint 1 acked but not handed out for commit: %+v", interval, rd)
-		}
-		c.Advance()
-		if err := c.Committed(1, start.Add(first)); err != nil {
-			t.Fatal(err)
-		}
-		c.Advance()
-		if got := triggered(first + interval - time.Millisecond); len(got) != 0 {
+		if got := tick(first + interval - time.Millisecond); len(got) != 0 {
 			t.Fatalf("interval %v: the second checkpoint came early: %v", interval, got)
 		}
-		if got := triggered(first + interval); len(got) != 1 {
+		if got := tick(first + interval); len(got) != 1 {
 			t.Fatalf("interval %v: no second checkpoint one interval after the first", interval)
 		}
 	}

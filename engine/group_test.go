@@ -621,8 +621,8 @@ func TestPauseEndsTheAttemptOnQuietInput(t *testing.T) {
 	s := &sourceTask{
 		id: "source-0", reader: &quietReader{recs: []*kgo.Record{{Topic: e.env["INPUT_TOPIC"], Value: []byte(`{"n": 1}`)}}},
 		router: p.newRouter(1), workers: []chan<- batch{worker}, reports: make(chan taskReport, 16),
-		metrics: metrics.New(nil, cfg.Name), repartition: p.shuffle.repartition,
-		pausedFor: func() string { return paused.Load().(string) },
+		metrics: metrics.New(nil, cfg.Name),
+		gate:    &groupGate{repartition: p.shuffle.repartition, pausedBy: func() string { return paused.Load().(string) }},
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.run(context.Background()) }()

@@ -23,6 +23,7 @@ import (
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // ErrIncompatible wraps a checkpoint that does not fit the configuration:
@@ -92,7 +93,7 @@ func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stopping) }) }
 // StopPlan says what Stop does under the job's guarantee, for the log line
 // of whoever calls it.
 func (j *Job) StopPlan() string {
-	if j.cfg.Guarantee == config.AtMostOnce {
+	if !j.cfg.Guarantee.Checkpoints() {
 		return atMostOnceStopPlan
 	}
 	if j.Status().State == StateRestarting {
@@ -214,9 +215,11 @@ func (j *Job) run(ctx context.Context) error {
 		}
 		return err
 	}
-	run, restartsFrom := j.attempt, "the last completed checkpoint"
-	if j.cfg.Guarantee == config.AtMostOnce {
-		run, restartsFrom = j.attemptAtMostOnce, "the group's offsets, with empty state (at_most_once)"
+	run := func(ctx context.Context) (bool, error) { return j.runAttempt(ctx, singleMode{}) }
+	restartsFrom := "the last completed checkpoint"
+	if !j.cfg.Guarantee.Checkpoints() {
+		run = func(ctx context.Context) (bool, error) { return j.runAttempt(ctx, atMostOnceMode{}) }
+		restartsFrom = "the group's offsets, with empty state (at_most_once)"
 		// There are no checkpoints to finish: a graceful stop is an
 		// immediate one, with the outputs flushed.
 		var cancel context.CancelFunc
@@ -569,19 +572,18 @@ func closeReaders(rs []recordReader) {
 // restartReason is a fixed word for the restarts metric (never error text,
 // which would explode the label's cardinality).
 func restartReason(err error) string {
-	// First: the sink and the checkpoint coordinator both report the
-	// failed epoch, and either may end the attempt.
-	if sink.Classify(err) == sink.TimedOut {
-		return "transaction_timeout"
-	}
-	var fe *checkpoint.FailError
-	if errors.As(err, &fe) {
-		return fe.Reason.String()
-	}
+	// First what the epoch machine's failure carries: a timed-out
+	// transaction, or an injected fault on the commit path.
 	switch {
+	case sink.Classify(err) == sink.TimedOut:
+		return "transaction_timeout"
 	case errors.Is(err, fault.ErrInjected):
 		return "injected"
-	case errors.Is(err, context.DeadlineExceeded):
+	}
+	if fe, ok := errors.AsType[*twophase.FailError](err); ok && !fe.Recovering {
+		return fe.Reason.String()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return "timeout"
 	}
 	return "error"

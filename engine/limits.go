@@ -26,7 +26,7 @@ func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits 
 		topics = append(topics, s.Topic, s.DeadLetterTopic)
 	}
 	topics = append(topics, j.plan.lateTopics()...)
-	if j.cfg.Guarantee != config.AtMostOnce {
+	if j.cfg.Guarantee.Checkpoints() {
 		topics = append(topics, checkpoint.TopicName(j.cfg.Name), j.stateTopic())
 	}
 	// A topic just created (by this process or another) is unknown to the

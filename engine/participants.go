@@ -6,7 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/sink"
@@ -16,19 +15,17 @@ import (
 
 // The seam between the task graph and Kafka's producers. Records go in
 // through Produce; an epoch begins, prepares, commits or aborts only as the
-// two-phase commit (twophase.Driver) says, through the participant
+// epoch machine (twophase.Machine) says, through the participant
 // interfaces. sink.Txn and sink.Plain implement them against Kafka, the
 // broker-free simulation against its model (internal/testkit/memkafka).
 
 // transaction is the job's transactional producer and the decision log:
 // transaction N holds epoch N's state changes (and, under exactly_once,
 // its outputs and dead letters) and, produced last, checkpoint record N.
+// Its LastDecided is the checkpoint the attempt restores.
 type transaction interface {
 	twophase.DecisionLog
 	Produce(ctx context.Context, rec *kgo.Record)
-	// Recovered is the checkpoint that LastDecided read: the one to
-	// restore (nil: none).
-	Recovered() *checkpoint.Record
 }
 
 // outputProducer writes the outputs outside the transaction
@@ -72,15 +69,4 @@ func (c kafkaCluster) ResolveStart(ctx context.Context, tps []source.TopicPartit
 
 func (c kafkaCluster) ReadState(ctx context.Context, fn func(key, value []byte) error) error {
 	return kstore.ReadState(ctx, c.conn, c.job, fn)
-}
-
-// newDriver is the two-phase commit of one attempt: the transaction as the
-// decision log and, under at_least_once, the output producer as a
-// participant. It is the only way an epoch commits.
-func newDriver(txn transaction, plain outputProducer) (*twophase.Driver, error) {
-	var others []twophase.Participant
-	if plain != nil {
-		others = append(others, plain)
-	}
-	return twophase.NewDriver(twophase.DriverConfig{DecisionLog: txn, Participants: others, IsFenced: sink.IsFenced})
 }

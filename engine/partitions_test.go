@@ -98,7 +98,7 @@ func TestAddedPartitionsAreRead(t *testing.T) {
 // In group mode the group deals out partitions added to an input topic:
 // its leader sees them at its next metadata refresh, every
 // partition discovery interval (the client's default was five minutes,
-// against the ten seconds the README promises). With start: latest the
+// against the ten seconds docs/scale-out.md promises). With start: latest the
 // added partitions are read from their earliest offset, as single mode
 // reads them, so nothing written to them before is lost.
 func TestGroupModeReadsAddedPartitions(t *testing.T) {

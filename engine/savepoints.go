@@ -16,7 +16,6 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
-	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
@@ -47,7 +46,7 @@ var ErrSavepointBusy = errors.New("another savepoint is being taken at that chec
 // waiting, but a savepoint already started is still finished (or removed,
 // if it fails) by the job.
 func (j *Job) Savepoint(ctx context.Context, dir string) (savepoint.Summary, error) {
-	if j.cfg.Guarantee == config.AtMostOnce {
+	if !j.cfg.Guarantee.Checkpoints() {
 		return savepoint.Summary{}, fmt.Errorf("%w: an at_most_once job takes no checkpoints, so it has no savepoints", ErrSavepoint)
 	}
 	abs, err := filepath.Abs(dir)
@@ -108,7 +107,7 @@ var ErrStopping = errors.New("the job is stopping already")
 // stands, and Run's error says why). When ctx ends first it stops
 // waiting; the job stops all the same.
 func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summary, error) {
-	if j.cfg.Guarantee == config.AtMostOnce {
+	if !j.cfg.Guarantee.Checkpoints() {
 		return savepoint.Summary{}, fmt.Errorf("%w: an at_most_once job takes no checkpoints, so it has no savepoints", ErrSavepoint)
 	}
 	abs, err := filepath.Abs(dir)
@@ -483,14 +482,9 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	for _, cr := range crs {
 		txn.Produce(ctx, cr)
 	}
-	if err := a.driver.Prepare(ctx, id); err != nil {
+	if err := a.loop.importEpoch(ctx, id, nil); err != nil {
 		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
 	}
-	if err := a.driver.Commit(ctx, id); err != nil {
-		return fail(fmt.Errorf("importing savepoint %s: %w", r.Dir(), err))
-	}
-	j.metrics.TransactionCommitted(0)
-	j.metrics.TransactionBegan()
 	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
 	a.ops, a.restored, a.offsets, a.latest = ops, keys, offsets, rec

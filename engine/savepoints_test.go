@@ -23,6 +23,7 @@ import (
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 	"github.com/eoflow/pipeline/internal/testkit/paritycheck"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // awaitRead waits until the job has read n records of its input.
@@ -373,15 +374,9 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC).UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
-		Interval: time.Hour, Timeout: time.Second, Tasks: []checkpoint.TaskID{"worker-0"},
-	}, now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.TriggerNow(now()); err != nil { // in flight, never acked
-		t.Fatal(err)
-	}
+	loop := runningLoop(t, twophase.Config{Interval: time.Hour, Timeout: time.Second}, now, now(), "worker-0")
+	loop.step(twophase.Msg{Type: twophase.MsgTriggerNow, Now: now()}) // in flight, never acked
+	settleCalls(t, loop)
 	d := savepoint.DescribeConfig(job.cfg)
 	w, err := savepoint.Create(filepath.Join(t.TempDir(), "sp"), d.Meta(7, now()), savepoint.Options{})
 	if err != nil {
@@ -391,12 +386,8 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 		7: {id: 7, d: d, w: w, started: now(), waiting: 1, completed: true},
 	}}
 	reports := make(chan exportReport, 1)
-	loop := &coordinatorLoop{
-		coord: coord, reports: make(chan taskReport), results: make(chan commitResult), commits: make(chan checkpoint.ID, 1),
-		trigger: func(checkpoint.ID) {}, tick: time.Millisecond, now: now, log: job.log,
-		stop: make(chan struct{}), stopSavepoint: func() string { return "" },
-		exportReports: reports, sp: sp,
-	}
+	loop.reports, loop.trigger, loop.tick, loop.log = make(chan taskReport), func(checkpoint.ID) {}, time.Millisecond, job.log
+	loop.stop, loop.exportReports, loop.sp = make(chan struct{}), reports, sp
 	done := make(chan error, 1)
 	go func() { done <- loop.run(context.Background()) }()
 
@@ -409,8 +400,8 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 	reports <- exportReport{id: 7, worker: 0, err: errors.New("disk full")}
 	select {
 	case err := <-done:
-		var fe *checkpoint.FailError
-		if !errors.As(err, &fe) || fe.Reason != checkpoint.ReasonTimeout {
+		var fe *twophase.FailError
+		if !errors.As(err, &fe) || fe.Reason != twophase.ReasonTimeout {
 			t.Fatalf("after the export: %v, want the checkpoint's timeout", err)
 		}
 	case <-time.After(30 * time.Second):
@@ -475,17 +466,10 @@ func TestSecondSavepointOnOneCheckpointIsBusy(t *testing.T) {
 	env := map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "ADMIN_LISTEN": "off"}
 	job, _ := newJob(t, paritySum(t, env))
 	now := func() time.Time { return time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC) }
-	coord, err := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
-		Interval: time.Hour, Timeout: time.Minute, Tasks: []checkpoint.TaskID{"worker-0"},
-	}, now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.TriggerNow(now()); err != nil { // in flight: the next one queues
-		t.Fatal(err)
-	}
-	loop := &coordinatorLoop{coord: coord, now: now, log: job.log,
-		sp: &savepoints{job: job, registry: &exportRegistry{}, workers: 1}}
+	loop := runningLoop(t, twophase.Config{Interval: time.Hour, Timeout: time.Minute}, now, now(), "worker-0")
+	loop.step(twophase.Msg{Type: twophase.MsgTriggerNow, Now: now()}) // in flight: the next one queues
+	settleCalls(t, loop)
+	loop.log, loop.sp = job.log, &savepoints{job: job, registry: &exportRegistry{}, workers: 1}
 	root := t.TempDir()
 	first := &savepointRequest{dir: filepath.Join(root, "sp-1"), done: make(chan savepointOutcome, 1)}
 	second := &savepointRequest{dir: filepath.Join(root, "sp-2"), done: make(chan savepointOutcome, 1)}

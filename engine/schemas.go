@@ -70,8 +70,9 @@ func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record) error
 	if set == nil {
 		return nil
 	}
+	sh := s.router.p.shuffle
 	origin := func(rec *kgo.Record) string {
-		if rec.Topic != s.repartition || s.repartition == "" {
+		if sh == nil || rec.Topic != sh.repartition {
 			return rec.Topic
 		}
 		for _, h := range rec.Headers {

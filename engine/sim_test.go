@@ -162,8 +162,7 @@ type simTxn struct {
 	p       *memkafka.Producer
 	// failed is the first produce error of the open transaction: like
 	// franz-go's, produces are asynchronous and fail the flush.
-	failed    error
-	recovered *checkpoint.Record
+	failed error
 }
 
 var _ transaction = (*simTxn)(nil)
@@ -182,20 +181,10 @@ func (t *simTxn) Recover(context.Context) ([]twophase.Epoch, error) {
 	return nil, nil
 }
 
-func (t *simTxn) LastDecided(context.Context) (twophase.Epoch, error) {
+func (t *simTxn) LastDecided(context.Context) (*checkpoint.Record, error) {
 	t.w.io("read the checkpoint topic")
-	rec, err := t.w.latestCheckpoint(t.job)
-	if err != nil {
-		return 0, err
-	}
-	t.recovered = rec
-	if rec == nil {
-		return 0, nil
-	}
-	return twophase.Epoch(rec.ID), nil
+	return t.w.latestCheckpoint(t.job)
 }
-
-func (t *simTxn) Recovered() *checkpoint.Record { return t.recovered }
 
 func (t *simTxn) Begin(context.Context, twophase.Epoch) error {
 	t.failed = nil

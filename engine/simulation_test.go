@@ -29,7 +29,7 @@ import (
 )
 
 // The broker-free, deterministic simulation of the whole task graph
-// (DESIGN.md §6). A seed fixes everything: the input, which task takes the
+// (docs/testing.md, "The seeded simulations"). A seed fixes everything: the input, which task takes the
 // next step, how much a poll returns, how far the clock moves, and where
 // the process is killed, between steps or inside any call into the Kafka
 // model (before or after it took effect). The job's own code runs: the
@@ -38,7 +38,7 @@ import (
 // the goroutines and channels around them are replaced by one scheduler,
 // which is what makes a seed replay exactly.
 //
-// After every commit and every recovery the invariants of DESIGN.md §3 are
+// After every commit and every recovery the invariants of docs/exactly-once.md are
 // checked against an oracle computed from the input (see check); at the
 // end, a graceful stop must leave every input's result committed exactly
 // once and no transaction open.
@@ -405,18 +405,18 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		plain = simPlain{r.w}
 	}
 	txn := &simTxn{w: r.w, job: r.job.name, timeout: r.cfg.Kafka.TransactionTimeout}
-	if err := a.recoverWith(ctx, txn, plain); err != nil {
+	if err := a.recoverWith(ctx, txn, plain, nil); err != nil {
 		r.w.log("recovery failed: %v", err)
 		return false, r.unexpected(err)
 	}
 	if err := r.check("recovery"); err != nil {
 		return false, err
 	}
-	if err := a.restore(ctx, r.plan); err != nil {
+	if err := (singleMode{}).restore(ctx, a, r.plan); err != nil {
 		r.w.log("restore failed: %v", err)
 		return false, r.unexpected(err)
 	}
-	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.driver.LastDecided())
+	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.loop.m.LastCompleted())
 	var readers []recordReader
 	for _, part := range assignPartitions(a.offsets) {
 		readers = append(readers, newSimReader(r.w, part))
@@ -425,7 +425,6 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	g.loop.init()
 	s := &simGraph{r: r, a: a, g: g, ctx: ctx}
 	s.workerQ = make([][]batch, len(g.workers))
 	stopped, ferr := s.run()
@@ -444,9 +443,7 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	}
 	// As attempt.run: abort the epoch left open rather than leave it to
 	// the next fence.
-	if open := a.driver.Open(); open != 0 {
-		_ = a.driver.Abort(ctx, open)
-	}
+	_ = a.loop.shutdown(ctx, ferr)
 	if stopped {
 		return true, nil
 	}
@@ -471,11 +468,9 @@ type simGraph struct {
 	g   *graph
 	ctx context.Context
 	// workerQ and sinkQ are the channels' contents.
-	workerQ [][]batch
-	sinkQ   []batch
-	// committing is the barrier the sink prepared and waits to commit.
-	committing *barrier
-	stopAsked  bool
+	workerQ   [][]batch
+	sinkQ     []batch
+	stopAsked bool
 	// savepoint is the savepoint asked for and not yet answered.
 	savepoint *savepointRequest
 }
@@ -487,8 +482,9 @@ const (
 	stepSource
 	stepWorker
 	stepSink
-	stepPrepare
-	stepDecide
+	stepSeal
+	stepCall
+	stepOpen
 	stepTick
 	stepStop
 	stepSavepoint
@@ -506,7 +502,7 @@ func (s *simGraph) run() (stopped bool, err error) {
 		if err := s.do(step, arg); err != nil {
 			return false, err
 		}
-		if err := s.g.loop.act(); err != nil {
+		if err := s.g.loop.react(); err != nil {
 			if errors.Is(err, errStopped) {
 				return true, s.stopped(err)
 			}
@@ -543,11 +539,14 @@ func (s *simGraph) choose() (simStep, int) {
 	if len(s.sinkQ) > 0 {
 		add(stepSink, 0, 6)
 	}
-	if s.g.sink.aligned != nil && s.committing == nil {
-		add(stepPrepare, 0, 4)
+	if s.g.sink.aligned != nil {
+		add(stepSeal, 0, 4)
 	}
-	if s.committing != nil && len(s.g.sink.commits) > 0 {
-		add(stepDecide, 0, 4)
+	if len(s.g.loop.c.queue) > 0 {
+		add(stepCall, 0, 4)
+	}
+	if len(s.g.sink.opened) > 0 {
+		add(stepOpen, 0, 4)
 	}
 	add(stepTick, 0, 2)
 	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
@@ -639,7 +638,7 @@ func (s *simGraph) do(step simStep, arg int) error {
 		}
 	case stepSink:
 		st := s.g.sink
-		if s.committing != nil && r.bug == bugNoHoldBack {
+		if st.sealed != 0 && r.bug == bugNoHoldBack {
 			// The bug: what arrives while epoch N commits goes into
 			// transaction N.
 			for _, hb := range st.align.release() {
@@ -651,38 +650,34 @@ func (s *simGraph) do(step simStep, arg int) error {
 		b := s.sinkQ[0]
 		s.sinkQ = s.sinkQ[1:]
 		return st.handle(s.ctx, b)
-	case stepPrepare:
+	case stepSeal:
+		// Barrier N aligned at the sink: checkpoint record N into the
+		// transaction, and the sink's ack.
 		st := s.g.sink
 		b := st.aligned
 		st.aligned = nil
-		err := st.prepare(s.ctx, b)
-		l.onReport(taskReport{task: st.id, id: b.id, err: err})
+		rep, err := st.seal(s.ctx, b)
+		l.onReport(rep)
 		if err != nil {
 			return fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
 		}
-		s.committing = b
-	case stepDecide:
-		st := s.g.sink
-		b := s.committing
-		id := <-st.commits
-		if id != b.id {
-			return fmt.Errorf("%w: asked to commit checkpoint %d while holding %d", errViolation, id, b.id)
-		}
-		res := st.decide(s.ctx, b)
-		l.onResult(res)
-		if res.err != nil {
-			return fmt.Errorf("committing checkpoint %d: %w", id, res.err)
-		}
-		s.committing = nil
-		r.w.log("checkpoint %d committed", id)
-		if err := r.check(fmt.Sprintf("checkpoint %d", id)); err != nil {
-			return err
-		}
-		for _, hb := range st.align.release() {
-			if err := st.handle(s.ctx, hb); err != nil {
+	case stepCall:
+		// The committer makes the oldest participant call.
+		c := l.c.queue[0]
+		l.c.queue = l.c.queue[1:]
+		o := l.c.do(s.ctx, c)
+		l.feed(o)
+		if c.a.Kind == twophase.ActCommit && c.a.Participant == l.c.txn.Name() && o.msg.Err == nil {
+			r.w.log("checkpoint %d committed", c.a.Epoch)
+			if err := r.check(fmt.Sprintf("checkpoint %d", c.a.Epoch)); err != nil {
 				return err
 			}
 		}
+	case stepOpen:
+		// The sink learns that the next epoch is open, and writes what it
+		// held into it.
+		st := s.g.sink
+		return st.open(s.ctx, <-st.opened)
 	case stepTick:
 		d := time.Duration(1+r.w.rng.IntN(int(r.cfg.Checkpoint.Interval/time.Millisecond))) * time.Millisecond
 		r.clock = r.clock.Add(d)
@@ -1101,7 +1096,7 @@ func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug simBu
 }
 
 // TestSimulation runs real jobs through seeded schedules with crashes
-// anywhere and checks DESIGN.md §3 after every commit and recovery.
+// anywhere and checks the invariants of docs/exactly-once.md after every commit and recovery.
 func TestSimulation(t *testing.T) {
 	seeds := simDefaultSeeds(1000)
 

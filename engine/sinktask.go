@@ -11,16 +11,14 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
-	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
-	"github.com/eoflow/pipeline/twophase"
 )
 
 // sinkTask is the graph's last task: it hands every message to the
-// producers and, at each barrier, commits the epoch.
+// producers and, at each barrier, seals the epoch.
 //
 // Under exactly_once one Kafka transaction per epoch holds the epoch's
 // outputs, dead letters, state changes and, last, the checkpoint record.
@@ -28,22 +26,29 @@ import (
 // flushed before the internal topics' transaction (state changes and the
 // checkpoint record) commits, so a checkpoint never covers an output that
 // could still be lost.
+//
+// The sink only produces. When barrier N has arrived from every input it
+// produces checkpoint record N into the transaction, acks N with its
+// account of the epoch, and holds whatever arrives after barrier N until
+// the coordinator loop says epoch N+1 is open (docs/exactly-once.md, the
+// hold-back rule). Every epoch begins, prepares, commits or aborts through
+// the loop's epoch machine (twophase.Machine), while the graph goes on.
 type sinkTask struct {
-	id        checkpoint.TaskID
-	guarantee config.Guarantee
-	txn       transaction    // nil under at_most_once
-	plain     outputProducer // outputs unless exactly_once
-	// driver commits each epoch through the two-phase commit: the
-	// transaction as the decision log and, under at_least_once, the
-	// output producer. nil under at_most_once. The sink only produces
-	// records; every epoch begins, prepares, commits or aborts through
-	// the driver.
-	driver  *twophase.Driver
+	id checkpoint.TaskID
+	// txn is the epoch's transaction (nil under at_most_once): state
+	// changes, shuffled records and checkpoint records go there. outputs
+	// is where outputs, dead letters and late records go: the same
+	// transaction under exactly_once, else the plain producer.
+	txn     transaction
+	outputs producer
+	// own lays out the job's own records; the mode decides.
+	own     ownRecords
 	inputs  <-chan batch
 	nInputs int
 	reports chan<- taskReport
-	commits <-chan checkpoint.ID
-	results chan<- commitResult
+	// opened says which epoch is open once the one sealed is done
+	// (coordinatorLoop.announce).
+	opened <-chan checkpoint.ID
 	// newRecord fills the job-wide fields of checkpoint N.
 	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary, et *checkpoint.EventTime) *checkpoint.Record
 	// timed: the job has event time, and every checkpoint record carries
@@ -54,8 +59,6 @@ type sinkTask struct {
 	faults  *fault.Injector
 	metrics *metrics.Metrics
 	epoch   epochStats
-	// committed is told the offsets of every committed checkpoint.
-	committed func([]checkpoint.SourceOffset)
 	// limits say how large a record each topic accepts (fitRecord), and
 	// deadLetterTopic is the dead-letter topic of each sink's topic.
 	limits          sink.Limits
@@ -65,28 +68,37 @@ type sinkTask struct {
 	deadLetterLog *deadLetterLog
 
 	align aligner
-	// inflight is the outcome of the epoch committing on its own
-	// goroutine; nil while none is. Meanwhile every input stays blocked
-	// in the aligner, so what arrives is held, not produced: it belongs to
-	// the next transaction, which begins only when this one has ended.
-	inflight chan error
 	// aligned is barrier N once it arrived from every input, until run
-	// starts its commit.
+	// seals the epoch; sealed is N from then until epoch N+1 is open.
+	// Meanwhile every input stays blocked in the aligner, so what arrives
+	// is held, not produced: it belongs to epoch N+1.
 	aligned *barrier
-	// beforeCommit, if set, runs on the committing goroutine before each
-	// commit (tests: hold a commit open and watch the graph go on).
-	beforeCommit func(checkpoint.ID)
-
-	// Group mode: the key of the member's checkpoint records, how the
-	// epoch's barrier offsets join its transaction, and the keyed work's
-	// layout (state records go to their key group's partition).
-	recordKey     string
-	commitOffsets func(ctx context.Context, offsets []checkpoint.SourceOffset) error
-	shuffle       *shuffle
-	// ackKey is the key of this member's acks of a group savepoint's
-	// pause.
-	ackKey string
+	sealed  checkpoint.ID
 }
+
+// producer is where the sink hands records to Kafka.
+type producer interface {
+	Produce(ctx context.Context, rec *kgo.Record)
+}
+
+// ownRecords lays out the job's own records in its internal topics:
+// under which key its checkpoint records go, in which partition each
+// state record goes, and what record, if any, joins an epoch besides its
+// checkpoint record when the sink seals it with barrier b. Single mode
+// has one layout (singleRecords), a group member another (memberRecords).
+type ownRecords interface {
+	checkpointKey() string
+	placeState(rec *kgo.Record)
+	sealed(topic string, b *barrier) *kgo.Record
+}
+
+// singleRecords is single mode's layout: checkpoint records under the
+// job's name, state records as the store keyed them, nothing else.
+type singleRecords struct{}
+
+func (singleRecords) checkpointKey() string               { return "" }
+func (singleRecords) placeState(*kgo.Record)              {}
+func (singleRecords) sealed(string, *barrier) *kgo.Record { return nil }
 
 // maxHeldWhileCommitting bounds what the sink takes in while an epoch
 // commits: past it the sink stops reading, and the graph waits as it did
@@ -96,16 +108,9 @@ const maxHeldWhileCommitting = 1 << 16
 
 func (s *sinkTask) run(ctx context.Context) error {
 	s.epoch.reset()
-	// The committing goroutine is this task's: it ends once ctx does, and
-	// the task waits for it.
-	defer func() {
-		if s.inflight != nil {
-			<-s.inflight
-		}
-	}()
 	for {
 		inputs := s.inputs
-		if s.inflight != nil && s.align.heldMsgs >= maxHeldWhileCommitting {
+		if s.sealed != 0 && s.align.heldMsgs >= maxHeldWhileCommitting {
 			inputs = nil // enough held: let the graph wait
 		}
 		select {
@@ -115,34 +120,44 @@ func (s *sinkTask) run(ctx context.Context) error {
 			if err := s.handle(ctx, b); err != nil {
 				return err
 			}
-		case err := <-s.inflight:
-			s.inflight = nil
-			if err != nil {
+		case e := <-s.opened:
+			if err := s.open(ctx, e); err != nil {
 				return err
 			}
-			// Transaction N ended and N+1 began: what was held meanwhile
-			// is N+1's, in the order it arrived.
-			for _, hb := range s.align.release() {
-				if err := s.handle(ctx, hb); err != nil {
-					return err
-				}
-			}
 		}
-		if b := s.aligned; b != nil && s.inflight == nil {
-			// Every input is blocked now, and stays so until the commit's
-			// outcome reaches this loop: the graph goes on while epoch N
-			// commits, and the sink holds what comes meanwhile (DESIGN §2,
-			// step 3).
+		if b := s.aligned; b != nil {
 			s.aligned = nil
-			inflight := make(chan error, 1)
-			s.inflight = inflight
-			go func() { inflight <- s.commit(ctx, b) }()
+			rep, err := s.seal(ctx, b)
+			select {
+			case s.reports <- rep:
+			case <-ctx.Done():
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
+			}
 		}
 	}
 }
 
+// open releases what the sink held since it sealed the epoch before e:
+// epoch e is open at every participant now, and what arrived meanwhile is
+// its, in the order it arrived.
+func (s *sinkTask) open(ctx context.Context, e checkpoint.ID) error {
+	if s.sealed == 0 || e != s.sealed+1 {
+		return fmt.Errorf("sink: told epoch %d is open while holding after epoch %d", e, s.sealed)
+	}
+	s.sealed = 0
+	for _, hb := range s.align.release() {
+		if err := s.handle(ctx, hb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // handle processes one input batch; once barrier N has arrived from every
-// input it commits epoch N and replays what it held back meanwhile.
+// input, aligned is set and the inputs stay blocked.
 func (s *sinkTask) handle(ctx context.Context, b batch) error {
 	if s.txn == nil {
 		// at_most_once: no commit to wait for; count each batch as sent.
@@ -153,11 +168,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		switch m.kind {
 		case msgRecord, msgDeadLetter, msgLate:
 			rec := s.stamp(s.fitRecord(m), now)
-			if s.guarantee == config.ExactlyOnce {
-				s.txn.Produce(ctx, rec)
-			} else {
-				s.plain.Produce(ctx, rec)
-			}
+			s.outputs.Produce(ctx, rec)
 			s.epoch.output(rec)
 		case msgShuffle:
 			s.txn.Produce(ctx, s.stamp(m.rec, now))
@@ -165,9 +176,7 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 		case msgState:
 			for i := range m.changes.len() {
 				rec := m.changes.record(i)
-				if s.shuffle != nil {
-					s.shuffle.place(rec)
-				}
+				s.own.placeState(rec)
 				if !s.limits.Fits(rec) {
 					// The store split every value it could: this one
 					// would fail the checkpoint at every attempt.
@@ -183,13 +192,13 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 				}
 			}
 		case msgBarrier:
-			return s.onBarrier(ctx, b.from, m.barrier)
+			return s.onBarrier(b.from, m.barrier)
 		}
 		return nil
 	})
 }
 
-func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
+func (s *sinkTask) onBarrier(from int, b *barrier) error {
 	if !s.align.pending() {
 		s.epoch.alignStart = s.now()
 	}
@@ -201,80 +210,33 @@ func (s *sinkTask) onBarrier(ctx context.Context, from int, b *barrier) error {
 	return nil
 }
 
-// commit prepares epoch N (checkpoint record N joins the transaction as
-// its last record, and everything is flushed), acks barrier N, waits for
-// the coordinator's go and commits: the transaction's commit is the
-// decision, after which the driver begins epoch N+1. It runs on a
-// goroutine of its own, and owns the producers, the driver and the
-// epoch's stats until it returns: the sink's loop only holds inputs back
-// meanwhile. Everything the sink received after barrier N belongs to
-// epoch N+1.
-func (s *sinkTask) commit(ctx context.Context, b *barrier) error {
-	prepErr := s.prepare(ctx, b)
-	select {
-	case s.reports <- taskReport{task: s.id, id: b.id, err: prepErr}:
-	case <-ctx.Done():
-		return nil
-	}
-	if prepErr != nil {
-		return fmt.Errorf("preparing checkpoint %d: %w", b.id, prepErr)
-	}
-	var id checkpoint.ID
-	select {
-	case id = <-s.commits:
-	case <-ctx.Done():
-		return nil
-	}
-	if id != b.id {
-		return fmt.Errorf("sink: asked to commit checkpoint %d while holding %d", id, b.id)
-	}
-	if s.beforeCommit != nil {
-		s.beforeCommit(id)
-	}
-	if err := s.faults.Hit(fault.BeforeCommit); err != nil {
-		return err
-	}
-	res := s.decide(ctx, b)
-	select {
-	case s.results <- res:
-	case <-ctx.Done():
-	}
-	if res.err != nil {
-		return fmt.Errorf("committing checkpoint %d: %w", id, res.err)
-	}
-	return s.faults.Hit(fault.AfterCommit)
-}
-
-// prepare produces checkpoint record N into epoch N, last, and prepares
-// the epoch at every participant: everything of it is on the brokers,
-// invisible until the decision.
-func (s *sinkTask) prepare(ctx context.Context, b *barrier) error {
+// seal ends epoch N at the sink: checkpoint record N joins the
+// transaction as its last record, and the report acks barrier N with the
+// epoch's account (or declines it: the checkpoint record cannot be
+// written). The epoch's stats go with it; the sink counts epoch N+1 from
+// here.
+func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
+	rep := taskReport{task: s.id, id: b.id}
 	var et *checkpoint.EventTime
 	if s.timed {
 		et = recordEventTime(b.watermark, b.times)
 	}
-	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, mergeState(b.state), et), s.recordKey, s.limits, s.metrics)
+	state := mergeState(b.state)
+	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, state, et), s.own.checkpointKey(), s.limits, s.metrics)
 	if err != nil {
-		return err
+		rep.err = err
+		return rep, err
 	}
 	for _, rec := range recs {
 		s.txn.Produce(ctx, rec)
 	}
-	if s.ackKey != "" && b.pausedFor != "" {
-		// Every source paused before this barrier: what they shuffled
-		// commits with this epoch, and nothing after it.
-		s.txn.Produce(ctx, &kgo.Record{Topic: recs[0].Topic, Key: []byte(s.ackKey), Value: []byte(b.pausedFor)})
+	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
+		s.txn.Produce(ctx, extra)
 	}
-	if err := s.driver.Prepare(ctx, b.id); err != nil {
-		return err
-	}
-	if s.commitOffsets != nil {
-		// After the flush: the transaction holds records (the checkpoint
-		// record at least), so the client will end it at the
-		// coordinator, and the offsets with it.
-		return s.commitOffsets(ctx, b.offsets)
-	}
-	return nil
+	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, state: state, stats: s.epoch}
+	s.epoch = epochStats{}
+	s.sealed = b.id
+	return rep, nil
 }
 
 // checkpointRecords are the Kafka records of checkpoint rec under key
@@ -294,35 +256,6 @@ func checkpointRecords(rec *checkpoint.Record, key string, limits sink.Limits, m
 		return nil, fmt.Errorf("%w: %w (max.message.bytes %d): raise max.message.bytes of %s", ErrUnfit, err, limits.Batch(topic), topic)
 	}
 	return recs, err
-}
-
-// decide commits prepared epoch N (the coordinator handed out its commit)
-// and reports what the epoch was.
-func (s *sinkTask) decide(ctx context.Context, b *barrier) commitResult {
-	alignment := s.now().Sub(s.epoch.alignStart)
-	commitStart := s.now()
-	err := s.driver.Commit(ctx, b.id)
-	at := s.now()
-	res := commitResult{id: b.id, err: err, at: at, offsets: b.offsets, alignment: alignment, commit: at.Sub(commitStart),
-		stateBytes: s.epoch.stateBytes, outputs: s.epoch.outputs}
-	if s.timed {
-		res.eventTime = recordEventTime(b.watermark, b.times)
-	}
-	if err != nil {
-		return res
-	}
-	// The epoch's outputs are visible now: count them, and how long
-	// their inputs took to get here. The driver began epoch N+1.
-	s.metrics.TransactionCommitted(res.commit)
-	s.metrics.TransactionBegan()
-	s.epoch.publish(s.metrics, at)
-	for _, st := range mergeState(b.state) {
-		s.metrics.SetState(st.Operator, int64(st.Keys), int64(st.Bytes))
-	}
-	if s.committed != nil {
-		s.committed(b.offsets)
-	}
-	return res
 }
 
 // mergeState adds up the per-worker summaries of each operator.

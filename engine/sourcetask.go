@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -35,15 +34,10 @@ type sourceTask struct {
 	faults  *fault.Injector
 	metrics *metrics.Metrics
 	inputs  map[string]metrics.Flow // per topic, cached
-	// draining (group mode, a stop with a savepoint): records of the
-	// source topics (not the repartition topic) are dropped unread, their
-	// positions left where they are, so the next run reads them.
-	draining    atomic.Bool
-	repartition string
-	// pausedFor is the id of a group savepoint's pause in force ("":
-	// none; nil outside group mode): the source topics are not read
-	// meanwhile, and the barriers carry it (groupsavepoint.go).
-	pausedFor func() string
+	// gate, when set, may hold records back unread for a while (group
+	// mode's groupGate): their positions stay where they are, so the
+	// next attempt reads them.
+	gate sourceGate
 	// dropped: records were dropped unread while paused.
 	dropped bool
 
@@ -145,14 +139,24 @@ func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error 
 	return nil
 }
 
-// route runs the stateless steps on recs and adds what each worker gets
-// to out (by worker), advancing the reader past every record.
-// paused reports whether the source topics are not to be read now: a
-// stop with a savepoint drains, or a group savepoint's pause is in force.
-func (s *sourceTask) paused() bool {
-	return s.draining.Load() || s.pausedFor != nil && s.pausedFor() != ""
+// sourceGate holds some of a source task's records back unread while it
+// is paused.
+type sourceGate interface {
+	// paused reports whether records are held back now.
+	paused() bool
+	// holds reports whether, while paused, records of topic are held
+	// back.
+	holds(topic string) bool
+	// pausedFor is the id of the pause in force ("": none), which the
+	// barriers carry (groupsavepoint.go).
+	pausedFor() string
 }
 
+// paused reports whether the gate holds records back now.
+func (s *sourceTask) paused() bool { return s.gate != nil && s.gate.paused() }
+
+// route runs the stateless steps on recs and adds what each worker gets
+// to out (by worker), advancing the reader past every record.
 func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 	draining := s.paused()
 	if !draining && s.dropped {
@@ -167,7 +171,7 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 		}
 	}
 	for _, rec := range recs {
-		if draining && rec.Topic != s.repartition {
+		if draining && s.gate.holds(rec.Topic) {
 			s.dropped = true
 			continue // not read: the position stays before it
 		}
@@ -186,8 +190,8 @@ var errPauseEnded = errors.New("the sources' pause ended")
 // the partitions' next offsets: the input prefix of epoch id.
 func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 	b := &barrier{id: id, offsets: s.reader.Positions()}
-	if s.pausedFor != nil {
-		b.pausedFor = s.pausedFor()
+	if s.gate != nil {
+		b.pausedFor = s.gate.pausedFor()
 	}
 	if c := s.router.clocks; c != nil {
 		b.times = c.at(b.offsets)

@@ -411,7 +411,7 @@ func TestIdlePartitionReleasesTheWatermark(t *testing.T) {
 			t.Errorf("idle_timeout %s: watermark %d, want %d", idle, wm, want)
 		}
 		// The input stops: every partition goes idle, none is left to
-		// move the watermark, and it stays (the README says so: the last
+		// move the watermark, and it stays (docs/event-time.md says so: the last
 		// windows do not fire until records arrive).
 		now = now.Add(time.Hour)
 		if got := jobWatermark(wm, c.at(parts)); got != wm {

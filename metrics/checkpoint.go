@@ -27,7 +27,7 @@ func (m *Metrics) CheckpointCompleted(c Checkpoint) {
 }
 
 // CheckpointFailed counts a checkpoint aborted before its commit. reason is
-// a checkpoint.AbortReason's String (timeout, declined, commit_failed,
+// a twophase.AbortReason's String (timeout, declined, commit_failed,
 // job_failed): a fixed word, never an error message.
 func (m *Metrics) CheckpointFailed(reason string) {
 	m.checkpointsFailed.WithLabelValues(reason).Inc()
@@ -93,7 +93,7 @@ func (m *Metrics) transactionAge() float64 {
 }
 
 // Restarted counts a restart of the job from its last completed
-// checkpoint. reason is a fixed word: the checkpoint.AbortReason that
+// checkpoint. reason is a fixed word: the twophase.AbortReason that
 // caused it, or a short class such as "kafka" or "task"; never an error
 // message.
 func (m *Metrics) Restarted(reason string) {

@@ -61,7 +61,7 @@ type Metrics struct {
 
 // checkpointFailReasons and deadLetterCodes are the label values that
 // exist at 0 from the start, so an alert on increase() sees the first
-// event. They mirror checkpoint.AbortReason and operator.Codes(), plus
+// event. They mirror twophase.AbortReason and operator.Codes(), plus
 // the sink's too_large (a test keeps them in step), without making this
 // package depend on either.
 func checkpointFailReasons() []string {

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/metrics/metricstest"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/twophase"
 )
 
 // The families the dashboard and alerts in deploy/ are written against.
@@ -151,7 +151,7 @@ func TestLabels(t *testing.T) {
 func TestLabelValuesExistAtZero(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry(), "j")
 	text := metricstest.Scrape(t, m.Handler())
-	for r := checkpoint.AbortReason(1); !strings.HasPrefix(r.String(), "AbortReason("); r++ {
+	for r := twophase.AbortReason(1); !strings.HasPrefix(r.String(), "AbortReason("); r++ {
 		want := fmt.Sprintf(`pipeline_checkpoints_failed_total{pipeline="j",reason=%q} 0`, r.String())
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("missing before any failure: %s", want)
@@ -160,7 +160,7 @@ func TestLabelValuesExistAtZero(t *testing.T) {
 	// A restart's reason is its checkpoint's abort reason, or "error" for
 	// any other failure (runtime's restartReason): the dashboard's restarts
 	// panel shows the first restart only if its series was there before.
-	for r := checkpoint.AbortReason(1); !strings.HasPrefix(r.String(), "AbortReason("); r++ {
+	for r := twophase.AbortReason(1); !strings.HasPrefix(r.String(), "AbortReason("); r++ {
 		want := fmt.Sprintf(`pipeline_restarts_total{pipeline="j",reason=%q} 0`, r.String())
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("missing before any restart: %s", want)

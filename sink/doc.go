@@ -6,7 +6,7 @@
 //   - exactly_once: one Kafka transaction per checkpoint epoch, holding the
 //     epoch's output records, its state changelog records and the checkpoint
 //     record itself, so "checkpoint N complete" and "transaction N
-//     committed" are the same event (DESIGN.md §2). Records that arrive
+//     committed" are the same event (docs/exactly-once.md). Records that arrive
 //     after barrier N never enter transaction N.
 //
 // Records that cannot be decoded or evaluated go to the sink's dead-letter

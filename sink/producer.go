@@ -78,8 +78,6 @@ type Txn struct {
 	// promise records a failed produce; made once, because a closure
 	// made per Produce is an allocation per record.
 	promise func(*kgo.Record, error)
-	// recovered is the checkpoint LastDecided read: the one to restore.
-	recovered *checkpoint.Record
 	// recordKey is the key of this producer's checkpoint records: the
 	// job's name, or "<job>/<instance>" for a group member (MemberTxn).
 	recordKey string
@@ -277,22 +275,14 @@ func (t *Txn) Recover(ctx context.Context) ([]twophase.Epoch, error) {
 
 // LastDecided reads the newest committed checkpoint record
 // (read_committed, after the fence, so no open transaction stalls the
-// read); Recovered returns it.
-func (t *Txn) LastDecided(ctx context.Context) (twophase.Epoch, error) {
+// read), nil if there is none: the checkpoint the job restores.
+func (t *Txn) LastDecided(ctx context.Context) (*checkpoint.Record, error) {
 	rec, err := kstore.LatestKeyed(ctx, t.conn, t.job, t.recordKey)
 	if err != nil {
-		return 0, fmt.Errorf("reading the latest checkpoint: %w", err)
+		return nil, fmt.Errorf("reading the latest checkpoint: %w", err)
 	}
-	t.recovered = rec
-	if rec == nil {
-		return 0, nil
-	}
-	return twophase.Epoch(rec.ID), nil
+	return rec, nil
 }
-
-// Recovered is the checkpoint the last LastDecided read (nil: none), the
-// one the job restores.
-func (t *Txn) Recovered() *checkpoint.Record { return t.recovered }
 
 // Begin opens the transaction of epoch e.
 func (t *Txn) Begin(context.Context, twophase.Epoch) error {

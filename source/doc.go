@@ -6,7 +6,7 @@
 // partition. That position is the source's part of a checkpoint, and it is
 // recorded exactly when the source injects barrier N into its output, so
 // that "offsets of checkpoint N" and "records before barrier N" describe the
-// same input prefix (DESIGN.md §3, invariant 2). On restore, each partition
+// same input prefix (docs/exactly-once.md, "Invariants"). On restore, each partition
 // is sought to its checkpointed offset; without a checkpoint it starts where
 // the configuration says (earliest, latest or a timestamp).
 //

@@ -2,91 +2,65 @@ package twophase
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
-// ActionKind says what an Action asks the runtime to do. The zero value is
+// ActionKind says what an Action asks the caller to do. The zero value is
 // invalid.
 type ActionKind int
 
 const (
-	// ActRecover: call Recover on Participant; report Recovered or
-	// RecoverFailed.
+	// ActRecover: call Recover on Participant; report MsgRecovered.
 	ActRecover ActionKind = 1 + iota
-	// ActReadDecision: call LastDecided on the decision log (Participant
-	// names it); report DecisionRead or DecisionReadFailed.
+	// ActReadDecision: read the decision log's last decided checkpoint
+	// (DecisionLog.LastDecided; Participant names it); report
+	// MsgDecisionRead with it.
 	ActReadDecision
-	// ActBegin: call Begin(Epoch) on Participant: epoch Epoch opens, and
-	// the runtime hands the participant its records from now on. Report
-	// Begun or BeginFailed. Emitted for every participant when the epoch
-	// enters the window of Config.MaxInFlight epochs: at the end of
-	// recovery (after ActResume) and after each ActDone.
+	// ActResume: recovery is over. Restore the job from checkpoint Epoch
+	// (0: from the configured start). The ActBegin of Epoch+1 follows.
+	ActResume
+	// ActTrigger: inject barrier Epoch at every source, in epoch order:
+	// checkpoint Epoch starts, and the tasks ack it (MsgAck).
+	ActTrigger
+	// ActBegin: call Begin(Epoch) on Participant: the epoch opens there,
+	// and the caller hands it the epoch's records once every participant
+	// began it. Report MsgBegun.
 	ActBegin
-	// ActPrepare: call Prepare(Epoch) on Participant; report Prepared or
-	// PrepareFailed.
+	// ActPrepare: call Prepare(Epoch) on Participant; report MsgPrepared.
 	ActPrepare
-	// ActCommit: call Commit(Epoch) on Participant; report Committed or
-	// CommitFailed. On the decision log this commit is the decision.
+	// ActCommit: call Commit(Epoch) on Participant; report MsgCommitted.
+	// On the decision log this commit is the decision.
 	ActCommit
-	// ActAbort: call Abort(Epoch) on Participant; report Aborted or
-	// AbortFailed.
-	ActAbort
-	// ActDecided: the decision log committed Epoch: checkpoint Epoch is
-	// complete and durable (tell checkpoint.Coordinator.Committed). Nothing
-	// to call.
-	ActDecided
+	// ActCompleted: the decision log committed Epoch: checkpoint Epoch is
+	// complete and durable (answer savepoints and stop waiters, update
+	// metrics). Nothing to call.
+	ActCompleted
 	// ActDone: every participant committed Epoch; it is visible everywhere
 	// and no longer in flight. Nothing to call.
 	ActDone
-	// ActResume: recovery settled every in-doubt epoch. Restore the job from
-	// checkpoint Epoch (0: from the configured start); the ActBegin of
-	// Epoch+1 follows in the same Ready.
-	ActResume
+	// ActAbort: call Abort(Epoch) on Participant; report MsgAborted.
+	ActAbort
 	// ActFail: the job must stop; Err says why and what recovery will do.
-	// Emitted once, after the aborts it asks for; after it only ActDecided
-	// can follow.
+	// Emitted once, after the aborts it asks for; after it only
+	// ActCompleted can follow (a decision that was in flight and landed).
 	ActFail
 )
 
-func (k ActionKind) String() string {
-	switch k {
-	case ActRecover:
-		return "recover"
-	case ActReadDecision:
-		return "read_decision"
-	case ActBegin:
-		return "begin"
-	case ActPrepare:
-		return "prepare"
-	case ActCommit:
-		return "commit"
-	case ActAbort:
-		return "abort"
-	case ActDecided:
-		return "decided"
-	case ActDone:
-		return "done"
-	case ActResume:
-		return "resume"
-	case ActFail:
-		return "fail"
-	}
-	return "ActionKind(" + strconv.Itoa(int(k)) + ")"
+var actNames = [...]string{
+	ActRecover: "recover", ActReadDecision: "read_decision", ActResume: "resume", ActTrigger: "trigger",
+	ActBegin: "begin", ActPrepare: "prepare", ActCommit: "commit", ActCompleted: "completed",
+	ActDone: "done", ActAbort: "abort", ActFail: "fail",
 }
 
-// Action is one thing the Protocol asks its caller to do. Kinds that call a
-// participant (Recover, ReadDecision, Begin, Prepare, Commit, Abort) name it in
-// Participant and expect their outcome to be reported back through the
-// matching Protocol input; the others only inform.
-//
-// A struct with a Kind rather than one type per action: actions are
-// comparable with ==, print as one-line transcripts, and a switch on Kind
-// is as clear as a type switch.
+func (v ActionKind) String() string { return name(actNames[:], int(v), "ActionKind") }
+
+// Action is one thing the Machine asks its caller to do. Kinds that call a
+// participant (Recover, ReadDecision, Begin, Prepare, Commit, Abort) name
+// it and expect their outcome back as a Msg (see Outcome); the others only
+// inform.
 type Action struct {
 	Kind ActionKind
-	// Participant is the participant to call; "" for Decided, Done, Resume
-	// and Fail.
+	// Participant is the participant to call; "" for the others.
 	Participant string
 	// Epoch is the epoch concerned; 0 for Recover, ReadDecision and Fail.
 	Epoch Epoch
@@ -94,8 +68,8 @@ type Action struct {
 	Err *FailError
 }
 
-// Calls reports whether the action calls a participant (and so expects its
-// outcome to be reported).
+// Calls reports whether the action calls a participant (and so expects
+// its outcome to be reported).
 func (a Action) Calls() bool {
 	switch a.Kind {
 	case ActRecover, ActReadDecision, ActBegin, ActPrepare, ActCommit, ActAbort:
@@ -104,15 +78,15 @@ func (a Action) Calls() bool {
 	return false
 }
 
-// String renders the action for logs and test transcripts, e.g.
-// "begin db 7", "prepare db 7", "decided 7", "recover kafka", "fail: ...".
+// String renders the action for logs and transcripts, e.g. "begin kafka
+// 7", "trigger 7", "recover kafka", "fail: ...".
 func (a Action) String() string {
 	switch a.Kind {
 	case ActRecover, ActReadDecision:
 		return fmt.Sprintf("%v %s", a.Kind, a.Participant)
 	case ActBegin, ActPrepare, ActCommit, ActAbort:
 		return fmt.Sprintf("%v %s %d", a.Kind, a.Participant, a.Epoch)
-	case ActDecided, ActDone, ActResume:
+	case ActResume, ActTrigger, ActCompleted, ActDone:
 		return fmt.Sprintf("%v %d", a.Kind, a.Epoch)
 	case ActFail:
 		if a.Err == nil {
@@ -123,18 +97,15 @@ func (a Action) String() string {
 	return fmt.Sprintf("%v %q %d", a.Kind, a.Participant, a.Epoch)
 }
 
-// Ready is what the Protocol asks its caller to do, collected since the last
-// Advance: the actions in the order they were emitted. The package
+// Ready is what the Machine asks its caller to do, collected since the
+// last Advance: the actions in the order they were emitted. The package
 // documentation says how to act on them.
 type Ready struct {
 	Actions []Action
 }
 
-// Empty reports whether rd asks for nothing.
-func (rd Ready) Empty() bool { return len(rd.Actions) == 0 }
-
-// String renders rd on one line for logs and test transcripts, the actions
-// joined by "; ", e.g. "commit k 1; decided 1"; "" when empty.
+// String renders rd on one line, the actions joined by "; ", e.g.
+// "commit kafka 1; completed 1"; "" when empty.
 func (rd Ready) String() string {
 	s := make([]string, len(rd.Actions))
 	for i, a := range rd.Actions {

@@ -6,117 +6,151 @@ import (
 	"strings"
 )
 
-// Errors returned by the Protocol's inputs. An input that returns one of
-// them changed nothing and emitted nothing. ErrOutOfOrder,
-// ErrTooManyInFlight, ErrUnknownParticipant and ErrNotOutstanding point at a
-// bug in the caller; ErrFailed and ErrNotRecovered at a call made in the
-// wrong state.
+// Errors returned by Step. A message that returns one changed nothing and
+// emitted nothing: the caller logs it and goes on. ErrUnknownTask,
+// ErrUnknownCheckpoint, ErrUnknownParticipant, ErrNotOutstanding and
+// ErrBadMsg point at a bug in the caller; the others are normal races (a
+// late ack for a checkpoint already aborted) or a message in the wrong
+// state.
 var (
+	// ErrBadMsg: a message of no known type, or a MsgStart without tasks
+	// or with an empty or duplicate one.
+	ErrBadMsg = errors.New("bad message")
+	// ErrUnknownTask: the task is not one MsgStart named.
+	ErrUnknownTask = errors.New("unknown task")
+	// ErrUnknownCheckpoint: the checkpoint was never triggered.
+	ErrUnknownCheckpoint = errors.New("checkpoint was never triggered")
+	// ErrStale: the checkpoint no longer takes this message: it is
+	// complete, aborted, or its decision is being made.
+	ErrStale = errors.New("checkpoint no longer accepts this message")
+	// ErrDuplicateAck: the task had acked this checkpoint already.
+	ErrDuplicateAck = errors.New("duplicate ack")
 	// ErrUnknownParticipant: the name is not in Config.
 	ErrUnknownParticipant = errors.New("unknown participant")
-	// ErrNotOutstanding: an outcome for an action the Protocol did not
-	// emit, or whose outcome was already reported.
-	ErrNotOutstanding = errors.New("no such action outstanding")
-	// ErrOutOfOrder: Barrier or Decide for an epoch that is not the next
-	// one, or Abort of an epoch not in flight.
-	ErrOutOfOrder = errors.New("epoch out of order")
-	// ErrTooManyInFlight: Barrier for an epoch that is not open yet,
-	// because Config.MaxInFlight epochs are in flight.
-	ErrTooManyInFlight = errors.New("too many epochs in flight")
-	// ErrDecided: Abort of an epoch whose decision was made or is being
-	// made; only recovery can settle it now.
-	ErrDecided = errors.New("epoch decided or being decided")
-	// ErrNotRecovered: Barrier, Decide or Abort before recovery finished
-	// (before ActResume).
+	// ErrNotOutstanding: an outcome for a call the Machine did not emit,
+	// or whose outcome was reported already.
+	ErrNotOutstanding = errors.New("no such call outstanding")
+	// ErrNotRecovered: a message that needs recovery over (a checkpoint's,
+	// or MsgStart) came before ActResume.
 	ErrNotRecovered = errors.New("recovery has not finished")
-	// ErrStarted: Start called twice.
-	ErrStarted = errors.New("recovery already started")
-	// ErrFailed: the Protocol failed (see Err); the input was ignored.
-	ErrFailed = errors.New("two-phase commit failed")
+	// ErrStarted: MsgStart came twice.
+	ErrStarted = errors.New("the task graph started already")
+	// ErrFailed: the Machine failed (ActFail said why); the message was
+	// ignored.
+	ErrFailed = errors.New("the job failed")
+	// ErrStopped: the final checkpoint is done; the message was ignored.
+	ErrStopped = errors.New("the job stopped")
 )
 
-// errNoCause stands in for a nil error reported as a failure, so a
+// Causes carried by FailError.Err, for errors.Is.
+var (
+	// ErrTimeout: a checkpoint outlived Config.Timeout.
+	ErrTimeout = errors.New("timed out")
+	// ErrDeclined: a task declined a checkpoint; its reason is wrapped
+	// too.
+	ErrDeclined = errors.New("declined")
+)
+
+// errNoCause stands in for a nil error reported as a failure, so that a
 // FailError always has a cause.
 var errNoCause = errors.New("no error given")
 
-// FailError is carried by ActFail and returned by Protocol.Err: the job must
-// stop. Unless Permanent, it restarts by recovering with a new Protocol,
-// which settles every epoch left in doubt here by the decision log: an
-// epoch commits everywhere if the decision log committed it (e <=
-// LastDecided as read back), else it is aborted everywhere.
+// FailError is carried by ActFail: the job must stop. Unless Permanent it restarts with a new Machine, whose
+// recovery settles every epoch left in doubt here by the decision log: an
+// epoch commits everywhere if the decision log committed it, else it is
+// aborted everywhere.
+//
+// Why a restart and not "skip N, go on with N+1" (Flink's
+// tolerable-failed-checkpoints)? Epoch N's outputs and state changes live
+// in transaction N. If N cannot commit they are gone, but the state
+// snapshotted at barrier N+1 already includes epoch N's inputs and its
+// source offsets are past them: committing N+1 would lose epoch N's
+// outputs for good. The only consistent move is to rewind to the last
+// committed checkpoint and replay.
 type FailError struct {
-	// Stage is the step that failed.
-	Stage Stage
-	// Epoch is the epoch whose step failed (0 for StageRecover and
-	// StageReadDecision).
+	// Epoch is the checkpoint whose failure failed the job (0 for a
+	// failure during recovery of no epoch, or the caller's Abort with
+	// nothing in flight).
 	Epoch Epoch
-	// Participant is the participant whose call failed ("" for
-	// StageRequested).
+	// Reason is why, as a metric label.
+	Reason AbortReason
+	// Call is the participant call that failed (ActBegin, ActPrepare,
+	// ActCommit, ...), 0 when no call failed (a task's decline, a
+	// timeout, the caller's Abort).
+	Call ActionKind
+	// Participant is the participant whose call failed ("" if none).
 	Participant string
-	// Decided: Epoch's decision committed before the failure (StageCommit),
-	// so the failure cannot undo it. Recovery commits Epoch at Participant.
+	// Decided: Epoch's decision landed before the failure (a participant's
+	// Commit failed after it), so the failure cannot undo it; recovery
+	// commits Epoch at Participant.
 	Decided bool
-	// InDoubt is an epoch whose decision was being made when the job failed
-	// (the decision log's commit was outstanding, or it failed with an
-	// outcome that may still have landed), 0 if none. Only the decision log,
-	// read back by recovery, knows whether it committed.
+	// InDoubt is an epoch whose decision was being made when the job
+	// failed (the decision log's commit was outstanding, or failed with
+	// an outcome that may still have landed), 0 if none. Only the
+	// decision log, read back by recovery, knows whether it committed.
 	InDoubt Epoch
-	// LastDecided is the newest epoch known decided when the job failed:
-	// the checkpoint to restart from, unless InDoubt turns out decided.
+	// LastDecided is the newest checkpoint known complete when the job
+	// failed: the one to restart from, unless InDoubt turns out decided.
+	// 0: none (start from the configured positions).
 	LastDecided Epoch
 	// Permanent: a participant was fenced by another instance of the job.
 	// This instance must exit and must not restart (the other instance
 	// recovers and owns the job). errors.Is(err, ErrFenced) holds.
 	Permanent bool
 	// Recovering: the failure happened during recovery, before any epoch
-	// was opened; retry recovery.
+	// opened; retry recovery.
 	Recovering bool
-	// Err is the participant's error, or the caller's reason for
-	// StageRequested.
+	// Err is the cause: a participant's error, ErrTimeout, ErrDeclined
+	// (wrapping the task's reason), or the caller's reason to abort.
 	Err error
 }
 
 func (e *FailError) Error() string {
 	var b strings.Builder
-	b.WriteString("two-phase commit: ")
 	if e.Permanent {
-		fmt.Fprintf(&b, "participant %q is fenced (%s", e.Participant, e.Stage)
+		fmt.Fprintf(&b, "participant %q is fenced (%v", e.Participant, e.Call)
 		if e.Epoch != 0 {
 			fmt.Fprintf(&b, " of epoch %d", e.Epoch)
 		}
 		fmt.Fprintf(&b, "): another instance of the job took over; this one must exit and not restart: %v", e.Err)
 		return b.String()
 	}
-	switch e.Stage {
-	case StageRecover:
+	switch {
+	case e.Recovering && e.Call == ActRecover:
 		fmt.Fprintf(&b, "recovering participant %q failed: %v; retry recovery", e.Participant, e.Err)
-	case StageReadDecision:
-		fmt.Fprintf(&b, "reading the last decided epoch from %q failed: %v; retry recovery", e.Participant, e.Err)
-	case StageBegin:
-		fmt.Fprintf(&b, "participant %q failed to begin epoch %d: %v; epoch %d is aborted everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
-	case StagePrepare:
-		fmt.Fprintf(&b, "participant %q failed to prepare epoch %d: %v; epoch %d is aborted everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
-	case StageDecide:
-		fmt.Fprintf(&b, "the decision log %q failed to commit epoch %d: %v; whether epoch %d is decided is in doubt: recovery reads the decision log and commits or aborts it everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
-	case StageCommit:
-		fmt.Fprintf(&b, "epoch %d is decided, but participant %q failed to commit it: %v; the decision cannot be undone: recovery must commit epoch %d at %q", e.Epoch, e.Participant, e.Err, e.Epoch, e.Participant)
-	case StageAbort:
+	case e.Recovering && e.Call == ActReadDecision:
+		fmt.Fprintf(&b, "reading the last decided checkpoint from %q failed: %v; retry recovery", e.Participant, e.Err)
+	case e.Recovering && e.Call == ActAbort:
 		fmt.Fprintf(&b, "recovery could not abort in-doubt epoch %d at %q: %v; retry recovery", e.Epoch, e.Participant, e.Err)
-	case StageRequested:
-		fmt.Fprintf(&b, "epoch %d aborted on request: %v", e.Epoch, e.Err)
-	default:
-		fmt.Fprintf(&b, "%v failed at %q, epoch %d: %v", e.Stage, e.Participant, e.Epoch, e.Err)
+	case e.Recovering && e.Call == ActCommit:
+		fmt.Fprintf(&b, "recovery could not commit decided epoch %d at %q: %v; retry recovery", e.Epoch, e.Participant, e.Err)
+	case e.Recovering:
+		fmt.Fprintf(&b, "recovery stopped: %v", e.Err)
+	case e.Call == ActBegin:
+		fmt.Fprintf(&b, "participant %q failed to begin epoch %d: %v; epoch %d is aborted everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
+	case e.Call == ActPrepare:
+		fmt.Fprintf(&b, "participant %q failed to prepare epoch %d: %v; epoch %d is aborted everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
+	case e.Call == ActCommit && e.Decided:
+		fmt.Fprintf(&b, "epoch %d is decided, but participant %q failed to commit it: %v; the decision cannot be undone: recovery must commit epoch %d at %q", e.Epoch, e.Participant, e.Err, e.Epoch, e.Participant)
+	case e.Call == ActCommit:
+		fmt.Fprintf(&b, "the decision log %q failed to commit epoch %d: %v; whether checkpoint %d is complete is in doubt: recovery reads the decision log and commits or aborts it everywhere", e.Participant, e.Epoch, e.Err, e.Epoch)
+	case e.Reason == ReasonJobFailed && e.Epoch != 0:
+		fmt.Fprintf(&b, "epoch %d aborted: %v", e.Epoch, e.Err)
+	case e.Reason == ReasonJobFailed:
+		fmt.Fprintf(&b, "the job stops: %v", e.Err)
+	default: // a task's decline, a timeout
+		fmt.Fprintf(&b, "checkpoint %d %v", e.Epoch, e.Err)
 	}
 	if e.Recovering {
 		return b.String()
 	}
-	if e.InDoubt != 0 && e.Stage != StageDecide {
-		fmt.Fprintf(&b, "; epoch %d was being decided and is in doubt", e.InDoubt)
+	if e.LastDecided == 0 {
+		b.WriteString("; the job must restart from its configured start positions (no checkpoint completed)")
+	} else {
+		fmt.Fprintf(&b, "; the job must restart from checkpoint %d", e.LastDecided)
 	}
 	if e.InDoubt != 0 {
-		fmt.Fprintf(&b, "; the job restarts from checkpoint %d or %d, whichever the decision log holds", e.LastDecided, e.InDoubt)
-	} else {
-		fmt.Fprintf(&b, "; the job restarts from checkpoint %d", e.LastDecided)
+		fmt.Fprintf(&b, " (or %d, whose decision was in flight: the decision log tells)", e.InDoubt)
 	}
 	return b.String()
 }

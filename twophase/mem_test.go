@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/eoflow/pipeline/checkpoint"
 )
 
 // An in-memory participant for the tests. Its store is the durable side
@@ -50,6 +52,14 @@ type store struct {
 	maxOpen   int           // how many epochs may be begun at once (0: no check)
 	prepared  map[Epoch]int // epoch -> attempt, durable
 	committed []commitRec   // in commit order
+	// For the decision log, the job's outputs end to end: the input
+	// records each prepared epoch holds ([from, to)), how far the
+	// committed output reaches, and the source offset each committed
+	// checkpoint recorded. Committed outputs must be the input records
+	// 0..outputEnd-1, each exactly once.
+	spans     map[Epoch][2]int
+	outputEnd int
+	offsets   map[Epoch]int
 	// fault, when set, decides how each call fails.
 	fault     func(op string, e Epoch) faultMode
 	violation func(format string, args ...any)
@@ -57,7 +67,8 @@ type store struct {
 }
 
 func newStore(name string, decisionLog *store, violation func(string, ...any)) *store {
-	return &store{name: name, decisionLog: decisionLog, begun: map[Epoch]int{}, prepared: map[Epoch]int{}, violation: violation}
+	return &store{name: name, decisionLog: decisionLog, begun: map[Epoch]int{}, prepared: map[Epoch]int{},
+		spans: map[Epoch][2]int{}, offsets: map[Epoch]int{}, violation: violation}
 }
 
 func (s *store) lastCommitted() Epoch {
@@ -111,6 +122,9 @@ func (s *store) String() string {
 type handle struct {
 	s   *store
 	inc int
+	// span, if set, says which input records epoch e holds: what Prepare
+	// makes durable (the decision log's outputs).
+	span func(e Epoch) [2]int
 }
 
 var _ DecisionLog = (*handle)(nil)
@@ -178,6 +192,9 @@ func (h *handle) Prepare(_ context.Context, e Epoch) error {
 		s.violation("%s: attempt %d prepares epoch %d while attempt %d of it is still in doubt (not settled by recovery)", s.name, h.inc, e, a)
 	}
 	s.prepared[e] = h.inc
+	if h.span != nil {
+		s.spans[e] = h.span(e)
+	}
 	return h.exit(mode, "prepare", e)
 }
 
@@ -206,6 +223,14 @@ func (h *handle) Commit(_ context.Context, e Epoch) error {
 	} else if da != a {
 		s.violation("%s: commit of attempt %d of epoch %d, but the decision log committed attempt %d", s.name, a, e, da)
 	}
+	if sp, ok := s.spans[e]; ok {
+		if sp[0] != s.outputEnd {
+			s.violation("%s: exactly-once broken: epoch %d holds input records %d..%d, the committed output ends at %d", s.name, e, sp[0], sp[1], s.outputEnd)
+		}
+		s.outputEnd = sp[1]
+		s.offsets[e] = sp[1]
+		delete(s.spans, e)
+	}
 	delete(s.prepared, e)
 	delete(s.begun, e)
 	s.committed = append(s.committed, commitRec{e, a})
@@ -222,6 +247,7 @@ func (h *handle) Abort(_ context.Context, e Epoch) error {
 		s.violation("%s: abort of epoch %d, which committed", s.name, e)
 	}
 	delete(s.prepared, e)
+	delete(s.spans, e)
 	delete(s.begun, e)
 	return h.exit(mode, "abort", e)
 }
@@ -256,14 +282,17 @@ func (h *handle) Recover(_ context.Context) ([]Epoch, error) {
 // LastDecided reads without owning, like a read_committed consumer of the
 // checkpoint topic: only the order of calls (after Recover fenced the
 // predecessors) makes what it reads final.
-func (h *handle) LastDecided(_ context.Context) (Epoch, error) {
+func (h *handle) LastDecided(_ context.Context) (*checkpoint.Record, error) {
 	s := h.s
 	s.calls = append(s.calls, fmt.Sprintf("last_decided by %d", h.inc))
 	if s.decisionLog != nil {
-		return 0, fmt.Errorf("%s is not the decision log", s.name)
+		return nil, fmt.Errorf("%s is not the decision log", s.name)
 	}
 	if s.fault != nil && s.fault("last_decided", 0) != noFault {
-		return 0, fmt.Errorf("%s last decided: %w", s.name, errInjected)
+		return nil, fmt.Errorf("%s last decided: %w", s.name, errInjected)
 	}
-	return s.lastCommitted(), nil
+	if len(s.committed) == 0 {
+		return nil, nil
+	}
+	return &checkpoint.Record{ID: s.lastCommitted()}, nil
 }

@@ -7,20 +7,13 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 )
 
-// Epoch numbers the units of work that commit atomically: epoch N is
-// everything a job produced between barrier N-1 and barrier N, and it
-// commits together with checkpoint N. It is the checkpoint id itself (an
-// alias, so no conversion sits between the coordinator and the protocol).
-// Epochs are 1-based; 0 means "none".
-type Epoch = checkpoint.ID
-
 // Participant is one resource that takes part in the commit of every epoch:
 // the Kafka transaction, or later a database with prepared transactions.
-// It is the I/O side of the protocol; the Protocol decides which of its
+// It is the I/O side of the protocol; the Machine decides which of its
 // methods to call, and when.
 //
-// The runtime never runs two calls on one participant at once, and makes
-// them in the order the Protocol emitted them. Calls on different
+// The caller never runs two calls on one participant at once, and makes
+// them in the order the Machine emitted them. Calls on different
 // participants may run concurrently.
 type Participant interface {
 	// Name identifies the participant in Config, in actions and in errors.
@@ -61,10 +54,11 @@ type Participant interface {
 // lost was not decided, and recovery aborts it everywhere.
 type DecisionLog interface {
 	Participant
-	// LastDecided returns the newest epoch whose decision committed (0 if
-	// none). It is called after Recover fenced every predecessor, so no
-	// decision can land behind its back.
-	LastDecided(ctx context.Context) (Epoch, error)
+	// LastDecided returns the newest checkpoint record whose epoch's
+	// decision committed (nil if none): its ID is the last decided epoch,
+	// and the job restores from it. It is called after Recover fenced
+	// every predecessor, so no decision can land behind its back.
+	LastDecided(ctx context.Context) (*checkpoint.Record, error)
 }
 
 // ErrFenced means another instance of the job fenced this one (took over

@@ -2,18 +2,16 @@ package twophase
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 )
 
-// recovery is the Protocol's state until ActResume.
+// recovery is the Machine's state until ActResume.
 type recovery struct {
-	started   bool
 	recovered []bool    // by participant: Recover returned
 	inDoubt   [][]Epoch // by participant: what Recover reported, sorted
 	read      bool      // the decision log's LastDecided returned
 	decided   Epoch     // what it returned
-	// settle[i] lists participant i's settling actions not yet emitted:
+	// settle[i] lists participant i's settling calls not yet emitted:
 	// commits in epoch order, then aborts. They go out one at a time, so
 	// a commit that fails is never followed by a later one.
 	settle [][]Action
@@ -27,36 +25,24 @@ func newRecovery(n int) *recovery {
 	}
 }
 
-// Start begins recovery: it emits a Recover for every participant, the
-// decision log first. Once the decision log recovered (fenced its
-// predecessor, so no decision can land any more), ReadDecision follows;
-// then every in-doubt epoch is settled, ActResume ends recovery, and the
-// Begin of the next epoch follows at every participant.
-func (m *Protocol) Start() error {
-	if m.state != StateRecovering || m.rec.started {
-		return fmt.Errorf("start recovery: %w", ErrStarted)
-	}
-	m.rec.started = true
-	for i := range m.names {
-		m.emitCall(ActRecover, i, 0)
-	}
-	return nil
-}
-
-// Recovered reports that participant fenced its predecessors and holds the
-// inDoubt epochs prepared, neither committed nor aborted. Each is settled by
-// the decision log: committed if e <= LastDecided, else aborted.
-func (m *Protocol) Recovered(participant string, inDoubt []Epoch) error {
+// recovered records that participant fenced its predecessors and holds
+// the inDoubt epochs prepared, neither committed nor aborted. Each is
+// settled by the decision log: committed if e <= its last decided epoch,
+// else aborted. Once the decision log itself recovered (so that no
+// decision can land any more), its last decision is read.
+func (m *Machine) recovered(participant string, inDoubt []Epoch, cause error) error {
 	i, err := m.outcome(ActRecover, participant, 0)
 	if err != nil {
-		return fmt.Errorf("%s recovered: %w", participant, err)
+		return err
 	}
 	if m.state != StateRecovering {
 		return nil
 	}
-	if slices.Contains(inDoubt, 0) {
-		m.fail(&FailError{Stage: StageRecover, Participant: participant,
-			Err: errors.New("participant reported epoch 0 in doubt; epochs start at 1")})
+	if cause == nil && slices.Contains(inDoubt, 0) {
+		cause = errors.New("participant reported epoch 0 in doubt; epochs start at 1")
+	}
+	if cause != nil {
+		m.fail(&FailError{Reason: ReasonJobFailed, Call: ActRecover, Participant: participant, Err: cause})
 		return nil
 	}
 	r := m.rec
@@ -72,27 +58,17 @@ func (m *Protocol) Recovered(participant string, inDoubt []Epoch) error {
 	return nil
 }
 
-// RecoverFailed reports that participant's Recover failed: recovery fails,
-// permanently if the participant was fenced by a newer instance.
-func (m *Protocol) RecoverFailed(participant string, cause error) error {
-	i, err := m.outcome(ActRecover, participant, 0)
-	if err != nil {
-		return fmt.Errorf("%s failed to recover (%v): %w", participant, cause, err)
+// decisionRead records the decision log's last decided epoch: every epoch
+// up to last is decided, none after it.
+func (m *Machine) decisionRead(participant string, last Epoch, cause error) error {
+	if _, err := m.outcome(ActReadDecision, participant, 0); err != nil {
+		return err
 	}
 	if m.state != StateRecovering {
 		return nil
 	}
-	m.fail(&FailError{Stage: StageRecover, Participant: m.names[i], Err: cause})
-	return nil
-}
-
-// DecisionRead reports the decision log's LastDecided: every epoch up to
-// last is decided, none after it.
-func (m *Protocol) DecisionRead(last Epoch) error {
-	if _, err := m.outcome(ActReadDecision, m.names[decisionLog], 0); err != nil {
-		return fmt.Errorf("decision read (%d): %w", last, err)
-	}
-	if m.state != StateRecovering {
+	if cause != nil {
+		m.fail(&FailError{Reason: ReasonJobFailed, Call: ActReadDecision, Participant: participant, Err: cause})
 		return nil
 	}
 	r := m.rec
@@ -106,21 +82,9 @@ func (m *Protocol) DecisionRead(last Epoch) error {
 	return nil
 }
 
-// DecisionReadFailed reports that LastDecided failed: recovery fails.
-func (m *Protocol) DecisionReadFailed(cause error) error {
-	if _, err := m.outcome(ActReadDecision, m.names[decisionLog], 0); err != nil {
-		return fmt.Errorf("decision read failed (%v): %w", cause, err)
-	}
-	if m.state != StateRecovering {
-		return nil
-	}
-	m.fail(&FailError{Stage: StageReadDecision, Participant: m.names[decisionLog], Err: cause})
-	return nil
-}
-
-// plan lists how participant i's in-doubt epochs are settled, once both its
-// report and the decision are known, and emits the first step.
-func (m *Protocol) plan(i int) {
+// plan lists how participant i's in-doubt epochs are settled, once both
+// its report and the decision are known, and emits the first call.
+func (m *Machine) plan(i int) {
 	r := m.rec
 	var commits, aborts []Action
 	for _, e := range r.inDoubt[i] {
@@ -134,14 +98,14 @@ func (m *Protocol) plan(i int) {
 	m.settleNext(i)
 }
 
-// settled records that participant i's settling action succeeded and
-// emits its next one, or resumes when everything is settled.
-func (m *Protocol) settled(i int) {
+// settled records that participant i's settling call succeeded and emits
+// its next one, or resumes when everything is settled.
+func (m *Machine) settled(i int) {
 	m.settleNext(i)
 	m.tryResume()
 }
 
-func (m *Protocol) settleNext(i int) {
+func (m *Machine) settleNext(i int) {
 	r := m.rec
 	if len(r.settle[i]) == 0 {
 		return
@@ -155,7 +119,7 @@ func (m *Protocol) settleNext(i int) {
 // is known and every in-doubt epoch is settled: numbering continues after
 // the last decided epoch, which every participant has now committed, and
 // the next epochs open.
-func (m *Protocol) tryResume() {
+func (m *Machine) tryResume() {
 	r := m.rec
 	if m.state != StateRecovering || !r.read || len(m.outstanding) > 0 || slices.Contains(r.recovered, false) {
 		return
@@ -168,7 +132,7 @@ func (m *Protocol) tryResume() {
 	d := r.decided
 	m.rec = nil
 	m.state = StateRunning
-	m.lastOpened, m.lastBarrier, m.lastRequested, m.lastDecided = d, d, d, d
+	m.lastOpened, m.lastTriggered, m.lastDecided = d, d, d
 	for i := range m.committed {
 		m.committed[i] = d
 	}

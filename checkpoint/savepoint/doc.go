@@ -1,11 +1,11 @@
 // Package savepoint is the portable, versioned savepoint format and the
 // rules for restoring a job from one. A savepoint is a complete snapshot
-// that a user takes and keeps (DESIGN.md, "Savepoints"): every key group's
+// that a user takes and keeps (docs/operations.md, "Savepoints"): every key group's
 // state, the source offsets, the key-group count and the configuration's
 // fingerprint, as of one completed checkpoint. It is how a job is
 // upgraded, rescaled, paused, or moved to other topics or another cluster.
 // The package reads and writes local files only, starts no goroutines and
-// reads no clock; the runtime does the Kafka side.
+// reads no clock; the engine does the Kafka side.
 //
 // # Layout (format version 1)
 //

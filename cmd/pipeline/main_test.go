@@ -286,8 +286,8 @@ func crashLoop(t *testing.T, j *job, feed func(), randomKills int, rng *rand.Ran
 	}
 }
 
-// The exactly-once proof with real process crashes (DESIGN.md §3,
-// invariant 1): parity-sum over 4 partitions, SIGKILL at each fault point
+// The exactly-once proof with real process crashes (docs/exactly-once.md,
+// "Invariants"): parity-sum over 4 partitions, SIGKILL at each fault point
 // and at random, restarted each time; an independent read_committed reader
 // then finds exactly one output per input, counts 1..n once and in order
 // per key, and exact sums.

@@ -105,7 +105,7 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 	if ws == nil {
 		ws = writers{}
 	}
-	if crashes && cfg.Guarantee != config.ExactlyOnce {
+	if crashes && !cfg.Guarantee.TransactionalOutputs() {
 		fail(c.At, c.Path, "--crashes needs guarantee: exactly_once, and the job in %s runs %s, which may repeat outputs after a crash by definition", job.Path, cfg.Guarantee)
 	}
 	var sources []string
@@ -216,7 +216,7 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 	if cfg.Scale.Mode == config.ScaleGroup {
 		b.notes = append(b.notes, "scale.mode group runs as one process (single mode): the committed output is the same")
 	}
-	if cfg.Guarantee == config.AtMostOnce {
+	if !cfg.Guarantee.Checkpoints() {
 		b.notes = append(b.notes, "at_most_once has no checkpoints to tell when the input is processed: the test runs the job under at_least_once, whose output without crashes is the same")
 	}
 	return b, nil
@@ -227,7 +227,7 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 // makes).
 func adapt(cfg *config.Config) {
 	cfg.Scale.Mode = config.ScaleSingle
-	if cfg.Guarantee == config.AtMostOnce {
+	if !cfg.Guarantee.Checkpoints() {
 		cfg.Guarantee = config.AtLeastOnce
 	}
 	cfg.Admin.Listen = ""

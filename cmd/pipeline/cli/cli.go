@@ -138,7 +138,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	var restart *engine.RestartCheck
-	if *againstCheckpoint && cfg.Guarantee != config.AtMostOnce {
+	if *againstCheckpoint && cfg.Guarantee.Checkpoints() {
 		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 		defer cancel()
 		check, err := job.CheckRestart(ctx)
@@ -177,7 +177,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case restart != nil:
 		printRestartCheck(stdout, cfg, *restart)
-	case sp == nil && cfg.Guarantee != config.AtMostOnce:
+	case sp == nil && cfg.Guarantee.Checkpoints():
 		fmt.Fprintf(stdout, "not checked: whether the job's last checkpoint takes this file (a restart refuses a changed key_by or values);\n"+
 			"  pipeline validate --against-checkpoint -c %s connects and checks it\n", *file)
 	}

@@ -75,7 +75,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	if *stopWithSavepoint != "" {
-		if cfg.Guarantee == config.AtMostOnce {
+		if !cfg.Guarantee.Checkpoints() {
 			fmt.Fprintln(stderr, "pipeline run: --stop-with-savepoint: an at_most_once job takes no checkpoints, so it has no savepoints")
 			return exitUsage
 		}

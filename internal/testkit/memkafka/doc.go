@@ -1,7 +1,7 @@
 // Package memkafka is an in-memory model of the Kafka a job talks to:
 // partitioned logs, transactional producers, read_committed readers and
 // consumer-group offsets. It is the broker of the broker-free simulation
-// (DESIGN.md §6): deterministic (no goroutines, no clock of its own: time
+// (docs/testing.md, "The seeded simulations"): deterministic (no goroutines, no clock of its own: time
 // moves only through Advance), and faithful where exactly-once is won or
 // lost. TestModelMatchesTheRealBroker runs the same scripts against a real
 // broker and against the model and compares every observation, offsets

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -49,7 +50,7 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 		}
 		res := make(chan result, 1)
 		go func() {
-			p, err := j.groupAttempt(actx, ctx, a)
+			p, err := j.groupAttempt(actx, a)
 			res <- result{p, err}
 		}()
 		for {
@@ -110,37 +111,32 @@ func memberVerdict(err error) error {
 	return fmt.Errorf("the transactional id was fenced (by a member that saw this instance leave the group, or by a process with the same instance id: the group keeps one of them); restarting: %v", err)
 }
 
+// groupMode is the attempt of a group member (scale.mode: group) on the
+// partitions the group assigned it: it fences its own transactional id,
+// commits each epoch's offsets to the group inside the epoch's
+// transaction, restores the group-state partitions it owns, and takes part
+// in the group's savepoints.
+type groupMode struct {
+	asg *assignment
+	// records are the job's checkpoint records as the attempt found them
+	// before it wrote anything.
+	records *jobRecords
+	// recordKey is the key of the member's checkpoint records.
+	recordKey string
+	// gate holds the source topics back while a stop with a savepoint
+	// drains the repartition topic, or a group savepoint's pause is in
+	// force.
+	gate *groupGate
+}
+
 // groupAttempt runs the task graph once over assignment asg.
-func (j *Job) groupAttempt(ctx, parent context.Context, asg *assignment) (progressed bool, err error) {
+func (j *Job) groupAttempt(ctx context.Context, asg *assignment) (progressed bool, err error) {
 	if len(asg.tps) == 0 {
 		j.log.Info("the group assigned nothing to this process (more processes than partitions); waiting", "generation", asg.member.Generation)
 		<-ctx.Done()
 		return false, ctx.Err()
 	}
-	a := &attempt{j: j, member: asg}
-	defer a.close()
-	plan, err := a.prepareGroup(ctx)
-	if err != nil {
-		return false, err
-	}
-	restoreStart := j.now()
-	if err := a.recoverMember(ctx); err != nil {
-		return false, err
-	}
-	if j.from != nil {
-		imported, err := kstore.SavepointImported(ctx, j.conn, j.cfg.Name, j.from.r.ID())
-		if err != nil {
-			return false, err
-		}
-		if !imported {
-			return false, a.importMember(ctx, plan)
-		}
-	}
-	if err := a.restoreMember(ctx); err != nil {
-		return false, err
-	}
-	a.restoredAfter(restoreStart)
-	return a.run(ctx, parent)
+	return j.runAttempt(ctx, &groupMode{asg: asg})
 }
 
 // beforeJoining refuses what checkGroupStart refuses, then creates the
@@ -157,49 +153,24 @@ func (j *Job) beforeJoining(ctx context.Context) error {
 	}
 	a := &attempt{j: j}
 	defer a.close()
-	_, err := a.prepareGroup(ctx)
+	_, err := (&groupMode{}).prepare(ctx, a)
 	return err
 }
 
-// prepareGroup makes sure the job's topics exist: the checkpoint topic
+// prepare makes sure the job's topics exist: the checkpoint topic
 // (members' records), the repartition and group-state topics with
 // scale.partitions partitions (a different count is refused: it is fixed
 // for the job's life), and the sinks'.
-func (a *attempt) prepareGroup(ctx context.Context) (*savepoint.RestorePlan, error) {
-	j, cfg := a.j, a.j.cfg
-	if err := a.openAdmin(); err != nil {
-		return nil, err
+func (m *groupMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error) {
+	j := a.j
+	shuffleTopics := func(ctx context.Context) error {
+		return ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, j.cfg.Checkpoint.ReplicationFactor)
 	}
-	if err := checkTransactionTimeout(ctx, a.adm, cfg); err != nil {
-		return nil, err
-	}
-	var plan *savepoint.RestorePlan
-	if j.from != nil {
-		// Refused before anything changes on the cluster, as in single
-		// mode.
-		var err error
-		if plan, err = j.checkSavepoint(ctx, a.adm); err != nil {
-			return nil, err
-		}
-	}
-	if err := kstore.Ensure(ctx, a.adm, cfg.Name, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return nil, err
-	}
-	// A single-mode job's state and offsets are its own: group mode would
-	// start over and write every output again (settleMode refuses).
-	recs, err := j.settleMode(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a.records = recs
-	if err := ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, cfg.Checkpoint.ReplicationFactor); err != nil {
-		return nil, err
-	}
-	if err := j.ensureSinkTopics(ctx, a.adm); err != nil {
-		return nil, err
-	}
-	a.limits = j.describeLimits(ctx, a.adm)
-	return plan, nil
+	// The group's own check (checkGroupStart) ran before the process
+	// joined; a restart of an attempt is the group's.
+	plan, recs, err := a.prepareCheckpointed(ctx, nil, shuffleTopics)
+	m.records = recs
+	return plan, err
 }
 
 // ensureShuffleTopics creates the repartition topic and the compacted
@@ -253,10 +224,10 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 	return nil
 }
 
-// recoverMember opens the member's producers and fences its own
+// recover opens the member's producers and fences its own
 // transactional id (aborting what its previous run left open); its last
 // checkpoint record gives the next checkpoint id.
-func (a *attempt) recoverMember(ctx context.Context) error {
+func (m *groupMode) recover(ctx context.Context, a *attempt) error {
 	j, cfg := a.j, a.j.cfg
 	var internal []string
 	if j.plan.keyed {
@@ -267,56 +238,80 @@ func (a *attempt) recoverMember(ctx context.Context) error {
 		return err
 	}
 	a.closers = append(a.closers, txn.Close)
-	a.commitOffsets = func(ctx context.Context, offsets []checkpoint.SourceOffset) error {
-		return txn.CommitOffsets(ctx, a.member.member, offsets)
+	commitOffsets := func(ctx context.Context, offsets []checkpoint.SourceOffset) error {
+		return txn.CommitOffsets(ctx, m.asg.member, offsets)
 	}
-	a.recordKey = sink.MemberRecordKey(cfg.Name, j.instance)
-	var plain outputProducer
-	if cfg.Guarantee != config.ExactlyOnce {
-		p, err := sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...)
-		if err != nil {
-			return err
-		}
-		plain = p
-		a.closers = append(a.closers, p.Close)
+	m.recordKey = sink.MemberRecordKey(cfg.Name, j.instance)
+	if err := a.openPlain(); err != nil {
+		return err
 	}
-	if err := a.recoverWith(ctx, txn, plain); err != nil {
+	if err := a.recoverWith(ctx, txn, a.plain, commitOffsets); err != nil {
 		return err
 	}
 	pid, epoch := txn.Producer()
-	j.log.Info("member attempt", "generation", a.member.member.Generation, "member_id", a.member.member.MemberID,
-		"producer_id", pid, "producer_epoch", epoch, "assigned", a.member.partitions())
+	j.log.Info("member attempt", "generation", m.asg.member.Generation, "member_id", m.asg.member.MemberID,
+		"producer_id", pid, "producer_epoch", epoch, "assigned", m.asg.partitions())
 	return nil
 }
+
+// restore imports the savepoint the job starts from, unless a member did
+// already, or restores what the member owns.
+func (m *groupMode) restore(ctx context.Context, a *attempt, plan *savepoint.RestorePlan) error {
+	j := a.j
+	if j.from != nil {
+		imported, err := kstore.SavepointImported(ctx, j.conn, j.cfg.Name, j.from.r.ID())
+		if err != nil {
+			return err
+		}
+		if !imported {
+			return m.importMember(ctx, a, plan)
+		}
+	}
+	return m.restoreMember(ctx, a)
+}
+
+func (m *groupMode) readers(a *attempt) ([]recordReader, error) { return a.checkpointedReaders() }
+
+// wire lays the member's own records out (ownRecords), gates its sources
+// for the group's savepoints, and tells the loop how a stop with a
+// savepoint drains.
+func (m *groupMode) wire(a *attempt, g *graph) {
+	j := a.j
+	m.gate = &groupGate{repartition: j.shuffle.repartition, pausedBy: j.pauses.pausedFor}
+	g.sink.own = memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance)}
+	for _, s := range g.sources {
+		s.gate = m.gate
+	}
+	g.loop.group = m.groupStop(a, g)
+}
+
+func (m *groupMode) finish(a *attempt, err error) error { return a.endEpoch(err) }
 
 // restoreMember sets the start offset of every assigned partition (the
 // group's committed offset; else the source's start position, or the
 // start of a repartition partition) and restores the state partitions
 // of the assigned repartition partitions.
-func (a *attempt) restoreMember(ctx context.Context) error {
+func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	j := a.j
-	if a.latest != nil {
-		if _, err := j.checkCheckpoint(a.latest, true); err != nil {
-			return err
-		}
-		a.savepointID = a.latest.Savepoint
+	if err := a.continueFrom(); err != nil {
+		return err
 	}
 	// Whoever wrote the state partitions this process restores: every
 	// member's checkpoint must fit the configuration.
-	if err := j.checkMembers(a.records); err != nil {
+	if err := j.checkMembers(m.records); err != nil {
 		return err
 	}
 	// Fetched for every attempt, not once per assignment: an attempt that
 	// failed and restarts on the same assignment must continue from what
 	// its predecessor committed, as its state does.
-	committed, err := fetchStableOffsets(ctx, a.adm, j.cfg.Name, a.member.partitions(), j.cfg.Kafka.TransactionTimeout)
+	committed, err := fetchStableOffsets(ctx, a.adm, j.cfg.Name, m.asg.partitions(), j.cfg.Kafka.TransactionTimeout)
 	if err != nil {
 		return err
 	}
 	a.offsets = map[source.TopicPartition]int64{}
 	var owned []int32
 	fresh := map[string][]source.TopicPartition{} // by source id
-	for _, tp := range a.member.partitions() {
+	for _, tp := range m.asg.partitions() {
 		off, ok := committed[tp]
 		if !ok {
 			off = -1
@@ -497,11 +492,11 @@ func awaitSettled(ctx context.Context, adm *kadm.Client, topic string, partition
 // topic to its end and only then takes the final checkpoint. That needs
 // one process owning every partition (the others stopped): a record
 // another process wrote, or will read, is out of its reach.
-func (a *attempt) groupStop(g *graph) *groupStop {
+func (m *groupMode) groupStop(a *attempt, g *graph) *groupStop {
 	j := a.j
 	rep := j.shuffle.repartition
 	owned := map[source.TopicPartition]bool{}
-	for _, tp := range a.member.partitions() {
+	for _, tp := range m.asg.partitions() {
 		owned[tp] = true
 	}
 	sole := true
@@ -523,11 +518,7 @@ func (a *attempt) groupStop(g *graph) *groupStop {
 			_, err := j.groupSavepoint(ctx, dir)
 			return err
 		},
-		pause: func() {
-			for _, s := range g.sources {
-				s.draining.Store(true)
-			}
-		},
+		pause: func() { m.gate.draining.Store(true) },
 		drained: func(offsets []checkpoint.SourceOffset) (bool, error) {
 			if !j.plan.keyed {
 				return true, nil // no repartition topic
@@ -578,14 +569,14 @@ var (
 // savepoint replaces it). The others wait for that record; then every
 // member restores what it owns. Stop every process of the job before
 // starting it from a savepoint.
-func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan) error {
+func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoint.RestorePlan) error {
 	j, txn := a.j, a.txn
 	r := j.from.r
 	first, err := a.firstPartition(ctx)
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(a.member.partitions(), first) {
+	if !slices.Contains(m.asg.partitions(), first) {
 		j.log.Info("waiting for the owner of the first source partition to import the savepoint", "partition", first, "savepoint", r.Dir())
 		select {
 		case <-ctx.Done():
@@ -630,7 +621,7 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 	}
 	a.savepointID = r.ID()
 	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil)
-	crs, err := checkpointRecords(rec, a.recordKey, a.limits, j.metrics)
+	crs, err := checkpointRecords(rec, m.recordKey, a.limits, j.metrics)
 	if err != nil {
 		return err
 	}
@@ -641,22 +632,15 @@ func (a *attempt) importMember(ctx context.Context, plan *savepoint.RestorePlan)
 	// The other members' records describe the state before the savepoint
 	// (maybe another configuration): gone, so that they refuse no member
 	// (checkMembers).
-	for key := range a.records.members {
-		if key != a.recordKey {
+	for key := range m.records.members {
+		if key != m.recordKey {
 			txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(key)})
 		}
 	}
-	if err := a.driver.Prepare(ctx, id); err != nil {
+	// The offsets join the transaction once it is flushed (committer.do).
+	if err := a.loop.importEpoch(ctx, id, offsetList(offsets)); err != nil {
 		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
 	}
-	if err := a.commitOffsets(ctx, offsetList(offsets)); err != nil {
-		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
-	}
-	if err := a.driver.Commit(ctx, id); err != nil {
-		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
-	}
-	j.metrics.TransactionCommitted(0)
-	j.metrics.TransactionBegan()
 	j.status.restoredFrom(r.ID())
 	j.log.Info("imported savepoint", "dir", r.Dir(), "id", r.ID(), "from_job", r.Manifest().Job,
 		"from_checkpoint", r.Manifest().CheckpointID, "as_checkpoint", id, "state_keys", keys, "deleted_keys", len(stale))
@@ -710,4 +694,39 @@ func repartitionDrained(ctx context.Context, adm *kadm.Client, conn []kgo.Opt, t
 		return false, "records are left in the repartition topic", err
 	}
 	return true, "", nil
+}
+
+// groupGate is the sources' gate in group mode: while a stop with a
+// savepoint drains the repartition topic (draining), or a group
+// savepoint's pause is in force (pausedBy), the source topics are held
+// back unread; the repartition topic is read on.
+type groupGate struct {
+	repartition string
+	draining    atomic.Bool
+	pausedBy    func() string
+}
+
+func (g *groupGate) paused() bool        { return g.draining.Load() || g.pausedBy() != "" }
+func (g *groupGate) holds(t string) bool { return t != g.repartition }
+func (g *groupGate) pausedFor() string   { return g.pausedBy() }
+
+// memberRecords lays a member's own records out: its checkpoint records
+// under its key, each state record in the group-state partition of its
+// key group, and, when every source paused for a group savepoint before
+// a barrier, the member's ack of the pause with that epoch.
+type memberRecords struct {
+	key     string
+	shuffle *shuffle
+	ackKey  string
+}
+
+func (r memberRecords) checkpointKey() string      { return r.key }
+func (r memberRecords) placeState(rec *kgo.Record) { r.shuffle.place(rec) }
+func (r memberRecords) sealed(topic string, b *barrier) *kgo.Record {
+	if b.pausedFor == "" {
+		return nil
+	}
+	// What the sources shuffled before the pause commits with this
+	// epoch, and nothing after it.
+	return &kgo.Record{Topic: topic, Key: []byte(r.ackKey), Value: []byte(b.pausedFor)}
 }
