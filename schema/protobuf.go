@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"strings"
 	"time"
 
 	"github.com/bufbuild/protocompile"
@@ -66,7 +65,9 @@ message Date { int32 year = 1; int32 month = 2; int32 day = 3; }
 
 // protoFile is a compiled .proto schema.
 type protoFile struct {
-	file     protoreflect.FileDescriptor
+	file protoreflect.FileDescriptor
+	// decimals: some message of the file may read as a Decimal (a
+	// decimal message, a uint64 beyond int64).
 	decimals bool
 }
 
@@ -91,7 +92,49 @@ func compileProto(text string, refs []sr.SubjectSchema) (*protoFile, error) {
 	if fd.Messages().Len() == 0 {
 		return nil, errors.New("the schema has no message")
 	}
-	return &protoFile{file: fd, decimals: strings.Contains(text, "Decimal")}, nil
+	return &protoFile{file: fd, decimals: hasDecimals(fd)}, nil
+}
+
+// hasDecimals says whether a message of file, or one their fields hold,
+// has a field that reads as a Decimal.
+func hasDecimals(file protoreflect.FileDescriptor) bool {
+	seen := map[protoreflect.FullName]bool{}
+	var visit func(md protoreflect.MessageDescriptor) bool
+	anyOf := func(msgs protoreflect.MessageDescriptors) bool {
+		for i := range msgs.Len() {
+			if visit(msgs.Get(i)) {
+				return true
+			}
+		}
+		return false
+	}
+	visit = func(md protoreflect.MessageDescriptor) bool {
+		if seen[md.FullName()] {
+			return false
+		}
+		seen[md.FullName()] = true
+		switch md.FullName() {
+		case "google.type.Decimal", "confluent.type.Decimal":
+			return true
+		}
+		fields := md.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			switch fd.Kind() {
+			case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+				return true
+			case protoreflect.MessageKind, protoreflect.GroupKind:
+				if visit(fd.Message()) {
+					return true
+				}
+			}
+		}
+		return anyOf(md.Messages())
+	}
+	return anyOf(file.Messages())
 }
 
 // message is the message that indexes name (the Confluent framing's
