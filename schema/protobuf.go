@@ -2,27 +2,31 @@ package schema
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/eoflow/pipeline/operator"
 )
 
-// Protobuf. protocompile compiles a schema's .proto text (with the files
-// it imports: the schemas it references, the well-known types, and
-// Confluent's confluent/meta.proto and confluent/type/decimal.proto),
-// the Confluent framing's message indexes pick the message, and
-// dynamicpb decodes and encodes it. This file maps messages onto the
-// operator's value domain and back.
+// Protobuf. protocompile compiles a schema's .proto text or serialized
+// FileDescriptorProto (with the files it imports: the schemas it
+// references, the well-known types, and Confluent's confluent/meta.proto
+// and confluent/type/decimal.proto), the Confluent framing's message
+// indexes pick the message, and dynamicpb decodes and encodes it. This
+// file maps messages onto the operator's value domain and back.
 //
 // Values read: a message is an object of every field, in declaration
 // order (a proto3 scalar that was not set is its zero value, as
@@ -72,6 +76,12 @@ type protoFile struct {
 }
 
 // compileProto compiles text (named main) with the schemas it references.
+// Each may be .proto text or the registry's serialized form, a
+// FileDescriptorProto in base64: Confluent's Python serializer registers
+// that form (the descriptor protoc embeds in the generated code), and a
+// registry that keeps a schema as it was given (srfake) hands it back
+// so, where Confluent's registry hands back text unless asked for
+// format=serialized.
 func compileProto(text string, refs []sr.SubjectSchema) (*protoFile, error) {
 	const main = "schema.proto"
 	files := map[string]string{main: text}
@@ -81,9 +91,19 @@ func compileProto(text string, refs []sr.SubjectSchema) (*protoFile, error) {
 	for _, r := range refs {
 		files[r.Subject] = r.Schema.Schema // Subject holds the reference's import name
 	}
-	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-		Accessor: protocompile.SourceAccessorFromMap(files),
-	})}
+	resolve := func(path string) (protocompile.SearchResult, error) {
+		src, ok := files[path]
+		if !ok {
+			return protocompile.SearchResult{}, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+		}
+		if fdp, ok := serializedProto(src); ok {
+			fdp.Name = proto.String(path) // the name it is imported by, not the producer's file name
+			defaultJSONNames(fdp.MessageType)
+			return protocompile.SearchResult{Proto: fdp}, nil
+		}
+		return protocompile.SearchResult{Source: strings.NewReader(src)}, nil
+	}
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(resolve))}
 	out, err := c.Compile(context.Background(), main)
 	if err != nil {
 		return nil, err
@@ -135,6 +155,59 @@ func hasDecimals(file protoreflect.FileDescriptor) bool {
 		return anyOf(md.Messages())
 	}
 	return anyOf(file.Messages())
+}
+
+// defaultJSONNames gives each field of msgs (and of the messages they
+// nest) that has no json_name the one protoc derives from its name.
+// protoc leaves json_name out of the descriptors it embeds in generated
+// code, which are what Confluent's serializers register, and protocompile
+// takes a field without one for a field whose custom JSON name is "": two
+// such fields in a message conflict, and the schema would not compile.
+func defaultJSONNames(msgs []*descriptorpb.DescriptorProto) {
+	for _, m := range msgs {
+		for _, f := range m.GetField() {
+			if f.JsonName == nil {
+				f.JsonName = proto.String(jsonName(f.GetName()))
+			}
+		}
+		defaultJSONNames(m.GetNestedType())
+	}
+}
+
+// jsonName is protoc's default JSON name of a field: its name with each
+// underscore dropped and the letter after it in upper case
+// (foo_bar_baz: fooBarBaz).
+func jsonName(field string) string {
+	var b strings.Builder
+	upper := false
+	for i := range len(field) {
+		c := field[i]
+		switch {
+		case c == '_':
+			upper = true
+			continue
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		}
+		upper = false
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// serializedProto is the FileDescriptorProto text holds in the
+// registry's serialized form (base64), if it is in that form. .proto
+// text never is: it needs characters base64 does not have (';', '{').
+func serializedProto(text string) (*descriptorpb.FileDescriptorProto, bool) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
+	if err != nil || len(b) == 0 {
+		return nil, false
+	}
+	fdp := new(descriptorpb.FileDescriptorProto)
+	if (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, fdp) != nil {
+		return nil, false
+	}
+	return fdp, true
 }
 
 // message is the message that indexes name (the Confluent framing's
