@@ -340,3 +340,31 @@ func equalValue(a, b any) bool {
 	}
 	return a == b
 }
+
+// TestProtobufDecimalsAnnounced: a schema says it may give Decimals when
+// a message has a decimal field, a uint64 (beyond int64 a Decimal), or
+// holds a message that does, however its text names them; expressions
+// take the decimal-aware program only then.
+func TestProtobufDecimalsAnnounced(t *testing.T) {
+	for _, c := range []struct {
+		proto string
+		want  bool
+	}{
+		{`message M { int64 a = 1; string DecimalNote = 2; }`, false}, // the word alone is no decimal
+		{`message M { uint64 big = 1; }`, true},
+		{`message M { fixed64 big = 1; }`, true},
+		{`message M { map<string, uint64> big = 1; }`, true},
+		{`message M { N n = 1; } message N { repeated uint64 big = 1; }`, true},
+		{`import "confluent/type/decimal.proto"; message M { confluent.type.Decimal d = 1; }`, true},
+		{`import "google/type/decimal.proto"; message M { google.type.Decimal d = 1; }`, true},
+		{`message M { int64 a = 1; } message N { M m = 1; N n = 2; }`, false}, // recursive, no decimal
+	} {
+		pf, err := compileProto(`syntax = "proto3"; `+c.proto, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.proto, err)
+		}
+		if pf.decimals != c.want {
+			t.Errorf("%s: decimals %v, want %v", c.proto, pf.decimals, c.want)
+		}
+	}
+}

@@ -2,8 +2,10 @@ package schema
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/big"
 	"strings"
@@ -13,17 +15,18 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/eoflow/pipeline/operator"
 )
 
-// Protobuf. protocompile compiles a schema's .proto text (with the files
-// it imports: the schemas it references, the well-known types, and
-// Confluent's confluent/meta.proto and confluent/type/decimal.proto),
-// the Confluent framing's message indexes pick the message, and
-// dynamicpb decodes and encodes it. This file maps messages onto the
-// operator's value domain and back.
+// Protobuf. protocompile compiles a schema's .proto text or serialized
+// FileDescriptorProto (with the files it imports: the schemas it
+// references, the well-known types, and Confluent's confluent/meta.proto
+// and confluent/type/decimal.proto), the Confluent framing's message
+// indexes pick the message, and dynamicpb decodes and encodes it. This
+// file maps messages onto the operator's value domain and back.
 //
 // Values read: a message is an object of every field, in declaration
 // order (a proto3 scalar that was not set is its zero value, as
@@ -66,11 +69,19 @@ message Date { int32 year = 1; int32 month = 2; int32 day = 3; }
 
 // protoFile is a compiled .proto schema.
 type protoFile struct {
-	file     protoreflect.FileDescriptor
+	file protoreflect.FileDescriptor
+	// decimals: some message of the file may read as a Decimal (a
+	// decimal message, a uint64 beyond int64).
 	decimals bool
 }
 
 // compileProto compiles text (named main) with the schemas it references.
+// Each may be .proto text or the registry's serialized form, a
+// FileDescriptorProto in base64: Confluent's Python serializer registers
+// that form (the descriptor protoc embeds in the generated code), and a
+// registry that keeps a schema as it was given (srfake) hands it back
+// so, where Confluent's registry hands back text unless asked for
+// format=serialized.
 func compileProto(text string, refs []sr.SubjectSchema) (*protoFile, error) {
 	const main = "schema.proto"
 	files := map[string]string{main: text}
@@ -80,9 +91,19 @@ func compileProto(text string, refs []sr.SubjectSchema) (*protoFile, error) {
 	for _, r := range refs {
 		files[r.Subject] = r.Schema.Schema // Subject holds the reference's import name
 	}
-	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-		Accessor: protocompile.SourceAccessorFromMap(files),
-	})}
+	resolve := func(path string) (protocompile.SearchResult, error) {
+		src, ok := files[path]
+		if !ok {
+			return protocompile.SearchResult{}, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+		}
+		if fdp, ok := serializedProto(src); ok {
+			fdp.Name = proto.String(path) // the name it is imported by, not the producer's file name
+			defaultJSONNames(fdp.MessageType)
+			return protocompile.SearchResult{Proto: fdp}, nil
+		}
+		return protocompile.SearchResult{Source: strings.NewReader(src)}, nil
+	}
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(resolve))}
 	out, err := c.Compile(context.Background(), main)
 	if err != nil {
 		return nil, err
@@ -91,7 +112,102 @@ func compileProto(text string, refs []sr.SubjectSchema) (*protoFile, error) {
 	if fd.Messages().Len() == 0 {
 		return nil, errors.New("the schema has no message")
 	}
-	return &protoFile{file: fd, decimals: strings.Contains(text, "Decimal")}, nil
+	return &protoFile{file: fd, decimals: hasDecimals(fd)}, nil
+}
+
+// hasDecimals says whether a message of file, or one their fields hold,
+// has a field that reads as a Decimal.
+func hasDecimals(file protoreflect.FileDescriptor) bool {
+	seen := map[protoreflect.FullName]bool{}
+	var visit func(md protoreflect.MessageDescriptor) bool
+	anyOf := func(msgs protoreflect.MessageDescriptors) bool {
+		for i := range msgs.Len() {
+			if visit(msgs.Get(i)) {
+				return true
+			}
+		}
+		return false
+	}
+	visit = func(md protoreflect.MessageDescriptor) bool {
+		if seen[md.FullName()] {
+			return false
+		}
+		seen[md.FullName()] = true
+		switch md.FullName() {
+		case "google.type.Decimal", "confluent.type.Decimal":
+			return true
+		}
+		fields := md.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			switch fd.Kind() {
+			case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+				return true
+			case protoreflect.MessageKind, protoreflect.GroupKind:
+				if visit(fd.Message()) {
+					return true
+				}
+			}
+		}
+		return anyOf(md.Messages())
+	}
+	return anyOf(file.Messages())
+}
+
+// defaultJSONNames gives each field of msgs (and of the messages they
+// nest) that has no json_name the one protoc derives from its name.
+// protoc leaves json_name out of the descriptors it embeds in generated
+// code, which are what Confluent's serializers register, and protocompile
+// takes a field without one for a field whose custom JSON name is "": two
+// such fields in a message conflict, and the schema would not compile.
+func defaultJSONNames(msgs []*descriptorpb.DescriptorProto) {
+	for _, m := range msgs {
+		for _, f := range m.GetField() {
+			if f.JsonName == nil {
+				f.JsonName = proto.String(jsonName(f.GetName()))
+			}
+		}
+		defaultJSONNames(m.GetNestedType())
+	}
+}
+
+// jsonName is protoc's default JSON name of a field: its name with each
+// underscore dropped and the letter after it in upper case
+// (foo_bar_baz: fooBarBaz).
+func jsonName(field string) string {
+	var b strings.Builder
+	upper := false
+	for i := range len(field) {
+		c := field[i]
+		switch {
+		case c == '_':
+			upper = true
+			continue
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		}
+		upper = false
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// serializedProto is the FileDescriptorProto text holds in the
+// registry's serialized form (base64), if it is in that form. .proto
+// text never is: it needs characters base64 does not have (';', '{').
+func serializedProto(text string) (*descriptorpb.FileDescriptorProto, bool) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
+	if err != nil || len(b) == 0 {
+		return nil, false
+	}
+	fdp := new(descriptorpb.FileDescriptorProto)
+	if (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, fdp) != nil {
+		return nil, false
+	}
+	return fdp, true
 }
 
 // message is the message that indexes name (the Confluent framing's

@@ -41,7 +41,7 @@ func Start(t testing.TB) *Registry {
 func (r *Registry) URL() string { return "http://" + r.addr }
 
 func (r *Registry) serve(ln net.Listener) {
-	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: serialized(r.Registry, r.Handler()), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
