@@ -275,7 +275,7 @@ func TestReadersBoundTheirFetches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	for name, cl := range map[string]*kgo.Client{"reader": r.cl, "group reader": g.cl} {
+	for name, cl := range map[string]*kgo.Client{"reader": r.cl.(*kgo.Client), "group reader": g.cl.(*kgo.Client)} {
 		if got := cl.OptValue(kgo.FetchMaxBytes); got != int32(FetchMaxBytes) {
 			t.Errorf("%s: fetch max bytes %v, want %d", name, got, FetchMaxBytes)
 		}
