@@ -48,25 +48,25 @@ func txnOn(k *memkafka.Cluster) *Txn {
 	return NewTxnOn(cl, k, modelJob, time.Minute)
 }
 
-// modelRecord is checkpoint e of the job.
-func modelRecord(e twophase.Epoch) *checkpoint.Record {
+// epochRecord is checkpoint e of job.
+func epochRecord(job string, e twophase.Epoch) *checkpoint.Record {
 	return &checkpoint.Record{
-		ID: e, Job: modelJob, ConfigFingerprint: "f", KeyGroups: 8, OperatorIDs: []string{"src"},
+		ID: e, Job: job, ConfigFingerprint: "f", KeyGroups: 8, OperatorIDs: []string{"src"},
 		Offsets:          []checkpoint.SourceOffset{{Topic: "in", Partition: 0, Offset: int64(e) * 10}},
 		CreatedUnixMilli: 1, Guarantee: "exactly_once",
 	}
 }
 
-// prepareEpoch begins epoch e, produces its output and, last, its
+// prepareEpoch begins epoch e, produces its output to out and, last, its
 // checkpoint record, and prepares it: everything on the brokers, nothing
 // committed.
-func prepareEpoch(ctx context.Context, t *testing.T, txn *Txn, e twophase.Epoch) {
+func prepareEpoch(ctx context.Context, t *testing.T, txn *Txn, out string, e twophase.Epoch) {
 	t.Helper()
 	if err := txn.Begin(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	txn.Produce(ctx, &kgo.Record{Topic: "out", Value: fmt.Appendf(nil, "epoch %d", e)})
-	rec, err := kstore.CheckpointRecord(modelRecord(e))
+	txn.Produce(ctx, &kgo.Record{Topic: out, Value: fmt.Appendf(nil, "epoch %d", e)})
+	rec, err := kstore.CheckpointRecord(epochRecord(txn.job, e))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +112,11 @@ func TestRecoverFencesBeforeReadingTheLastCheckpoint(t *testing.T) {
 		want   twophase.Epoch // the checkpoint the successor must restore
 	}{
 		{"prepared, not committed", func(ctx context.Context, t *testing.T, _ *memkafka.Cluster, z *Txn) {
-			prepareEpoch(ctx, t, z, 2)
+			prepareEpoch(ctx, t, z, "out", 2)
 		}, 1},
 		{"committed, markers pending", func(ctx context.Context, t *testing.T, k *memkafka.Cluster, z *Txn) {
 			k.SetMarkerLag(true)
-			prepareEpoch(ctx, t, z, 2)
+			prepareEpoch(ctx, t, z, "out", 2)
 			if err := z.Commit(ctx, 2); err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestRecoverFencesBeforeReadingTheLastCheckpoint(t *testing.T) {
 			if _, err := zombie.Recover(ctx); err != nil {
 				t.Fatal(err)
 			}
-			prepareEpoch(ctx, t, zombie, 1)
+			prepareEpoch(ctx, t, zombie, "out", 1)
 			if err := zombie.Commit(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestRecoverFencesBeforeReadingTheLastCheckpoint(t *testing.T) {
 			// The successor goes on from there, and every epoch's output
 			// is committed once.
 			for e := last.ID + 1; e <= 3; e++ {
-				prepareEpoch(ctx, t, successor, e)
+				prepareEpoch(ctx, t, successor, "out", e)
 				if err := successor.Commit(ctx, e); err != nil {
 					t.Fatal(err)
 				}
@@ -250,7 +250,7 @@ func TestTxnTellsTimeoutFromTakeoverOnTheModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Begun long ago, as far as the age check is concerned.
-			prepareEpoch(ctx, t, txn, 1)
+			prepareEpoch(ctx, t, txn, "out", 1)
 			txn.begun = time.Now().Add(-2 * time.Minute)
 			tc.stale(k)
 			txn.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("late")})
