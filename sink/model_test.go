@@ -281,3 +281,30 @@ func TestPlainOnTheModel(t *testing.T) {
 		t.Fatalf("Flush after a write to a missing topic: %v", err)
 	}
 }
+
+// A record that failed fails its transaction's commit, which aborts it:
+// the epoch's other records never become visible without it.
+func TestTxnCommitFailsAfterAFailedProduce(t *testing.T) {
+	ctx := context.Background()
+	k := newModel(t)
+	txn := txnOn(k)
+	if _, err := txn.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Begin(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	txn.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("landed")})
+	txn.Produce(ctx, &kgo.Record{Topic: "missing", Value: []byte("failed")})
+	err := txn.Commit(ctx, 1)
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) || Classify(err) != Retry {
+		t.Fatalf("Commit after a failed record: %v (%v), want the record's error, to retry", err, Classify(err))
+	}
+	if out, _ := committed(ctx, t, k); len(out) != 0 {
+		t.Fatalf("committed %q without the record that failed", out)
+	}
+	prepareEpoch(ctx, t, txn, "out", 1) // the next attempt goes on
+	if err := txn.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+}

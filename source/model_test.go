@@ -176,3 +176,29 @@ func TestGroupReaderCommitsBeforeHandingOutOnTheModel(t *testing.T) {
 		t.Fatalf("%d records, want 11", seen)
 	}
 }
+
+// A poll woken by a cancelled context (how a barrier trigger interrupts an
+// idle source) still hands over the records the client returned: its
+// position is past them, so dropping them would skip them for good. The
+// context says it is cancelled but never signals it, so the race is
+// certain.
+func TestPollNeverDropsRecordsOnCancelOnTheModel(t *testing.T) {
+	k := modelInput(t)
+	r := readerOn(k, map[TopicPartition]int64{{"in", 0}: 0, {"in", 1}: 0})
+	var got []string
+	for {
+		recs, err := r.Poll(cancelledLate{context.Background()}, 2)
+		if len(recs) == 0 {
+			if err == nil {
+				t.Fatal("an empty poll of a cancelled context returned no error")
+			}
+			break
+		}
+		for _, rec := range recs {
+			got = append(got, name(rec))
+		}
+	}
+	if len(got) != 11 {
+		t.Fatalf("read %v through cancelled polls, want all 11 records", got)
+	}
+}
