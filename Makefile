@@ -6,7 +6,7 @@ BIN       ?= bin/pipeline
 # the commit, "-dirty" with uncommitted changes), "devel" outside git.
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: build test test-short fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench bench-recovery
+.PHONY: build test test-short mutants fuzz lint crash-long crash-table kafka-up kafka-down kafka-status bench bench-recovery
 
 build: ## the pipeline binary, in bin/ (BIN=path for another), stamped with VERSION
 	$(GO) build -ldflags "-X github.com/eoflow/pipeline/cmd/pipeline/cli.stampedVersion=$(VERSION)" -o $(BIN) ./cmd/pipeline
@@ -16,6 +16,9 @@ test: ## every test, race detector on, against one real shared Kafka broker
 
 test-short: ## unit tests only: no broker, no Java
 	$(GO) test -short ./...
+
+mutants: ## the mutation suite: each named bug on, one at a time; the fast tests must catch every one (docs/testing.md)
+	$(GO) run ./cmd/mutants $(if $(MUTANTS),-run '$(MUTANTS)')
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }

@@ -46,7 +46,7 @@ func TestTxnRetriesConcurrentTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer txn.Close()
-	if got := txn.cl.OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
+	if got := txn.cl.(*kgo.Client).OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
 		t.Fatalf("metadata min age %v, want %v", got, kclient.ConcurrentTransactionsRetry)
 	}
 	member, err := NewMemberTxn([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, "job", "a", nil, time.Minute)
@@ -54,7 +54,7 @@ func TestTxnRetriesConcurrentTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	member.Close()
-	if got := member.cl.OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
+	if got := member.cl.(*kgo.Client).OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
 		t.Fatalf("group member's metadata min age %v, want %v", got, kclient.ConcurrentTransactionsRetry)
 	}
 	if err := txn.Fence(ctx); err != nil {

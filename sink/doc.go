@@ -11,4 +11,12 @@
 //
 // Records that cannot be decoded or evaluated go to the sink's dead-letter
 // topic, inside the same transaction, with the reason in headers.
+//
+// Txn and Plain make their calls through TxnClient and PlainClient, the
+// calls of franz-go's client they use: NewTxn and NewPlain make a
+// *kgo.Client, NewTxnOn and NewPlainOn take any client, such as the
+// in-memory model's that the broker-free tests run them on
+// (internal/testkit/memkafka). The model answers the requests Txn sends
+// itself (offset commits on behalf of a group member, the probe of a
+// failed transaction) as the brokers do.
 package sink

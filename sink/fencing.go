@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/twophase"
 )
 
@@ -175,6 +176,11 @@ func probe(ctx context.Context, cl kmsg.Requestor, transactionalID string, id in
 // starts a transaction's clock at its first write, after Begin, so one
 // younger than its timeout here was not aborted for its age.
 func believe(probed Verdict, age, timeout time.Duration) Verdict {
+	if mutant.On("probe-believes-young-timeout") {
+		// The bug: a takeover still under way is read as a timeout, and
+		// the instance restarts and fences its successor.
+		return probed
+	}
 	if probed == TimedOut && age < timeout {
 		return TakenOver
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/internal/kclient"
+	"github.com/eoflow/pipeline/internal/kread"
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/twophase"
 )
 
@@ -59,8 +61,9 @@ func (f *firstError) take() error {
 // Records go in with Produce; the epoch begins, prepares, commits or aborts
 // only as the twophase protocol says. One goroutine uses it at a time.
 type Txn struct {
-	cl      *kgo.Client
-	conn    []kgo.Opt
+	cl TxnClient
+	// log is where LastDecided reads the checkpoint topic.
+	log     kread.Cluster
 	job     string
 	id      string
 	timeout time.Duration
@@ -86,13 +89,35 @@ type Txn struct {
 var _ twophase.DecisionLog = (*Txn)(nil)
 
 // NewTxn creates job's transactional producer. Its transactional id,
-// "<job>-txn", is stable across restarts of the job, so a restart fences
-// the previous instance. conn are the connection options
+// "<job>-txn" (TransactionalID), is stable across restarts of the job, so
+// a restart fences the previous instance. conn are the connection options
 // (kclient.Options); timeout is kafka.transaction_timeout.
 func NewTxn(conn []kgo.Opt, job string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
-	transactionalID := job + "-txn"
+	cl, err := newTxnClient(conn, TransactionalID(job), timeout, nil, extra)
+	if err != nil {
+		return nil, err
+	}
+	return NewTxnOn(cl, kread.Dial(conn), job, timeout), nil
+}
+
+// NewTxnOn is NewTxn on a client made by the caller, which must be
+// transactional with id TransactionalID(job) and the given timeout; the
+// last checkpoint is read from log. The Txn owns cl: Close closes it.
+func NewTxnOn(cl TxnClient, log kread.Cluster, job string, timeout time.Duration) *Txn {
+	return newTxn(cl, log, job, TransactionalID(job), job, timeout)
+}
+
+func newTxn(cl TxnClient, log kread.Cluster, job, id, recordKey string, timeout time.Duration) *Txn {
+	t := &Txn{cl: cl, log: log, job: job, id: id, timeout: timeout, recordKey: recordKey}
+	t.promise = t.failed.promise
+	return t
+}
+
+// newTxnClient makes the franz-go client of a Txn; a nil partitioner is
+// franz-go's default.
+func newTxnClient(conn []kgo.Opt, id string, timeout time.Duration, partitioner kgo.Partitioner, extra []kgo.Opt) (*kgo.Client, error) {
 	opts := append(append([]kgo.Opt{}, conn...),
-		kgo.TransactionalID(transactionalID),
+		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(timeout),
 		// Outputs of an epoch go out as they come and are flushed at the
 		// barrier; a short linger batches them without adding latency that
@@ -100,14 +125,15 @@ func NewTxn(conn []kgo.Opt, job string, timeout time.Duration, extra ...kgo.Opt)
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MetadataMinAge(kclient.ConcurrentTransactionsRetry),
 	)
-	cl, err := kgo.NewClient(append(opts, extra...)...)
-	if err != nil {
-		return nil, err
+	if partitioner != nil {
+		opts = append(opts, kgo.RecordPartitioner(partitioner))
 	}
-	t := &Txn{cl: cl, conn: conn, job: job, id: transactionalID, timeout: timeout, recordKey: job}
-	t.promise = t.failed.promise
-	return t, nil
+	return kgo.NewClient(append(opts, extra...)...)
 }
+
+// TransactionalID is the transactional id of job's producer (single
+// mode).
+func TransactionalID(job string) string { return job + "-txn" }
 
 // MemberTransactionalID is the transactional id of instance's process of
 // a group-mode job: stable across its restarts, so a restart fences its
@@ -123,24 +149,27 @@ func MemberRecordKey(job, instance string) string { return job + "/" + instance 
 // group-mode job (MemberTransactionalID); its checkpoint records are keyed
 // MemberRecordKey. internal are the topics whose records carry their
 // partition (the repartition and state topics): every other record is
-// partitioned by its key as usual.
+// partitioned by its key as usual (MemberPartitioner).
 func NewMemberTxn(conn []kgo.Opt, job, instance string, internal []string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
-	id := MemberTransactionalID(job, instance)
-	opts := append(append([]kgo.Opt{}, conn...),
-		kgo.TransactionalID(id),
-		kgo.TransactionTimeout(timeout),
-		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MetadataMinAge(kclient.ConcurrentTransactionsRetry),
-		kgo.RecordPartitioner(manualFor(internal)),
-	)
-	cl, err := kgo.NewClient(append(opts, extra...)...)
+	cl, err := newTxnClient(conn, MemberTransactionalID(job, instance), timeout, MemberPartitioner(internal), extra)
 	if err != nil {
 		return nil, err
 	}
-	t := &Txn{cl: cl, conn: conn, job: job, id: id, timeout: timeout, recordKey: MemberRecordKey(job, instance)}
-	t.promise = t.failed.promise
-	return t, nil
+	return NewMemberTxnOn(cl, kread.Dial(conn), job, instance, timeout), nil
 }
+
+// NewMemberTxnOn is NewMemberTxn on a client made by the caller, which
+// must be transactional with id MemberTransactionalID(job, instance) and
+// the given timeout, and partition as MemberPartitioner does; the last
+// checkpoint is read from log. The Txn owns cl.
+func NewMemberTxnOn(cl TxnClient, log kread.Cluster, job, instance string, timeout time.Duration) *Txn {
+	return newTxn(cl, log, job, MemberTransactionalID(job, instance), MemberRecordKey(job, instance), timeout)
+}
+
+// MemberPartitioner is how a group member's producer partitions its
+// records: those of the internal topics by their Partition field, every
+// other record by its key (franz-go's default, as the Java client does).
+func MemberPartitioner(internal []string) kgo.Partitioner { return manualFor(internal) }
 
 // manualFor partitions the records of topics by their Partition field
 // and every other record as the client does by default.
@@ -207,6 +236,11 @@ func (t *Txn) CommitOffsets(ctx context.Context, m GroupMember, offsets []checkp
 	if m.InstanceID != "" {
 		commit.InstanceID = &m.InstanceID
 	}
+	if mutant.On("txn-offsets-no-generation") {
+		// The bug: the commit names no member, which KIP-447 lets any
+		// producer do, a zombie of an old generation included.
+		commit.Generation, commit.MemberID, commit.InstanceID = -1, "", nil
+	}
 	byTopic := map[string]int{}
 	for _, o := range offsets {
 		i, ok := byTopic[o.Topic]
@@ -270,6 +304,11 @@ func (t *Txn) Name() string { return "kafka:" + t.id }
 // across producers, so nothing is ever in doubt: not committed means not
 // decided.
 func (t *Txn) Recover(ctx context.Context) ([]twophase.Epoch, error) {
+	if mutant.On("txn-recover-no-fence") {
+		// The bug: no fence before LastDecided; the client initializes
+		// its producer id at its first produce, after the read.
+		return nil, nil
+	}
 	return nil, t.Fence(ctx)
 }
 
@@ -277,7 +316,7 @@ func (t *Txn) Recover(ctx context.Context) ([]twophase.Epoch, error) {
 // (read_committed, after the fence, so no open transaction stalls the
 // read), nil if there is none: the checkpoint the job restores.
 func (t *Txn) LastDecided(ctx context.Context) (*checkpoint.Record, error) {
-	rec, err := kstore.LatestKeyed(ctx, t.conn, t.job, t.recordKey)
+	rec, err := kstore.LatestKeyedOn(ctx, t.log, t.job, t.recordKey)
 	if err != nil {
 		return nil, fmt.Errorf("reading the latest checkpoint: %w", err)
 	}
@@ -327,7 +366,9 @@ func (t *Txn) Commit(ctx context.Context, _ twophase.Epoch) error {
 	if err := t.cl.Flush(ctx); err != nil {
 		return t.abortAfter(ctx, fmt.Errorf("flushing transaction: %w", err))
 	}
-	if err := t.failed.take(); err != nil {
+	if err := t.failed.take(); err != nil && !mutant.On("txn-commit-despite-failed-produce") {
+		// (The mutant's bug: the records that did land commit without
+		// the one that failed.)
 		return t.abortAfter(ctx, fmt.Errorf("producing in transaction: %w", err))
 	}
 	err := t.cl.EndTransaction(ctx, kgo.TryCommit)
@@ -394,9 +435,9 @@ func (t *Txn) abort(ctx context.Context) error {
 	return nil
 }
 
-// Client is the underlying client, for reads and admin requests that must
-// share its connections.
-func (t *Txn) Client() *kgo.Client { return t.cl }
+// Client is the underlying client, for requests that must share its
+// connections.
+func (t *Txn) Client() TxnClient { return t.cl }
 
 // Close aborts nothing by itself: an open transaction is left for the next
 // instance's Fence (or the transaction timeout) to abort. Call Abort first
@@ -406,7 +447,7 @@ func (t *Txn) Close() { t.cl.Close() }
 // Plain is an idempotent, non-transactional producer, for outputs under
 // at_least_once (flushed before each checkpoint commits) and at_most_once.
 type Plain struct {
-	cl      *kgo.Client
+	cl      PlainClient
 	failed  firstError
 	promise func(*kgo.Record, error) // as Txn's
 }
@@ -418,9 +459,15 @@ func NewPlain(conn []kgo.Opt, extra ...kgo.Opt) (*Plain, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewPlainOn(cl), nil
+}
+
+// NewPlainOn is NewPlain on a client made by the caller; the Plain owns
+// it.
+func NewPlainOn(cl PlainClient) *Plain {
 	p := &Plain{cl: cl}
 	p.promise = p.failed.promise
-	return p, nil
+	return p
 }
 
 // Produce sends rec asynchronously; a failure is returned by the next Flush.

@@ -12,4 +12,10 @@
 //
 // The consumer group named after the job is written to only for the outside
 // world's lag tools; the checkpoint, not the group, is the source of truth.
+//
+// Reader and GroupReader make their calls through ReaderClient and
+// GroupClient, the calls of franz-go's client they use: NewReader and
+// NewGroupReader make a *kgo.Client, NewReaderOn and NewGroupReaderOn take
+// any client, such as the in-memory model's that the broker-free tests run
+// them on (internal/testkit/memkafka).
 package source

@@ -23,7 +23,7 @@ import (
 // when it outruns the coordinator. A crash loses at most the span in hand
 // and the one committed ahead.
 type GroupReader struct {
-	cl *kgo.Client
+	cl GroupClient
 	// committed are records of the span in hand, not yet handed out.
 	committed []*kgo.Record
 	// spans carries the records of committed spans from the goroutine
@@ -64,8 +64,15 @@ func NewGroupReader(conn []kgo.Opt, group string, topics []string, start config.
 	if err != nil {
 		return nil, err
 	}
+	return NewGroupReaderOn(cl), nil
+}
+
+// NewGroupReaderOn is NewGroupReader on a client made by the caller: a
+// member of the group consuming its topics with FetchOpts' settings and
+// auto-commit off. The GroupReader owns cl.
+func NewGroupReaderOn(cl GroupClient) *GroupReader {
 	ctx, stop := context.WithCancel(context.Background())
-	return &GroupReader{cl: cl, spans: make(chan []*kgo.Record), ctx: ctx, stop: stop}, nil
+	return &GroupReader{cl: cl, spans: make(chan []*kgo.Record), ctx: ctx, stop: stop}
 }
 
 // Poll returns up to max records whose offsets are committed. When the

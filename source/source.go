@@ -12,6 +12,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/mutant"
 )
 
 // TopicPartition names one partition.
@@ -106,7 +107,7 @@ func topicsOf(tps []TopicPartition) []string {
 // read_committed, and tracks the next offset of each: the source's state.
 // It is used by one goroutine.
 type Reader struct {
-	cl   *kgo.Client
+	cl   ReaderClient
 	next map[TopicPartition]int64
 	// stable is the last stable offset each partition's latest fetch
 	// reported: the end a read_committed reader can reach, for lag.
@@ -143,17 +144,7 @@ func FetchOpts() []kgo.Opt {
 // NewReader starts reading each partition at its offset. conn are the
 // connection options (kclient.Options).
 func NewReader(conn []kgo.Opt, offsets map[TopicPartition]int64, extra ...kgo.Opt) (*Reader, error) {
-	assign := map[string]map[int32]kgo.Offset{}
-	next := make(map[TopicPartition]int64, len(offsets))
-	for tp, off := range offsets {
-		if assign[tp.Topic] == nil {
-			assign[tp.Topic] = map[int32]kgo.Offset{}
-		}
-		assign[tp.Topic][tp.Partition] = kgo.NewOffset().At(off)
-		next[tp] = off
-	}
 	opts := append(append(append([]kgo.Opt{}, conn...), FetchOpts()...),
-		kgo.ConsumePartitions(assign),
 		// A checkpointed offset below the log start means retention removed
 		// the data: resume at the earliest record that still exists.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -165,8 +156,26 @@ func NewReader(conn []kgo.Opt, offsets map[TopicPartition]int64, extra ...kgo.Op
 	if err != nil {
 		return nil, err
 	}
+	return NewReaderOn(cl, offsets), nil
+}
+
+// NewReaderOn is NewReader on a client made by the caller: one that
+// consumes no partition yet, with FetchOpts' settings, control records
+// kept and a reset to the log start. It assigns the partitions; the
+// Reader owns cl.
+func NewReaderOn(cl ReaderClient, offsets map[TopicPartition]int64) *Reader {
+	assign := map[string]map[int32]kgo.Offset{}
+	next := make(map[TopicPartition]int64, len(offsets))
+	for tp, off := range offsets {
+		if assign[tp.Topic] == nil {
+			assign[tp.Topic] = map[int32]kgo.Offset{}
+		}
+		assign[tp.Topic][tp.Partition] = kgo.NewOffset().At(off)
+		next[tp] = off
+	}
+	cl.AddConsumePartitions(assign)
 	return &Reader{cl: cl, next: next, stable: map[TopicPartition]int64{},
-		polled: map[TopicPartition]int64{}, passed: map[TopicPartition]int64{}}, nil
+		polled: map[TopicPartition]int64{}, passed: map[TopicPartition]int64{}}
 }
 
 // Poll waits for up to max records (all partitions together). Errors are
@@ -176,6 +185,11 @@ func (r *Reader) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 	fs := r.cl.PollRecords(ctx, max)
 	if fs.IsClientClosed() {
 		return nil, kgo.ErrClientClosed
+	}
+	if mutant.On("reader-poll-drops-on-cancel") && ctx.Err() != nil {
+		// The bug: records the client handed over are dropped when a
+		// barrier trigger cancelled the poll; its position is past them.
+		return nil, ctx.Err()
 	}
 	if err := fetchErrors(fs); err != nil {
 		return nil, err
@@ -228,6 +242,12 @@ func fetchErrors(fs kgo.Fetches) error {
 // Advance records that rec has been handed downstream: its partition's
 // position moves past it.
 func (r *Reader) Advance(rec *kgo.Record) {
+	if mutant.On("reader-advance-offset") {
+		// The bug: the position is the record's offset, not the next
+		// one to read; a restore reads the record again.
+		r.next[TopicPartition{rec.Topic, rec.Partition}] = rec.Offset
+		return
+	}
 	r.next[TopicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
 }
 

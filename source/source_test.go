@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,38 @@ func TestReaderReadsCommittedAndTracksPositions(t *testing.T) {
 	want := fmt.Sprint([]Position{{Topic: topic, Partition: 0, Offset: 5}, {Topic: topic, Partition: 1, Offset: 5}, {Topic: topic, Partition: 2, Offset: 5}})
 	if got := fmt.Sprint(r.Positions()); got != want {
 		t.Fatalf("Positions = %s, want %s", got, want)
+	}
+
+	// A reader restored from the positions reads what came after them,
+	// and nothing it read before.
+	cl := kafkatest.Client(t, k.Bootstrap(), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(3) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "new%d", p)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restored := map[TopicPartition]int64{}
+	for _, p := range r.Positions() {
+		restored[TopicPartition{p.Topic, p.Partition}] = p.Offset
+	}
+	r2, err := NewReader([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	got = nil
+	for len(got) < 3 {
+		recs, err := r2.Poll(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			got = append(got, string(rec.Value))
+		}
+	}
+	slices.Sort(got)
+	if fmt.Sprint(got) != "[new0 new1 new2]" {
+		t.Fatalf("the restored reader read %v, want the three records written after the positions", got)
 	}
 }
 
@@ -275,7 +308,7 @@ func TestReadersBoundTheirFetches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	for name, cl := range map[string]*kgo.Client{"reader": r.cl, "group reader": g.cl} {
+	for name, cl := range map[string]*kgo.Client{"reader": r.cl.(*kgo.Client), "group reader": g.cl.(*kgo.Client)} {
 		if got := cl.OptValue(kgo.FetchMaxBytes); got != int32(FetchMaxBytes) {
 			t.Errorf("%s: fetch max bytes %v, want %d", name, got, FetchMaxBytes)
 		}

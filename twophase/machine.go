@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/internal/mutant"
 )
 
 // Machine is the lifecycle of every epoch of one incarnation of a job: it
@@ -245,7 +246,13 @@ func (m *Machine) ack(task checkpoint.TaskID, e Epoch) error {
 	}
 	ep.acked[i] = true
 	ep.nAcked++
-	if ep.nAcked == len(m.tasks) {
+	last := len(m.tasks)
+	if mutant.On("commit-before-last-ack") {
+		// The bug: the epoch prepares, and is decided, before the last
+		// task acked its barrier: that task's part of the epoch is lost.
+		last--
+	}
+	if ep.nAcked == last {
 		m.prepare(ep)
 	}
 	return nil
@@ -462,6 +469,16 @@ func (m *Machine) tryDecide() {
 		return
 	}
 	ep := m.find(m.lastDecided + 1)
+	if mutant.On("decide-out-of-order") {
+		// The bug: the first epoch prepared everywhere is decided, though
+		// an earlier one is not prepared yet.
+		for _, e := range m.inFlight {
+			if e.phase == PhasePrepared {
+				ep = e
+				break
+			}
+		}
+	}
 	if ep == nil || ep.phase != PhasePrepared {
 		return
 	}

@@ -3,6 +3,8 @@ package twophase
 import (
 	"errors"
 	"slices"
+
+	"github.com/eoflow/pipeline/internal/mutant"
 )
 
 // recovery is the Machine's state until ActResume.
@@ -87,8 +89,14 @@ func (m *Machine) decisionRead(participant string, last Epoch, cause error) erro
 func (m *Machine) plan(i int) {
 	r := m.rec
 	var commits, aborts []Action
+	decided := r.decided
+	if mutant.On("recovery-aborts-decided-epoch") {
+		// The bug: the epoch the decision log decided last is aborted
+		// where it was in doubt, though its checkpoint is complete.
+		decided--
+	}
 	for _, e := range r.inDoubt[i] {
-		if e <= r.decided {
+		if e <= decided {
 			commits = append(commits, Action{Kind: ActCommit, Participant: m.names[i], Epoch: e})
 		} else {
 			aborts = append(aborts, Action{Kind: ActAbort, Participant: m.names[i], Epoch: e})

@@ -92,15 +92,20 @@ func describeCreated(ctx context.Context, adm *kadm.Client, topics []string) (ka
 // Latest returns the newest committed checkpoint of job, or nil when the
 // job has none. conn are the connection options (kclient.Options).
 func Latest(ctx context.Context, conn []kgo.Opt, job string) (*checkpoint.Record, error) {
-	return LatestKeyed(ctx, conn, job, job)
+	return LatestKeyedOn(ctx, kread.Dial(conn), job, job)
 }
 
 // LatestKeyed returns the newest committed checkpoint record of job's
 // checkpoint topic with the given key: a group-mode member keeps its own
 // records there under a key of its own (sink.MemberRecordKey).
 func LatestKeyed(ctx context.Context, conn []kgo.Opt, job, key string) (*checkpoint.Record, error) {
+	return LatestKeyedOn(ctx, kread.Dial(conn), job, key)
+}
+
+// LatestKeyedOn is LatestKeyed on cl.
+func LatestKeyedOn(ctx context.Context, cl kread.Cluster, job, key string) (*checkpoint.Record, error) {
 	n := Newest{Job: key, Member: key != job}
-	if err := kread.All(ctx, conn, checkpoint.TopicName(job), n.Add); err != nil {
+	if err := kread.AllOn(ctx, cl, checkpoint.TopicName(job), n.Add); err != nil {
 		return nil, err
 	}
 	return n.Record, n.Err()
@@ -110,9 +115,14 @@ func LatestKeyed(ctx context.Context, conn []kgo.Opt, job, key string) (*checkpo
 // checkpoint record that names savepoint id: the savepoint was imported
 // (a group-mode job imports it once, whichever member did).
 func SavepointImported(ctx context.Context, conn []kgo.Opt, job, id string) (bool, error) {
+	return SavepointImportedOn(ctx, kread.Dial(conn), job, id)
+}
+
+// SavepointImportedOn is SavepointImported on cl.
+func SavepointImportedOn(ctx context.Context, cl kread.Cluster, job, id string) (bool, error) {
 	latest := map[string]*Newest{} // by member key
 	prefix := job + "/"
-	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
+	err := kread.AllOn(ctx, cl, checkpoint.TopicName(job), func(r *kgo.Record) error {
 		key := string(r.Key)
 		if k, _, ok := parsePieceKey(r.Key); ok {
 			key = k // a piece of the record keyed k
@@ -146,9 +156,14 @@ func SavepointImported(ctx context.Context, conn []kgo.Opt, job, id string) (boo
 // "<job>/<instance>"), sorted: every process that ever committed an epoch
 // of the group-mode job, as far as compaction and tombstones left it.
 func MemberInstances(ctx context.Context, conn []kgo.Opt, job string) ([]string, error) {
+	return MemberInstancesOn(ctx, kread.Dial(conn), job)
+}
+
+// MemberInstancesOn is MemberInstances on cl.
+func MemberInstancesOn(ctx context.Context, cl kread.Cluster, job string) ([]string, error) {
 	seen := map[string]bool{}
 	prefix := job + "/"
-	err := kread.All(ctx, conn, checkpoint.TopicName(job), func(r *kgo.Record) error {
+	err := kread.AllOn(ctx, cl, checkpoint.TopicName(job), func(r *kgo.Record) error {
 		instance, ok := strings.CutPrefix(string(r.Key), prefix)
 		if ok {
 			seen[instance] = r.Value != nil
@@ -267,7 +282,12 @@ func (n *Newest) Err() error { return n.err }
 // topic in topic order (later records override earlier ones; a nil value is
 // a delete).
 func ReadState(ctx context.Context, conn []kgo.Opt, job string, fn func(key, value []byte) error) error {
-	return kread.All(ctx, conn, StateTopic(job), func(r *kgo.Record) error {
+	return ReadStateOn(ctx, kread.Dial(conn), job, fn)
+}
+
+// ReadStateOn is ReadState on cl.
+func ReadStateOn(ctx context.Context, cl kread.Cluster, job string, fn func(key, value []byte) error) error {
+	return kread.AllOn(ctx, cl, StateTopic(job), func(r *kgo.Record) error {
 		return fn(r.Key, r.Value)
 	})
 }

@@ -14,4 +14,9 @@
 // last stable offset listed before reading. Every transaction ends with a
 // marker and the active segment is never compacted, so the record at LSO-1
 // always exists to be seen.
+//
+// A read asks Kafka through a Cluster: Dial's makes franz-go clients from
+// connection options (what All, After and Range do), and the in-memory
+// model (internal/testkit/memkafka) is another, which AllOn, AfterOn and
+// RangeOn read the same way.
 package kread

@@ -1,4 +1,4 @@
-package kread
+package kread_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	. "github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 )
 
 func TestMain(m *testing.M) { kafkatest.Main(m) }
@@ -16,18 +18,19 @@ func TestMain(m *testing.M) { kafkatest.Main(m) }
 // The log ends in an aborted transaction: its records and markers follow
 // the last committed record, and All must still stop, having returned only
 // committed records.
-func TestAllStopsAtLastStableOffset(t *testing.T) {
-	ctx, brokers, topic := newTopic(t, "log")
-	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+func TestAllStopsAtLastStableOffset(t *testing.T) { onBoth(t, testAllStopsAtLastStableOffset) }
+
+func testAllStopsAtLastStableOffset(t *testing.T, w *world) {
+	ctx, cl, topic := w.ctx, w.cl, w.topic
 
 	// Nothing written yet: returns at once.
-	if err := All(ctx, conn, topic, func(*kgo.Record) error { t.Fatal("record in an empty topic"); return nil }); err != nil {
+	if err := AllOn(ctx, cl, topic, func(*kgo.Record) error { t.Fatal("record in an empty topic"); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	writeEndingInAborts(ctx, t, brokers, topic)
+	writeEndingInAborts(ctx, t, w.producer(topic), topic)
 
 	var got []string
-	err := All(ctx, conn, topic, func(r *kgo.Record) error {
+	err := AllOn(ctx, cl, topic, func(r *kgo.Record) error {
 		got = append(got, fmt.Sprintf("%d:%s", r.Partition, r.Value))
 		return nil
 	})
@@ -38,7 +41,7 @@ func TestAllStopsAtLastStableOffset(t *testing.T) {
 		t.Fatalf("All returned %v, want the 3 committed records", got)
 	}
 	var only1 []string
-	if err := All(ctx, conn, topic, func(r *kgo.Record) error { only1 = append(only1, string(r.Value)); return nil }, 1); err != nil {
+	if err := AllOn(ctx, cl, topic, func(r *kgo.Record) error { only1 = append(only1, string(r.Value)); return nil }, 1); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(only1) != "[c]" {
@@ -46,34 +49,79 @@ func TestAllStopsAtLastStableOffset(t *testing.T) {
 	}
 }
 
-// newTopic creates a topic of two partitions on the test broker, and
-// gives a context for the test.
-func newTopic(t *testing.T, name string) (context.Context, []string, string) {
-	t.Helper()
-	k := kafkatest.Broker(t)
-	topic := kafkatest.Topic(t, name)
-	kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+// world is a topic of two partitions, on the test broker or on the
+// in-memory model, and the test's context.
+type world struct {
+	ctx      context.Context
+	cl       Cluster
+	topic    string
+	producer func(id string) producer
+}
+
+// producer is a transactional producer: franz-go's, or the model's
+// client.
+type producer interface {
+	BeginTransaction() error
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	Flush(ctx context.Context) error
+	EndTransaction(ctx context.Context, try kgo.TransactionEndTry) error
+}
+
+// onBoth runs test on the broker (not under -short) and on the model
+// (internal/testkit/memkafka), which must read alike.
+func onBoth(t *testing.T, test func(*testing.T, *world)) {
+	t.Run("kafka", func(t *testing.T) {
+		k := kafkatest.Broker(t)
+		topic := kafkatest.Topic(t, "log")
+		kafkatest.CreateTopic(t, k.Bootstrap(), topic, 2, nil)
+		test(t, &world{ctx: testContext(t), cl: Dial([]kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}), topic: topic,
+			producer: func(id string) producer {
+				return kafkatest.Client(t, k.Bootstrap(), kgo.TransactionalID(id), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			}})
+	})
+	t.Run("model", func(t *testing.T) {
+		m := memkafka.New(time.Unix(1_800_000_000, 0))
+		if err := m.CreateTopic("log", 2); err != nil {
+			t.Fatal(err)
+		}
+		test(t, &world{ctx: testContext(t), cl: m, topic: "log",
+			producer: func(id string) producer {
+				return memkafka.NewClient(m, memkafka.ClientConfig{TransactionalID: id, Partitioner: kgo.ManualPartitioner()})
+			}})
+	})
+}
+
+func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return ctx, k.Bootstrap(), topic
+	return ctx
+}
+
+// produceSync writes r and waits for the outcome.
+func produceSync(ctx context.Context, t *testing.T, p producer, r *kgo.Record) {
+	t.Helper()
+	var err error
+	p.Produce(ctx, r, func(_ *kgo.Record, perr error) { err = perr })
+	if ferr := p.Flush(ctx); ferr != nil {
+		t.Fatal(ferr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // writeEndingInAborts writes, with a transactional producer: partition 0
 // a, b committed (offsets 0, 1; its marker 2), then x, y aborted (3, 4;
 // marker 5); partition 1 c committed (0; marker 1), then z aborted (2;
 // marker 3).
-func writeEndingInAborts(ctx context.Context, t *testing.T, brokers []string, topic string) {
+func writeEndingInAborts(ctx context.Context, t *testing.T, p producer, topic string) {
 	t.Helper()
-	p := kafkatest.Client(t, brokers, kgo.TransactionalID(topic), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	txn := func(end kgo.TransactionEndTry, part int32, vals ...string) {
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range vals {
-			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
+			produceSync(ctx, t, p, &kgo.Record{Topic: topic, Partition: part, Value: []byte(v)})
 		}
 		if err := p.EndTransaction(ctx, end); err != nil {
 			t.Fatal(err)
@@ -89,12 +137,13 @@ func writeEndingInAborts(ctx context.Context, t *testing.T, brokers []string, to
 // only markers and aborted records follow it; records of a transaction
 // still open are not there yet. It reads to the end it listed, so the
 // answer does not hang on how soon the broker answers a fetch.
-func TestAfter(t *testing.T) {
-	ctx, brokers, topic := newTopic(t, "after")
-	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+func TestAfter(t *testing.T) { onBoth(t, testAfter) }
+
+func testAfter(t *testing.T, w *world) {
+	ctx, cl, topic := w.ctx, w.cl, w.topic
 	after := func(from map[int32]int64) bool {
 		t.Helper()
-		found, err := After(ctx, conn, topic, from)
+		found, err := AfterOn(ctx, cl, topic, from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +152,7 @@ func TestAfter(t *testing.T) {
 	if after(map[int32]int64{0: 0, 1: 0}) {
 		t.Fatal("a record found in an empty topic")
 	}
-	writeEndingInAborts(ctx, t, brokers, topic)
+	writeEndingInAborts(ctx, t, w.producer(topic), topic)
 	for _, c := range []struct {
 		from map[int32]int64
 		want bool
@@ -127,7 +176,7 @@ func TestAfter(t *testing.T) {
 	// Range reads one partition's committed records in a span, through
 	// the markers and aborted records after them.
 	var got []string
-	if err := Range(ctx, conn, topic, 0, 1, 6, func(r *kgo.Record) error { got = append(got, string(r.Value)); return nil }); err != nil {
+	if err := RangeOn(ctx, cl, topic, 0, 1, 6, func(r *kgo.Record) error { got = append(got, string(r.Value)); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != "[b]" {
@@ -136,14 +185,11 @@ func TestAfter(t *testing.T) {
 
 	// A transaction still open: its record is past the last stable
 	// offset, so not there yet; once committed, it is.
-	p := kafkatest.Client(t, brokers, kgo.TransactionalID(topic+"-open"), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	p := w.producer(topic + "-open")
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("open")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceSync(ctx, t, p, &kgo.Record{Topic: topic, Partition: 1, Value: []byte("open")})
 	if after(map[int32]int64{1: 1}) {
 		t.Fatal("a record of an open transaction counted")
 	}

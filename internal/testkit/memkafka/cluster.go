@@ -58,6 +58,10 @@ type Cluster struct {
 	// those not written yet, in the order the transactions ended.
 	markerLag bool
 	pending   []pendingMarker
+	// changed is closed and cleared at every change a poll may wait for
+	// (a record or marker written, a group's membership changed): Clients
+	// that wait for records wait on it.
+	changed chan struct{}
 }
 
 // pendingMarker is a decided transaction's marker not yet written: into
@@ -101,6 +105,9 @@ type txnID struct {
 	epoch, initEpoch int16
 	timeout          time.Duration
 	open             *txn
+	// last is the id's newest transaction that ended, for
+	// DescribeTransactions.
+	last *txn
 }
 
 // txn is one transaction: what it wrote, and how it ended.
@@ -110,6 +117,8 @@ type txn struct {
 	started time.Time
 	written []TP // partitions it wrote, in order of first write
 	offsets map[string]map[TP]int64
+	// groups are the groups AddOffsetsToTxn added to it (Client.Request).
+	groups map[string]bool
 	// unmarked are the partitions whose marker is still pending (marker
 	// lag): to their readers the transaction is still open.
 	unmarked map[TP]bool
@@ -248,12 +257,32 @@ func (c *Cluster) append(r Record, t *txn) (Record, error) {
 	r.Key, r.Value = slices.Clone(r.Key), slices.Clone(r.Value)
 	r.Headers = slices.Clone(r.Headers)
 	p.entries = append(p.entries, entry{rec: r, txn: t})
+	c.notify()
 	return r, nil
+}
+
+// notify wakes the polls waiting for a change; c.mu is held.
+func (c *Cluster) notify() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
+
+// waitChange returns a channel closed at the next change; c.mu is held.
+func (c *Cluster) waitChange() <-chan struct{} {
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
 }
 
 // end commits or aborts t: a marker in every partition it wrote, and its
 // group offsets applied on commit; c.mu is held.
 func (c *Cluster) end(t *txn, commit bool) {
+	if id := c.ids[t.id]; id != nil {
+		id.last = t
+	}
 	t.status = txnAborted
 	var groups []string
 	if commit {
@@ -277,6 +306,7 @@ func (c *Cluster) end(t *txn, commit bool) {
 	for _, tp := range t.written {
 		c.writeMarker(t, tp)
 	}
+	c.notify()
 }
 
 // applyOffsets makes committed transaction t's offsets for group take
@@ -301,6 +331,7 @@ func (c *Cluster) writeMarker(t *txn, tp TP) {
 		return // the topic was deleted meanwhile
 	}
 	p.entries = append(p.entries, entry{rec: Record{Topic: tp.Topic, Partition: tp.Partition, Offset: int64(len(p.entries)), Timestamp: c.now}, txn: t, marker: true})
+	c.notify()
 }
 
 // SetMarkerLag makes every transaction end from now on leave its markers

@@ -44,6 +44,27 @@
 //     the transactional id's next transaction or InitProducer writes its
 //     own first. Off by default: the conformance tests cannot make a real
 //     broker delay one marker.
+//  8. A client of the cluster (Client, client.go): a model of franz-go's
+//     *kgo.Client with the calls the job's Kafka adapters make, so the
+//     real sink.Txn, sink.Plain, source.Reader and source.GroupReader run
+//     on the model (their *On constructors), and the restore reads too
+//     (the Cluster is a kread.Cluster). A transactional client fences
+//     (InitProducer) at its first ProducerID or Produce; its consumer
+//     reads with read_committed, markers included as control records when
+//     asked; a group consumer joins, takes its share of the partitions and
+//     commits as its member. The requests the adapters send themselves
+//     are answered as the brokers answer them: AddOffsetsToTxn and
+//     TxnOffsetCommit on behalf of a member (checked as in point 6, or not
+//     at all for a commit that names no member: KIP-447 lets any producer
+//     make one), EndTxn (sink's probe: PRODUCER_FENCED after a newer
+//     InitProducer, accepted as the retry of the coordinator's own abort
+//     after a timeout, and at the current epoch an abort that moves the
+//     epoch on), DescribeTransactions (Empty, Ongoing, PrepareCommit,
+//     CompleteCommit, PrepareAbort, CompleteAbort) and OffsetCommit.
+//     TestModelMatchesTheRealBroker and TestGroupModelMatchesTheRealBroker
+//     run their scripts three times: on a real broker through franz-go's
+//     clients, on the model through its Client, and on the model through
+//     its own API; the three transcripts must be the same.
 //
 // What a producer with an old epoch is told depends on who checks, not on
 // why its epoch is old, exactly as Kafka 4 and franz-go answer (the
@@ -63,9 +84,11 @@
 //
 // What it leaves out: replication, leaders and broker failures (the
 // real-broker tests cover them), compaction (reading a compacted topic
-// whole gives what the newest entry per key gives), record batches and
-// sizes, idempotence sequence numbers, and the epoch bump at every
-// transaction end of transaction protocol v2 (invisible to a client).
+// whole gives what the newest entry per key gives), retention (every log
+// starts at offset 0), record batches and sizes (no MESSAGE_TOO_LARGE),
+// idempotence sequence numbers, and the epoch bump at every transaction
+// end of transaction protocol v2: a client sees other epoch numbers than
+// Kafka's, which the adapters only hand back as they got them.
 //
 // A Cluster is safe for concurrent use: the runtime's goroutines call it
 // as they would call their Kafka clients.

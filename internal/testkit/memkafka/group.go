@@ -32,6 +32,12 @@ type GroupMember struct {
 	Generation           int32
 }
 
+// anonymous reports whether m names no member: generation -1, no member
+// id, no instance id, as a commit may that comes from no group member.
+func (m GroupMember) anonymous() bool {
+	return m.Generation < 0 && m.MemberID == "" && m.InstanceID == ""
+}
+
 type group struct {
 	generation int32
 	members    map[string]string // member id -> instance id ("" when dynamic)
@@ -51,6 +57,7 @@ func (c *Cluster) JoinGroup(groupName, instanceID string) (GroupMember, error) {
 		name = "consumer"
 	}
 	id := fmt.Sprintf("%s-%d", name, g.nextMember)
+	defer c.notify()
 	if old, ok := g.instances[instanceID]; ok && instanceID != "" {
 		delete(g.members, old)
 		g.members[id], g.instances[instanceID] = instanceID, id
@@ -77,6 +84,7 @@ func (c *Cluster) LeaveGroup(groupName string, m GroupMember) error {
 		delete(g.instances, m.InstanceID)
 	}
 	g.generation++
+	c.notify()
 	return nil
 }
 
@@ -113,6 +121,40 @@ func (g *group) check(m GroupMember, generation bool) error {
 	}
 	if generation && m.Generation != g.generation {
 		return fmt.Errorf("member %s in generation %d, the group is in %d: %w", m.MemberID, m.Generation, g.generation, kerr.IllegalGeneration)
+	}
+	return nil
+}
+
+// CommitOffsetsAs commits offsets to group outside any transaction on
+// behalf of member m (a consumer's OffsetCommit): the coordinator refuses
+// it as it refuses TxnCommitOffsetsAs, and a commit that names no member
+// (generation -1, no member id, no instance id) from anyone while the
+// group has members (kerr.UnknownMemberID): only a transactional commit
+// may name no one.
+func (c *Cluster) CommitOffsetsAs(groupName string, m GroupMember, offsets map[TP]int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tp := range offsets {
+		if _, err := c.partition(tp); err != nil {
+			return err
+		}
+	}
+	g := c.group(groupName)
+	switch {
+	case m.anonymous() && len(g.members) > 0:
+		return fmt.Errorf("a commit naming no member to group %s of %d members: %w", groupName, len(g.members), kerr.UnknownMemberID)
+	case !m.anonymous():
+		if err := g.check(m, true); err != nil {
+			return err
+		}
+	}
+	applied := c.groups[groupName]
+	if applied == nil {
+		applied = map[TP]int64{}
+		c.groups[groupName] = applied
+	}
+	for tp, o := range offsets {
+		applied[tp] = o
 	}
 	return nil
 }

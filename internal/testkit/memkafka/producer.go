@@ -51,6 +51,7 @@ func (c *Cluster) InitProducer(name string, timeout time.Duration) (*Producer, e
 		c.end(id.open, false)
 		id.open = nil
 	}
+	id.last = nil
 	id.epoch++
 	id.initEpoch = id.epoch
 	id.timeout = timeout
@@ -166,7 +167,7 @@ func (p *Producer) txnCommitOffsets(group string, m *GroupMember, offsets map[TP
 	if err != nil {
 		return err
 	}
-	if m != nil {
+	if m != nil && !m.anonymous() {
 		if err := p.c.group(group).check(*m, true); err != nil {
 			return err
 		}
@@ -212,6 +213,7 @@ func (p *Producer) End(commit bool) error {
 			p.c.end(id.open, false)
 			id.open = nil
 		}
+		id.last = nil
 		id.epoch++
 		id.initEpoch, p.epoch, p.failed = id.epoch, id.epoch, nil
 		return nil
