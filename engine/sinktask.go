@@ -12,6 +12,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
@@ -74,6 +75,8 @@ type sinkTask struct {
 	// is held, not produced: it belongs to epoch N+1.
 	aligned *barrier
 	sealed  checkpoint.ID
+	// deferred is only ever set by a mutant (internal/mutant).
+	deferred []*kgo.Record
 }
 
 // producer is where the sink hands records to Kafka.
@@ -148,6 +151,13 @@ func (s *sinkTask) open(ctx context.Context, e checkpoint.ID) error {
 		return fmt.Errorf("sink: told epoch %d is open while holding after epoch %d", e, s.sealed)
 	}
 	s.sealed = 0
+	if mutant.On("checkpoint-record-after-commit") {
+		// The bug: checkpoint record N goes into transaction N+1.
+		for _, rec := range s.deferred {
+			s.txn.Produce(ctx, rec)
+		}
+		s.deferred = nil
+	}
 	for _, hb := range s.align.release() {
 		if err := s.handle(ctx, hb); err != nil {
 			return err
@@ -228,6 +238,10 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 		return rep, err
 	}
 	for _, rec := range recs {
+		if mutant.On("checkpoint-record-after-commit") {
+			s.deferred = append(s.deferred, rec)
+			continue
+		}
 		s.txn.Produce(ctx, rec)
 	}
 	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
@@ -236,6 +250,15 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
+	if mutant.On("sink-early-release") {
+		// The bug: what arrived after barrier N goes into transaction N,
+		// before the loop says N+1 is open.
+		for _, hb := range s.align.release() {
+			if err := s.handle(ctx, hb); err != nil {
+				return rep, err
+			}
+		}
+	}
 	return rep, nil
 }
 

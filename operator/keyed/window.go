@@ -10,6 +10,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
@@ -202,7 +203,16 @@ func (o *Window) due(ws *operator.WindowState) (int64, bool) {
 	for _, w := range ws.Windows[1:] {
 		end = min(end, w.End)
 	}
-	return window.SatAdd(end, o.w.Lateness), true
+	return window.SatAdd(end, o.firingLateness()), true
+}
+
+// firingLateness is how long after its end (in event time) a window
+// fires: the allowed lateness.
+func (o *Window) firingLateness() int64 {
+	if mutant.On("window-fires-ignoring-lateness") {
+		return 0 // the bug: windows fire at their end
+	}
+	return o.w.Lateness
 }
 
 func (o *Window) Process(m *Input) Result {
@@ -383,7 +393,7 @@ func (o *Window) Barrier(watermark int64) (Result, []state.ChangelogRecord, []ch
 			}
 			kept := ws.Windows[:0]
 			for _, win := range ws.Windows {
-				if !window.Fires(window.Window{Start: win.Start, End: win.End}, o.w.Lateness, watermark) {
+				if !window.Fires(window.Window{Start: win.Start, End: win.End}, o.firingLateness(), watermark) {
 					kept = append(kept, win)
 					continue
 				}
