@@ -41,6 +41,7 @@ Usage:
                                     or --brokers, else $KAFKA_BROKERS without ./config.yaml)
   pipeline topics list|describe     the cluster's topics; partitions, offsets and configs of some
   pipeline topics read TOPIC        print a topic's committed records (--from-beginning: to its end)
+  pipeline topics write TOPIC       write a record per line of stdin: key TAB value (key TAB: a tombstone)
   pipeline version                  print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
