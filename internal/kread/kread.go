@@ -18,7 +18,7 @@ func All(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record)
 	for _, p := range partitions {
 		want[p] = true
 	}
-	ranges, err := listRanges(ctx, conn, topic, func(p int32) (int64, bool) {
+	ranges, _, err := listRanges(ctx, conn, topic, func(p int32) (int64, bool) {
 		return 0, len(want) == 0 || want[p]
 	})
 	if err != nil {
@@ -27,13 +27,28 @@ func All(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record)
 	return scan(ctx, conn, topic, ranges, func(r *kgo.Record) (bool, error) { return false, fn(r) })
 }
 
+// AllTo is All over every partition, and returns where it stopped: the
+// last stable offset of each partition as of the call, the offset a
+// reader that goes on reading the topic continues from (how a job reads
+// a table to its end, then follows its updates).
+func AllTo(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+	ranges, ends, err := listRanges(ctx, conn, topic, func(int32) (int64, bool) { return 0, true })
+	if err != nil {
+		return nil, err
+	}
+	if err := scan(ctx, conn, topic, ranges, func(r *kgo.Record) (bool, error) { return false, fn(r) }); err != nil {
+		return nil, err
+	}
+	return ends, nil
+}
+
 // After reports whether topic holds a committed data record at or after
 // from (per partition; the partitions not in from are not looked at)
 // and before the last stable offset as of the call. Unlike a poll that
 // waits a while for a record, its answer does not depend on how fast the
 // broker answers: it reads each partition through to the end it listed.
 func After(ctx context.Context, conn []kgo.Opt, topic string, from map[int32]int64) (bool, error) {
-	ranges, err := listRanges(ctx, conn, topic, func(p int32) (int64, bool) {
+	ranges, _, err := listRanges(ctx, conn, topic, func(p int32) (int64, bool) {
 		off, ok := from[p]
 		return off, ok
 	})
@@ -67,22 +82,23 @@ type span struct{ from, end int64 }
 
 // listRanges lists the start and last stable offsets of topic and returns
 // the span of every partition that first names (with the offset to read
-// from, raised to the log start) and that holds anything there.
-func listRanges(ctx context.Context, conn []kgo.Opt, topic string, first func(p int32) (int64, bool)) (map[int32]span, error) {
+// from, raised to the log start) and that holds anything there, and the
+// last stable offset of every partition first names.
+func listRanges(ctx context.Context, conn []kgo.Opt, topic string, first func(p int32) (int64, bool)) (map[int32]span, map[int32]int64, error) {
 	admCl, err := kgo.NewClient(conn...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer admCl.Close()
 	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("listing last stable offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("listing last stable offsets of %s: %w", topic, err)
 	}
 	starts, err := kadm.NewClient(admCl).ListStartOffsets(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("listing start offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("listing start offsets of %s: %w", topic, err)
 	}
-	ranges := map[int32]span{}
+	ranges, stable := map[int32]span{}, map[int32]int64{}
 	var listErr error
 	ends.Each(func(o kadm.ListedOffset) {
 		from, ok := first(o.Partition)
@@ -99,11 +115,12 @@ func listRanges(ctx context.Context, conn []kgo.Opt, topic string, first func(p 
 			return
 		}
 		from = max(from, start.Offset)
+		stable[o.Partition] = o.Offset
 		if o.Offset > from {
 			ranges[o.Partition] = span{from: from, end: o.Offset}
 		}
 	})
-	return ranges, listErr
+	return ranges, stable, listErr
 }
 
 // scan reads the spans with read_committed and calls fn for every data
