@@ -46,6 +46,9 @@ type attempt struct {
 	ops         []workerOps
 	restored    int
 	offsets     map[source.TopicPartition]int64
+	// tables are the job's tables, read to their ends (table.go; nil
+	// without tables).
+	tables *tableSet
 
 	// Group mode only: the assignment the attempt runs on, how the
 	// epoch's offsets are committed to the group (in its transaction),
@@ -96,6 +99,9 @@ func (j *Job) attempt(parent context.Context) (progressed bool, err error) {
 		return false, err
 	}
 	if err := a.restore(ctx, fromPlan); err != nil {
+		return false, err
+	}
+	if err := a.loadTables(ctx, nil); err != nil {
 		return false, err
 	}
 	a.restoredAfter(restoreStart)

@@ -297,6 +297,7 @@ func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset,
 		Savepoint:         a.savepointID,
 		Operators:         j.plan.checkpointed,
 		EventTime:         et,
+		Tables:            a.tables.offsets(),
 	}
 	rec.Normalize()
 	return rec
