@@ -236,6 +236,9 @@ func printOperators(w io.Writer, cfg *config.Config) {
 	for _, s := range cfg.Sources {
 		fmt.Fprintf(w, "  %-16s source (offsets are its state): %s\n", s.ID, strings.Join(s.Topics, ", "))
 	}
+	for _, t := range cfg.Tables {
+		fmt.Fprintf(w, "  %-16s table (read again from its topic on every restore): %s\n", t.ID, t.Topic)
+	}
 	for _, s := range cfg.Steps {
 		what := string(s.Kind())
 		if s.Kind() == config.StepAggregate || s.Kind() == config.StepWindow {
