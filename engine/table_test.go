@@ -161,7 +161,14 @@ func (e *tableEnv) lastPerKey(topic string) map[string]string {
 // a checkpoint shows it applied) meet it. Every checkpoint holds the
 // table's offsets.
 func TestTableUpdatesApplyWhileRunning(t *testing.T) {
+	for _, g := range []config.Guarantee{config.ExactlyOnce, config.AtLeastOnce} {
+		t.Run(string(g), func(t *testing.T) { tableUpdatesApplyWhileRunning(t, g) })
+	}
+}
+
+func tableUpdatesApplyWhileRunning(t *testing.T, g config.Guarantee) {
 	e := newTableEnv(t)
+	e.env["GUARANTEE"] = string(g)
 	e.write("customers", "c1\t{\"tier\":\"gold\"}", "c2\t{\"tier\":\"silver\"}", "c3\t{\"tier\":\"gold\"}", "c3\t")
 	cfg := e.config(nil)
 	r := start(t, cfg)
