@@ -442,6 +442,12 @@ type Sink struct {
 	// ReplicationFactor of Topic and of DeadLetterTopic when the job
 	// creates them. Default -1, the brokers' default.replication.factor.
 	ReplicationFactor int `yaml:"replication_factor"`
+	// Upsert makes the topic a changelog of the aggregate the sink reads:
+	// each record is keyed by its group key, and a key whose state is
+	// deleted (aggregate.ttl) gets a tombstone. Only for a sink of
+	// aggregates. Default false. Kafka Streams: KTable.toStream() into a
+	// compacted topic; Flink: the upsert-kafka sink.
+	Upsert bool `yaml:"upsert"`
 }
 
 // Scale says whether the job runs as one process or shares its work among

@@ -180,6 +180,9 @@ func (c *Config) Fingerprint() string {
 	put("sinks", strconv.Itoa(len(c.Sinks)))
 	for _, s := range c.Sinks {
 		put(s.Topic, s.Key, string(s.Format), s.DeadLetterTopic)
+		if s.Upsert {
+			put("upsert")
+		}
 	}
 	// The tables, only when there are any, so a job without them keeps
 	// the fingerprint its checkpoints were written with.

@@ -190,3 +190,31 @@ func identifier(s string) bool {
 	}
 	return s != ""
 }
+
+// upsert checks a sink with upsert: true: it reads aggregates only (their
+// outputs are the latest values of group keys), and its record key is the
+// group key.
+func (v *validator) upsert(path string, s Sink, g *Graph) {
+	if s.Key != "" {
+		v.fail(path+".key", "an upsert sink's record key is the group key (what a tombstone deletes): remove key, or upsert")
+	}
+	n := -1
+	for i, nd := range g.Nodes {
+		if nd.Kind == NodeSink && nd.Path == path {
+			n = i
+		}
+	}
+	if n < 0 {
+		return
+	}
+	for _, in := range g.Nodes[n].Inputs {
+		nd := g.Nodes[in]
+		switch {
+		case nd.Kind == NodeStep && v.c.Steps[nd.Index].Kind() == StepAggregate:
+		case nd.Kind == NodeStep && v.c.Steps[nd.Index].Kind() == StepWindow:
+			v.fail(path+".upsert", "reads the window %s (id %q): each window is a result of its own, not the latest value of its key; upsert is for aggregates", nd.Path, nd.ID)
+		default:
+			v.fail(path+".upsert", "reads %s (id %q), which is not an aggregate: upsert writes the latest value of each group key, and only an aggregate has one", nd.Path, nd.ID)
+		}
+	}
+}

@@ -209,3 +209,51 @@ func TestTableErrors(t *testing.T) {
 		})
 	}
 }
+
+// upsert: true is for sinks of aggregates, keyed by the group key.
+func TestUpsertErrors(t *testing.T) {
+	const job = `name: job
+kafka:
+  brokers: [localhost:9092]
+sources:
+  - id: numbers
+    topics: [numbers]
+    event_time: {}
+steps:
+  - {id: by-parity, key_by: 'n % 2'}
+  - {id: sums, aggregate: {values: {n: count()}}}
+  - {id: windows, from: by-parity, window: {tumbling: 1m, values: {n: count()}}}
+sinks:
+  - {from: sums, topic: ok, upsert: true}
+  - {from: windows, topic: w, upsert: true}
+  - {from: numbers, topic: copy, upsert: true}
+  - {from: sums, topic: keyed, key: 'string(key) + "x"', upsert: true}
+`
+	_, err := Parse("c.yaml", []byte(job), env(nil))
+	want := []string{
+		`c.yaml:14:39: sinks[1].upsert: reads the window steps[2] (id "windows"): each window is a result of its own, not the latest value of its key; upsert is for aggregates`,
+		`c.yaml:15:42: sinks[2].upsert: reads sources[0] (id "numbers"), which is not an aggregate: upsert writes the latest value of each group key, and only an aggregate has one`,
+		`c.yaml:16:37: sinks[3].key: an upsert sink's record key is the group key (what a tombstone deletes): remove key, or upsert`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	ok := strings.Replace(strings.Replace(strings.Replace(job, "  - {from: windows, topic: w, upsert: true}\n", "", 1),
+		"  - {from: numbers, topic: copy, upsert: true}\n", "", 1), "  - {from: sums, topic: keyed, key: 'string(key) + \"x\"', upsert: true}\n", "", 1)
+	ok = strings.Replace(ok, "  - {id: windows, from: by-parity, window: {tumbling: 1m, values: {n: count()}}}\n", "", 1)
+	c, err := Parse("c.yaml", []byte(ok), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Sinks[0].Upsert {
+		t.Error("sinks[0].upsert not read")
+	}
+	plain := strings.Replace(ok, ", upsert: true}", "}", 1)
+	p, err := Parse("c.yaml", []byte(plain), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Fingerprint() == c.Fingerprint() {
+		t.Error("upsert does not change the fingerprint")
+	}
+}

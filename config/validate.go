@@ -644,6 +644,9 @@ func (v *validator) sinks() {
 		v.enum(path+".format", "format", string(s.Format), valueFormats...)
 		v.needsRegistry(path+".format", s.Format)
 		v.sinkSchema(path, s)
+		if s.Upsert {
+			v.upsert(path, s, g)
+		}
 		if s.Partitions != -1 && s.Partitions < 1 {
 			v.fail(path+".partitions", "%d is not a partition count: want at least 1, or -1 (the brokers' default)", s.Partitions)
 		}
