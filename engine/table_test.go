@@ -28,7 +28,7 @@ type tableEnv struct {
 func newTableEnv(t *testing.T) *tableEnv {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1),
-		kfake.SeedTopics(2, "orders"), kfake.SeedTopics(2, "customers"))
+		kfake.SeedTopics(2, "orders"), kfake.SeedTopics(2, "customers"), kfake.SeedTopics(1, "asks"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,5 +232,50 @@ func TestTableTopicChangeIsRefused(t *testing.T) {
 	}
 	if got := e.lastPerKey("totals-by-tier")["gold"]; got != `{"key":"gold","count":2,"sum":3}` {
 		t.Errorf("gold after the restart: %s", got)
+	}
+}
+
+// Jobs chain: one job's aggregate output, written in its transactions, is
+// another job's table.
+func TestAnAggregateOutputIsAnotherJobsTable(t *testing.T) {
+	e := newTableEnv(t)
+	e.write("customers", "c1\t{\"tier\":\"gold\"}", "c2\t{\"tier\":\"silver\"}")
+	first := e.config(nil)
+	r := start(t, first)
+	e.write("orders", `{"id":1,"customer":"c1","n":1}`, `{"id":2,"customer":"c1","n":2}`, `{"id":3,"customer":"c2","n":4}`)
+	e.awaitCheckpoint(first.Name)
+	if err := r.finish(); err != nil {
+		t.Fatal(err)
+	}
+	second := parseConfig(t, []byte(`name: chained
+kafka: {brokers: "${KAFKA_BROKERS}"}
+checkpoint: {interval: 50ms}
+sources: [{id: asks, topics: [asks]}]
+tables: [{id: totals, topic: totals-by-tier}]
+steps:
+  - {id: look, join: {table: totals, key: tier, as: t}}
+  - {id: answer, map: {tier: tier, count: t.count, sum: t.sum}}
+sinks: [{topic: answers}]
+admin: {listen: "off"}
+`), e.env)
+	e.write("asks", `{"tier":"gold"}`, `{"tier":"silver"}`)
+	r = start(t, second)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var got []string
+		kread.All(context.Background(), e.conn, "answers", func(r *kgo.Record) error {
+			got = append(got, string(r.Value))
+			return nil
+		})
+		if strings.Join(got, " ") == `{"tier":"gold","count":2,"sum":3} {"tier":"silver","count":1,"sum":4}` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("answers %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.finish(); err != nil {
+		t.Fatal(err)
 	}
 }
