@@ -12,8 +12,14 @@ import (
 
 // RecordVersion is the newest format EncodeRecord writes. A decoder must
 // keep reading every version ever written (testdata/record-v1.golden pins
-// v1, record-v2.golden v2, record-v3.golden v3, record-v4.golden v4).
-const RecordVersion = 4
+// v1, record-v2.golden v2, record-v3.golden v3, record-v4.golden v4,
+// record-v5.golden v5).
+const RecordVersion = 5
+
+// recordV4 is the format of a record with event time or a window but
+// without tables: still written for such a record, so a job without
+// tables stays readable by the builds before v5.
+const recordV4 = 4
 
 // recordV3 is the format of a record with Operators but without event
 // time: still written for such a record, so a job without event time
@@ -112,8 +118,10 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	start := len(dst)
 	version := byte(recordV1)
 	switch {
-	case r.EventTime != nil || hasWindow(r.Operators):
+	case len(r.Tables) > 0:
 		version = RecordVersion
+	case r.EventTime != nil || hasWindow(r.Operators):
+		version = recordV4
 	case len(r.Operators) > 0:
 		version = recordV3
 	case r.Savepoint != "":
@@ -158,6 +166,9 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	}
 	if version >= 4 {
 		dst = appendEventTime(dst, r.EventTime)
+	}
+	if version >= 5 {
+		dst = appendTables(dst, r.Tables)
 	}
 	binary.BigEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+headerLen:], castagnoli))
 	return dst, nil
@@ -220,6 +231,21 @@ func appendEventTime(dst []byte, et *EventTime) []byte {
 			dst = binary.AppendVarint(dst, p.MaxEventTime)
 		}
 		i = j
+	}
+	return dst
+}
+
+// appendTables appends the v5 tables (at least one).
+func appendTables(dst []byte, tables []TableOffsets) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(tables)))
+	for _, t := range tables {
+		dst = appendString(dst, t.ID)
+		dst = appendString(dst, t.Topic)
+		dst = binary.AppendUvarint(dst, uint64(len(t.Offsets)))
+		for _, o := range t.Offsets {
+			dst = binary.AppendUvarint(dst, uint64(o.Partition))
+			dst = binary.AppendVarint(dst, o.Offset)
+		}
 	}
 	return dst
 }
@@ -307,10 +333,13 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 	}
 	if version >= 4 {
 		r.EventTime = d.eventTime()
-		if d.err == nil && r.EventTime == nil && !hasWindow(r.Operators) {
+		if d.err == nil && version == recordV4 && r.EventTime == nil && !hasWindow(r.Operators) {
 			// v3 is the one encoding of a record without either.
 			d.failHere("event_time", -1, "neither event time nor a window in a v4 record")
 		}
+	}
+	if version >= 5 {
+		r.Tables = d.tables()
 	}
 	if d.err == nil && version == recordV3 && len(r.Operators) == 0 {
 		// v1 or v2 is the one encoding of a record without operators.
@@ -446,6 +475,26 @@ func (d *decoder) eventTime() *EventTime {
 	return et
 }
 
+// tables reads the v5 tables: at least one (v4 is the one encoding of a
+// record without).
+func (d *decoder) tables() []TableOffsets {
+	n := d.count("tables", -1)
+	if d.err == nil && n == 0 {
+		d.fail("tables", -1, "none in a v5 record")
+		return nil
+	}
+	out := make([]TableOffsets, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		t := TableOffsets{ID: d.string("tables.id", i), Topic: d.string("tables.topic", i)}
+		for j, parts := 0, d.count("tables.partitions", i); j < parts && d.err == nil; j++ {
+			p := d.int32("tables.partition", i)
+			t.Offsets = append(t.Offsets, PartitionOffset{Partition: int32(p), Offset: d.varint("tables.offset", i)})
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 func (d *decoder) byte(field string, index int) byte {
 	x := d.r.Byte(field)
 	d.check(index)
@@ -515,6 +564,9 @@ func encodedSizeHint(r *Record) int {
 		n += 22 + len(s.Operator)
 	}
 	n += 2 + len(r.Savepoint)
+	for _, t := range r.Tables {
+		n += 6 + len(t.ID) + len(t.Topic) + 15*len(t.Offsets)
+	}
 	for _, op := range r.Operators {
 		n += 3
 		for _, t := range op.Topics {

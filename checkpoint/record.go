@@ -54,6 +54,29 @@ type Record struct {
 	// whose sources have event time (format v4); nil for any other job, so
 	// its records keep their older encoding.
 	EventTime *EventTime
+	// Tables are where the job's tables stood at the checkpoint (format
+	// v5), sorted by id; empty for a job without tables, so its records
+	// keep their older encoding.
+	Tables []TableOffsets
+}
+
+// TableOffsets is where one table stood at a checkpoint: the next offset
+// of every partition of its topic, after the records it had applied.
+// A table's state is its topic (no changelog of its own), so this is all
+// a checkpoint holds of it: a restore reads the topic again, at least to
+// here.
+type TableOffsets struct {
+	ID    string
+	Topic string
+	// Offsets are by partition, sorted, without duplicates; at least one.
+	Offsets []PartitionOffset
+}
+
+// PartitionOffset is the next offset of one partition of a topic named
+// elsewhere.
+type PartitionOffset struct {
+	Partition int32
+	Offset    int64
 }
 
 // NoEventTime is the event time of a partition that has not read a
@@ -224,6 +247,10 @@ func (r *Record) Normalize() {
 	slices.Sort(r.OperatorIDs)
 	slices.SortFunc(r.Offsets, CompareOffsets)
 	slices.SortFunc(r.State, func(a, b StateSummary) int { return cmp.Compare(a.Operator, b.Operator) })
+	slices.SortFunc(r.Tables, func(a, b TableOffsets) int { return cmp.Compare(a.ID, b.ID) })
+	for i := range r.Tables {
+		slices.SortFunc(r.Tables[i].Offsets, func(a, b PartitionOffset) int { return cmp.Compare(a.Partition, b.Partition) })
+	}
 }
 
 // Validate reports every way r is not a canonical, complete record. The
@@ -262,6 +289,7 @@ func (r *Record) Validate() error {
 	}
 	errs = append(errs, r.validateOperators()...)
 	errs = append(errs, r.validateEventTime()...)
+	errs = append(errs, r.validateTables()...)
 	for i, s := range r.State {
 		if s.Operator == "" {
 			errs = append(errs, fmt.Errorf("state[%d]: empty operator", i))
@@ -294,6 +322,39 @@ func (r *Record) validateEventTime() []error {
 		}
 		if i > 0 && cmp.Or(cmp.Compare(ps[i-1].Topic, p.Topic), cmp.Compare(ps[i-1].Partition, p.Partition)) >= 0 {
 			errs = append(errs, fmt.Errorf("event_time.partitions[%d] %s/%d: not after %s/%d (sorted by topic, partition; no duplicates)", i, p.Topic, p.Partition, ps[i-1].Topic, ps[i-1].Partition))
+		}
+	}
+	return errs
+}
+
+// validateTables checks Tables: sorted by id without duplicates, each
+// with a topic and its partitions sorted, at least one.
+func (r *Record) validateTables() []error {
+	var errs []error
+	if len(r.Tables) > 0 && len(r.OperatorIDs) > 0 && len(r.Operators) == 0 {
+		errs = append(errs, errors.New("tables: the operators must be described too (format v5 describes every operator)"))
+	}
+	for i, t := range r.Tables {
+		at := fmt.Sprintf("tables[%d] %q", i, t.ID)
+		if t.ID == "" {
+			errs = append(errs, fmt.Errorf("%s: empty id", at))
+		}
+		if i > 0 && r.Tables[i-1].ID >= t.ID {
+			errs = append(errs, fmt.Errorf("%s: not after %q (sorted, no duplicates)", at, r.Tables[i-1].ID))
+		}
+		if t.Topic == "" {
+			errs = append(errs, fmt.Errorf("%s: empty topic", at))
+		}
+		if len(t.Offsets) == 0 {
+			errs = append(errs, fmt.Errorf("%s: no partitions", at))
+		}
+		for j, o := range t.Offsets {
+			if o.Partition < 0 || (j > 0 && t.Offsets[j-1].Partition >= o.Partition) {
+				errs = append(errs, fmt.Errorf("%s: partition %d: negative, or not after %d (sorted, no duplicates)", at, o.Partition, t.Offsets[max(j-1, 0)].Partition))
+			}
+			if o.Offset < 0 {
+				errs = append(errs, fmt.Errorf("%s: partition %d: negative offset %d", at, o.Partition, o.Offset))
+			}
 		}
 	}
 	return errs

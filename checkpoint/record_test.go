@@ -25,7 +25,19 @@ const (
 	goldenV2 = "testdata/record-v2.golden"
 	goldenV3 = "testdata/record-v3.golden"
 	goldenV4 = "testdata/record-v4.golden"
+	goldenV5 = "testdata/record-v5.golden"
 )
+
+// goldenRecordV5 is the record pinned in testdata/record-v5.golden: the
+// v3 record with two tables (no event time). Never change it.
+func goldenRecordV5() *Record {
+	r := goldenRecordV3()
+	r.Tables = []TableOffsets{
+		{ID: "customers", Topic: "customers", Offsets: []PartitionOffset{{Partition: 0, Offset: 1000}, {Partition: 1, Offset: 0}, {Partition: 2, Offset: 77}}},
+		{ID: "products", Topic: "product-catalog", Offsets: []PartitionOffset{{Partition: 0, Offset: 5}}},
+	}
+	return r
+}
 
 // goldenRecordV4 is the record pinned in testdata/record-v4.golden: the
 // v3 record with a window operator and its event time (one partition has
@@ -123,6 +135,8 @@ func writeHexFile(t *testing.T, path string, b []byte) {
 		fn = "goldenRecordV3()"
 	case 4:
 		fn = "goldenRecordV4()"
+	case 5:
+		fn = "goldenRecordV5()"
 	}
 	fmt.Fprintf(&out, "# checkpoint record, format v%d: %s in record_test.go. Never edit.\n", b[0], fn)
 	for len(b) > 0 {
@@ -151,6 +165,7 @@ func TestRecordGolden(t *testing.T) {
 		{2, goldenV2, goldenRecordV2},
 		{3, goldenV3, goldenRecordV3},
 		{4, goldenV4, goldenRecordV4},
+		{5, goldenV5, goldenRecordV5},
 	} {
 		t.Run(fmt.Sprintf("v%d", tt.version), func(t *testing.T) {
 			if _, err := os.Stat(tt.path); errors.Is(err, os.ErrNotExist) && *writeGolden {
@@ -232,8 +247,11 @@ func TestDecodeRecordRejects(t *testing.T) {
 		msg  string
 	}{
 		{"empty", nil, ErrCorruptRecord, "empty value"},
-		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 4"},
-		{"a newer version", append([]byte{5}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 5"},
+		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 5"},
+		{"a newer version", append([]byte{6}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 6"},
+		{"v5 without tables", sealVersion(5, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 0)...)), ErrCorruptRecord, "tables: none in a v5 record"},
+		{"v5 table without partitions", sealVersion(5, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 1, "t", "topic", 0)...)), ErrCorruptRecord, "no partitions"},
+		{"v5 table partitions unsorted", sealVersion(5, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 1, "t", "topic", 2, 1, int64(0), 0, int64(0))...)), ErrCorruptRecord, "not after 1"},
 		{"v3 window operator", sealVersion(3, payload(append(append([]any{}, head...), 1, "a", []byte{3}, "k", 1, "n", "count", "", []byte{1}, 5, 0, 0, 0, 0, "")...)), ErrCorruptRecord, "kind 3 is v4 and later"},
 		{"v4 with neither event time nor window", sealVersion(4, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0})...)), ErrCorruptRecord, "neither event time nor a window"},
 		{"v4 event time flag", sealVersion(4, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{2})...)), ErrCorruptRecord, "flag not 0 or 1"},
@@ -414,6 +432,17 @@ func randomRecord(rng *rand.Rand) *Record {
 			}
 		}
 	}
+	if rng.IntN(3) == 0 && (len(r.Operators) > 0 || len(r.OperatorIDs) == 0) {
+		for i := range 1 + rng.IntN(3) {
+			t := TableOffsets{ID: fmt.Sprintf("table-%d", i), Topic: str(20) + "t"}
+			p := int32(rng.IntN(2))
+			for range 1 + rng.IntN(4) {
+				t.Offsets = append(t.Offsets, PartitionOffset{Partition: p, Offset: rng.Int64N(math.MaxInt64)})
+				p += 1 + int32(rng.IntN(3))
+			}
+			r.Tables = append(r.Tables, t)
+		}
+	}
 	return r
 }
 
@@ -462,6 +491,11 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add(v3)
 	f.Add(v3[headerLen:])
+	v5, err := EncodeRecord(goldenRecordV5())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v5[headerLen:])
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0, 0, 0, 0})

@@ -23,11 +23,14 @@ type Config struct {
 	Kafka      Kafka      `yaml:"kafka"`
 	Checkpoint Checkpoint `yaml:"checkpoint"`
 	Sources    []Source   `yaml:"sources"`
-	Steps      []Step     `yaml:"steps"`
-	Sinks      []Sink     `yaml:"sinks"`
-	Admin      Admin      `yaml:"admin"`
-	Logging    Logging    `yaml:"logging"`
-	Scale      Scale      `yaml:"scale"`
+	// Tables are compacted topics read as keyed state, for join steps to
+	// look records up in.
+	Tables  []Table `yaml:"tables"`
+	Steps   []Step  `yaml:"steps"`
+	Sinks   []Sink  `yaml:"sinks"`
+	Admin   Admin   `yaml:"admin"`
+	Logging Logging `yaml:"logging"`
+	Scale   Scale   `yaml:"scale"`
 	// SchemaRegistry is the schema registry that the avro, protobuf and
 	// json_schema formats of sources and sinks use. Required by them.
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
@@ -268,8 +271,50 @@ type EventTime struct {
 	MaxFuture time.Duration `yaml:"max_future"`
 }
 
+// Table is a compacted topic read as keyed state: the latest value of
+// each record key, a tombstone (a null value) deleting the key. The topic
+// is the table's changelog: the job keeps no copy of its own. Join steps
+// look records up in it. Kafka Streams: a GlobalKTable; Flink: a lookup
+// join's dimension table.
+type Table struct {
+	// ID names the table for join steps; in one id space with the
+	// sources and steps. Required.
+	ID string `yaml:"id"`
+	// Topic is the table's topic, keyed by the table's key. Required.
+	Topic string `yaml:"topic"`
+	// Format of record values: json or raw. Default json.
+	Format Format `yaml:"format"`
+	// KeyFormat of record keys: raw (the key's bytes, as text) or json.
+	// Default raw.
+	KeyFormat Format `yaml:"key_format"`
+}
+
+// Join looks each record up in a table by a key it computes, and shows the
+// table's value to the steps after it under a name of its own.
+type Join struct {
+	// Table is the id of the table looked up. Required.
+	Table string `yaml:"table"`
+	// Key is an expression on the record whose text is looked up among
+	// the table's record keys. Required.
+	Key string `yaml:"key"`
+	// As is the name later expressions read the table's value by.
+	// Required.
+	As string `yaml:"as"`
+	// How is inner (a record without a match is dropped, and counted) or
+	// left (it goes on, with nil under As). Default inner.
+	How JoinHow `yaml:"how"`
+}
+
+// JoinHow is what a join does with a record the table has no value for.
+type JoinHow string
+
+const (
+	JoinInner JoinHow = "inner"
+	JoinLeft  JoinHow = "left"
+)
+
 // Step is one stage of the chain. Exactly one of Filter, Map, KeyBy,
-// Aggregate and Window is set.
+// Join, Aggregate and Window is set.
 type Step struct {
 	// ID is the stable operator id (state maps to operators by it).
 	// Default "<kind>-<index>", e.g. "aggregate-3".
@@ -285,6 +330,8 @@ type Step struct {
 	Map []Field `yaml:"map"`
 	// KeyBy sets the record's group key to the expression's value.
 	KeyBy string `yaml:"key_by"`
+	// Join looks the record up in a table.
+	Join *Join `yaml:"join"`
 	// Aggregate reduces records per group key.
 	Aggregate *Aggregate `yaml:"aggregate"`
 	// Window is a windowed aggregate per group key.
@@ -298,6 +345,7 @@ const (
 	StepFilter    StepKind = "filter"
 	StepMap       StepKind = "map"
 	StepKeyBy     StepKind = "key_by"
+	StepJoin      StepKind = "join"
 	StepAggregate StepKind = "aggregate"
 	StepWindow    StepKind = "window"
 )
@@ -311,6 +359,8 @@ func (s Step) Kind() StepKind {
 		return StepMap
 	case s.KeyBy != "":
 		return StepKeyBy
+	case s.Join != nil:
+		return StepJoin
 	case s.Aggregate != nil:
 		return StepAggregate
 	case s.Window != nil:
@@ -404,6 +454,12 @@ type Sink struct {
 	// ReplicationFactor of Topic and of DeadLetterTopic when the job
 	// creates them. Default -1, the brokers' default.replication.factor.
 	ReplicationFactor int `yaml:"replication_factor"`
+	// Upsert makes the topic a changelog of the aggregate the sink reads:
+	// each record is keyed by its group key, and a key whose state is
+	// deleted (aggregate.ttl) gets a tombstone. Only for a sink of
+	// aggregates. Default false. Kafka Streams: KTable.toStream() into a
+	// compacted topic; Flink: the upsert-kafka sink.
+	Upsert bool `yaml:"upsert"`
 }
 
 // Scale says whether the job runs as one process or shares its work among

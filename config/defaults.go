@@ -82,6 +82,15 @@ func applyDefaults(c *Config, set func(path string) bool) {
 			s.Envelope = EnvelopeNone
 		}
 	}
+	for i := range c.Tables {
+		t := &c.Tables[i]
+		if t.Format == "" {
+			t.Format = FormatJSON
+		}
+		if t.KeyFormat == "" {
+			t.KeyFormat = FormatRaw
+		}
+	}
 	if !set("schema_registry.timeout") {
 		c.SchemaRegistry.Timeout = DefaultRegistryTimeout
 	}
@@ -89,6 +98,9 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		s := &c.Steps[i]
 		if s.ID == "" {
 			s.ID = fmt.Sprintf("%s-%d", s.Kind(), i)
+		}
+		if s.Join != nil && s.Join.How == "" {
+			s.Join.How = JoinInner
 		}
 		if s.Aggregate != nil && s.Aggregate.Emit == "" {
 			s.Aggregate.Emit = EmitEveryRecord

@@ -171,7 +171,7 @@ func TestParseErrors(t *testing.T) {
 			name: "merge key",
 			yaml: minimal + "base: &b {level: info}\nlogging:\n  <<: *b\n",
 			want: []string{
-				"c.yaml:8:1: base: unknown field; allowed: name, guarantee, workers, kafka, checkpoint, sources, steps, sinks, admin, logging, scale, schema_registry",
+				"c.yaml:8:1: base: unknown field; allowed: name, guarantee, workers, kafka, checkpoint, sources, tables, steps, sinks, admin, logging, scale, schema_registry",
 				"c.yaml:10:3: logging: merge keys (<<) are not supported; write the settings out",
 			},
 		},
@@ -274,7 +274,7 @@ func TestParseErrors(t *testing.T) {
 			name: "step with no kind and step with two",
 			yaml: minimal + "steps:\n  - id: nothing\n  - filter: x > 1\n    key_by: x\n",
 			want: []string{
-				"c.yaml:9:5: steps[0]: a step needs one of filter, map, key_by, aggregate or window",
+				"c.yaml:9:5: steps[0]: a step needs one of filter, map, key_by, join, aggregate or window",
 				"c.yaml:10:5: steps[1]: a step does one thing, this one sets filter and key_by: split it into one step each",
 			},
 		},
@@ -639,7 +639,7 @@ func TestParseWithCheck(t *testing.T) {
 			want: []string{
 				"c.yaml:8:10: unterminated ${: missing } on the same line (write $$ for a literal $)",
 				"c.yaml:10:13: steps[0].filter: want a string, got a list",
-				"c.yaml:11:5: steps[1]: a step needs one of filter, map, key_by, aggregate or window",
+				"c.yaml:11:5: steps[1]: a step needs one of filter, map, key_by, join, aggregate or window",
 				"c.yaml:12:13: steps[2].filter: an expression is required",
 			},
 		},

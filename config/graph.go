@@ -195,7 +195,26 @@ func (g *Graph) Mermaid(c *Config) string {
 			fmt.Fprintf(&b, "  n%d --> n%d\n", i, o)
 		}
 	}
+	// Tables are not nodes of the graph (no step reads one): each is
+	// drawn beside the joins that look records up in it.
+	for ti, t := range c.Tables {
+		fmt.Fprintf(&b, "  t%d%s\n", ti, mermaidShape(Node{Kind: NodeSource}, fmt.Sprintf("%s: table %s", t.ID, t.Topic)))
+		for _, j := range g.joinsOf(c, t.ID) {
+			fmt.Fprintf(&b, "  t%d -.-> n%d\n", ti, j)
+		}
+	}
 	return b.String()
+}
+
+// joinsOf are the nodes of the join steps that read table id.
+func (g *Graph) joinsOf(c *Config, id string) []int {
+	var out []int
+	for i, n := range g.Nodes {
+		if n.Kind == NodeStep && c.Steps[n.Index].Join != nil && c.Steps[n.Index].Join.Table == id {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func mermaidShape(n Node, label string) string {
@@ -228,6 +247,12 @@ func (g *Graph) DOT(c *Config) string {
 			fmt.Fprintf(&b, "  n%d -> n%d;\n", i, o)
 		}
 	}
+	for ti, t := range c.Tables {
+		fmt.Fprintf(&b, "  t%d [shape=cylinder, style=dashed, label=%q];\n", ti, fmt.Sprintf("%s: table %s", t.ID, t.Topic))
+		for _, j := range g.joinsOf(c, t.ID) {
+			fmt.Fprintf(&b, "  t%d -> n%d [style=dashed];\n", ti, j)
+		}
+	}
 	b.WriteString("}\n")
 	return b.String()
 }
@@ -236,6 +261,9 @@ func (g *Graph) DOT(c *Config) string {
 // reads, for `pipeline validate`.
 func (g *Graph) Text(c *Config) string {
 	var b strings.Builder
+	for _, t := range c.Tables {
+		fmt.Fprintf(&b, "  %s: table %s (%s values, %s keys)\n", t.ID, t.Topic, t.Format, t.KeyFormat)
+	}
 	for _, n := range g.Nodes {
 		fmt.Fprintf(&b, "  %s", g.label(c, n))
 		if len(n.Inputs) > 0 {
@@ -266,6 +294,10 @@ func (g *Graph) label(c *Config, n Node) string {
 		what += " " + s.Filter
 	case StepKeyBy:
 		what += " " + s.KeyBy
+	case StepJoin:
+		if j := s.Join; j != nil {
+			what = fmt.Sprintf("%s join %s on %s as %s", j.How, j.Table, j.Key, j.As)
+		}
 	case StepWindow:
 		if s.Window != nil {
 			what = s.Window.Kind() + " window"

@@ -27,9 +27,13 @@ func (c *Config) Summary() string {
 	if c.Guarantee == AtMostOnce {
 		checkpoints = "no checkpoints"
 	}
-	line := fmt.Sprintf("job %q: %s, %s (%s), %s, %s, %s",
+	tables := ""
+	if len(c.Tables) > 0 {
+		tables = ", " + plural(len(c.Tables), "table")
+	}
+	line := fmt.Sprintf("job %q: %s, %s (%s)%s, %s, %s, %s",
 		c.Name, c.Guarantee,
-		plural(len(c.Sources), "source"), plural(topics, "topic"),
+		plural(len(c.Sources), "source"), plural(topics, "topic"), tables,
 		plural(len(c.Steps), "step"), plural(len(c.Sinks), "sink"),
 		checkpoints)
 	for _, s := range c.Steps {
@@ -108,10 +112,10 @@ func plural(n int, noun string) string {
 
 // Fingerprint identifies what the job computes: a hex SHA-256 over a
 // canonical form of the sources (ids, formats, topics as a set, event
-// time), the steps (ids, kinds, expressions, aggregate values in order,
-// TTLs, window shapes, lateness and late records), the sinks, the
-// graph's edges (when it is not a linear chain) and the number of key
-// groups. Settings that change how the job runs but not what it computes
+// time), the steps (ids, kinds, expressions, joins, aggregate values in
+// order, TTLs, window shapes, lateness and late records), the sinks, the
+// tables (ids, topics, formats), the graph's edges (when it is not a
+// linear chain) and the number of key groups. Settings that change how the job runs but not what it computes
 // (brokers, timeouts, checkpoint interval, start position, workers,
 // admin, logging) leave it unchanged, so a checkpoint can tell
 // "the same job, tuned" from "a different job".
@@ -146,6 +150,10 @@ func (c *Config) Fingerprint() string {
 		for _, f := range s.Map {
 			put(f.Name, f.Expr)
 		}
+		if j := s.Join; j != nil {
+			// A join is new: only where set, as event time is.
+			put("join", j.Table, j.Key, j.As, string(j.How))
+		}
 		if a := s.Aggregate; a != nil {
 			put(string(a.Emit), strconv.Itoa(len(a.Values)))
 			for _, v := range a.Values {
@@ -172,6 +180,17 @@ func (c *Config) Fingerprint() string {
 	put("sinks", strconv.Itoa(len(c.Sinks)))
 	for _, s := range c.Sinks {
 		put(s.Topic, s.Key, string(s.Format), s.DeadLetterTopic)
+		if s.Upsert {
+			put("upsert")
+		}
+	}
+	// The tables, only when there are any, so a job without them keeps
+	// the fingerprint its checkpoints were written with.
+	if len(c.Tables) > 0 {
+		put("tables", strconv.Itoa(len(c.Tables)))
+		for _, t := range c.Tables {
+			put(t.ID, t.Topic, string(t.Format), string(t.KeyFormat))
+		}
 	}
 	// The edges, only for a graph that is not the linear chain a file
 	// without from: describes: a linear job keeps the fingerprint its

@@ -35,7 +35,9 @@ func validate(c *Config, d *decoder) Errors {
 	v.kafka()
 	v.checkpoint()
 	v.sources()
+	v.tables()
 	v.steps()
+	v.joinNames()
 	v.sinks()
 	v.paths(v.c.Graph())
 	v.ids()
@@ -355,7 +357,7 @@ func (v *validator) window(path string, w *Window, upstream []int) {
 
 // stepKinds are the keys that make a step what it is, in the order the
 // docs list them.
-var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepAggregate, StepWindow}
+var stepKinds = []StepKind{StepFilter, StepMap, StepKeyBy, StepJoin, StepAggregate, StepWindow}
 
 func (v *validator) steps() {
 	g := v.c.Graph()
@@ -383,7 +385,7 @@ func (v *validator) steps() {
 		}
 		switch len(kinds) {
 		case 0:
-			v.fail(path, "a step needs one of filter, map, key_by, aggregate or window")
+			v.fail(path, "a step needs one of filter, map, key_by, join, aggregate or window")
 			continue
 		case 1:
 		default:
@@ -408,6 +410,8 @@ func (v *validator) steps() {
 			v.expr(kpath, s.Filter)
 		case StepKeyBy:
 			v.expr(kpath, s.KeyBy)
+		case StepJoin:
+			v.join(kpath, s.Join)
 		case StepMap:
 			if len(s.Map) == 0 {
 				v.fail(kpath, "at least one field is required, e.g. total: price * quantity")
@@ -475,7 +479,10 @@ func (v *validator) from(path string, ids []string, g *Graph, n int) {
 			continue
 		}
 		i, ok := g.Lookup(id)
+		_, table := v.c.Table(id)
 		switch {
+		case !ok && table:
+			v.fail(ipath, "%q is a table: steps and sinks read streams; look records up in it with a join step (join: {table: %s, key: ..., as: ...})", id, id)
 		case !ok:
 			if len(known) == 0 {
 				v.fail(ipath, "unknown id %q", id)
@@ -637,6 +644,9 @@ func (v *validator) sinks() {
 		v.enum(path+".format", "format", string(s.Format), valueFormats...)
 		v.needsRegistry(path+".format", s.Format)
 		v.sinkSchema(path, s)
+		if s.Upsert {
+			v.upsert(path, s, g)
+		}
 		if s.Partitions != -1 && s.Partitions < 1 {
 			v.fail(path+".partitions", "%d is not a partition count: want at least 1, or -1 (the brokers' default)", s.Partitions)
 		}
@@ -755,6 +765,11 @@ func (v *validator) ids() {
 	}
 	for i, s := range v.c.Steps {
 		check(fmt.Sprintf("steps[%d]", i), s.ID)
+	}
+	for i, t := range v.c.Tables {
+		if t.ID != "" {
+			check(fmt.Sprintf("tables[%d]", i), t.ID)
+		}
 	}
 }
 

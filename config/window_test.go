@@ -174,7 +174,7 @@ func TestWindowErrorsEach(t *testing.T) {
 			"c.yaml:10:5: steps[1].window: a window needs a shape: tumbling: 5m, hopping: {size: 5m, advance: 1m} or session: {gap: 30m}",
 			"c.yaml:11:7: steps[1].window.tumbing: unknown field; did you mean tumbling?"}},
 		{"step key typo", []string{"    window:\n", "    windw:\n"}, []string{
-			"c.yaml:9:5: steps[1]: a step needs one of filter, map, key_by, aggregate or window",
+			"c.yaml:9:5: steps[1]: a step needs one of filter, map, key_by, join, aggregate or window",
 			"c.yaml:10:5: steps[1].windw: unknown field; did you mean window?"}},
 		{"source key typo", []string{"    event_time:", "    eventtime:"}, []string{
 			"c.yaml:6:5: sources[0].eventtime: unknown field; did you mean event_time?",

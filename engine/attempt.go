@@ -47,6 +47,9 @@ type attempt struct {
 	ops         []workerOps
 	restored    int
 	offsets     map[source.TopicPartition]int64
+	// tables are the job's tables, read to their ends (table.go; nil
+	// without tables).
+	tables *tableSet
 
 	closers []func()
 }
@@ -94,6 +97,9 @@ func (j *Job) runAttempt(parent context.Context, m mode) (progressed bool, err e
 		return false, err
 	}
 	if err := m.restore(ctx, a, plan); err != nil {
+		return false, err
+	}
+	if err := a.loadTables(ctx, nil); err != nil {
 		return false, err
 	}
 	if a.loop != nil {

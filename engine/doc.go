@@ -37,6 +37,11 @@
 // the newest committed checkpoint. Being fenced by another instance, or a
 // checkpoint that does not fit the configuration, ends the job instead.
 //
+// Tables (table.go) are read to their ends after the restore and before
+// the graph starts, then kept up to date by one task each, which the
+// graph starts with the others; the source tasks' join steps look keys
+// up in them, and every checkpoint record carries their offsets.
+//
 // Savepoints (savepoints.go; the format is checkpoint/savepoint) ride on a
 // checkpoint: Job.Savepoint and Job.StopWithSavepoint register an export
 // for checkpoint N before it is triggered; each worker, at barrier N, sends

@@ -37,7 +37,9 @@ type graph struct {
 	offsets *groupOffsets // nil without checkpoints
 	// watch looks for partitions added to the source topics (nil without
 	// checkpoints: under at_most_once the consumer group assigns them).
-	watch     *partitionWatch
+	watch *partitionWatch
+	// tables keep the job's tables up to date (nil without tables).
+	tables    *tableSet
 	completed atomic.Int64
 }
 
@@ -86,7 +88,7 @@ func assignPartitions(offsets map[source.TopicPartition]int64) []map[source.Topi
 func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	j, cfg := a.j, a.j.cfg
 	txn, plain, ops := a.txn, a.plain, a.ops
-	g := &graph{job: j, readers: readers}
+	g := &graph{job: j, readers: readers, tables: a.tables}
 	timed := j.plan.time != nil && len(j.plan.time.byTopic) > 0
 	var restoredTime *checkpoint.EventTime
 	if a.latest != nil {
@@ -212,6 +214,7 @@ func (g *graph) start(ctx context.Context, eg *errgroup.Group) {
 	if g.watch != nil {
 		eg.Go(func() error { return g.watch.run(ctx) })
 	}
+	g.tables.start(ctx, eg)
 	eg.Go(func() error { return g.sink.run(ctx) })
 	for _, w := range g.workers {
 		eg.Go(func() error { return w.run(ctx) })

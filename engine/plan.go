@@ -93,7 +93,7 @@ func compile(cfg *config.Config) (*plan, error) {
 	problems = append(problems, tprobs...)
 	p.time = tp
 	for i, s := range cfg.Sinks {
-		spec := keyed.Sink{Topic: s.Topic, Format: s.Format}
+		spec := keyed.Sink{Topic: s.Topic, Format: s.Format, Upsert: s.Upsert}
 		if s.Key != "" {
 			path := fmt.Sprintf("sinks[%d].key", i)
 			e, err := operator.CompileExpr(path, s.Key)
@@ -297,6 +297,7 @@ func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset,
 		Savepoint:         a.savepointID,
 		Operators:         j.plan.checkpointed,
 		EventTime:         et,
+		Tables:            a.tables.offsets(),
 	}
 	rec.Normalize()
 	return rec

@@ -186,6 +186,9 @@ func checked(member string, rec *checkpoint.Record, plan *savepoint.RestorePlan)
 // checked as before (key groups and operator ids), and, if log, the log
 // says that the rest could not be.
 func (j *Job) checkCheckpoint(rec *checkpoint.Record, log bool) (*savepoint.RestorePlan, error) {
+	if err := j.checkTables(rec); err != nil {
+		return nil, err
+	}
 	plan, err := savepoint.CheckRestart(rec, savepoint.DescribeConfig(j.cfg))
 	if errors.Is(err, savepoint.ErrUndescribed) {
 		if err := checkpoint.Compatible(rec, j.cfg.Fingerprint(), j.cfg.Checkpoint.KeyGroups, j.plan.operatorIDs()); err != nil {

@@ -75,6 +75,9 @@ type simJob struct {
 	// it). A pass-through branch writes the input itself: each input
 	// that reaches it is judged as one key of its own, count 1, sum n.
 	extra []simExtra
+	// table: the job joins the table "tiers" (simjoin_test.go), which
+	// changes while it runs.
+	table bool
 }
 
 // simExtra is one more output topic of a job graph.
@@ -144,6 +147,7 @@ var simJobs = []simJob{
 		{topic: "out2", keyOf: func(n int64) (string, bool) { return fmt.Sprintf("m%d", n%3), true }},
 		{topic: "out3", keyOf: func(n int64) (string, bool) { return strconv.FormatInt(n, 10), n%10 == 0 }, passThrough: true},
 	}, guarantees: []config.Guarantee{config.ExactlyOnce}},
+	joinSimJob,
 }
 
 var paritySumYAML = func() string {
@@ -203,6 +207,8 @@ type simRun struct {
 	// silent: the last input partition gets no input until the last
 	// simSilentUntil inputs (bigState jobs).
 	silent bool
+	// tableWrites counts the table's changes while the job runs (join).
+	tableWrites int
 }
 
 const (
@@ -268,6 +274,9 @@ func (r *simRun) createTopics(t testing.TB) {
 		if err := r.w.kafka.CreateTopic(topic, n); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if r.job.table {
+		r.createTable(t)
 	}
 }
 
@@ -416,6 +425,10 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		r.w.log("restore failed: %v", err)
 		return false, r.unexpected(err)
 	}
+	if err := a.loadTables(ctx, r.tableReader); err != nil {
+		r.w.log("reading the tables failed: %v", err)
+		return false, r.unexpected(err)
+	}
 	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.loop.m.LastCompleted())
 	var readers []recordReader
 	for _, part := range assignPartitions(a.offsets) {
@@ -490,6 +503,8 @@ const (
 	stepSavepoint
 	stepPause
 	stepCrash
+	stepTable
+	stepTableWrite
 )
 
 func (s *simGraph) run() (stopped bool, err error) {
@@ -549,6 +564,14 @@ func (s *simGraph) choose() (simStep, int) {
 		add(stepOpen, 0, 4)
 	}
 	add(stepTick, 0, 2)
+	if s.g.tables != nil {
+		for i := range s.g.tables.tasks {
+			add(stepTable, i, 2)
+		}
+		if r.tableWrites < 30 {
+			add(stepTableWrite, 0, 1)
+		}
+	}
 	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
 		add(stepStop, 0, 1)
 	}
@@ -714,6 +737,11 @@ func (s *simGraph) do(step simStep, arg int) error {
 	case stepCrash:
 		r.w.log("crash between steps")
 		panic(simCrash{at: "between steps"})
+	case stepTable:
+		// The table's task applies what one poll of its topic returns.
+		return s.g.tables.tasks[arg].poll(s.ctx)
+	case stepTableWrite:
+		r.writeTable()
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ type Metrics struct {
 	et  eventTime
 	grp group
 	sr  schemaRegistry
+	tb  tables
 
 	kafka *kafkaClients
 }
@@ -170,6 +171,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.et = newEventTime(m, f)
 	m.grp = newGroup(f)
 	m.sr = newSchemaRegistry(f)
+	m.tb = newTables(f)
 
 	m.SetInfo("unknown", "unknown")
 	return m

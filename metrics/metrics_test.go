@@ -42,6 +42,7 @@ var wantFamilies = []string{
 	"pipeline_group_members",
 	"pipeline_info",
 	"pipeline_internal_records_too_large_total",
+	"pipeline_join_records_total",
 	"pipeline_late_records_total",
 	"pipeline_records_in_total",
 	"pipeline_records_out_total",
@@ -56,6 +57,12 @@ var wantFamilies = []string{
 	"pipeline_state_keys",
 	"pipeline_state_piece_records_total",
 	"pipeline_state_restore_duration_seconds",
+	"pipeline_table_bytes",
+	"pipeline_table_keys",
+	"pipeline_table_lag_records",
+	"pipeline_table_restore_seconds",
+	"pipeline_table_skipped_records_total",
+	"pipeline_table_updates_total",
 	"pipeline_timestamps_replaced_total",
 	"pipeline_transaction_aborts_total",
 	"pipeline_transaction_age_seconds",
@@ -127,6 +134,7 @@ func TestLabels(t *testing.T) {
 		"reason": true, "code": true, "guarantee": true, "version": true, "le": true,
 		"result": true, "client": true, "node_id": true, // the last two: kprom
 		"instance_id": true, // one per process, for its life (group mode)
+		"table":       true, // a table's id, from the configuration like operator
 		"op":          true} // schema registry requests: fetch, register, lookup
 	label := regexp.MustCompile(`([a-z_]+)="`)
 	for line := range strings.Lines(scrapeExercised(t)) {

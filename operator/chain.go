@@ -61,6 +61,9 @@ type step struct {
 	// map
 	names  []string
 	fields []*Expr
+
+	// join (expr is its key)
+	join *joinStep
 }
 
 // Compile builds a Chain from the job's steps. It reports every problem it
@@ -81,9 +84,9 @@ func Compile(steps []config.Step) (*Chain, error) {
 		kind := s.Kind()
 		if n := kindsSet(s); n != 1 {
 			if n == 0 {
-				fail(i, "", base, "step has no kind: set one of filter, map, key_by, aggregate, window")
+				fail(i, "", base, "step has no kind: set one of filter, map, key_by, join, aggregate, window")
 			} else {
-				fail(i, kind, base, "step has %d kinds: set exactly one of filter, map, key_by, aggregate, window", n)
+				fail(i, kind, base, "step has %d kinds: set exactly one of filter, map, key_by, join, aggregate, window", n)
 			}
 			continue
 		}
@@ -114,6 +117,13 @@ func Compile(steps []config.Step) (*Chain, error) {
 				continue
 			}
 			c.steps = append(c.steps, step{kind: kind, path: path, expr: e})
+		case config.StepJoin:
+			st, jerrs := compileJoin(i, s)
+			if len(jerrs) > 0 {
+				errs = append(errs, jerrs...)
+				continue
+			}
+			c.steps = append(c.steps, *st)
 		case config.StepMap:
 			st := step{kind: kind, path: path}
 			if len(s.Map) == 0 {
@@ -157,6 +167,9 @@ func Compile(steps []config.Step) (*Chain, error) {
 			c.agg = agg
 		}
 	}
+	if len(errs) == 0 {
+		errs = checkJoinScope(c.steps, c.agg, joinNames(c.steps), "", map[string]bool{})
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -176,7 +189,7 @@ func Compile(steps []config.Step) (*Chain, error) {
 // first only).
 func kindsSet(s config.Step) int {
 	n := 0
-	for _, set := range []bool{s.Filter != "", s.Map != nil, s.KeyBy != "", s.Aggregate != nil, s.Window != nil} {
+	for _, set := range []bool{s.Filter != "", s.Map != nil, s.KeyBy != "", s.Join != nil, s.Aggregate != nil, s.Window != nil} {
 		if set {
 			n++
 		}
@@ -374,7 +387,7 @@ func recycle(maps *fieldMaps, r *Record) {
 	// record: with the last hold on it, when branches share it.
 	r.release(maps, r.order == nil || r.changed)
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
-	r.intsRead = false
+	r.intsRead, r.joined = false, nil
 	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
 }
@@ -459,6 +472,10 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 			r.release(c.maps, true) // the input's map: this record reads it no more
 			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
 			r.clearSlots()
+		case config.StepJoin:
+			if keep, err := s.join.apply(&c.vm, s.expr, r); !keep || err != nil {
+				return false, err
+			}
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)
 			if err != nil {

@@ -205,9 +205,9 @@ func TestCompileErrors(t *testing.T) {
 		{"multi-line position", []config.Step{filterStep("n > 1 &&\n  n <")},
 			[]string{"steps[0].filter: unexpected token EOF (expression 2:5)"}},
 		{"no kind", []config.Step{{}},
-			[]string{"steps[0]: step has no kind: set one of filter, map, key_by, aggregate, window"}},
+			[]string{"steps[0]: step has no kind: set one of filter, map, key_by, join, aggregate, window"}},
 		{"two kinds", []config.Step{{Filter: "true", KeyBy: "n"}},
-			[]string{"steps[0]: step has 2 kinds: set exactly one of filter, map, key_by, aggregate, window"}},
+			[]string{"steps[0]: step has 2 kinds: set exactly one of filter, map, key_by, join, aggregate, window"}},
 		{"map problems", []config.Step{{Map: []config.Field{}}, mapStep("a", "1", "a", "2", "_key", "3", "", "4")},
 			[]string{
 				"steps[0].map: map needs at least one field",

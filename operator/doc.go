@@ -12,6 +12,9 @@
 //   - Aggregator and AggregateState: the aggregate step and the running
 //     state of one group key, made of one Accumulator per named value.
 //   - RecordError: why a record failed, with a stable Code.
+//   - Table: a table's state, the latest value of each record key, which
+//     join steps look records up in (join.go: the value is shown to the
+//     later steps under the join's name, never written into the record).
 //
 // # Invariants
 //

@@ -203,6 +203,11 @@ func (e *Expr) run(m *vm.VM, r *Record) (any, *RecordError) {
 		r.setMeta(e.meta)
 		env = r.fields // a copy of a shared map, if setMeta made one
 	}
+	if len(r.joined) > 0 && e.readsJoined(r) {
+		var hid []hidden
+		env, hid = r.overlayJoined()
+		defer r.restoreJoined(hid)
+	}
 	prog := e.prog
 	if r.decimals && e.decProg != nil {
 		prog = e.decProg

@@ -34,6 +34,8 @@ type Graph struct {
 	maps *fieldMaps
 	// inputs decode the topics read in a schema format (SetInputs).
 	inputs Inputs
+	// joins are the join steps, each once (BindTables binds them).
+	joins []*joinStep
 }
 
 // Target is where a route delivers records.
@@ -92,6 +94,11 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	for _, st := range steps {
+		if st != nil && st.join != nil {
+			g.joins = append(g.joins, st.join)
+		}
+	}
 	// The targets: every keyed step, and every other node a sink reads.
 	targetOf := map[int]int{} // graph node -> target
 	for n, nd := range cg.Nodes {
@@ -117,6 +124,8 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 	// The routes: every path from a source to a target.
 	g.routes = make([][]route, len(cfg.Sources))
 	var exprs [][]*Expr // what each route reads of the input value
+	names := joinNames(g.joinSteps())
+	reported := map[string]bool{}
 	for n := range cg.Nodes {
 		t, ok := targetOf[n]
 		if !ok {
@@ -153,8 +162,13 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 			}
 			g.routes[src] = append(g.routes[src], route{target: t, chain: c})
 			exprs = append(exprs, reads)
+			from := fmt.Sprintf("source %q", cg.Nodes[path[0]].ID)
+			errs = append(errs, checkJoinScope(c.steps, g.targets[t].Agg, names, from, reported)...)
 			return true
 		})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	var all []*Expr
 	for _, r := range exprs {
@@ -228,6 +242,11 @@ func compileLinear(cfg *config.Config, cg *config.Graph) (*Graph, error) {
 		t.Sinks = append(t.Sinks, i)
 	}
 	g := &Graph{targets: []Target{t}, linear: c, maps: c.maps, need: c.need}
+	for i := range c.steps {
+		if j := c.steps[i].join; j != nil {
+			g.joins = append(g.joins, j)
+		}
+	}
 	g.routes = make([][]route, len(cfg.Sources))
 	for i := range g.routes {
 		g.routes[i] = []route{{target: 0, chain: c}}
@@ -249,6 +268,8 @@ func compileStep(i int, s config.Step) (*step, []error) {
 	}
 	st := &step{kind: kind, path: path}
 	switch kind {
+	case config.StepJoin:
+		return compileJoin(i, s)
 	case config.StepFilter, config.StepKeyBy:
 		want := exprAny
 		src := s.KeyBy
@@ -289,7 +310,7 @@ func compileStep(i int, s config.Step) (*step, []error) {
 			st.fields = append(st.fields, e)
 		}
 	default:
-		fail(fmt.Sprintf("steps[%d]", i), "step has no kind: set one of filter, map, key_by, aggregate, window")
+		fail(fmt.Sprintf("steps[%d]", i), "step has no kind: set one of filter, map, key_by, join, aggregate, window")
 	}
 	if len(errs) > 0 {
 		return nil, errs

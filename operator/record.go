@@ -85,6 +85,9 @@ type Record struct {
 	// decimals: the decoding may have produced Decimals, so expressions
 	// run their decimal programs (decimalexpr.go).
 	decimals bool
+	// joined are the table values join steps showed the record's later
+	// steps, in join order (join.go); never part of its value.
+	joined []joinedValue
 }
 
 // fieldShare counts the copies of a record that read one decoded map.
@@ -203,6 +206,11 @@ func (r *Record) env(maps *fieldMaps) map[string]any {
 // field returns the value of the top-level field name and whether the
 // record has it.
 func (r *Record) field(name string) (any, bool) {
+	if len(r.joined) > 0 {
+		if v, ok := r.joinedField(name); ok {
+			return v, true
+		}
+	}
 	if r.inSlots {
 		i := slotOf(r.partial, name)
 		if i < 0 {

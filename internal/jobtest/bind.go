@@ -115,6 +115,12 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 			b.inputs[t] = 1
 		}
 	}
+	// A table's topic is input too: written before the job starts, so
+	// the job reads it to its end before it joins any record.
+	for _, t := range cfg.Tables {
+		sources = append(sources, t.Topic)
+		b.inputs[t.Topic] = 1
+	}
 	for _, in := range c.Input {
 		if _, ok := b.inputs[in.Topic]; !ok {
 			fail(in.At, in.Path, "the job reads no topic %q%s", in.Topic, config.Suggestion(in.Topic, sources))

@@ -15,7 +15,7 @@
 //	cases:
 //	  - name: sums per parity
 //	    input:
-//	      numbers:                      # a topic the job reads
+//	      numbers:                      # a topic the job reads (a source's or a table's)
 //	        - {n: 1}                    # a value alone
 //	        - {value: {n: 2}, key: k, partition: 1, timestamp: 2026-12-04T10:00:00Z, headers: {h: v}}
 //	        - {value: '{"n": 3'}        # a string is written as its bytes
@@ -57,10 +57,13 @@
 //     compare: names one rule for every topic, or a rule per topic and a
 //     default for the rest ({default: last_per_key, tens: unordered}).
 //  4. A run is done when a committed checkpoint holds every input
-//     partition's end offset: everything the job derives from its input
-//     is committed then. The job then stops gracefully. Inputs are
-//     written before the job starts, without transactions, so the end
-//     offset is one past the last record.
+//     partition's end offset (a table's among its tables' offsets):
+//     everything the job derives from its input is committed then. The
+//     job then stops gracefully. Inputs are written before the job
+//     starts, without transactions, so the end offset is one past the
+//     last record; a table's topic, written before too, is read to its
+//     end before any record is joined, so every record meets the table
+//     as the case writes it, whatever the order of topics in the file.
 //  5. Every run gets a fresh cluster: cases do not see each other's
 //     records or checkpoints.
 //  6. A crash run arms one to three fault points (internal/fault) drawn

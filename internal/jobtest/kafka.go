@@ -108,6 +108,11 @@ func behind(rec *checkpoint.Record, ends map[tp]int64) []string {
 		for _, o := range rec.Offsets {
 			at[tp{o.Topic, o.Partition}] = o.Offset
 		}
+		for _, t := range rec.Tables {
+			for _, o := range t.Offsets {
+				at[tp{t.Topic, o.Partition}] = o.Offset
+			}
+		}
 	}
 	var out []string
 	for _, k := range slices.SortedFunc(maps.Keys(ends), func(a, b tp) int {

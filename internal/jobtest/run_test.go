@@ -155,3 +155,26 @@ func mustAbs(t *testing.T, path string) string {
 	}
 	return abs
 }
+
+// An upsert sink of an aggregate with a TTL: each key's latest value, and
+// a tombstone once the TTL deletes the key (also under crash schedules).
+func TestUpsertSinkTombstones(t *testing.T) {
+	f, err := ReadFile("testdata/upsert/test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Prepare(f, readJob(t, f.Job), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*Result
+	s.Run(context.Background(), Options{Crashes: 2}, nil, func(r *Result) { results = append(results, r) })
+	if len(results) == 0 {
+		t.Fatal("no results")
+	}
+	for _, r := range results {
+		if !r.Passed() {
+			t.Errorf("%s: %v %+v\n%s", r.Case.Name, r.Err, r.Diffs, r.Log)
+		}
+	}
+}

@@ -130,6 +130,10 @@ func (b *bound) bindSchemas(file string, cfg *config.Config, ws writers, fail fu
 			topics = append(topics, t)
 		}
 	}
+	for _, t := range cfg.Tables {
+		read[t.Topic] = sides{t.Format, t.KeyFormat}
+		topics = append(topics, t.Topic)
+	}
 	written := map[string]config.Format{}
 	for _, s := range cfg.Sinks {
 		written[s.Topic] = s.Format

@@ -111,6 +111,26 @@ func AllOn(ctx context.Context, cl Cluster, topic string, fn func(*kgo.Record) e
 	return scan(ctx, cl, topic, ranges, func(r *kgo.Record) (bool, error) { return false, fn(r) })
 }
 
+// AllTo is All over every partition, and returns where it stopped: the
+// last stable offset of each partition as of the call, the offset a
+// reader that goes on reading the topic continues from (how a job reads
+// a table to its end, then follows its updates).
+func AllTo(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+	return AllToOn(ctx, Dial(conn), topic, fn)
+}
+
+// AllToOn is AllTo on cl.
+func AllToOn(ctx context.Context, cl Cluster, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+	ranges, ends, err := listRangesTo(ctx, cl, topic, func(int32) (int64, bool) { return 0, true })
+	if err != nil {
+		return nil, err
+	}
+	if err := scan(ctx, cl, topic, ranges, func(r *kgo.Record) (bool, error) { return false, fn(r) }); err != nil {
+		return nil, err
+	}
+	return ends, nil
+}
+
 // After reports whether topic holds a committed data record at or after
 // from (per partition; the partitions not in from are not looked at)
 // and before the last stable offset as of the call. Unlike a poll that
@@ -163,25 +183,33 @@ type span struct{ from, end int64 }
 // the span of every partition that first names (with the offset to read
 // from, raised to the log start) and that holds anything there.
 func listRanges(ctx context.Context, cl Cluster, topic string, first func(p int32) (int64, bool)) (map[int32]span, error) {
+	ranges, _, err := listRangesTo(ctx, cl, topic, first)
+	return ranges, err
+}
+
+// listRangesTo is listRanges, and also returns the last stable offset of
+// every partition first names.
+func listRangesTo(ctx context.Context, cl Cluster, topic string, first func(p int32) (int64, bool)) (map[int32]span, map[int32]int64, error) {
 	listed, err := cl.Offsets(ctx, topic)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ranges := map[int32]span{}
+	ranges, stable := map[int32]span{}, map[int32]int64{}
 	for p, o := range listed {
 		from, ok := first(p)
 		if !ok {
 			continue
 		}
 		if o.Err != nil {
-			return nil, o.Err
+			return nil, nil, o.Err
 		}
+		stable[p] = o.LastStable
 		from = max(from, o.Start)
 		if o.LastStable > from {
 			ranges[p] = span{from: from, end: o.LastStable}
 		}
 	}
-	return ranges, nil
+	return ranges, stable, nil
 }
 
 // scan reads the spans with read_committed and calls fn for every data

@@ -61,6 +61,10 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.SchemaRegistryWaiting(true)
 	m.SchemaRegistryWaited(time.Second)
 	m.SchemaRegistryCached(2)
+	m.Table("customers", []string{"no_key", "key", "decode"}).Updates.Inc()
+	m.SetTable("customers", 3, 120, 0)
+	m.TableRestored("customers", 20*time.Millisecond)
+	m.Join("enrich").Joined(true)
 
 	// No broker is needed: a client builds its metrics when created.
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), m.KafkaHooks("exercise"))

@@ -217,16 +217,20 @@ func (o *Aggregate) output(ts time.Time, groupKey string, st *operator.Aggregate
 }
 
 func (o *Aggregate) Barrier(watermark int64) (Result, []state.ChangelogRecord, []checkpoint.StateSummary) {
+	var outputs []*kgo.Record
 	if o.expiry != nil {
-		if n := o.expiry.expire(o, watermark); n > 0 && o.env.Metrics != nil {
-			o.env.Metrics.KeysExpired(o.agg.ID(), n)
+		deleted, at := o.expiry.expire(o, watermark)
+		if len(deleted) > 0 && o.env.Metrics != nil {
+			o.env.Metrics.KeysExpired(o.agg.ID(), len(deleted))
 		}
+		// An upsert sink's tombstones, in this checkpoint's epoch with
+		// the state's.
+		outputs = o.sinks.Tombstones(&o.buf, time.UnixMilli(at), deleted)
 	}
 	if o.agg.Emit() != config.EmitOnCheckpoint {
 		// Only the changelog: no Entries to build.
-		return Result{}, o.store.SnapshotRecords(), []checkpoint.StateSummary{o.Summary()}
+		return Result{Outputs: outputs}, o.store.SnapshotRecords(), []checkpoint.StateSummary{o.Summary()}
 	}
-	var outputs []*kgo.Record
 	delta := o.store.Snapshot()
 	for _, e := range delta.Entries {
 		if e.Deleted {

@@ -26,6 +26,8 @@ type expiry struct {
 	// the store is filled by a restore before).
 	built bool
 	keys  []string
+	// deleted are the keys the last expire deleted.
+	deleted []string
 }
 
 // touch records that st (of key, new when created) was updated by a
@@ -48,9 +50,9 @@ func (e *expiry) touch(st *operator.AggregateState, at int64, created bool, key 
 }
 
 // expire deletes the keys of o's store whose time is up at the barrier
-// with watermark (event time) or now (processing time), and returns how
-// many.
-func (e *expiry) expire(o *Aggregate, watermark int64) int {
+// with watermark (event time) or now (processing time), and returns them
+// (valid until the next call) and the time it judged them at.
+func (e *expiry) expire(o *Aggregate, watermark int64) (deleted []string, at int64) {
 	now := watermark
 	if !e.eventTime {
 		now = e.now().UnixMilli()
@@ -66,9 +68,9 @@ func (e *expiry) expire(o *Aggregate, watermark int64) int {
 		}
 	}
 	if now == window.NoWatermark {
-		return 0
+		return nil, now
 	}
-	n := 0
+	e.deleted = e.deleted[:0]
 	e.keys = e.timers.PopUntil(now, e.keys[:0])
 	for _, key := range e.keys {
 		kb := []byte(key)
@@ -82,10 +84,10 @@ func (e *expiry) expire(o *Aggregate, watermark int64) int {
 			e.timers.Add(window.SatAdd(now, e.ttl), key)
 		case window.SatAdd(st.Updated(), e.ttl) <= now:
 			store.Delete(kb)
-			n++
+			e.deleted = append(e.deleted, key)
 		default:
 			e.timers.Add(window.SatAdd(st.Updated(), e.ttl), key)
 		}
 	}
-	return n
+	return e.deleted, now
 }

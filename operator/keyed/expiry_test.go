@@ -30,7 +30,7 @@ sinks:
 // ttlHarness is one worker's aggregate with a TTL (every key group), and
 // send, which runs a value through the job's steps into it, at event time
 // ts when the source has event_time.
-func ttlHarness(t *testing.T, eventTime string, now *time.Time) (send func(value string, ts time.Time), op *Aggregate) {
+func ttlHarness(t *testing.T, eventTime string, now *time.Time, sinks ...*Sink) (send func(value string, ts time.Time), op *Aggregate) {
 	t.Helper()
 	env := map[string]string{"EVENT_TIME": eventTime}
 	cfg, err := config.Parse("ttl.yaml", []byte(ttlJob), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -43,7 +43,7 @@ func ttlHarness(t *testing.T, eventTime string, now *time.Time) (send func(value
 	}
 	clock := func() time.Time { return *now }
 	timed := cfg.Sources[0].EventTime != nil
-	op, err = NewAggregate(&Env{Now: clock, Recycle: g.Recycle}, nil, g.Targets()[0].Agg, cfg.Checkpoint.KeyGroups, state.RangeFor(0, 1, cfg.Checkpoint.KeyGroups), timed)
+	op, err = NewAggregate(&Env{Now: clock, Recycle: g.Recycle}, sinks, g.Targets()[0].Agg, cfg.Checkpoint.KeyGroups, state.RangeFor(0, 1, cfg.Checkpoint.KeyGroups), timed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,5 +153,28 @@ func TestTTLInProcessingTime(t *testing.T) {
 	now = now.Add(time.Minute)
 	if _, changes, _ := op2.Barrier(window.NoWatermark); len(tombstones(t, changes)) != 1 {
 		t.Fatal("a state of unknown age never expired")
+	}
+}
+
+// A key deleted by its TTL gets a tombstone in every upsert sink, keyed by
+// the group key, at the barrier that deletes its state; a sink that is not
+// an upsert gets none.
+func TestTTLTombstonesInUpsertSinks(t *testing.T) {
+	now := time.Unix(0, 0)
+	send, op := ttlHarness(t, "event_time: {timestamp: ts}", &now,
+		&Sink{Topic: "changelog", Upsert: true}, &Sink{Topic: "plain"})
+	send(`{"k":"a","ts":1000000}`, now)
+	send(`{"k":"b","ts":1030000}`, now)
+	res, _, _ := op.Barrier(1_059_999)
+	if len(res.Outputs) != 0 {
+		t.Fatalf("before the TTL: %d outputs", len(res.Outputs))
+	}
+	res, _, _ = op.Barrier(1_060_000)
+	if len(res.Outputs) != 1 {
+		t.Fatalf("at a's TTL: %d outputs, want a's tombstone in the upsert sink only", len(res.Outputs))
+	}
+	r := res.Outputs[0]
+	if r.Topic != "changelog" || string(r.Key) != "a" || r.Value != nil || !r.Timestamp.Equal(time.UnixMilli(1_060_000)) {
+		t.Errorf("tombstone %s key %q value %q at %v; want changelog, a, nil, the watermark", r.Topic, r.Key, r.Value, r.Timestamp)
 	}
 }

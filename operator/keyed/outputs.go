@@ -19,6 +19,9 @@ type Sink struct {
 	Format config.Format
 	// Enc writes a schema registry format (nil: json or raw).
 	Enc *schema.Sink
+	// Upsert: the sink is a changelog of the aggregate it reads, and a
+	// deleted key gets a tombstone (sinks[].upsert).
+	Upsert bool
 }
 
 // Sinks are the sinks that read an operator: each of its results is one
@@ -90,6 +93,23 @@ func (ss Sinks) Keyed(buf *Buf, ts time.Time, groupKey string, value []byte) ([]
 		}
 	}
 	return ss.Outputs(buf, ts, view, key, value)
+}
+
+// Tombstones are the tombstones of keys, deleted from an aggregate's
+// state at time ts, for the sinks that are upserts (none: no record).
+func (ss Sinks) Tombstones(buf *Buf, ts time.Time, keys []string) []*kgo.Record {
+	var out []*kgo.Record
+	for _, s := range ss {
+		if !s.Upsert {
+			continue
+		}
+		for _, k := range keys {
+			r := buf.record()
+			r.Topic, r.Key, r.Timestamp = s.Topic, buf.cut(append(buf.start(), k...)), ts
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Buf hands out the memory of output records in chunks: the bytes of

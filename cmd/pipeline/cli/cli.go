@@ -41,6 +41,7 @@ Usage:
                                     or --brokers, else $KAFKA_BROKERS without ./config.yaml)
   pipeline topics list|describe     the cluster's topics; partitions, offsets and configs of some
   pipeline topics read TOPIC        print a topic's committed records (--from-beginning: to its end)
+  pipeline topics write TOPIC       write a record per line of stdin: key TAB value (key TAB: a tombstone)
   pipeline version                  print the version
 
 Run 'pipeline COMMAND -h' for a command's flags.
@@ -234,6 +235,9 @@ func printOperators(w io.Writer, cfg *config.Config) {
 	fmt.Fprintln(w, "operators (savepoint state maps to them by id):")
 	for _, s := range cfg.Sources {
 		fmt.Fprintf(w, "  %-16s source (offsets are its state): %s\n", s.ID, strings.Join(s.Topics, ", "))
+	}
+	for _, t := range cfg.Tables {
+		fmt.Fprintf(w, "  %-16s table (read again from its topic on every restore): %s\n", t.ID, t.Topic)
 	}
 	for _, s := range cfg.Steps {
 		what := string(s.Kind())

@@ -28,7 +28,8 @@ const topicsUsage = `usage:
   pipeline topics list [-c FILE] [--brokers LIST]
   pipeline topics describe [-c FILE] [--brokers LIST] NAME...
   pipeline topics read [-c FILE] [--brokers LIST] TOPIC [--from-beginning] [--committed=false] [--count N] [--format json|text]
-      create, list, describe and read topics on the cluster of the job's file
+  pipeline topics write [-c FILE] [--brokers LIST] TOPIC [--partition N]
+      create, list, describe, read and write topics on the cluster of the job's file
       (-c, default ./config.yaml): its kafka.brokers, TLS and SASL settings, so
       no other tool is needed; --brokers names other brokers. Without
       ./config.yaml and -c: --brokers, else $KAFKA_BROKERS, else 127.0.0.1:9092
@@ -38,7 +39,7 @@ const topicsUsage = `usage:
 // requests in milliseconds, or not at all.
 const topicsTimeout = 30 * time.Second
 
-// topicsCmd is `pipeline topics create|list|describe|read`.
+// topicsCmd is `pipeline topics create|list|describe|read|write`.
 func topicsCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topicsUsage)
@@ -53,6 +54,8 @@ func topicsCmd(args []string, stdout, stderr io.Writer) int {
 		return describeTopics(args[1:], stdout, stderr)
 	case "read":
 		return readRecords(args[1:], stdout, stderr)
+	case "write":
+		return writeRecords(args[1:], os.Stdin, stdout, stderr)
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(stdout, topicsUsage)

@@ -1,0 +1,259 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// enriched is a valid job with a table and a left join, ten lines before
+// its steps: cases below change it.
+const enriched = `name: job
+kafka:
+  brokers: [localhost:9092]
+sources:
+  - id: orders
+    topics: [orders]
+tables:
+  - id: customers
+    topic: customers
+steps:
+  - id: enrich
+    join: {table: customers, key: customer, as: c, how: left}
+  - key_by: 'c == nil ? "none" : c.tier'
+  - aggregate: {values: {n: count()}}
+sinks:
+  - topic: out
+`
+
+func TestTablesAndJoinsLoad(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(enriched), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tables) != 1 || c.Tables[0] != (Table{ID: "customers", Topic: "customers", Format: FormatJSON, KeyFormat: FormatRaw}) {
+		t.Errorf("tables = %+v, want customers with the default formats", c.Tables)
+	}
+	j := c.Steps[0].Join
+	if c.Steps[0].Kind() != StepJoin || j == nil || *j != (Join{Table: "customers", Key: "customer", As: "c", How: JoinLeft}) {
+		t.Errorf("steps[0] = %+v (join %+v)", c.Steps[0], j)
+	}
+	// The default how is inner (Kafka Streams' join, SQL's JOIN).
+	inner, err := Parse("c.yaml", []byte(strings.Replace(enriched, ", how: left", "", 1)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inner.Steps[0].Join.How; got != JoinInner {
+		t.Errorf("default how = %q, want inner", got)
+	}
+	if got, want := c.Summary(), `job "job": exactly_once, 1 source (1 topic), 1 table, 3 steps, 1 sink, checkpoint every 1s`; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
+	}
+	text := c.Graph().Text(c)
+	for _, want := range []string{"customers: table customers (json values, raw keys)", "enrich: left join customers on customer as c  <- orders"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("graph text lacks %q:\n%s", want, text)
+		}
+	}
+	if m := c.Graph().Mermaid(c); !strings.Contains(m, `t0[("customers: table customers")]`) || !strings.Contains(m, "t0 -.-> n1") {
+		t.Errorf("mermaid does not draw the table beside its join:\n%s", m)
+	}
+}
+
+// Tables and joins are part of what a job computes: changing a table's
+// topic or a join changes the fingerprint; a job without tables keeps its
+// old one.
+func TestFingerprintTablesAndJoins(t *testing.T) {
+	parse := func(y string) string {
+		t.Helper()
+		c, err := Parse("c.yaml", []byte(y), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Fingerprint()
+	}
+	base := parse(enriched)
+	for name, y := range map[string]string{
+		"table topic":      strings.Replace(enriched, "    topic: customers\n", "    topic: customers-v2\n", 1),
+		"table format":     strings.Replace(enriched, "    topic: customers\n", "    topic: customers\n    format: raw\n", 1),
+		"table key format": strings.Replace(enriched, "    topic: customers\n", "    topic: customers\n    key_format: json\n", 1),
+		"join how":         strings.Replace(enriched, "how: left", "how: inner", 1),
+		"join key":         strings.Replace(enriched, "key: customer,", "key: customer_id,", 1),
+	} {
+		if parse(y) == base {
+			t.Errorf("changing the %s left the fingerprint as it was", name)
+		}
+	}
+	// minimal, with and without an empty tables list: the same job.
+	if parse(minimal) != parse(minimal+"tables: []\n") {
+		t.Error("an empty tables list changed the fingerprint of a job without tables")
+	}
+}
+
+// TestTableErrors: every problem of tables and joins at its line and
+// column, with a message that says what to do.
+func TestTableErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "unknown table, with a suggestion",
+			yaml: strings.Replace(enriched, "join: {table: customers,", "join: {table: custmers,", 1),
+			want: []string{
+				`c.yaml:8:9: tables[0].id: no join step reads table "customers": join it (join: {table: customers, key: ..., as: ...}) or remove it`,
+				`c.yaml:12:19: steps[0].join.table: unknown table "custmers"; did you mean customers?`,
+			},
+		},
+		{
+			name: "a join without tables",
+			yaml: strings.Replace(enriched, "tables:\n  - id: customers\n    topic: customers\n", "", 1),
+			want: []string{`c.yaml:9:19: steps[0].join.table: unknown table "customers": the job has no tables; add one under tables: ({id: customers, topic: ...})`},
+		},
+		{
+			name: "join fields missing",
+			yaml: strings.Replace(enriched, "join: {table: customers, key: customer, as: c, how: left}", "join: {how: outer}", 1),
+			want: []string{
+				`c.yaml:8:9: tables[0].id: no join step reads table "customers": join it (join: {table: customers, key: ..., as: ...}) or remove it`,
+				"c.yaml:12:5: steps[0].join.table: required: the id of the table to look the record up in",
+				"c.yaml:12:5: steps[0].join.key: required: an expression on the record whose value is looked up among the table's keys, e.g. customer_id",
+				"c.yaml:12:5: steps[0].join.as: required: the name later steps read the table's value by, e.g. as: customer",
+				`c.yaml:12:17: steps[0].join.how: unknown join type "outer"; allowed: inner, left`,
+			},
+		},
+		{
+			name: "as names the metadata, a keyword, or nothing an expression reads",
+			yaml: strings.Replace(enriched, "  - key_by:", `  - {join: {table: customers, key: a, as: _key}}
+  - {join: {table: customers, key: b, as: nil}}
+  - {join: {table: customers, key: d, as: 2c}}
+  - {join: {table: customers, key: e, as: c}}
+  - key_by:`, 1),
+			want: []string{
+				`c.yaml:13:43: steps[1].join.as: "_key" starts with _, which names the record's metadata (_key, _timestamp, ...): choose another name`,
+				`c.yaml:14:43: steps[2].join.as: "nil" is a word of the expression language: choose another name`,
+				`c.yaml:15:43: steps[3].join.as: "2c" is not a name an expression can read: use letters, digits and _, not starting with a digit`,
+				`c.yaml:16:43: steps[4].join.as: "c" is already the name of the join steps[0] (id "enrich"): give each join a name of its own`,
+			},
+		},
+		{
+			name: "a table topic the job reads, writes or reads twice",
+			yaml: strings.Replace(enriched, "    topic: customers\n", `    topic: orders
+  - {id: t2, topic: out}
+  - {id: t3, topic: job-dead-letter}
+  - {id: t4, topic: out}
+  - {id: t5, topic: job-state}
+`, 1),
+			want: []string{
+				`c.yaml:9:12: tables[0].topic: "orders" is also read by sources[0] (id "orders"): a topic is either a stream or a table of the job, not both`,
+				`c.yaml:10:10: tables[1].id: no join step reads table "t2": join it (join: {table: t2, key: ..., as: ...}) or remove it`,
+				`c.yaml:10:21: tables[1].topic: "out" is the output topic of sinks[0]: a job cannot read its own output as a table (run a second job that reads it)`,
+				`c.yaml:11:10: tables[2].id: no join step reads table "t3": join it (join: {table: t3, key: ..., as: ...}) or remove it`,
+				`c.yaml:11:21: tables[2].topic: "job-dead-letter" is the dead-letter topic of sinks[0]: a table needs a topic of its own`,
+				`c.yaml:12:10: tables[3].id: no join step reads table "t4": join it (join: {table: t4, key: ..., as: ...}) or remove it`,
+				`c.yaml:12:21: tables[3].topic: "out" is already read by tables[1] (id "t2"): read each table topic once`,
+				`c.yaml:13:10: tables[4].id: no join step reads table "t5": join it (join: {table: t5, key: ..., as: ...}) or remove it`,
+				`c.yaml:13:21: tables[4].topic: "job-state" is the job's internal state topic`,
+			},
+		},
+		{
+			name: "formats, a missing id and topic",
+			yaml: strings.Replace(enriched, "    topic: customers\n", `    topic: customers
+    format: avro
+    key_format: jsno
+  - {format: raw}
+`, 1),
+			want: []string{
+				"c.yaml:10:13: tables[0].format: avro tables are not supported yet: use json or raw",
+				`c.yaml:11:17: tables[0].key_format: unknown key format "jsno"; did you mean json?`,
+				"c.yaml:12:5: tables[1].id: required: join steps name the table by it (join: {table: ID, ...})",
+				"c.yaml:12:5: tables[1].topic: required: the compacted topic the table is read from",
+			},
+		},
+		{
+			name: "ids are shared with sources and steps",
+			yaml: strings.Replace(enriched, "  - id: customers\n", "  - id: orders\n", 1),
+			want: []string{
+				`c.yaml:8:9: tables[0].id: no join step reads table "orders": join it (join: {table: orders, key: ..., as: ...}) or remove it`,
+				`c.yaml:8:9: tables[0].id: id "orders" is already used by sources[0]: operator ids must be unique`,
+				`c.yaml:12:19: steps[0].join.table: unknown table "customers"; allowed: orders`,
+			},
+		},
+		{
+			name: "a step cannot read a table",
+			yaml: strings.Replace(enriched, "  - key_by:", "  - {from: customers, filter: 'true'}\n  - key_by:", 1),
+			want: []string{
+				`c.yaml:12:5: steps[0].join: nothing reads this step: name its id "enrich" in the from: of a later step or a sink`,
+				`c.yaml:13:12: steps[1].from[0]: "customers" is a table: steps and sinks read streams; look records up in it with a join step (join: {table: customers, key: ..., as: ...})`,
+			},
+		},
+		{
+			name: "group mode and at_most_once",
+			yaml: strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1),
+			want: []string{"c.yaml:8:1: tables: tables are not supported in group mode yet (every process would need every table partition, or the stream repartitioned by the join key): use scale.mode: single"},
+		},
+		{
+			name: "at_most_once",
+			yaml: strings.Replace(strings.Replace(enriched, "name: job\n", "name: job\nguarantee: at_most_once\n", 1), "aggregate: {values: {n: count()}}", "aggregate: {values: {n: count()}}", 1),
+			want: []string{"c.yaml:8:1: tables: tables are not supported under guarantee: at_most_once yet: use at_least_once or exactly_once"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tt.yaml), env(nil))
+			if err == nil {
+				t.Fatal("Parse succeeded; want problems")
+			}
+			if got := err.Error(); got != strings.Join(tt.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// upsert: true is for sinks of aggregates, keyed by the group key.
+func TestUpsertErrors(t *testing.T) {
+	const job = `name: job
+kafka:
+  brokers: [localhost:9092]
+sources:
+  - id: numbers
+    topics: [numbers]
+    event_time: {}
+steps:
+  - {id: by-parity, key_by: 'n % 2'}
+  - {id: sums, aggregate: {values: {n: count()}}}
+  - {id: windows, from: by-parity, window: {tumbling: 1m, values: {n: count()}}}
+sinks:
+  - {from: sums, topic: ok, upsert: true}
+  - {from: windows, topic: w, upsert: true}
+  - {from: numbers, topic: copy, upsert: true}
+  - {from: sums, topic: keyed, key: 'string(key) + "x"', upsert: true}
+`
+	_, err := Parse("c.yaml", []byte(job), env(nil))
+	want := []string{
+		`c.yaml:14:39: sinks[1].upsert: reads the window steps[2] (id "windows"): each window is a result of its own, not the latest value of its key; upsert is for aggregates`,
+		`c.yaml:15:42: sinks[2].upsert: reads sources[0] (id "numbers"), which is not an aggregate: upsert writes the latest value of each group key, and only an aggregate has one`,
+		`c.yaml:16:37: sinks[3].key: an upsert sink's record key is the group key (what a tombstone deletes): remove key, or upsert`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	ok := strings.Replace(strings.Replace(strings.Replace(job, "  - {from: windows, topic: w, upsert: true}\n", "", 1),
+		"  - {from: numbers, topic: copy, upsert: true}\n", "", 1), "  - {from: sums, topic: keyed, key: 'string(key) + \"x\"', upsert: true}\n", "", 1)
+	ok = strings.Replace(ok, "  - {id: windows, from: by-parity, window: {tumbling: 1m, values: {n: count()}}}\n", "", 1)
+	c, err := Parse("c.yaml", []byte(ok), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Sinks[0].Upsert {
+		t.Error("sinks[0].upsert not read")
+	}
+	plain := strings.Replace(ok, ", upsert: true}", "}", 1)
+	p, err := Parse("c.yaml", []byte(plain), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Fingerprint() == c.Fingerprint() {
+		t.Error("upsert does not change the fingerprint")
+	}
+}

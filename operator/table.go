@@ -1,0 +1,163 @@
+package operator
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eoflow/pipeline/config"
+)
+
+// Table is a table's state: the latest value of each record key of its
+// topic, a tombstone (a null value) deleting the key. It is what join
+// steps look records up in.
+//
+// One goroutine applies the topic's records (Apply, in offset order per
+// partition); any number look keys up meanwhile (Lookup), each seeing
+// every Apply that returned before it. The values are decoded once, when
+// applied, and shared read-only by every lookup: nothing changes a value
+// after it was stored (a record's expressions only read what a join shows
+// them).
+type Table struct {
+	id     string
+	format config.Format
+	// jsonKey: the record keys are JSON values, looked up by their text.
+	jsonKey bool
+	seed    maphash.Seed
+	shards  [tableShards]tableShard
+	// keys and bytes are the table's size: how many keys it holds, and
+	// the bytes of their keys and values as read from the topic.
+	keys, bytes atomic.Int64
+	// dec decodes values for Apply (one goroutine applies).
+	dec decoder
+}
+
+// tableShards spreads the keys over this many locks, so that lookups on
+// many cores do not all touch one lock word.
+const tableShards = 64
+
+type tableShard struct {
+	mu sync.RWMutex
+	m  map[string]tableEntry
+	_  [32]byte // with the lock and the map, a cache line of its own
+}
+
+// tableEntry is one key's latest value and the bytes it came from.
+type tableEntry struct {
+	value any
+	size  int64
+}
+
+// NewTable is an empty table of cfg.
+func NewTable(cfg config.Table) *Table {
+	t := &Table{id: cfg.ID, format: cfg.Format, jsonKey: cfg.KeyFormat == config.FormatJSON, seed: maphash.MakeSeed()}
+	for i := range t.shards {
+		t.shards[i].m = map[string]tableEntry{}
+	}
+	return t
+}
+
+// ID is the table's id.
+func (t *Table) ID() string { return t.id }
+
+// Len is how many keys the table holds.
+func (t *Table) Len() int64 { return t.keys.Load() }
+
+// Bytes is the size of the keys and values the table holds, as read from
+// its topic.
+func (t *Table) Bytes() int64 { return t.bytes.Load() }
+
+// SkipReason says why Apply could not apply a record of the table's
+// topic. The values are stable metric labels.
+type SkipReason string
+
+const (
+	// SkipNoKey: the record has no key (a table is keyed).
+	SkipNoKey SkipReason = "no_key"
+	// SkipKey: the key is not a JSON string, number or bool
+	// (key_format: json).
+	SkipKey SkipReason = "key"
+	// SkipDecode: the value does not decode in the table's format; the
+	// key keeps the value it had.
+	SkipDecode SkipReason = "decode"
+)
+
+// SkipReasons lists every SkipReason, for pre-registering metric labels.
+func SkipReasons() []SkipReason { return []SkipReason{SkipNoKey, SkipKey, SkipDecode} }
+
+// Apply applies one record of the table's topic: value nil deletes key,
+// anything else becomes its latest value. A record it cannot apply
+// changes nothing and is reported with the reason (and a detail for the
+// log); skip "" means it was applied.
+func (t *Table) Apply(key, value []byte) (skip SkipReason, detail string) {
+	if key == nil {
+		return SkipNoKey, "the record has no key"
+	}
+	k := string(key)
+	if t.jsonKey {
+		v, err := t.dec.decodeValue(key)
+		if err != nil {
+			return SkipKey, "the key is not JSON: " + err.Error()
+		}
+		s, kerr := KeyString(v)
+		if kerr != nil {
+			return SkipKey, kerr.Reason
+		}
+		k = s
+	}
+	if value == nil {
+		t.delete(k)
+		return "", ""
+	}
+	var v any
+	switch t.format {
+	case config.FormatRaw:
+		v = string(value)
+	default:
+		dv, err := t.dec.decodeValue(value)
+		if err != nil {
+			return SkipDecode, "the value is not JSON: " + err.Error()
+		}
+		v = dv
+	}
+	t.put(k, tableEntry{value: v, size: int64(len(key) + len(value))})
+	return "", ""
+}
+
+func (t *Table) shard(k string) *tableShard {
+	return &t.shards[maphash.String(t.seed, k)%tableShards]
+}
+
+func (t *Table) put(k string, e tableEntry) {
+	s := t.shard(k)
+	s.mu.Lock()
+	old, had := s.m[k]
+	s.m[k] = e
+	s.mu.Unlock()
+	if !had {
+		t.keys.Add(1)
+	}
+	t.bytes.Add(e.size - old.size)
+}
+
+func (t *Table) delete(k string) {
+	s := t.shard(k)
+	s.mu.Lock()
+	old, had := s.m[k]
+	delete(s.m, k)
+	s.mu.Unlock()
+	if had {
+		t.keys.Add(-1)
+		t.bytes.Add(-old.size)
+	}
+}
+
+// Lookup returns the latest value of key and whether the table holds one.
+// The value is shared: read it, never change it.
+func (t *Table) Lookup(key string) (any, bool) {
+	s := t.shard(key)
+	s.mu.RLock()
+	e, ok := s.m[key]
+	s.mu.RUnlock()
+	return e.value, ok
+}
