@@ -474,7 +474,6 @@ func TestGroupModeSavepointsWhileTwoRun(t *testing.T) {
 	doneA := runBackground(a)
 	b := startWith(t, paritySumGroup(t, e.env), WithInstanceID("b"))
 	const total = 20000
-	feedWait := e.feedInBackground(total, 5000)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if g := a.Status().Group; g != nil && len(g.Members) == 2 && a.Ready() {
@@ -485,6 +484,10 @@ func TestGroupModeSavepointsWhileTwoRun(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Fed once both run, so that a reads its partitions' share: fed
+	// before, the input could all be read by b while the group formed
+	// (it did, on a loaded machine), leaving a nothing to read.
+	feedWait := e.feedInBackground(total, 5000)
 	e.awaitRead(a, 1000, logsA)
 	live := filepath.Join(t.TempDir(), "live")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
