@@ -419,6 +419,18 @@ pages.eventtime = {
   },
 };
 
+// byTopic groups "topic/partition" names: a row per topic.
+function byTopic(names) {
+  const m = new Map();
+  for (const n of names) {
+    const i = n.lastIndexOf("/");
+    const t = n.slice(0, i);
+    if (!m.has(t)) m.set(t, []);
+    m.get(t).push(Number(n.slice(i + 1)));
+  }
+  return [...m].map(([t, ps]) => [h("code", {}, t), { v: ps.length, num: true }, ps.sort((a, b) => a - b).join(", ")]);
+}
+
 pages.group = {
   title: "Group",
   mount(main) {
@@ -439,7 +451,7 @@ pages.group = {
       h("p", { class: "note" }, "Group mode: processes share the job through its consumer group. This page shows this process's view: its own partitions and key groups, and the members the group named at the last rebalance. Each process's page shows its own."),
       h("div", { class: "cards" }, card("Instance", g.instance, g.member_id), card("Generation", num(g.generation)), card("Members", num(g.members.length), g.members.join(", ")),
         card("Key groups owned", num(g.key_groups.reduce((s, r) => s + r.end - r.start, 0)), "of " + num(job.topology.key_groups))),
-      h("h2", {}, "Assigned partitions"), table(["Partition"], g.assigned.map(a => [h("code", {}, a)]), null, "None assigned."),
+      h("h2", {}, "Assigned partitions"), table(["Topic", { label: "Partitions", num: true }, "Which"], byTopic(g.assigned), null, "None assigned."),
       h("h2", {}, "Key groups"), table([{ label: "Repartition partition", num: true }, "Key groups"], g.key_groups.map(r => [{ v: r.partition, num: true }, `[${r.start}, ${r.end})`]), null, "None: this process owns no repartition partition."),
       h("h2", {}, "Rebalances"), table(["When", { label: "Generation", num: true }, "Members", { label: "Partitions", num: true }],
         g.rebalances.slice().reverse().map(r => [time(r.at), { v: r.generation, num: true }, r.members.join(", "), { v: r.partitions, num: true }])),
