@@ -119,7 +119,7 @@ type SASL struct {
 	Mechanism SASLMechanism `yaml:"mechanism"`
 	// Username and Password are required when Mechanism is set.
 	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	Password string `yaml:"password" secret:"true"`
 }
 
 // SASLMechanism names a SASL mechanism.
@@ -223,10 +223,10 @@ type SchemaRegistry struct {
 	// Username and Password for HTTP basic authentication. Java client:
 	// basic.auth.user.info.
 	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	Password string `yaml:"password" secret:"true"`
 	// Token is a bearer token (instead of basic authentication). Java
 	// client: bearer.auth.token.
-	Token string `yaml:"token"`
+	Token string `yaml:"token" secret:"true"`
 	// TLS as kafka.tls. Java client: schema.registry.ssl.*.
 	TLS TLS `yaml:"tls"`
 	// Timeout of one request. Default 10s.
@@ -502,7 +502,7 @@ type Admin struct {
 	// Token is the bearer token required by endpoints that change state
 	// or cost (savepoints, profiles). Default: none, and those endpoints
 	// are refused.
-	Token string `yaml:"token"`
+	Token string `yaml:"token" secret:"true"`
 	// SavepointDir is the directory that savepoints taken over the admin
 	// API go under: a request names a directory below it, and nothing
 	// outside it is written. Relative to the working directory. Default

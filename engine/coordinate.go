@@ -108,10 +108,10 @@ type coordinatorLoop struct {
 	trigger   func(checkpoint.ID)
 	tick      time.Duration
 	// onCompleted is told about every completed checkpoint of the graph,
-	// onAborted the reason of every aborted one, committed the offsets of
-	// every completed one.
+	// onAborted the id, reason and error of every aborted one, committed
+	// the offsets of every completed one.
 	onCompleted func(res commitResult, triggered time.Time)
-	onAborted   func(reason twophase.AbortReason)
+	onAborted   func(id checkpoint.ID, reason twophase.AbortReason, err error)
 	committed   func([]checkpoint.SourceOffset)
 	// stop asks for a graceful stop: a final checkpoint, then errStopped
 	// once it is done. stopSavepoint, read once stop is closed, is where
@@ -522,7 +522,7 @@ func (l *coordinatorLoop) failed(fe *twophase.FailError) {
 		}
 		l.log.Warn("checkpoint aborted", "checkpoint", id, "reason", reason.String(), "err", fe.Err)
 		if l.onAborted != nil {
-			l.onAborted(reason)
+			l.onAborted(id, reason, fe.Err)
 		}
 		l.sp.aborted(id, fmt.Errorf("checkpoint %d aborted (%s): %w", id, reason, fe))
 		delete(l.epochs, id)

@@ -125,6 +125,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
 			timed: timed, watermark: watermark, metrics: j.metrics,
+			handled: newTargetCounts(j.metrics, j.plan), blocked: taskBlocked(j.metrics, fmt.Sprintf("worker-%d", w)),
 		}
 		g.workers = append(g.workers, wt)
 		tasks = append(tasks, wt.id)
@@ -133,6 +134,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		st := &sourceTask{
 			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
 			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults, metrics: j.metrics,
+			blocked: taskBlocked(j.metrics, fmt.Sprintf("source-%d", i)),
 		}
 		if timed {
 			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
@@ -176,7 +178,10 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			AlignmentMs: ms(res.alignment), CommitMs: ms(res.commit), StateBytes: res.stateBytes, Outputs: res.outputs,
 		})
 	}
-	l.onAborted = func(r twophase.AbortReason) { j.metrics.CheckpointFailed(r.String()) }
+	l.onAborted = func(id checkpoint.ID, r twophase.AbortReason, err error) {
+		j.metrics.CheckpointFailed(r.String())
+		j.status.checkpointFailed(id, r.String(), err)
+	}
 	if err := l.start(scheduleStart(j.now(), cfg.Checkpoint.Interval), tasks); err != nil {
 		g.close()
 		return nil, err

@@ -255,6 +255,7 @@ func (p *plan) deadLetters(src *kgo.Record, rerr *operator.RecordError) []messag
 func (p *plan) deadLetterRecords(src *kgo.Record, rerr *operator.RecordError) []*kgo.Record {
 	if p.metrics != nil {
 		p.metrics.DeadLettered(string(rerr.Code))
+		p.metrics.OperatorDeadLetter(p.operatorOf(rerr.Step))
 	}
 	if p.deadLetterLog != nil {
 		p.deadLetterLog.record(src, rerr)

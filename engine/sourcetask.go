@@ -34,6 +34,9 @@ type sourceTask struct {
 	faults  *fault.Injector
 	metrics *metrics.Metrics
 	inputs  map[string]metrics.Flow // per topic, cached
+	// blocked counts the time spent waiting for room in the workers'
+	// channels (livestats.go).
+	blocked metrics.Blocked
 	// gate, when set, may hold records back unread for a while (group
 	// mode's groupGate): their positions stay where they are, so the
 	// next attempt reads them.
@@ -108,9 +111,7 @@ func (s *sourceTask) run(ctx context.Context) error {
 			if len(msgs) == 0 {
 				continue
 			}
-			select {
-			case s.workers[w] <- batch{from: s.index, msgs: msgs}:
-			case <-ctx.Done():
+			if !send(ctx, s.workers[w], batch{from: s.index, msgs: msgs}, s.blocked) {
 				return nil
 			}
 			out[w] = nil
@@ -199,6 +200,7 @@ func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 			if t.MaxEventTime != window.NoWatermark {
 				s.metrics.SetPartitionWatermark(t.Topic, t.Partition, t.watermark)
 			}
+			s.metrics.SetPartitionIdle(t.Topic, t.Partition, t.idle)
 		}
 	}
 	out := make([]batch, len(s.workers))

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/state"
 )
 
 // State is where a job is in its life, as the admin API reports it.
@@ -25,14 +27,23 @@ const (
 
 // Status is a snapshot of the job for GET /api/v1/job.
 type Status struct {
-	Job        string          `json:"job"`
-	Guarantee  string          `json:"guarantee"`
-	State      State           `json:"state"`
-	Error      string          `json:"error,omitempty"`
-	Restarts   int             `json:"restarts"`
-	Topology   Topology        `json:"topology"`
-	Partitions []PartitionInfo `json:"partitions"`
-	Checkpoint CheckpointState `json:"checkpoint"`
+	Job       string `json:"job"`
+	Guarantee string `json:"guarantee"`
+	// Mode is scale.mode: single or group.
+	Mode  string `json:"mode"`
+	State State  `json:"state"`
+	// StartedAt is when this process created the job: its uptime is
+	// from then.
+	StartedAt time.Time `json:"started_at"`
+	Error     string    `json:"error,omitempty"`
+	Restarts  int       `json:"restarts"`
+	// RecentRestarts are this process's last restarts, oldest first (at
+	// most restartHistory): when, the reason pipeline_restarts_total
+	// counts it under, and the error.
+	RecentRestarts []RestartInfo   `json:"recent_restarts"`
+	Topology       Topology        `json:"topology"`
+	Partitions     []PartitionInfo `json:"partitions"`
+	Checkpoint     CheckpointState `json:"checkpoint"`
 	// RestoredFrom is the savepoint the job's state was last imported
 	// from (its id), if any.
 	RestoredFrom string `json:"restored_from_savepoint,omitempty"`
@@ -54,6 +65,49 @@ type GroupInfo struct {
 	// Members are the instance ids of the group's members, as last
 	// seen.
 	Members []string `json:"members"`
+	// KeyGroups are the key groups this process owns: those of the
+	// repartition partitions assigned to it.
+	KeyGroups []KeyGroupRange `json:"key_groups"`
+	// Rebalances are the last assignments this process was given, oldest
+	// first (at most assignmentHistory).
+	Rebalances []AssignmentInfo `json:"rebalances"`
+}
+
+// KeyGroupRange is the key groups [Start, End) of one repartition (and
+// group state) partition.
+type KeyGroupRange struct {
+	Partition int32 `json:"partition"`
+	Start     int   `json:"start"`
+	End       int   `json:"end"`
+}
+
+// AssignmentInfo is one assignment a group-mode process was given.
+type AssignmentInfo struct {
+	At         time.Time `json:"at"`
+	Generation int32     `json:"generation"`
+	Members    []string  `json:"members"`
+	// Partitions is how many partitions it was assigned.
+	Partitions int `json:"partitions"`
+}
+
+// RestartInfo is one restart of the job in this process.
+type RestartInfo struct {
+	At time.Time `json:"at"`
+	// Reason is the label pipeline_restarts_total counts it under
+	// ("planned" for a planned restart that has none, e.g. after a
+	// savepoint import).
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
+}
+
+// CheckpointFailure is one aborted checkpoint, for GET /api/v1/checkpoints.
+type CheckpointFailure struct {
+	ID uint64    `json:"id"`
+	At time.Time `json:"at"`
+	// Reason is pipeline_checkpoints_failed_total's: timeout, declined,
+	// commit_failed or job_failed.
+	Reason string `json:"reason"`
+	Error  string `json:"error,omitempty"`
 }
 
 // SavepointInfo is a savepoint written, as POST /api/v1/savepoints
@@ -128,19 +182,38 @@ type CheckpointInfo struct {
 	Outputs     int64     `json:"outputs"`
 }
 
-// historySize is how many completed checkpoints the API remembers.
-const historySize = 100
+// historySize is how many completed and how many failed checkpoints the
+// API remembers; restartHistory and assignmentHistory how many restarts
+// and group assignments.
+const (
+	historySize       = 100
+	restartHistory    = 20
+	assignmentHistory = 20
+)
 
 // status is the job's shared, observable state: written by the run loop
 // and the coordinator loop, read by the admin API.
 type status struct {
-	mu      sync.Mutex
-	s       Status
-	history []CheckpointInfo // oldest first, at most historySize
+	mu       sync.Mutex
+	s        Status
+	history  []CheckpointInfo    // oldest first, at most historySize
+	failures []CheckpointFailure // oldest first, at most historySize
+	// now is the clock of the events' times.
+	now func() time.Time
+	// shuffle is the keyed layout of group mode (nil in single mode).
+	shuffle *shuffle
+}
+
+// appendBounded appends v to s, dropping the oldest beyond n.
+func appendBounded[T any](s []T, v T, n int) []T {
+	if len(s) >= n {
+		s = slices.Delete(s, 0, len(s)-n+1)
+	}
+	return append(s, v)
 }
 
 func newStatus(cfg *config.Config, workers int) *status {
-	t := Topology{Workers: workers, KeyGroups: cfg.Checkpoint.KeyGroups}
+	t := Topology{Workers: workers, KeyGroups: cfg.Checkpoint.KeyGroups, Sources: []SourceInfo{}, Steps: []StepInfo{}, Sinks: []SinkInfo{}}
 	for _, s := range cfg.Sources {
 		t.Sources = append(t.Sources, SourceInfo{ID: s.ID, Topics: s.Topics})
 	}
@@ -150,9 +223,10 @@ func newStatus(cfg *config.Config, workers int) *status {
 	for _, s := range cfg.Sinks {
 		t.Sinks = append(t.Sinks, SinkInfo{Topic: s.Topic, DeadLetterTopic: s.DeadLetterTopic})
 	}
-	return &status{s: Status{
-		Job: cfg.Name, Guarantee: string(cfg.Guarantee), State: StateStarting, Topology: t,
-		Checkpoint: CheckpointState{Interval: cfg.Checkpoint.Interval.String()},
+	now := time.Now
+	return &status{now: now, shuffle: newShuffle(cfg), s: Status{
+		Job: cfg.Name, Guarantee: string(cfg.Guarantee), Mode: string(cfg.Scale.Mode), State: StateStarting,
+		StartedAt: now(), Topology: t, Checkpoint: CheckpointState{Interval: cfg.Checkpoint.Interval.String()},
 	}}
 }
 
@@ -166,7 +240,24 @@ func (st *status) set(s State, err error) {
 	}
 	if s == StateRestarting {
 		st.s.Restarts++
+		r := RestartInfo{At: st.now(), Reason: restartReason(err), Error: st.s.Error}
+		if plan, ok := plannedRestart(err); ok {
+			r.Reason = cmp.Or(plan.reason, "planned")
+		}
+		st.s.RecentRestarts = appendBounded(st.s.RecentRestarts, r, restartHistory)
 	}
+}
+
+// checkpointFailed records an aborted checkpoint.
+func (st *status) checkpointFailed(id checkpoint.ID, reason string, err error) {
+	f := CheckpointFailure{ID: uint64(id), Reason: reason}
+	if err != nil {
+		f.Error = err.Error()
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f.At = st.now()
+	st.failures = appendBounded(st.failures, f, historySize)
 }
 
 func (st *status) restored(id checkpoint.ID, at time.Time, offsets map[source.TopicPartition]int64) {
@@ -194,12 +285,25 @@ func (st *status) restored(id checkpoint.ID, at time.Time, offsets map[source.To
 
 // assigned records a group-mode process's new assignment.
 func (st *status) assigned(a *assignment, members []string) {
-	g := &GroupInfo{Instance: a.member.InstanceID, MemberID: a.member.MemberID, Generation: a.member.Generation, Members: slices.Clone(members)}
+	g := &GroupInfo{
+		Instance: a.member.InstanceID, MemberID: a.member.MemberID, Generation: a.member.Generation,
+		Members: append([]string{}, members...), Assigned: []string{}, KeyGroups: []KeyGroupRange{},
+	}
 	for _, tp := range a.partitions() {
 		g.Assigned = append(g.Assigned, tp.String())
+		if sh := st.shuffle; sh != nil && tp.Topic == sh.repartition {
+			r := state.RangeFor(int(tp.Partition), sh.partitions, sh.groups)
+			g.KeyGroups = append(g.KeyGroups, KeyGroupRange{Partition: tp.Partition, Start: int(r.Start), End: int(r.End)})
+		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if old := st.s.Group; old != nil {
+		g.Rebalances = old.Rebalances
+	}
+	g.Rebalances = appendBounded(g.Rebalances, AssignmentInfo{
+		At: st.now(), Generation: g.Generation, Members: g.Members, Partitions: len(g.Assigned),
+	}, assignmentHistory)
 	st.s.Group = g
 }
 
@@ -231,9 +335,11 @@ func (st *status) snapshot() Status {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := st.s
-	s.Partitions = slices.Clone(st.s.Partitions)
+	s.Partitions = append([]PartitionInfo{}, st.s.Partitions...)
+	s.RecentRestarts = append([]RestartInfo{}, st.s.RecentRestarts...)
 	if g := st.s.Group; g != nil {
 		c := *g
+		c.Rebalances = slices.Clone(g.Rebalances)
 		s.Group = &c
 	}
 	return s
@@ -250,6 +356,16 @@ func (j *Job) Checkpoints() []CheckpointInfo {
 	j.status.mu.Lock()
 	defer j.status.mu.Unlock()
 	out := slices.Clone(j.status.history)
+	slices.Reverse(out)
+	return out
+}
+
+// CheckpointFailures returns the recently aborted checkpoints, newest
+// first.
+func (j *Job) CheckpointFailures() []CheckpointFailure {
+	j.status.mu.Lock()
+	defer j.status.mu.Unlock()
+	out := slices.Clone(j.status.failures)
 	slices.Reverse(out)
 	return out
 }

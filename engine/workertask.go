@@ -31,6 +31,10 @@ type workerTask struct {
 	timed     bool
 	watermark int64
 	metrics   *metrics.Metrics
+	// handled counts the records handed to each target, blocked the time
+	// spent waiting for room in the sink's channel (livestats.go).
+	handled *targetCounts
+	blocked metrics.Blocked
 	// What handling inputs produced, for run to send on: messages for the
 	// sink, the barriers acked and the savepoint exports made, in order.
 	out      []message
@@ -73,9 +77,11 @@ func (w *workerTask) handle(b batch) error {
 	}
 	w.ops.prefetch(b.msgs)
 	defer w.returns.flush()
+	defer w.handled.flush()
 	return w.align.each(b, func(m message) error {
 		switch m.kind {
 		case msgRecord:
+			w.handled.add(m.target)
 			outs, dls := w.ops.process(m)
 			if m.slab != nil {
 				w.returns.add(m.slab) // process is done with m.op
@@ -150,12 +156,10 @@ func (w *workerTask) resume() error {
 // acks and the export reports.
 func (w *workerTask) flush(ctx context.Context) {
 	if len(w.out) > 0 {
-		select {
-		case w.sink <- batch{from: w.index, msgs: w.out}:
-			w.out = nil
-		case <-ctx.Done():
+		if !send(ctx, w.sink, batch{from: w.index, msgs: w.out}, w.blocked) {
 			return
 		}
+		w.out = nil
 	}
 	for _, id := range w.acked {
 		select {

@@ -16,7 +16,8 @@
 //   - Every pipeline_ series carries the label pipeline="<job name>", so one
 //     Prometheus can watch several jobs and alerts name the job.
 //   - Other labels are low-cardinality: topic, partition (consumer lag
-//     only), operator, instance_id (one per process, group mode), and
+//     only), operator, task (one per source task and worker), instance_id
+//     (one per process, group mode), and
 //     fixed vocabularies for reason and code. Never put
 //     an error message, a key or an offset in a label.
 //   - Series an alert or a panel needs before their first event (failed
@@ -59,6 +60,11 @@
 //	pipeline_state_restore_duration_seconds                Restored
 //	pipeline_savepoints_total{result}                      SavepointCompleted, SavepointFailed
 //	pipeline_savepoint_duration_seconds                    SavepointCompleted
+//	pipeline_operator_records_total{operator}              OperatorRecords(id).Add
+//	pipeline_operator_dead_letters_total{operator}         OperatorDeadLetter
+//	pipeline_operator_late_records_total{operator}         LateRecord
+//	pipeline_task_blocked_seconds_total{task}              TaskBlocked(task).Add
+//	pipeline_watermark_partition_idle{topic,partition}     SetPartitionIdle
 //	pipeline_group_member_info{instance_id}                SetGroupMember (group mode only)
 //	pipeline_group_generation{instance_id}                 SetAssignment
 //	pipeline_group_assigned_partitions{instance_id,topic}  SetAssignment

@@ -74,9 +74,11 @@ func (m *Metrics) WindowsFired(operator string, n int) {
 	m.et.firedWindows.WithLabelValues(operator).Add(float64(n))
 }
 
-// LateRecord counts one late record; result is side_output or drop.
-func (m *Metrics) LateRecord(result string) {
+// LateRecord counts one late record of window operator; result is
+// side_output or drop.
+func (m *Metrics) LateRecord(operator, result string) {
 	m.et.lateRecords.WithLabelValues(result).Inc()
+	m.ops.late.WithLabelValues(operator).Inc()
 }
 
 // KeysExpired counts n keys of operator deleted by their TTL.

@@ -56,6 +56,7 @@ type Metrics struct {
 	grp group
 	sr  schemaRegistry
 	tb  tables
+	ops operators
 
 	kafka *kafkaClients
 }
@@ -172,6 +173,7 @@ func New(reg prometheus.Registerer, job string) *Metrics {
 	m.grp = newGroup(f)
 	m.sr = newSchemaRegistry(f)
 	m.tb = newTables(f)
+	m.ops = newOperators(f)
 
 	m.SetInfo("unknown", "unknown")
 	return m
@@ -187,6 +189,10 @@ func (m *Metrics) Handler() http.Handler {
 		Registry:      m.reg,
 	})
 }
+
+// Gatherer is the registry the metrics are in (what Handler serves, the
+// Kafka clients' aside): the admin API's JSON views read it.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.gatherer }
 
 // SetInfo sets pipeline_info's labels: the job's guarantee (at_most_once,
 // at_least_once, exactly_once) and the binary's version. Until it is

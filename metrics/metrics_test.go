@@ -44,6 +44,9 @@ var wantFamilies = []string{
 	"pipeline_internal_records_too_large_total",
 	"pipeline_join_records_total",
 	"pipeline_late_records_total",
+	"pipeline_operator_dead_letters_total",
+	"pipeline_operator_late_records_total",
+	"pipeline_operator_records_total",
 	"pipeline_records_in_total",
 	"pipeline_records_out_total",
 	"pipeline_restarts_total",
@@ -63,6 +66,7 @@ var wantFamilies = []string{
 	"pipeline_table_restore_seconds",
 	"pipeline_table_skipped_records_total",
 	"pipeline_table_updates_total",
+	"pipeline_task_blocked_seconds_total",
 	"pipeline_timestamps_replaced_total",
 	"pipeline_transaction_aborts_total",
 	"pipeline_transaction_age_seconds",
@@ -70,6 +74,7 @@ var wantFamilies = []string{
 	"pipeline_transaction_fenced_total",
 	"pipeline_transaction_timeout_seconds",
 	"pipeline_watermark_lag_seconds",
+	"pipeline_watermark_partition_idle",
 	"pipeline_watermark_partition_timestamp_seconds",
 	"pipeline_watermark_timestamp_seconds",
 	"pipeline_windows_fired_total",
@@ -135,6 +140,7 @@ func TestLabels(t *testing.T) {
 		"result": true, "client": true, "node_id": true, // the last two: kprom
 		"instance_id": true, // one per process, for its life (group mode)
 		"table":       true, // a table's id, from the configuration like operator
+		"task":        true, // one per source task and worker: at most one each per core
 		"op":          true} // schema registry requests: fetch, register, lookup
 	label := regexp.MustCompile(`([a-z_]+)="`)
 	for line := range strings.Lines(scrapeExercised(t)) {

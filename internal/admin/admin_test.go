@@ -23,6 +23,8 @@ type fakeJob struct {
 	st    engine.Status
 	ready bool
 	cps   []engine.CheckpointInfo
+	// failures answers CheckpointFailures.
+	failures []engine.CheckpointFailure
 	// savepoint answers Savepoint; asked records the dirs asked for.
 	savepoint func(dir string) (savepoint.Summary, error)
 	asked     []string
@@ -44,9 +46,18 @@ func (f *fakeJob) SavepointAndStop(_ context.Context, dir string) (savepoint.Sum
 	return savepoint.Summary{Dir: dir, ID: "sha256:cd", CheckpointID: 12}, nil
 }
 
-func (f *fakeJob) Status() engine.Status                { return f.st }
-func (f *fakeJob) Ready() bool                          { return f.ready }
-func (f *fakeJob) Checkpoints() []engine.CheckpointInfo { return f.cps }
+func (f *fakeJob) Status() engine.Status                          { return f.st }
+func (f *fakeJob) Ready() bool                                    { return f.ready }
+func (f *fakeJob) Checkpoints() []engine.CheckpointInfo           { return f.cps }
+func (f *fakeJob) CheckpointFailures() []engine.CheckpointFailure { return f.failures }
+
+// testOptions serves a small job with admin settings a and /metrics from
+// metrics.
+func testOptions(metrics http.Handler, a config.Admin) Options {
+	cfg := testConfig()
+	cfg.Admin = a
+	return Options{Config: cfg, Metrics: metrics}
+}
 
 func get(t *testing.T, h http.Handler, method, path string) (int, string) {
 	t.Helper()
@@ -58,7 +69,7 @@ func get(t *testing.T, h http.Handler, method, path string) (int, string) {
 func TestEndpoints(t *testing.T) {
 	job := &fakeJob{st: engine.Status{Job: "j", Guarantee: "exactly_once", State: engine.StateStarting}}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m 1\n") })
-	h := Handler(job, metrics, config.Admin{})
+	h := Handler(job, testOptions(metrics, config.Admin{}))
 
 	if code, body := get(t, h, "GET", "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
@@ -121,7 +132,7 @@ func TestSavepointEndpoint(t *testing.T) {
 		return savepoint.Summary{Dir: dir, ID: "sha256:ab", CheckpointID: 9,
 			Operators: []savepoint.OperatorSummary{{ID: "sums", Keys: 3, Bytes: 40}, {ID: "more", Keys: 2, Bytes: 2}}}, nil
 	}}
-	h := Handler(job, http.NotFoundHandler(), config.Admin{Token: "s3cret", SavepointDir: root})
+	h := Handler(job, testOptions(http.NotFoundHandler(), config.Admin{Token: "s3cret", SavepointDir: root}))
 	const path = "/api/v1/savepoints"
 
 	code, _, body := post(t, h, path, "s3cret", `{"dir": "sp-1"}`)
@@ -167,13 +178,13 @@ func TestSavepointEndpoint(t *testing.T) {
 	}
 
 	// Without a token configured, the endpoint is off, whatever is sent.
-	off := Handler(job, http.NotFoundHandler(), config.Admin{SavepointDir: root})
+	off := Handler(job, testOptions(http.NotFoundHandler(), config.Admin{SavepointDir: root}))
 	job.asked = nil
 	if code, _, body := post(t, off, path, "", `{"dir": "sp-3"}`); code != 403 || !strings.Contains(body, "set admin.token") || len(job.asked) > 0 {
 		t.Errorf("POST without admin.token = %d %s (asked %v)", code, body, job.asked)
 	}
-	if code, _ := get(t, h, "GET", path); code != http.StatusMethodNotAllowed {
-		t.Errorf("GET %s = %d, want 405", path, code)
+	if code, _ := get(t, h, "PUT", path); code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT %s = %d, want 405", path, code)
 	}
 }
 
@@ -187,7 +198,7 @@ func TestSavepointEndpointStops(t *testing.T) {
 		t.Error("a stop took a savepoint of the running job instead")
 		return savepoint.Summary{}, nil
 	}}
-	h := Handler(job, http.NotFoundHandler(), config.Admin{Token: "s3cret", SavepointDir: root})
+	h := Handler(job, testOptions(http.NotFoundHandler(), config.Admin{Token: "s3cret", SavepointDir: root}))
 	const path = "/api/v1/savepoints"
 
 	code, _, body := post(t, h, path, "s3cret", `{"dir": "final", "stop": true}`)
@@ -276,7 +287,7 @@ func TestSavepointDirIsConfined(t *testing.T) {
 				asked = append(asked, dir)
 				return savepoint.Summary{Dir: dir}, nil
 			}}
-			h := Handler(job, http.NotFoundHandler(), config.Admin{Token: "t", SavepointDir: root})
+			h := Handler(job, testOptions(http.NotFoundHandler(), config.Admin{Token: "t", SavepointDir: root}))
 			body, _ := json.Marshal(SavepointRequest{Dir: tt.dir})
 			code, _, resp := post(t, h, "/api/v1/savepoints", "t", string(body))
 			if tt.want != "" {
@@ -295,7 +306,7 @@ func TestSavepointDirIsConfined(t *testing.T) {
 	// and below where it leads are both inside.
 	for _, dir := range []string{filepath.Join(base, "alias", "sp-1"), filepath.Join(root, "sp-1"), "sp-1"} {
 		job := &fakeJob{savepoint: func(dir string) (savepoint.Summary, error) { return savepoint.Summary{Dir: dir}, nil }}
-		h := Handler(job, http.NotFoundHandler(), config.Admin{Token: "t", SavepointDir: filepath.Join(base, "alias")})
+		h := Handler(job, testOptions(http.NotFoundHandler(), config.Admin{Token: "t", SavepointDir: filepath.Join(base, "alias")}))
 		body, _ := json.Marshal(SavepointRequest{Dir: dir})
 		if code, _, resp := post(t, h, "/api/v1/savepoints", "t", string(body)); code != 200 || len(job.asked) != 1 || job.asked[0] != filepath.Join(root, "sp-1") {
 			t.Errorf("admin.savepoint_dir %s/alias: POST %q = %d %s, asked %q", base, dir, code, resp, job.asked)
@@ -314,7 +325,7 @@ func TestSavepointDirIsConfined(t *testing.T) {
 func TestSavepointDirIsCreated(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "a", "savepoints")
 	job := &fakeJob{savepoint: func(dir string) (savepoint.Summary, error) { return savepoint.Summary{Dir: dir}, nil }}
-	h := Handler(job, http.NotFoundHandler(), config.Admin{Token: "t", SavepointDir: root})
+	h := Handler(job, testOptions(http.NotFoundHandler(), config.Admin{Token: "t", SavepointDir: root}))
 	if code, _, body := post(t, h, "/api/v1/savepoints", "t", `{"dir": "sp-1"}`); code != 200 {
 		t.Fatalf("POST into a missing admin.savepoint_dir = %d %s", code, body)
 	}
@@ -329,7 +340,7 @@ func TestSavepointDirIsCreated(t *testing.T) {
 // Profiles need the token: the image listens on 0.0.0.0, and a profile
 // costs the job and shows its internals.
 func TestPprofNeedsTheToken(t *testing.T) {
-	h := Handler(&fakeJob{}, http.NotFoundHandler(), config.Admin{Token: "t"})
+	h := Handler(&fakeJob{}, testOptions(http.NotFoundHandler(), config.Admin{Token: "t"}))
 	const path = "/debug/pprof/goroutine?debug=1"
 	for _, p := range []string{path, "/debug/pprof/", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1"} {
 		if code, _ := get(t, h, "GET", p); code != http.StatusUnauthorized {
@@ -343,14 +354,14 @@ func TestPprofNeedsTheToken(t *testing.T) {
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "goroutine profile") {
 		t.Errorf("GET %s with the token = %d %.80q", path, rec.Code, rec.Body.String())
 	}
-	off := Handler(&fakeJob{}, http.NotFoundHandler(), config.Admin{})
+	off := Handler(&fakeJob{}, testOptions(http.NotFoundHandler(), config.Admin{}))
 	if code, body := get(t, off, "GET", path); code != http.StatusForbidden || !strings.Contains(body, "set admin.token") {
 		t.Errorf("GET %s with no admin.token = %d %s, want 403", path, code, body)
 	}
 }
 
 func TestServerListensAndStops(t *testing.T) {
-	srv, err := Listen("127.0.0.1:0", Handler(&fakeJob{}, http.NotFoundHandler(), config.Admin{}))
+	srv, err := Listen("127.0.0.1:0", Handler(&fakeJob{}, testOptions(http.NotFoundHandler(), config.Admin{})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,8 @@
 // record is there: how a group-mode job tells that its repartition topic
 // is drained, with an answer that does not depend on how soon a fetch
 // returns. Range reads one partition between two offsets the same way
-// (how datagen -resume finds the last number written).
+// (how datagen -resume finds the last number written), and Tail the last
+// offsets of every partition (the admin API's dead-letter tail).
 //
 // Knowing where "the end" is needs care under transactions: the last data
 // record is often followed by commit or abort markers (and aborted records),

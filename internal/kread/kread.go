@@ -175,6 +175,29 @@ func RangeOn(ctx context.Context, cl Cluster, topic string, partition int32, fro
 	})
 }
 
+// Tail calls fn for the committed data records among the last n offsets
+// before the last stable offset of every partition of topic, partition by
+// partition in offset order: the newest committed records, n at most per
+// partition (fewer where some of those offsets are transaction markers or
+// aborted records). It reads at most n offsets of each partition, however
+// long the topic: how the admin API shows the newest dead letters.
+func Tail(ctx context.Context, conn []kgo.Opt, topic string, n int64, fn func(*kgo.Record) error) error {
+	return TailOn(ctx, Dial(conn), topic, n, fn)
+}
+
+// TailOn is Tail on cl.
+func TailOn(ctx context.Context, cl Cluster, topic string, n int64, fn func(*kgo.Record) error) error {
+	ranges, err := listRanges(ctx, cl, topic, func(int32) (int64, bool) { return 0, true })
+	if err != nil {
+		return err
+	}
+	for p, s := range ranges {
+		s.from = max(s.from, s.end-n)
+		ranges[p] = s
+	}
+	return scan(ctx, cl, topic, ranges, func(r *kgo.Record) (bool, error) { return false, fn(r) })
+}
+
 // span is what is left to read of one partition: from offset from up to
 // (not including) the last stable offset end.
 type span struct{ from, end int64 }

@@ -3,6 +3,7 @@ package kread_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -206,5 +207,43 @@ func testAfter(t *testing.T, w *world) {
 			t.Fatal("the committed record after the aborted one not found")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Tail reads only the last n offsets of each partition, and returns the
+// committed records among them.
+func TestTail(t *testing.T) { onBoth(t, testTail) }
+
+func testTail(t *testing.T, w *world) {
+	ctx, cl, topic := w.ctx, w.cl, w.topic
+	tail := func(n int64) string {
+		t.Helper()
+		var got []string
+		if err := TailOn(ctx, cl, topic, n, func(r *kgo.Record) error {
+			got = append(got, fmt.Sprintf("%d:%s", r.Partition, r.Value))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(got)
+		return fmt.Sprint(got)
+	}
+	if got := tail(10); got != "[]" {
+		t.Fatalf("Tail of an empty topic = %s", got)
+	}
+	writeEndingInAborts(ctx, t, w.producer(topic), topic)
+	// Partition 0: a b (0, 1), marker, x y aborted, marker: end 6.
+	// Partition 1: c (0), marker, z aborted, marker: end 4 (or 2 while
+	// the last abort's marker is on its way: the answers are the same).
+	for n, want := range map[int64]string{
+		1:  "[]", // the last offsets are markers
+		4:  "[1:c]",
+		5:  "[0:b 1:c]",
+		6:  "[0:a 0:b 1:c]",
+		99: "[0:a 0:b 1:c]",
+	} {
+		if got := tail(n); got != want {
+			t.Errorf("Tail(%d) = %s, want %s", n, got, want)
+		}
 	}
 }

@@ -83,7 +83,7 @@ type Env struct {
 
 // Metrics is what operators report.
 type Metrics interface {
-	LateRecord(result string)
+	LateRecord(operator, result string)
 	WindowsFired(operator string, n int)
 	SetOpenWindows(operator string, n int64)
 	KeysExpired(operator string, n int)

@@ -86,7 +86,7 @@ func (w *WindowSpec) LateRecord(env *Env, rec *kgo.Record, at, watermark int64) 
 		result = config.LateDrop
 	}
 	if env != nil && env.Metrics != nil {
-		env.Metrics.LateRecord(string(result))
+		env.Metrics.LateRecord(w.ID, string(result))
 	}
 	if w.LateTopic == "" {
 		return nil

@@ -107,15 +107,18 @@ func runDemo(ctx context.Context, listen string, rate float64, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	srv := srvPlaceholder.WithHandler(admin.Handler(job, m.Handler(), cfg.Admin))
+	conn := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
+	srv := srvPlaceholder.WithHandler(admin.Handler(job, admin.Options{
+		Config: cfg, Metrics: m.Handler(), Gatherer: m.Gatherer(), Records: admin.KafkaRecords{Conn: conn},
+	}))
 
+	fmt.Fprintf(out, "web UI:      http://%s/ui/\n", addr)
 	fmt.Fprintf(out, "metrics:     http://%s/metrics\n", addr)
 	fmt.Fprintf(out, "job status:  http://%s/api/v1/job\n", addr)
 	fmt.Fprintf(out, "checkpoints: http://%s/api/v1/checkpoints\n", addr)
 	fmt.Fprintf(out, "broker:      %s (in-process kfake; numbers -> parity-sums)\n", brokers)
 	fmt.Fprintln(out, "Ctrl-C stops.")
 
-	conn := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	run := func(name string, fn func() error) {

@@ -30,7 +30,7 @@ func (s *syncBuf) String() string {
 }
 
 var (
-	firstURL  = regexp.MustCompile(`^metrics: +(http://\S+)\n`)
+	firstURL  = regexp.MustCompile(`^web UI: +(http://\S+)/ui/\nmetrics: +(http://\S+)\n`)
 	resultRow = regexp.MustCompile(`checkpoint (\d+) +running +odd: count=(\d+) sum=\d+ +even: count=(\d+)`)
 )
 
@@ -69,15 +69,24 @@ func TestDemo(t *testing.T) {
 	}
 	m := firstURL.FindStringSubmatch(out.String())
 	if m == nil {
-		t.Fatalf("the demo's first line is not the metrics URL")
+		t.Fatalf("the demo's first lines are not the web UI's and the metrics' URLs")
 	}
-	resp, err := http.Get(m[1])
+	resp, err := http.Get(m[1] + "/api/v1/graph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(graph, []byte(`"id": "sums"`)) {
+		t.Fatalf("%s/api/v1/graph: %d\n%.500s", m[1], resp.StatusCode, graph)
+	}
+	resp, err = http.Get(m[2])
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !bytes.Contains(body, []byte("pipeline_records_in_total{")) || !bytes.Contains(body, []byte("pipeline_checkpoint_last_completed_id{")) {
-		t.Fatalf("%s: %d\n%.500s", m[1], resp.StatusCode, body)
+		t.Fatalf("%s: %d\n%.500s", m[2], resp.StatusCode, body)
 	}
 }

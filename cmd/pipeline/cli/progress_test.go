@@ -121,10 +121,10 @@ sinks:
 	m.Output("job-late").Add(7, 70)
 	m.Output("job-dead-letter").Add(1, 10)
 	for range 7 {
-		m.LateRecord("side_output") // counted when read; the late topic's outputs when visible
+		m.LateRecord("w", "side_output") // counted when read; the late topic's outputs when visible
 	}
-	m.LateRecord("drop")
-	m.LateRecord("drop")
+	m.LateRecord("w", "drop")
+	m.LateRecord("w", "drop")
 	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	st := engine.Status{State: engine.StateRunning, Guarantee: "exactly_once",
 		Topology: engine.Topology{Sinks: []engine.SinkInfo{{Topic: "out", DeadLetterTopic: "job-dead-letter"}}}}

@@ -21,6 +21,7 @@ import (
 	"github.com/eoflow/pipeline/internal/admin"
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/gcfloor"
+	"github.com/eoflow/pipeline/internal/kclient"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/sink"
 )
@@ -156,7 +157,14 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	defer stopServer()
 	if cfg.Admin.Listen != "" {
-		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, m.Handler(), cfg.Admin))
+		conn, err := kclient.Options(cfg.Kafka)
+		if err != nil {
+			fmt.Fprintf(stderr, "pipeline run: %v\n", err)
+			return exitFail
+		}
+		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, admin.Options{
+			Config: cfg, Metrics: m.Handler(), Gatherer: reg, Records: admin.KafkaRecords{Conn: conn},
+		}))
 		if err != nil {
 			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n  %s\n", cfg.Admin.Listen, err, adminListenOrigin(cfg).change(cfg.Admin.Listen))
 			return exitFail
@@ -168,7 +176,7 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 				log.Error("admin server", "err", err)
 			}
 		}()
-		log.Info("admin listening", "metrics", "http://"+srv.Addr()+"/metrics", "api", "http://"+srv.Addr()+"/api/v1/job")
+		log.Info("admin listening", "metrics", "http://"+srv.Addr()+"/metrics", "api", "http://"+srv.Addr()+"/api/v1/job", "ui", "http://"+srv.Addr()+"/ui/")
 	}
 	if *heapFloor > 0 && gcfloor.Wanted() {
 		floorCtx, stopFloor := context.WithCancel(context.Background())
