@@ -1,0 +1,38 @@
+package engine
+
+// A mutant is a known mistake put into a production code path by a test,
+// to show that the group-mode simulation catches it
+// (TestSimulationGroupModeFindsBugs). Only withMutant sets one, an option
+// no other package can name: a release build runs none, and each branch
+// it guards is one comparison off the hot path.
+type mutant uint8
+
+const (
+	noMutant mutant = iota
+	// mutantMemberlessCommit: an epoch's offsets are committed without
+	// the member id and generation (a plain TxnOffsetCommit, which the
+	// group coordinator takes from anyone): a zombie of an old generation
+	// commits.
+	mutantMemberlessCommit
+	// mutantOffsetsAtAssignment: every attempt on an assignment restores
+	// from the offsets its first attempt fetched, not the newest
+	// committed: one that restarts on the same assignment reads again
+	// what its predecessor committed, on top of the state that counts it.
+	mutantOffsetsAtAssignment
+	// mutantRestoreBeforeMarkers: an attempt restores its state
+	// partitions without waiting for the markers of the transactions that
+	// wrote them (awaitSettled): the previous owner's last epoch is
+	// missing from the state while the offsets include its input.
+	mutantRestoreBeforeMarkers
+	// mutantStopWithoutPause: a stop with a savepoint drains the
+	// repartition topic without pausing the sources, so the savepoint's
+	// source offsets cover records whose shuffled copies its state lacks.
+	mutantStopWithoutPause
+	// mutantExportWithoutRecheck: a group savepoint's export takes the
+	// group's offsets and reads the state without making sure the
+	// members did not read on in between (their pause may run out).
+	mutantExportWithoutRecheck
+)
+
+// withMutant puts m into the job's code paths (tests).
+func withMutant(m mutant) Option { return func(j *Job) { j.mutant = m } }
