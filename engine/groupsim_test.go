@@ -48,8 +48,9 @@ import (
 // attempt (its epoch aborted and its own transactional id fenced, as
 // groupRun does), static members replaced by their restarted process,
 // members dropped after the session timeout and fenced by a survivor
-// (fenceDeparted), and processes paused past it that wake up as zombies
-// of an old generation, whose offset commits the coordinator must refuse.
+// (fenceDeparted), and zombies: processes paused through a rebalance
+// (static members stay in the group; their commits get
+// ILLEGAL_GENERATION) or past the session timeout (UNKNOWN_MEMBER_ID).
 // Any call into the model may kill its process, before or after it took
 // effect; a fence may fail, and an offset commit may fail (the attempt
 // restarts on the same assignment).
@@ -354,39 +355,31 @@ func (s *gsim) assignment(p *gproc) *assignment {
 }
 
 // rebalance is an eager rebalance into the coordinator's new generation:
-// every responsive member's attempt is revoked before anyone reads on; a
-// paused member misses it and is out of the group.
+// every responsive member's attempt is revoked before anyone reads on. A
+// paused member does not rejoin, and stays in the group all the same (the
+// coordinator removes only dynamic members that miss a rebalance; a
+// static one stays until its session times out) with its share: it wakes
+// up as a zombie of the old generation.
 func (s *gsim) rebalance() {
 	gen := s.w.kafka.Generation(gsimJob)
-	var missed []*gproc
 	for _, p := range s.procs {
-		switch {
-		case !p.in:
-		case p.up && p.paused:
-			s.log("%s misses the rebalance to generation %d and is out of the group", p.id, gen)
-			_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
-			p.in = false
-			missed = append(missed, p)
-		default:
-			if p.up {
-				_ = s.as(p, func() error { s.revoke(p, "the group rebalanced"); return nil })
-			}
+		if p.in && p.up && !p.paused {
+			_ = s.as(p, func() error { s.revoke(p, "the group rebalanced"); return nil })
 			p.member.Generation = gen
 		}
 	}
-	if s.w.kafka.Generation(gsimJob) != gen {
-		s.rebalance() // a paused member left: one more generation
-	} else {
-		for _, p := range s.procs {
-			if p.in && p.up {
-				p.asg = s.assignment(p)
-			}
+	for _, p := range s.procs {
+		if p.in && p.up && !p.paused {
+			p.asg = s.assignment(p)
 		}
-		s.log("generation %d: %v", gen, s.members())
 	}
-	for _, p := range missed {
-		s.departed(p)
-	}
+	s.log("generation %d: %v", gen, s.members())
+}
+
+// stale reports whether p is a member of an old generation: it missed
+// the rebalances since.
+func (s *gsim) stale(p *gproc) bool {
+	return p.in && p.member.Generation != s.w.kafka.Generation(gsimJob)
 }
 
 // revoke ends p's attempt as groupRun does when the group takes the
@@ -599,12 +592,13 @@ func (s *gsim) step(p *gproc) error {
 		case s.faults && rng.IntN(1500) == 0:
 			s.log("%s: crash between steps", p.id)
 			panic(simCrash{at: "between steps"})
-		case !p.in && p.asg != nil && rng.IntN(80) == 0:
-			// A zombie learns that it is out at a heartbeat; until then
-			// it works on, and starts attempts on its old assignment.
+		case (!p.in || s.stale(p)) && p.asg != nil && rng.IntN(80) == 0:
+			// A zombie learns at a heartbeat that the group moved on;
+			// until then it works on, and starts attempts on its old
+			// assignment.
 			s.counts["zombies"]++
-			s.revoke(p, "it learns it is out of the group")
-		case !p.in && p.asg == nil:
+			s.revoke(p, "it learns the group moved on")
+		case (!p.in || s.stale(p)) && p.asg == nil:
 			s.join(p)
 		case p.att == nil && p.asg != nil:
 			return s.begin(p)
