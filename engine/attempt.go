@@ -122,8 +122,8 @@ func (a *attempt) openAdmin() error {
 		return err
 	}
 	a.closers = append(a.closers, cl.Close)
-	a.adm = kadm.NewClient(cl)
-	a.cluster = kafkaCluster{adm: a.adm, conn: a.j.conn, job: a.j.cfg.Name}
+	c := newKafkaCluster(cl, a.j.conn, a.j.cfg.Name)
+	a.adm, a.cluster = c.adm, c
 	return nil
 }
 

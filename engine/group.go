@@ -117,6 +117,9 @@ type assignment struct {
 	tps    []source.TopicPartition
 	// members are the instance ids in the group when it was assigned.
 	members []string
+	// firstFetch are the offsets the first attempt on it fetched
+	// (plantedOffsetsAtAssignment only).
+	firstFetch map[source.TopicPartition]int64
 }
 
 func (a *assignment) partitions() []source.TopicPartition { return a.tps }

@@ -238,20 +238,43 @@ func (m *groupMode) recover(ctx context.Context, a *attempt) error {
 		return err
 	}
 	a.closers = append(a.closers, txn.Close)
-	commitOffsets := func(ctx context.Context, offsets []checkpoint.SourceOffset) error {
-		return txn.CommitOffsets(ctx, m.asg.member, offsets)
-	}
-	m.recordKey = sink.MemberRecordKey(cfg.Name, j.instance)
 	if err := a.openPlain(); err != nil {
 		return err
 	}
-	if err := a.recoverWith(ctx, txn, a.plain, commitOffsets); err != nil {
+	if err := m.recoverOn(ctx, a, txn); err != nil {
 		return err
 	}
 	pid, epoch := txn.Producer()
 	j.log.Info("member attempt", "generation", m.asg.member.Generation, "member_id", m.asg.member.MemberID,
 		"producer_id", pid, "producer_epoch", epoch, "assigned", m.asg.partitions())
 	return nil
+}
+
+// memberTransaction is a group member's transaction: besides an epoch's
+// records it commits the epoch's source offsets to the group, on behalf of
+// the member (KIP-447). sink.Txn is Kafka's.
+type memberTransaction interface {
+	transaction
+	CommitOffsets(ctx context.Context, m sink.GroupMember, offsets []checkpoint.SourceOffset) error
+}
+
+var _ memberTransaction = (*sink.Txn)(nil)
+
+// recoverOn runs the epoch machine's recovery over txn (and a.plain):
+// each epoch's offsets go into its transaction as those of the member of
+// the assignment's generation, so a member the group moved on from cannot
+// commit them.
+func (m *groupMode) recoverOn(ctx context.Context, a *attempt, txn memberTransaction) error {
+	j := a.j
+	member := m.asg.member
+	if j.plantedBug == plantedMemberlessCommit {
+		member = sink.GroupMember{Group: member.Group, Generation: -1}
+	}
+	commitOffsets := func(ctx context.Context, offsets []checkpoint.SourceOffset) error {
+		return txn.CommitOffsets(ctx, member, offsets)
+	}
+	m.recordKey = sink.MemberRecordKey(j.cfg.Name, j.instance)
+	return a.recoverWith(ctx, txn, a.plain, commitOffsets)
 }
 
 // restore imports the savepoint the job starts from, unless a member did
@@ -304,9 +327,15 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	// Fetched for every attempt, not once per assignment: an attempt that
 	// failed and restarts on the same assignment must continue from what
 	// its predecessor committed, as its state does.
-	committed, err := fetchStableOffsets(ctx, a.adm, j.cfg.Name, m.asg.partitions(), j.cfg.Kafka.TransactionTimeout)
+	committed, err := a.cluster.FetchStableOffsets(ctx, j.cfg.Name, m.asg.partitions(), j.cfg.Kafka.TransactionTimeout)
 	if err != nil {
 		return err
+	}
+	if j.plantedBug == plantedOffsetsAtAssignment {
+		if m.asg.firstFetch == nil {
+			m.asg.firstFetch = committed
+		}
+		committed = m.asg.firstFetch
 	}
 	a.offsets = map[source.TopicPartition]int64{}
 	var owned []int32
@@ -334,14 +363,16 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	if err := a.startFresh(ctx, fresh); err != nil {
 		return err
 	}
-	if err := awaitSettled(ctx, a.adm, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
-		return err
+	if j.plantedBug != plantedRestoreBeforeMarkers {
+		if err := a.cluster.AwaitSettled(ctx, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
+			return err
+		}
 	}
 	read := func(ctx context.Context, fn func(key, value []byte) error) error {
 		if len(owned) == 0 {
 			return nil
 		}
-		return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) }, owned...)
+		return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) }, owned...)
 	}
 	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
 	return err
@@ -358,16 +389,14 @@ func (a *attempt) startFresh(ctx context.Context, fresh map[string][]source.Topi
 		return nil
 	}
 	j := a.j
-	fetched, err := a.adm.FetchOffsets(ctx, j.cfg.Name)
+	fetched, err := a.cluster.FetchOffsets(ctx, j.cfg.Name)
 	if err != nil {
-		return fmt.Errorf("fetching the offsets of group %s: %w", j.cfg.Name, err)
+		return err
 	}
 	read := map[string]bool{}
-	fetched.Each(func(o kadm.OffsetResponse) {
-		if o.Err == nil && o.At >= 0 {
-			read[o.Topic] = true
-		}
-	})
+	for tp := range fetched {
+		read[tp.Topic] = true
+	}
 	for _, src := range j.cfg.Sources {
 		var added, never []source.TopicPartition
 		for _, tp := range fresh[src.ID] {
@@ -518,7 +547,11 @@ func (m *groupMode) groupStop(a *attempt, g *graph) *groupStop {
 			_, err := j.groupSavepoint(ctx, dir)
 			return err
 		},
-		pause: func() { m.gate.draining.Store(true) },
+		pause: func() {
+			if j.plantedBug != plantedStopWithoutPause {
+				m.gate.draining.Store(true)
+			}
+		},
 		drained: func(offsets []checkpoint.SourceOffset) (bool, error) {
 			if !j.plan.keyed {
 				return true, nil // no repartition topic
@@ -531,7 +564,7 @@ func (m *groupMode) groupStop(a *attempt, g *graph) *groupStop {
 					read[o.Partition] = o.Offset
 				}
 			}
-			drained, _, err := repartitionDrained(ctx, a.adm, j.conn, rep, func(p int32) (int64, bool) {
+			drained, _, err := a.cluster.RepartitionDrained(ctx, rep, func(p int32) (int64, bool) {
 				off, ok := read[p]
 				return off, ok
 			})

@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"io"
+	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,408 +17,421 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/twophase"
 )
 
-// The broker-free simulation of group mode's protocol (group.go): N
-// processes share a keyed job through one consumer group on the Kafka
-// model (internal/testkit/memkafka, whose group coordinator and transactions are
-// checked against the real broker), with the steps group mode takes, in
-// seeded random order: joins, eager rebalances that revoke every
-// responsive member's attempt, static members replaced by their restarted
-// process, members expiring after the session timeout and fenced by the
-// survivors, processes crashing at any call into Kafka, and processes
-// paused past the session timeout that wake up as zombies of an old
-// generation. Each attempt fetches the group's stable offsets, waits for
-// its state partitions to settle, restores them, shuffles source records
-// to the repartition partition of their key group, aggregates repartition
-// records, and commits outputs, state and offsets (as the member of its
-// generation) in one transaction. The brokers write a transaction's
-// markers one at a time, some steps after it ended (memkafka's marker
-// lag), so the group's offsets can take effect before the state they go
-// with is readable. A record read is on its way through the
-// process for a while, and an epoch's barrier may fall among the records
-// on their way (the rest belong to the next epoch). At the end every
-// output must be exactly one failure-free run's: per key, counts 1..n
-// once each and the exact sum. Other schedules end in a stop with a
-// savepoint of the last process (runStop), or take a savepoint of the
-// running group (runLive); a savepoint's state must be that of exactly
-// the inputs its offsets cover. The real runtime's group mode is proven
-// against Kafka by cmd/pipeline's TestGroupModeExactUnderFaults; this
-// explores the schedules a real cluster cannot be driven through.
+// The broker-free simulation of group mode (docs/testing.md, "The seeded
+// simulations"): three processes share a keyed job through one consumer
+// group on the Kafka model (internal/testkit/memkafka: transactions,
+// marker lag and the group coordinator's generation checks, each checked
+// against the real broker). Each process is a real Job in group mode and
+// each of its assignments becomes real attempts: groupMode's recovery over
+// a member transaction whose offsets the model's group coordinator
+// checks, groupMode.restoreMember through the cluster seam (the stable
+// offset fetch, the wait for the state partitions' markers, their read),
+// the task graph with the router's shuffle to the repartition topic and
+// the keyed side, groupMode.wire (the member's records, the sources' gate,
+// the stop's drain), the coordinator loop, and a group savepoint's steps
+// (groupPause), one step at a time under the single-mode simulation's
+// scheduler (simGraph).
+//
+// Membership is a model, since franz-go's group client cannot run on the
+// Kafka model: generations, assignments (round-robin over the sorted
+// instance ids), eager rebalances that revoke every responsive member's
+// attempt (its epoch aborted and its own transactional id fenced, as
+// groupRun does), static members replaced by their restarted process,
+// members dropped after the session timeout and fenced by a survivor
+// (fenceDeparted), and zombies: processes paused through a rebalance
+// (static members stay in the group; their commits get
+// ILLEGAL_GENERATION) or past the session timeout (UNKNOWN_MEMBER_ID).
+// Any call into the model may kill its process, before or after it took
+// effect; a fence may fail, and an offset commit may fail (the attempt
+// restarts on the same assignment).
+//
+// The oracle reads the committed outputs after every commit: per key the
+// counts go 1, 2, 3... and each sum adds one input of the key not counted
+// before; no input becomes two dead letters. At the end every input is
+// counted once. A savepoint must hold the state of exactly the inputs its
+// offsets cover. TestSimulationGroupModeFindsBugs puts known mistakes
+// into the production code (plantedbug.go) and requires the schedules to
+// catch each. Replay one seed with its trace:
+//
+//	go test ./engine -run 'TestSimulationGroupMode/faults' -sim.seed=N -v
 
 const (
-	gsimJob        = "gsim"
-	gsimIn         = "gsim-in"
-	gsimRep        = "gsim-repartition"
-	gsimState      = "gsim-group-state"
-	gsimOut        = "gsim-out"
-	gsimCkpt       = "gsim-checkpoints"
-	gsimInParts    = 4
-	gsimRepParts   = 3
-	gsimKeyGroups  = 12
-	gsimKeys       = 5
-	gsimSession    = 6 * time.Second
-	gsimTxnTimeout = time.Minute
-	gsimStep       = 100 * time.Millisecond
+	gsimJob     = "gsim"
+	gsimInParts = 4
+	gsimKeys    = 5
+	gsimSession = 6 * time.Second
+	// gsimMaxSteps bounds a run: one not drained by then stopped making
+	// progress.
+	gsimMaxSteps = 60_000
 )
 
-// gsimBugs injects known mistakes, to show the simulation finds them.
-type gsimBugs struct {
-	// memberless commits offsets without the member and generation
-	// (plain TxnOffsetCommit): a zombie's commit is accepted.
-	memberless bool
-	// offsetsAtAssignment starts every attempt from the offsets fetched
-	// when the generation was assigned, not the newest committed ones.
-	offsetsAtAssignment bool
-	// noOwnFence: a restarted process joins without first fencing its own
-	// transactional id; a predecessor killed while committing then holds
-	// the offsets it needs until the transaction timeout.
-	noOwnFence bool
-	// fenceAfterFetch: survivors fence a departed member only once they
-	// have fetched their new generation's offsets, which the departed
-	// member's pending offsets hold until the transaction timeout.
-	fenceAfterFetch bool
-	// noFenceOfUnseen: a process fences, on its first assignment, only
-	// members it saw leave, not the ones that left while no member was
-	// there to see it (their checkpoint records name them).
-	noFenceOfUnseen bool
-	// drainBeforePause: a stop with a savepoint takes any checkpoint that
-	// completes after the sources paused as proof of the drain, also one
-	// whose barrier came before the pause, while records read before the
-	// pause are still on their way to the repartition topic.
-	drainBeforePause bool
-	// exportWithoutRecheck: a live savepoint's export takes the offsets
-	// and reads the state without making sure the members did not read
-	// on in between (their pause may run out meanwhile).
-	exportWithoutRecheck bool
-	// restoreBeforeMarkers: an attempt restores its state partitions
-	// without waiting for the markers of the transactions that wrote
-	// them (awaitSettled), which may still be on their way after the
-	// group's offsets took effect.
-	restoreBeforeMarkers bool
-}
-
-type gsim struct {
-	rng   *rand.Rand
-	k     *memkafka.Cluster
-	procs []*gproc
-	bugs  gsimBugs
-	fed   int64 // numbers 1..fed are in the input
-	trace []string
-	// unfenced are the processes the group dropped while a live member
-	// was there to fence them, until their transactional id is
-	// initialized again: nobody may wait for a transaction of theirs.
-	unfenced map[string]bool
-	// orphaned are the processes the group dropped while no live member
-	// was there to fence them, and when: a process started after that
-	// fences them on its first assignment, and must not wait for them.
-	orphaned map[string]time.Time
-	// stalled is the first wait for a transaction that should have been
-	// fenced (a liveness violation: only the transaction timeout ends it).
-	stalled error
-	// stop is the stop with a savepoint asked of the sole owner (runStop),
-	// nil until asked.
-	stop *gstop
-	// live is the savepoint taken while the group runs (runLive), nil
-	// until asked.
-	live *glive
-}
-
-// glive is a savepoint of the group while it runs (groupsavepoint.go):
-// the asker posts a pause; each member sees it when it sees it, stops
-// reading its source partitions, and acks in the transaction of its first
-// checkpoint whose barrier came after that; once every member acked and
-// the repartition topic is drained, the asker takes the group's offsets
-// and, some steps later (reading a large state takes time), the state
-// topic. Members read on once the pause is lifted or runs out.
-type glive struct {
-	id    string
-	asker *gproc
-	until time.Time
-	// ready: every member acked and the topic is drained; the export
-	// starts at the asker's next step.
-	ready bool
-	// offsets are the group's source offsets the export took (nil
-	// before), and readIn the steps until it reads the state.
-	offsets map[memkafka.TP]int64
-	readIn  int
-	saved   *gsaved
-	failed  string
-}
-
-// pausing reports whether p's attempt has seen the pause in force and
-// reads no source partition.
-func (s *gsim) pausing(a *gattempt) bool {
-	l := s.live
-	return l != nil && a.pauseSeen == l.id && !s.k.Now().After(l.until)
-}
-
-// gstop is a stop with a savepoint of the process that owns every
-// partition (coordinatorLoop.onStop): its sources pause, it commits
-// epochs reading only the repartition topic until a checkpoint whose
-// barrier came after the pause shows it drained, and its next checkpoint
-// is the savepoint.
-type gstop struct {
-	p *gproc
-	// pausedAt is the sequence number of the first read after the pause.
-	pausedAt int64
-	drained  bool
-	// saved is the final checkpoint: its state, and its source offsets.
-	saved *gsaved
-}
-
-type gsaved struct {
-	offsets map[memkafka.TP]int64
-	sums    map[string][2]int64
-}
-
-type gproc struct {
-	id     string
-	up     bool      // the process runs
-	paused bool      // SIGSTOPped: takes no step
-	since  time.Time // when it crashed or was paused
-	member memkafka.GroupMember
-	in     bool // the coordinator has it as a member (member is current)
-	att    *gattempt
-	// assignedAt are the group's offsets when its generation was
-	// assigned (for the offsetsAtAssignment bug).
-	assignedAt map[memkafka.TP]int64
-	// toFence are departed members it fences after its next offset
-	// fetch (the fenceAfterFetch bug).
-	toFence []*gproc
-	// started is when the process last started.
-	started time.Time
-}
-
-type gattempt struct {
-	member memkafka.GroupMember
-	tps    []memkafka.TP
-	prod   *memkafka.Producer
-	pos    map[memkafka.TP]int64
-	sums   map[string][2]int64 // key -> count, sum
-	dirty  map[string]bool
-	begun  bool
-	// held are the records read and not yet through the process (on
-	// their way through its graph, or held by its sink while an epoch
-	// commits), in read order; seq numbers the reads.
-	held []gheld
-	seq  int64
-	// pauseSeen is the live savepoint's pause the attempt has seen, and
-	// pausedAt the sequence number of its first read after that.
-	pauseSeen string
-	pausedAt  int64
-}
-
-// gheld is a record read, and the sequence number of its read.
-type gheld struct {
-	tp  memkafka.TP
-	rec memkafka.Record
-	seq int64
-}
-
-// gsimCrash is a process killed at a call into the model.
-type gsimCrash struct{}
-
-func (s *gsim) log(format string, args ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%s %s", s.k.Now().Format("15:04:05.0"), fmt.Sprintf(format, args...)))
-}
-
-// call is a call into the model by p: it may kill p before or after it
-// takes effect.
-func (s *gsim) call(p *gproc, crashP float64, what string, fn func() error) error {
-	if s.rng.Float64() < crashP/2 {
-		s.log("%s crashes before %s", p.id, what)
-		panic(gsimCrash{})
-	}
-	err := fn()
-	if s.rng.Float64() < crashP/2 {
-		s.log("%s crashes after %s (%v)", p.id, what, err)
-		panic(gsimCrash{})
-	}
-	return err
-}
-
-func newGsim(seed uint64, procs int, bugs gsimBugs) *gsim {
-	s := &gsim{rng: rand.New(rand.NewPCG(seed, 14)), k: memkafka.New(time.Unix(1_800_000_000, 0)), bugs: bugs, unfenced: map[string]bool{}, orphaned: map[string]time.Time{}}
-	s.k.SetMarkerLag(true)
-	for _, t := range []struct {
-		name  string
-		parts int
-	}{{gsimIn, gsimInParts}, {gsimRep, gsimRepParts}, {gsimState, gsimRepParts}, {gsimOut, 1}, {gsimCkpt, 1}} {
-		if err := s.k.CreateTopic(t.name, t.parts); err != nil {
-			panic(err)
-		}
-	}
-	for i := range procs {
-		s.procs = append(s.procs, &gproc{id: string(rune('a' + i))})
-	}
-	return s
-}
+// The group simulation's own steps, beside simGraph's.
+const (
+	gstepFeed simStep = 100 + iota
+	gstepClock
+	gstepMarker
+	gstepProc
+	gstepWatch
+)
 
 func gsimKey(n int64) string { return "k" + strconv.FormatInt(n%gsimKeys, 10) }
 
-func gsimPartition(key string) int32 {
-	kg := state.KeyGroupOf([]byte(key), gsimKeyGroups)
-	return int32(state.WorkerOf(kg, gsimRepParts, gsimKeyGroups))
+// gsim is one seeded run: the model, the processes and the oracle.
+type gsim struct {
+	t          testing.TB
+	w          *world
+	clock      time.Time
+	began      time.Time
+	cfg        *config.Config
+	procs      []*gproc
+	plantedBug plantedBug
+	dir        string
+	// inputs[p] are the inputs of partition p, by offset; fed of want are
+	// written, at most burst at once (one while the faults last, so that
+	// input arrives all along).
+	inputs           [][]simInput
+	fed, want, burst int
+	// faults: crashes, pauses, failing fences and commits happen.
+	faults bool
+	steps  int
+	// Drawn per seed: how eagerly the brokers write markers (a weight
+	// among the steps; 1: seldom), how often a process is paused, the
+	// chance that a fence fails (the coordinator is slow or away).
+	markers, pauseEvery int
+	fenceFails          float64
+	// orphaned are the instances the group dropped with no live member
+	// there to fence them, and when: a process started later fences them
+	// if their transaction is open (membership.unseen), and must never
+	// wait for one. stalled is the first such wait.
+	orphaned map[string]time.Time
+	stalled  error
+	view     gsimView
+	stop     *gsimStop // runStop's
+	live     *gsimLive // runLive's
+	// counts are what happened, for the log; broken is a violation found
+	// by steps taken inside another's call (meanwhile).
+	counts map[string]int
+	broken error
 }
 
-// assignment deals every partition round-robin over the members' sorted
-// instance ids (the group leader's balancer).
-func (s *gsim) assignment(id string) []memkafka.TP {
+// gproc is one process: a Job with its own instance id, and its member
+// of the group as the model has it.
+type gproc struct {
+	id string
+	j  *Job // this life's: a restarted process is a new Job
+	// life counts its starts; since is when it died or was paused,
+	// started when it last started; gone: stopped for good.
+	life             int
+	up, paused, gone bool
+	since, started   time.Time
+	member           memkafka.GroupMember
+	in               bool        // the coordinator has it as a member
+	asg              *assignment // its share of a generation, until revoked
+	att              *gsimAttempt
+	watched          int64       // where its pause watch reads the checkpoint topic
+	pause            *groupPause // the group savepoint it asked for
+	exporting        bool
+}
+
+// gsimAttempt is an attempt: restoring until s is set, then running.
+type gsimAttempt struct {
+	a *attempt
+	m *groupMode
+	s *simGraph
+}
+
+// gsimView is what the oracle has read of the committed outputs.
+type gsimView struct {
+	next    map[memkafka.TP]int64
+	last    map[string]simAgg         // key -> last output
+	counted map[string]map[int64]bool // key -> the inputs its sums added
+	dead    map[string]bool           // partition/offset of each dead letter
+}
+
+func newGsim(t testing.TB, seed uint64, m plantedBug, dir string) *gsim {
+	rng := rand.New(rand.NewPCG(seed, 0x6e0))
+	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	s := &gsim{t: t, clock: start, began: start, plantedBug: m, dir: dir, burst: 1, faults: true,
+		orphaned: map[string]time.Time{}, counts: map[string]int{}}
+	s.w = &world{rng: rng, kafka: memkafka.New(start), root: dir, crashP: []float64{0.002, 0.005, 0.01}[rng.IntN(3)],
+		manual: map[string]bool{RepartitionTopic(gsimJob): true, GroupStateTopic(gsimJob): true}}
+	s.w.kafka.SetMarkerLag(true)
+	s.markers = []int{1, 3, 8}[rng.IntN(3)]
+	s.pauseEvery = []int{300, 1500}[rng.IntN(2)]
+	s.fenceFails = []float64{0, 0.5}[rng.IntN(2)]
+	env := map[string]string{
+		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": gsimJob, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
+		"GUARANTEE": "exactly_once", "CHECKPOINT_INTERVAL": []string{"50ms", "100ms", "300ms"}[rng.IntN(3)],
+		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "3", "SESSION_TIMEOUT": gsimSession.String(),
+	}
+	yaml := strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
+	s.cfg = parseConfig(t, []byte(yaml), env)
+	s.cfg.Workers = 1 + rng.IntN(2)
+	s.cfg.Checkpoint.KeyGroups = 12
+	s.cfg.Checkpoint.Timeout = 4 * time.Second // a group savepoint's pause: 8s
+	for topic, n := range map[string]int{
+		"in": gsimInParts, "out": 1, s.cfg.Sinks[0].DeadLetterTopic: 1, checkpoint.TopicName(gsimJob): 1,
+		RepartitionTopic(gsimJob): s.cfg.Scale.Partitions, GroupStateTopic(gsimJob): s.cfg.Scale.Partitions,
+	} {
+		if err := s.w.kafka.CreateTopic(topic, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		s.procs = append(s.procs, &gproc{id: id})
+	}
+	s.inputs = make([][]simInput, gsimInParts)
+	return s
+}
+
+func (s *gsim) log(format string, args ...any) {
+	s.w.log("%7.3fs %s", s.clock.Sub(s.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// violation is a broken invariant, as opposed to a failure the job must
+// survive.
+func (s *gsim) violation(format string, args ...any) error {
+	err := fmt.Errorf("%w: %s", errViolation, fmt.Sprintf(format, args...))
+	s.log("%v", err)
+	return err
+}
+
+// cluster is what p's code reads of the model. Its stable offset fetch
+// must never wait for a transaction that should have been fenced.
+func (s *gsim) cluster(p *gproc) simCluster {
+	return simCluster{w: s.w, job: gsimJob, members: s.members, unstable: func(holders []string) {
+		for _, h := range holders {
+			id := strings.TrimPrefix(h, gsimJob+"-")
+			orphaned, ok := s.orphaned[id]
+			if s.stalled == nil && (id == p.id || ok && !p.started.Before(orphaned)) {
+				s.stalled = s.violation("%s waits for its offsets held by the open transaction of %s, which nobody fenced: only the transaction timeout ends it", p.id, h)
+			}
+		}
+	}}
+}
+
+// members are the instance ids the coordinator has in the group.
+func (s *gsim) members() []string {
 	var ids []string
 	for _, p := range s.procs {
 		if p.in {
 			ids = append(ids, p.id)
 		}
 	}
-	slices.Sort(ids)
-	var all []memkafka.TP
-	for i := range gsimInParts {
-		all = append(all, memkafka.TP{Topic: gsimIn, Partition: int32(i)})
-	}
-	for i := range gsimRepParts {
-		all = append(all, memkafka.TP{Topic: gsimRep, Partition: int32(i)})
-	}
-	var mine []memkafka.TP
-	for i, tp := range all {
-		if ids[i%len(ids)] == id {
-			mine = append(mine, tp)
-		}
-	}
-	return mine
+	return ids
 }
 
-// rebalance is an eager rebalance into the coordinator's new generation:
-// every responsive member's attempt is revoked (its epoch aborted) before
-// anyone reads on; a paused member misses it and is out of the group.
-func (s *gsim) rebalance() {
-	gen := s.k.Generation(gsimJob)
-	offsets := s.k.GroupOffsets(gsimJob)
-	var missed []*gproc
-	for _, p := range s.procs {
-		if !p.in {
-			continue
+// as runs fn as a step of p: its calls are p's, and a crash (a panic
+// from a call into the model) kills p, if the step is still of the life
+// that crashed.
+func (s *gsim) as(p *gproc, fn func() error) error {
+	prev, life := s.w.who, p.life
+	s.w.who = p.id
+	defer func() {
+		s.w.who = prev
+		if r := recover(); r != nil {
+			if _, ok := r.(simCrash); !ok {
+				panic(r)
+			}
+			if p.life == life && p.up {
+				s.kill(p)
+			}
 		}
-		if p.paused {
-			s.log("%s misses the rebalance to generation %d and is out of the group", p.id, gen)
-			_ = s.k.LeaveGroup(gsimJob, p.member)
-			p.in = false
-			missed = append(missed, p)
-			continue
-		}
-		if p.att != nil && p.att.begun {
-			_ = p.att.prod.End(false)
-		}
-		p.att = nil
-		p.member.Generation = gen
-		p.assignedAt = offsets
-	}
-	if s.k.Generation(gsimJob) != gen {
-		s.rebalance() // a paused member left: one more generation
-	}
-	for _, p := range missed {
-		s.departed(p)
+	}()
+	return fn()
+}
+
+// kill is a kill -9: everything the process held goes, its transaction
+// stays open, and the group keeps it as a member until the session
+// timeout.
+func (s *gsim) kill(p *gproc) {
+	s.log("%s is killed", p.id)
+	s.counts["kills"]++
+	p.up, p.paused, p.att, p.asg, p.pause, p.exporting = false, false, nil, nil, nil, false
+	p.since = s.clock
+	p.life++
+	if l := s.live; l != nil && l.asker == p && !l.saved && l.failed == "" {
+		l.failed = "the asker died"
 	}
 }
 
-// departed: the group dropped gone. The members of the new generation
-// fence its transactional id when they are assigned, before they fetch
-// their offsets (membership.onAssigned); with no live member, nobody does.
-func (s *gsim) departed(gone *gproc) {
-	var witness *gproc
-	for _, p := range s.procs {
-		if p != gone && p.up && !p.paused && p.in {
-			witness = p
-			break
+// start is a process (re)started as a new Job: it ends what its instance
+// id left open (endOwnTransaction), joins, and fences the instances that
+// left unseen (membership.unseen).
+func (s *gsim) start(p *gproc) error {
+	j, err := New(s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithInstanceID(p.id), withPlantedBug(s.plantedBug))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	j.now = func() time.Time { return s.clock }
+	p.j, p.up, p.started, p.watched = j, true, s.clock, 0
+	p.life++
+	s.log("%s starts", p.id)
+	return s.as(p, func() error {
+		s.fenceOwn(p)
+		s.join(p)
+		open := s.w.kafka.OpenTransactions()
+		for _, q := range s.procs {
+			if q != p && !q.in && slices.Contains(open, sink.MemberTransactionalID(gsimJob, q.id)) {
+				s.log("%s, started, fences %s, which left unseen", p.id, q.id)
+				s.fence(q.id)
+			} else if q != p && !q.in {
+				delete(s.orphaned, q.id)
+			}
 		}
-	}
-	if witness == nil {
-		s.log("no live member is there to fence %s's transactional id", gone.id)
-		s.orphaned[gone.id] = s.k.Now()
-		return
-	}
-	s.unfenced[gone.id] = true
-	if s.bugs.fenceAfterFetch {
-		witness.toFence = append(witness.toFence, gone)
-		return
-	}
-	s.fence(gone, "survivors fence")
+		return nil
+	})
 }
 
-// fence initializes p's transactional id, aborting its open transaction.
-func (s *gsim) fence(p *gproc, who string) {
-	if _, err := s.k.InitProducer(gsimJob+"-"+p.id, gsimTxnTimeout); err != nil {
+// fenceOwn initializes p's own transactional id, aborting what it left
+// open (endOwnTransaction).
+func (s *gsim) fenceOwn(p *gproc) {
+	after := s.w.io("init its own producer id")
+	s.fence(p.id)
+	after()
+}
+
+func (s *gsim) fence(instance string) {
+	if _, err := s.w.kafka.InitProducer(sink.MemberTransactionalID(gsimJob, instance), s.cfg.Kafka.TransactionTimeout); err != nil {
 		panic(err)
 	}
-	delete(s.unfenced, p.id)
-	delete(s.orphaned, p.id)
-	s.log("%s %s's transactional id", who, p.id)
+	delete(s.orphaned, instance)
 }
 
-// fenceUnseen is a started process's first assignment: every process
-// named by a checkpoint record (here: any other) that is out of the
-// group with a transaction open is fenced (membership.fenceDeparted).
-func (s *gsim) fenceUnseen(p *gproc) {
-	open := s.k.OpenTransactions()
-	for _, q := range s.procs {
-		if q == p || q.in {
-			continue
-		}
-		if slices.Contains(open, gsimJob+"-"+q.id) {
-			s.fence(q, p.id+", started, fences the unseen")
-		} else {
-			delete(s.orphaned, q.id)
-		}
-	}
-}
+// fenceFailed draws whether a fence fails now: its caller logs it and
+// goes on.
+func (s *gsim) fenceFailed() bool { return s.faults && s.w.rng.Float64() < s.fenceFails }
 
-// join puts p (started, or awake after being dropped) into the group.
+// join puts p into the group: a static member back before the group
+// dropped it replaces itself in its generation; anyone else starts a new
+// one.
 func (s *gsim) join(p *gproc) {
-	m, err := s.k.JoinGroup(gsimJob, p.id)
+	m, err := s.w.kafka.JoinGroup(gsimJob, p.id)
 	if err != nil {
 		panic(err)
 	}
-	replaced := p.in // a static member back before the group dropped it
+	replaced := p.in
 	p.member, p.in = m, true
-	// Back in the group, it is no longer one that left unseen: it ended
-	// its own transaction when it learned it was out (or fenced its id on
-	// start), and if it dies again, the group drops it with members there.
 	delete(s.orphaned, p.id)
 	s.log("%s joins as %s in generation %d (static replacement: %v)", p.id, m.MemberID, m.Generation, replaced)
 	if replaced {
-		p.assignedAt = s.k.GroupOffsets(gsimJob)
+		s.counts["static restarts"]++
+		p.asg = s.assignment(p)
 		return
 	}
 	s.rebalance()
 }
 
-// tick ends a scheduler step: time moves on, the brokers write some of
-// the markers of decided transactions (each on its own, in any order:
-// marker lag), and the group drops members past the session timeout.
-func (s *gsim) tick() {
-	s.k.Advance(gsimStep)
-	if n := s.k.PendingMarkers(); n > 0 && s.rng.IntN(3) == 0 {
-		s.k.DeliverMarker(s.rng.IntN(n))
+// assignment is p's share of the generation: every partition dealt
+// round-robin over the members' sorted instance ids.
+func (s *gsim) assignment(p *gproc) *assignment {
+	ids := s.members()
+	slices.Sort(ids)
+	var all []source.TopicPartition
+	for i := range int32(gsimInParts) {
+		all = append(all, source.TopicPartition{Topic: "in", Partition: i})
 	}
-	s.expire()
+	for i := range int32(s.cfg.Scale.Partitions) {
+		all = append(all, source.TopicPartition{Topic: RepartitionTopic(gsimJob), Partition: i})
+	}
+	a := &assignment{member: sink.GroupMember{Group: gsimJob, MemberID: p.member.MemberID, InstanceID: p.id, Generation: p.member.Generation}, members: ids}
+	for i, tp := range all {
+		if ids[i%len(ids)] == p.id {
+			a.tps = append(a.tps, tp)
+		}
+	}
+	sortPartitions(a.tps)
+	return a
 }
 
-// settleMarkers writes every pending marker: the brokers do, in the end.
-func (s *gsim) settleMarkers() {
-	for s.k.PendingMarkers() > 0 {
-		s.k.DeliverMarker(0)
+// rebalance is an eager rebalance into the coordinator's new generation:
+// every responsive member's attempt is revoked before anyone reads on. A
+// paused member does not rejoin, and stays in the group all the same (the
+// coordinator removes only dynamic members that miss a rebalance; a
+// static one stays until its session times out) with its share: it wakes
+// up as a zombie of the old generation.
+func (s *gsim) rebalance() {
+	gen := s.w.kafka.Generation(gsimJob)
+	for _, p := range s.procs {
+		if p.in && p.up && !p.paused {
+			_ = s.as(p, func() error { s.revoke(p, "the group rebalanced"); return nil })
+			p.member.Generation = gen
+		}
 	}
+	for _, p := range s.procs {
+		if p.in && p.up && !p.paused {
+			p.asg = s.assignment(p)
+		}
+	}
+	s.log("generation %d: %v", gen, s.members())
 }
 
-// expire drops members that have not been heard of for the session
-// timeout: crashed and not back, or paused.
+// stale reports whether p is a member of an old generation: it missed
+// the rebalances since.
+func (s *gsim) stale(p *gproc) bool {
+	return p.in && p.member.Generation != s.w.kafka.Generation(gsimJob)
+}
+
+// revoke ends p's attempt as groupRun does when the group takes the
+// assignment back: the attempt's epoch aborted, then its own
+// transactional id fenced (which may fail: the transaction coordinator
+// may still be writing the markers of its last commit).
+func (s *gsim) revoke(p *gproc, why string) {
+	p.asg = nil
+	at := p.att
+	if at == nil {
+		return
+	}
+	s.log("%s: %s; its attempt ends", p.id, why)
+	p.att = nil
+	if at.s != nil {
+		_ = at.m.finish(at.a, errRebalanced)
+	}
+	if s.fenceFailed() {
+		s.log("%s: fencing its own transactional id fails", p.id)
+		return
+	}
+	s.fenceOwn(p)
+}
+
+// departed: the group dropped gone. A live member of the new generation
+// fences its transactional id before it fetches its offsets
+// (membership.fenceDeparted); if that fails, the generation check is what
+// stops the zombie. With no live member, nobody does.
+func (s *gsim) departed(gone *gproc) {
+	for _, p := range s.procs {
+		if p != gone && p.up && !p.paused && p.in {
+			if s.fenceFailed() {
+				s.log("%s's fence of %s, which left, fails", p.id, gone.id)
+			} else {
+				s.log("%s fences %s, which left", p.id, gone.id)
+				s.fence(gone.id)
+			}
+			return
+		}
+	}
+	s.log("no live member is there to fence %s", gone.id)
+	s.orphaned[gone.id] = s.clock
+}
+
+// expire drops the members not heard of for the session timeout:
+// crashed and not back, or paused.
 func (s *gsim) expire() {
 	for _, p := range s.procs {
-		if p.in && (!p.up || p.paused) && s.k.Now().Sub(p.since) > gsimSession {
+		if p.in && (!p.up || p.paused) && s.clock.Sub(p.since) > gsimSession {
 			s.log("the group drops %s after the session timeout", p.id)
-			_ = s.k.LeaveGroup(gsimJob, p.member)
+			s.counts["members dropped"]++
+			_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
 			p.in = false
 			s.rebalance()
 			s.departed(p)
@@ -422,369 +439,337 @@ func (s *gsim) expire() {
 	}
 }
 
-// startAttempt begins p's attempt on its assignment, unless it has to
-// wait (offsets unstable, state partitions unsettled).
-func (s *gsim) startAttempt(p *gproc, crashP float64) {
-	tps := s.assignment(p.id)
-	if len(tps) == 0 {
-		return
+// begin starts an attempt of p on its assignment: groupMode's recovery
+// over the member's transaction, then its restore.
+func (s *gsim) begin(p *gproc) error {
+	if len(p.asg.tps) == 0 {
+		return nil // groupAttempt waits for a share
 	}
-	if s.k.PendingOffsets(gsimJob, tps) {
-		return // a stable fetch is refused until their marker is written
-	}
-	if holders := s.k.UnstableOffsets(gsimJob, tps); len(holders) > 0 {
-		// require_stable: wait for the transactions holding them. Not
-		// for one that should have been fenced: only its timeout would
-		// end it.
-		for _, h := range holders {
-			id := strings.TrimPrefix(h, gsimJob+"-")
-			orphaned, ok := s.orphaned[id]
-			if s.stalled == nil && (id == p.id || s.unfenced[id] || ok && !p.started.Before(orphaned)) {
-				s.stalled = fmt.Errorf("%s waits for its offsets held by the open transaction of %s, which nobody fenced: only the transaction timeout ends it", p.id, h)
-				s.log("%v", s.stalled)
-			}
-		}
-		return
-	}
-	for _, gone := range p.toFence {
-		s.fence(gone, p.id+", its offsets fetched, fences")
-	}
-	p.toFence = nil
-	var owned []memkafka.TP
-	for _, tp := range tps {
-		if tp.Topic == gsimRep {
-			stp := memkafka.TP{Topic: gsimState, Partition: tp.Partition}
-			o, _ := s.k.EndOffsets(stp)
-			if o.LastStable < o.HighWatermark && !s.bugs.restoreBeforeMarkers {
-				return // awaitSettled
-			}
-			owned = append(owned, stp)
+	recs := &jobRecords{} // as prepare reads them
+	fold := foldJobRecords(gsimJob, recs)
+	for _, r := range s.w.readAll(checkpoint.TopicName(gsimJob)) {
+		if err := fold(r); err != nil {
+			return s.violation("reading the checkpoint topic: %v", err)
 		}
 	}
-	a := &gattempt{member: p.member, tps: tps, pos: map[memkafka.TP]int64{}, sums: map[string][2]int64{}, dirty: map[string]bool{}}
-	_ = s.call(p, crashP, "InitProducer", func() error {
-		var err error
-		a.prod, err = s.k.InitProducer(gsimJob+"-"+p.id, gsimTxnTimeout)
-		return err
-	})
-	delete(s.unfenced, p.id)
-	offsets := s.k.GroupOffsets(gsimJob)
-	if s.bugs.offsetsAtAssignment {
-		offsets = p.assignedAt
+	m := &groupMode{asg: p.asg, records: recs}
+	a := &attempt{j: p.j, mode: m, cluster: s.cluster(p)}
+	txn := &simMemberTxn{
+		simTxn: &simTxn{w: s.w, job: gsimJob, timeout: s.cfg.Kafka.TransactionTimeout,
+			txnID: sink.MemberTransactionalID(gsimJob, p.id), recordKey: sink.MemberRecordKey(gsimJob, p.id)},
+		hiccup: func() bool { return s.faults && s.w.rng.IntN(30) == 0 },
+		busy:   s.fenceFailed,
 	}
-	for _, tp := range tps {
-		a.pos[tp] = offsets[tp]
+	p.att = &gsimAttempt{a: a, m: m}
+	err := m.recoverOn(context.Background(), a, txn)
+	if errors.Is(err, errSimWait) {
+		p.att = nil // begun again at a later step
+		return nil
 	}
-	for _, stp := range owned {
-		if err := s.readCommitted(stp, func(r memkafka.Record) error {
-			a.sums[string(r.Key)] = parseSums(r.Value)
-			return nil
-		}); err != nil {
-			panic(err)
-		}
-	}
-	p.att = a
-	s.log("%s starts an attempt in generation %d on %v at %v", p.id, a.member.Generation, tps, a.pos)
-}
-
-// process reads a few records of one of p's partitions (the repartition
-// topic's alone once a stop paused its sources), or passes some of what
-// it read through the operators into its epoch.
-func (s *gsim) process(p *gproc, crashP float64) {
-	a := p.att
-	if l := s.live; l != nil && a.pauseSeen != l.id && !s.k.Now().After(l.until) && s.rng.IntN(3) == 0 {
-		// It reads the pause record from the checkpoint topic.
-		a.pauseSeen, a.pausedAt = l.id, a.seq
-		s.log("%s sees the pause (read %d)", p.id, a.seq)
-	}
-	if len(a.held) > 0 && s.rng.IntN(2) == 0 {
-		s.deliver(p, crashP, 1+s.rng.IntN(len(a.held)))
-		return
-	}
-	tps := a.tps
-	if s.stop != nil && s.stop.p == p || s.pausing(a) {
-		tps = slices.DeleteFunc(slices.Clone(tps), func(tp memkafka.TP) bool { return tp.Topic != gsimRep })
-	}
-	if len(tps) == 0 {
-		return
-	}
-	tp := tps[s.rng.IntN(len(tps))]
-	recs, next, err := s.k.ReadCommitted(tp, a.pos[tp], 1+s.rng.IntN(5))
-	if err != nil || len(recs) == 0 {
-		a.pos[tp] = max(a.pos[tp], next)
-		return
-	}
-	for _, r := range recs {
-		a.held = append(a.held, gheld{tp: tp, rec: r, seq: a.seq})
-		a.seq++
-	}
-	a.pos[tp] = next
-}
-
-// deliver passes the first n records p holds through its operators: a
-// source record to the repartition partition of its key, a repartition
-// record into its key's sum and an output. It reports whether the attempt
-// goes on.
-func (s *gsim) deliver(p *gproc, crashP float64, n int) bool {
-	a := p.att
-	if !a.begun {
-		if err := a.prod.Begin(); err != nil {
-			p.att = nil
-			return false
-		}
-		a.begun = true
-	}
-	for range n {
-		h := a.held[0]
-		a.held = a.held[1:]
-		num, _ := strconv.ParseInt(string(h.rec.Value), 10, 64)
-		key := gsimKey(num)
-		var out memkafka.Record
-		if h.tp.Topic == gsimIn {
-			out = memkafka.Record{Topic: gsimRep, Partition: gsimPartition(key), Key: []byte(key), Value: h.rec.Value}
-		} else {
-			v := a.sums[key]
-			v = [2]int64{v[0] + 1, v[1] + num}
-			a.sums[key], a.dirty[key] = v, true
-			out = memkafka.Record{Topic: gsimOut, Partition: 0, Key: []byte(key), Value: fmt.Appendf(nil, "%d,%d", v[0], v[1])}
-		}
-		if err := s.call(p, crashP, "Produce", func() error { _, err := a.prod.Produce(out); return err }); err != nil {
-			s.log("%s: produce failed (%v); the attempt ends", p.id, err)
-			_ = a.prod.End(false)
-			p.att = nil
-			return false
-		}
-	}
-	return true
-}
-
-// commit ends p's epoch at a barrier among the records it holds: those
-// read before the barrier go through into the epoch, the rest stay held
-// for the next one (a sink holds what arrives while an epoch commits).
-// Then state records, the barrier's offsets as the member of its
-// generation, and the commit.
-func (s *gsim) commit(p *gproc, crashP float64, faults bool) {
-	a := p.att
-	if !s.deliver(p, crashP, s.rng.IntN(len(a.held)+1)) {
-		return
-	}
-	barrier := a.seq // the sequence number of the first read after it
-	offsets := maps.Clone(a.pos)
-	for i, h := range a.held {
-		if i == 0 {
-			barrier = h.seq
-		}
-		if o := h.rec.Offset; o < offsets[h.tp] {
-			offsets[h.tp] = o
-		}
-	}
-	if faults && s.rng.IntN(20) == 0 {
-		// A broker hiccup: the epoch aborts and the attempt restarts on
-		// the same assignment (no rebalance).
-		s.log("%s: the commit fails (a broker hiccup); the attempt ends", p.id)
-		_ = a.prod.End(false)
-		p.att = nil
-		return
-	}
-	fail := func(what string, err error) {
-		s.log("%s: %s failed (%v); the attempt ends", p.id, what, err)
-		_ = a.prod.End(false)
-		p.att = nil
-		if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
-			p.in = false // it learns it is out of the group: rejoin
-		}
-	}
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range a.dirty {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		v := a.sums[key]
-		rec := memkafka.Record{Topic: gsimState, Partition: gsimPartition(key), Key: []byte(key), Value: fmt.Appendf(nil, "%d,%d", v[0], v[1])}
-		if err := s.call(p, crashP, "Produce state", func() error { _, err := a.prod.Produce(rec); return err }); err != nil {
-			fail("produce state", err)
-			return
-		}
-	}
-	clear(a.dirty)
-	if s.pausing(a) && barrier >= a.pausedAt {
-		ack := memkafka.Record{Topic: gsimCkpt, Key: []byte("paused/" + p.id), Value: []byte(s.live.id)}
-		if err := s.call(p, crashP, "Produce ack", func() error { _, err := a.prod.Produce(ack); return err }); err != nil {
-			fail("produce ack", err)
-			return
-		}
-	}
-	err := s.call(p, crashP, "TxnCommitOffsets", func() error {
-		if s.bugs.memberless {
-			return a.prod.TxnCommitOffsets(gsimJob, offsets)
-		}
-		return a.prod.TxnCommitOffsetsAs(gsimJob, a.member, offsets)
-	})
+	s.log("%s: attempt in generation %d on %v", p.id, p.asg.member.Generation, p.asg.tps)
 	if err != nil {
-		fail("offset commit", err)
-		return
+		return s.ended(p, fmt.Errorf("recovering: %w", err))
 	}
-	if err := s.call(p, crashP, "EndTxn", func() error { return a.prod.End(true) }); err != nil {
-		fail("commit", err)
-		return
-	}
-	a.begun = false
-	s.log("%s commits %v (generation %d)", p.id, offsets, a.member.Generation)
-	if st := s.stop; st != nil && st.p == p {
-		s.stopCommitted(barrier, offsets)
-	}
+	return s.restore(p)
 }
 
-// stopCommitted is the stop's step after each checkpoint of the stopping
-// process: the final one is the savepoint; before that, a checkpoint whose
-// barrier came after the pause shows the drain when no transaction is open
-// on the repartition topic and no committed record is after its offsets
-// (repartitionDrained).
-func (s *gsim) stopCommitted(barrier int64, offsets map[memkafka.TP]int64) {
-	st := s.stop
-	if st.drained {
-		saved := &gsaved{offsets: map[memkafka.TP]int64{}, sums: maps.Clone(st.p.att.sums)}
-		for tp, o := range offsets {
-			if tp.Topic == gsimIn {
-				saved.offsets[tp] = o
-			}
-		}
-		st.saved = saved
-		s.log("%s's final checkpoint is the savepoint: %v", st.p.id, saved.offsets)
-		return
+// restore runs the attempt's restore (asked again at a later step while
+// it waits), then builds and wires its task graph.
+func (s *gsim) restore(p *gproc) error {
+	at := p.att
+	err := at.m.restore(context.Background(), at.a, nil)
+	if errors.Is(err, errSimWait) {
+		return nil
 	}
-	if barrier < st.pausedAt && !s.bugs.drainBeforePause {
-		return // a checkpoint from before the pause shows nothing
+	if err != nil {
+		return s.ended(p, err)
 	}
-	if !s.drainedAt(offsets) {
-		return
+	var readers []recordReader
+	for _, part := range assignPartitions(at.a.offsets) {
+		readers = append(readers, newSimReader(s.w, part))
 	}
-	st.drained = true
-	s.log("the repartition topic is drained (barrier at read %d, the pause at %d)", barrier, st.pausedAt)
+	g, err := newGraph(at.a, readers)
+	if err != nil {
+		return s.ended(p, err)
+	}
+	at.m.wire(at.a, g)
+	at.s = newSimGraph(s.w, at.a, g)
+	at.s.committed = func(checkpoint.ID) error { return s.check() }
+	s.log("%s: restored at %v", p.id, at.a.offsets)
+	return s.askStop(p)
 }
 
-// step is one scheduler step of p, under faults or not.
-func (s *gsim) step(p *gproc, faults bool) {
-	crashP := 0.0
-	if faults {
-		crashP = 0.02
+// ended ends p's attempt with err (not a crash) as attempt.run does, its
+// epoch aborted; the process starts another on its assignment. A failure
+// that would stop the process is a violation.
+func (s *gsim) ended(p *gproc, err error) error {
+	at := p.att
+	p.att = nil
+	s.log("%s: the attempt ends: %v", p.id, err)
+	if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
+		s.counts["commits refused"]++
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			if _, ok := r.(gsimCrash); !ok {
-				panic(r)
-			}
-			p.up, p.att, p.since, p.toFence = false, nil, s.k.Now(), nil // its transaction stays open
-		}
-	}()
+	if at.s != nil {
+		_ = at.m.finish(at.a, err)
+	}
+	if permanent(err) {
+		return s.violation("%s would stop: %v", p.id, err)
+	}
+	return nil
+}
+
+// simMemberTxn is a group member's sink.Txn over the model: an epoch's
+// offsets go to the model's group coordinator, which refuses them from a
+// member of another generation, a replaced one or a stranger, and takes
+// offsets that name no member (generation -1) from anyone, as Kafka does.
+type simMemberTxn struct {
+	*simTxn
+	// hiccup draws whether an offset commit fails (the coordinator is
+	// loading), busy whether the producer id's initialization waits (the
+	// coordinator still writes the id's last markers).
+	hiccup, busy func() bool
+}
+
+var _ memberTransaction = (*simMemberTxn)(nil)
+
+func (t *simMemberTxn) Recover(ctx context.Context) ([]twophase.Epoch, error) {
+	if t.busy() {
+		return nil, fmt.Errorf("initializing transactional id %s: %w (%w)", t.id(), kerr.ConcurrentTransactions, errSimWait)
+	}
+	return t.simTxn.Recover(ctx)
+}
+
+func (t *simMemberTxn) CommitOffsets(_ context.Context, m sink.GroupMember, offsets []checkpoint.SourceOffset) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	after := t.w.io("commit offsets")
+	if t.hiccup() {
+		return fmt.Errorf("committing offsets of group %s: %w", m.Group, kerr.CoordinatorLoadInProgress)
+	}
+	byTP := map[memkafka.TP]int64{}
+	for _, o := range offsets {
+		byTP[memkafka.TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+	}
+	var err error
+	if m.MemberID == "" && m.Generation < 0 {
+		err = t.p.TxnCommitOffsets(m.Group, byTP)
+	} else {
+		err = t.p.TxnCommitOffsetsAs(m.Group, memkafka.GroupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, Generation: m.Generation}, byTP)
+	}
+	if err != nil {
+		return fmt.Errorf("committing offsets of group %s as member %s (generation %d): %w", m.Group, m.MemberID, m.Generation, err)
+	}
+	after()
+	return nil
+}
+
+// step is one step of p: start, wake, pause, learn it is out, (re)join,
+// begin or restore an attempt, or a step of its running one.
+func (s *gsim) step(p *gproc) error {
+	rng := s.w.rng
 	switch {
+	case p.gone:
+		return nil
 	case !p.up:
-		if !faults || s.rng.IntN(40) == 0 {
-			p.up, p.started = true, s.k.Now()
-			s.log("%s restarts", p.id)
-			if !s.bugs.noOwnFence {
-				// Job.Run: end what a predecessor with this instance
-				// id left open, before joining.
-				_ = s.call(p, crashP, "InitProducer (its own id, on start)", func() error {
-					s.fence(p, p.id+" fences")
-					return nil
-				})
-			}
-			s.join(p)
-			if !s.bugs.noFenceOfUnseen {
-				s.fenceUnseen(p)
-			}
+		if !s.faults || rng.IntN(300) == 0 {
+			return s.start(p)
 		}
+		return nil
 	case p.paused:
-		if !faults || s.rng.IntN(60) == 0 {
+		if !s.faults || rng.IntN(600) == 0 {
 			p.paused = false
 			s.log("%s wakes up (SIGCONT)", p.id)
 		}
-	case faults && s.rng.IntN(300) == 0:
-		p.paused, p.since = true, s.k.Now()
+		return nil
+	case s.faults && rng.IntN(s.pauseEvery) == 0:
+		p.paused, p.since = true, s.clock
 		s.log("%s is paused (SIGSTOP)", p.id)
-	case p.att != nil && !p.in && s.rng.IntN(3) == 0:
-		// A zombie learns it is out (its heartbeat fails) and lets
-		// its attempt go; until then it works on.
-		s.log("%s learns it is out of the group; its attempt ends", p.id)
-		if p.att.begun {
-			_ = p.att.prod.End(false)
+		return nil
+	}
+	return s.as(p, func() error {
+		switch {
+		case s.faults && rng.IntN(1500) == 0:
+			s.log("%s: crash between steps", p.id)
+			panic(simCrash{at: "between steps"})
+		case (!p.in || s.stale(p)) && p.asg != nil && rng.IntN(80) == 0:
+			// A zombie learns at a heartbeat that the group moved on;
+			// until then it works on, and starts attempts on its old
+			// assignment.
+			s.counts["zombies"]++
+			s.revoke(p, "it learns the group moved on")
+		case (!p.in || s.stale(p)) && p.asg == nil:
+			s.join(p)
+		case p.att == nil && p.asg != nil:
+			return s.begin(p)
+		case p.att == nil:
+		case p.att.s == nil:
+			return s.restore(p)
+		default:
+			return s.graphStep(p)
 		}
-		p.att = nil
-	case p.att == nil && !p.in:
-		s.join(p)
-	case p.att == nil:
-		s.startAttempt(p, crashP)
-	case s.rng.IntN(4) == 0 && (p.att.begun || len(p.att.held) > 0 || s.rng.IntN(2) == 0):
-		// An epoch with nothing in it commits too: its offsets (and,
-		// in the runtime, its checkpoint record).
-		s.commit(p, crashP, faults)
+		return nil
+	})
+}
+
+// graphStep is a step of p's running attempt: one of its graph's, its
+// loop's tick, its pause watch, or the group savepoint it asked for.
+func (s *gsim) graphStep(p *gproc) error {
+	g := p.att.s
+	var opts simOptions
+	g.options(opts.add)
+	opts.add(stepTick, 0, 2)
+	opts.add(gstepWatch, 0, 1)
+	if p.pause != nil && !p.exporting {
+		opts.add(stepSavepoint, 0, 2)
+	}
+	var err error
+	switch step, arg := opts.pick(s.w.rng); step {
+	case stepTick:
+		g.g.loop.onTick()
+	case gstepWatch:
+		// pauseWatch.run: the checkpoint topic's news.
+		after := s.w.io("poll the checkpoint topic")
+		recs, next, rerr := s.w.kafka.ReadCommitted(memkafka.TP{Topic: checkpoint.TopicName(gsimJob)}, p.watched, 100)
+		if rerr != nil {
+			panic(rerr)
+		}
+		for _, r := range recs {
+			p.j.pauses.add(fromModel(r))
+		}
+		p.watched = next
+		after()
+	case stepSavepoint:
+		return s.liveStep(p)
 	default:
-		s.process(p, crashP)
+		err = g.step(step, arg)
 	}
-}
-
-// feed appends a few numbers to the input.
-func (s *gsim) feed(upTo int64) {
-	for range 1 + s.rng.IntN(4) {
-		if s.fed >= upTo {
-			return
-		}
-		s.fed++
-		v := strconv.FormatInt(s.fed, 10)
-		if _, err := s.k.Append(memkafka.Record{Topic: gsimIn, Partition: int32(s.rng.IntN(gsimInParts)), Value: []byte(v)}); err != nil {
-			panic(err)
-		}
+	if err == nil {
+		err = g.g.loop.react()
 	}
-}
-
-// run plays a schedule: input arrives and processes fail for steps, then
-// everyone recovers and the job drains; it returns the first violation.
-func (s *gsim) run(inputs int64, steps int) error {
-	for i := 0; i < steps; i++ {
-		s.feed(inputs)
-		p := s.procs[s.rng.IntN(len(s.procs))]
-		s.step(p, true)
-		s.tick()
-	}
-	return s.finish(inputs)
-}
-
-// finish: the rest of the input arrives, everyone recovers and the job
-// drains; the outputs must be exact.
-func (s *gsim) finish(inputs int64) error {
-	for s.fed < inputs {
-		s.feed(inputs)
-	}
-	for i := 0; i < 20000; i++ {
-		s.liveStep()
-		s.step(s.procs[i%len(s.procs)], false)
-		s.tick()
-		if i%50 == 0 && s.drained() && s.liveDone() {
-			break
-		}
-	}
-	s.settleMarkers()
-	if err := s.check(inputs); err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errViolation):
 		return err
+	case errors.Is(err, errStopped):
+		return s.stopped(p, err)
 	}
-	return s.stalled
+	return s.ended(p, err)
 }
 
-// drained: the group committed the end of every input and repartition
-// partition, and nothing is open.
+// next is one scheduler step: input arrives, the clock moves (and the
+// group drops members past the session timeout), the brokers write a
+// marker, or a process takes a step.
+func (s *gsim) next(procs []*gproc, feedWeight int) error {
+	if s.broken != nil {
+		return s.broken
+	}
+	s.steps++
+	var opts simOptions
+	if s.fed < s.want {
+		opts.add(gstepFeed, 0, feedWeight)
+	}
+	opts.add(gstepClock, 0, 3)
+	if s.w.kafka.PendingMarkers() > 0 {
+		opts.add(gstepMarker, 0, s.markers)
+	}
+	for i := range procs {
+		opts.add(gstepProc, i, 6)
+	}
+	switch step, i := opts.pick(s.w.rng); step {
+	case gstepFeed:
+		// One in 40 cannot be decoded: exactly one dead letter.
+		for k := 1 + s.w.rng.IntN(s.burst); k > 0 && s.fed < s.want; k-- {
+			s.fed++
+			in := simInput{n: int64(s.fed), bad: s.w.rng.IntN(40) == 0}
+			p := s.w.rng.IntN(gsimInParts)
+			if _, err := s.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: simJob{}.inputValue(in), Timestamp: s.clock}); err != nil {
+				panic(err)
+			}
+			s.inputs[p] = append(s.inputs[p], in)
+		}
+	case gstepClock:
+		d := time.Duration(1+s.w.rng.IntN(60)) * time.Millisecond
+		s.clock = s.clock.Add(d)
+		s.w.kafka.Advance(d)
+		s.expire()
+	case gstepMarker:
+		// Each marker of a decided transaction on its own (marker lag);
+		// slow brokers seldom.
+		if s.markers > 1 || s.w.rng.IntN(20) == 0 {
+			s.w.kafka.DeliverMarker(s.w.rng.IntN(s.w.kafka.PendingMarkers()))
+		}
+	default:
+		return s.step(procs[i])
+	}
+	return nil
+}
+
+// faulty runs steps with faults until step until.
+func (s *gsim) faulty(until int) error {
+	for s.steps < until {
+		if err := s.next(s.procs, 1); err != nil {
+			return err
+		}
+	}
+	s.faults, s.w.crashP = false, 0
+	return nil
+}
+
+// finish: the faults are over, the rest of the input arrives, and the
+// job must drain with every output exact.
+func (s *gsim) finish() error {
+	s.faults, s.w.crashP, s.burst = false, 0, 5
+	for i := 0; s.steps < gsimMaxSteps; i++ {
+		if err := s.next(s.procs, 2); err != nil {
+			return err
+		}
+		if i%20 == 0 && s.drained() && (s.live == nil || s.live.saved || s.live.failed != "") {
+			return s.checkEnd()
+		}
+	}
+	return s.violation("no end after %d steps: the group stopped making progress (%s)", s.steps, s.describe())
+}
+
+// describe says where each process is, for a run that does not end.
+func (s *gsim) describe() string {
+	var out []string
+	for _, p := range s.procs {
+		what := "running"
+		switch {
+		case p.gone:
+			what = "gone"
+		case !p.up:
+			what = "down"
+		case p.paused:
+			what = "paused"
+		case p.att == nil:
+			what = "without an attempt"
+		case p.att.s == nil:
+			what = "restoring"
+		}
+		out = append(out, fmt.Sprintf("%s: %s, in the group %v, assigned %v", p.id, what, p.in, p.asg != nil))
+	}
+	return fmt.Sprintf("%s; group offsets %v", strings.Join(out, "; "), s.w.kafka.GroupOffsets(gsimJob))
+}
+
+// drained: every input was written, the group committed offsets past
+// every record of the source and repartition partitions (a reader's
+// position is after the last record it read, before the marker that ends
+// its transaction), and no transaction is open there or on the outputs.
 func (s *gsim) drained() bool {
-	committed := s.k.GroupOffsets(gsimJob)
-	for _, t := range []struct {
-		topic string
-		parts int
-	}{{gsimIn, gsimInParts}, {gsimRep, gsimRepParts}} {
-		for i := range t.parts {
-			tp := memkafka.TP{Topic: t.topic, Partition: int32(i)}
-			o, _ := s.k.EndOffsets(tp)
-			if o.LastStable != o.HighWatermark || committed[tp] < o.HighWatermark {
+	if s.fed < s.want {
+		return false
+	}
+	committed := s.w.kafka.GroupOffsets(gsimJob)
+	read := map[string]int{"in": gsimInParts, RepartitionTopic(gsimJob): s.cfg.Scale.Partitions}
+	for topic, n := range map[string]int{"in": gsimInParts, RepartitionTopic(gsimJob): s.cfg.Scale.Partitions, "out": 1, s.cfg.Sinks[0].DeadLetterTopic: 1} {
+		for p := range int32(n) {
+			tp := memkafka.TP{Topic: topic, Partition: p}
+			o, _ := s.w.kafka.EndOffsets(tp)
+			left, _, err := s.w.kafka.ReadCommitted(tp, committed[tp], 1)
+			if o.LastStable != o.HighWatermark || err != nil || read[topic] > 0 && len(left) > 0 {
 				return false
 			}
 		}
@@ -792,271 +777,273 @@ func (s *gsim) drained() bool {
 	return true
 }
 
-// check: per key, committed outputs count 1..n once each, in order, and
-// the last sum is exact.
-func (s *gsim) check(inputs int64) error {
-	want := map[string][2]int64{}
-	for n := int64(1); n <= inputs; n++ {
-		v := want[gsimKey(n)]
-		want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
+// check reads what was committed since its last call: per key the counts
+// go 1, 2, 3... in order, each sum adds an input of the key not counted
+// before, and no input becomes two dead letters.
+func (s *gsim) check() error {
+	v := &s.view
+	if v.next == nil {
+		v.next, v.last, v.counted, v.dead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}
 	}
-	last, err := s.outputs()
-	if err != nil {
-		return err
-	}
-	for key, w := range want {
-		if last[key] != w {
-			return fmt.Errorf("key %s: final {count %d, sum %d}, want {count %d, sum %d} (drained: %v)", key, last[key][0], last[key][1], w[0], w[1], s.drained())
+	tail := func(topic string) []memkafka.Record {
+		tp := memkafka.TP{Topic: topic}
+		recs, next, err := s.w.kafka.ReadCommitted(tp, v.next[tp], 1<<20)
+		if err != nil {
+			panic(err)
 		}
+		v.next[tp] = next
+		return recs
+	}
+	for _, r := range tail("out") {
+		var o struct {
+			Key        string
+			Count, Sum int64
+		}
+		if err := json.Unmarshal(r.Value, &o); err != nil {
+			return s.violation("output %s: %v", r.Value, err)
+		}
+		prev := v.last[o.Key]
+		n := o.Sum - prev.sum
+		switch {
+		case o.Count != prev.count+1:
+			return s.violation("key %s: output count %d follows %d (offset %d): an input counted twice or lost", o.Key, o.Count, prev.count, r.Offset)
+		case n < 1 || n > int64(s.fed) || s.bad(n) || gsimKey(n) != o.Key:
+			return s.violation("key %s: output %+v adds %d to the sum, not an input of the key", o.Key, o, n)
+		case v.counted[o.Key][n]:
+			return s.violation("key %s: output %+v counts input %d again", o.Key, o, n)
+		}
+		if v.counted[o.Key] == nil {
+			v.counted[o.Key] = map[int64]bool{}
+		}
+		v.counted[o.Key][n] = true
+		v.last[o.Key] = simAgg{o.Count, o.Sum}
+	}
+	for _, r := range tail(s.cfg.Sinks[0].DeadLetterTopic) {
+		at := ""
+		for _, h := range r.Headers {
+			if h.Key == sink.HeaderPartition || h.Key == sink.HeaderOffset {
+				at += "/" + string(h.Value)
+			}
+		}
+		if v.dead[at] {
+			return s.violation("input %s dead-lettered twice", at)
+		}
+		v.dead[at] = true
 	}
 	return nil
 }
 
-// outputs are the last committed output of each key, {count, sum}, once
-// the outputs are checked to count 1..n once each, in order.
-func (s *gsim) outputs() (map[string][2]int64, error) {
-	last := map[string][2]int64{}
-	err := s.readCommitted(memkafka.TP{Topic: gsimOut}, func(r memkafka.Record) error {
-		v, key := parseSums(r.Value), string(r.Key)
-		if v[0] != last[key][0]+1 {
-			return fmt.Errorf("key %s: output count %d follows %d (offset %d): an input counted twice or lost", key, v[0], last[key][0], r.Offset)
-		}
-		last[key] = v
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return last, nil
-}
-
-// parseSums decodes a "count,sum" value: an output, or a state record.
-func parseSums(v []byte) [2]int64 {
-	c, sum, _ := strings.Cut(string(v), ",")
-	cn, _ := strconv.ParseInt(c, 10, 64)
-	sn, _ := strconv.ParseInt(sum, 10, 64)
-	return [2]int64{cn, sn}
-}
-
-// runStop plays a schedule that ends in a stop with a savepoint: input
-// arrives and processes fail for steps; then every process but the first
-// stops, and while input still arrives the first, once the others are
-// out of the group, is asked to stop with a savepoint. It returns the
-// first violation: the savepoint's state must be that of exactly the
-// inputs its offsets cover, and the outputs must end at it.
-func (s *gsim) runStop(inputs int64, steps int) error {
-	for i := 0; i < steps; i++ {
-		s.feed(inputs / 2)
-		s.step(s.procs[s.rng.IntN(len(s.procs))], true)
-		s.tick()
-	}
-	p := s.procs[0]
-	for _, o := range s.procs[1:] {
-		s.shutdown(o)
-	}
-	// The stop is asked at a random step, or (half the schedules) at
-	// the first moment when the keyed side has read everything shuffled
-	// and the process has just read source records that are not through
-	// it yet: where a drain could be seen too early.
-	askAt, waitForFresh := s.rng.IntN(150), s.rng.IntN(2) == 0
-	for i := 0; i < 20000 && (s.stop == nil || s.stop.saved == nil); i++ {
-		switch {
-		case !waitForFresh || s.stop != nil:
-			if s.rng.IntN(10) == 0 {
-				s.feed(inputs) // slower than the process reads
+// bad reports whether input n cannot be decoded (or was not written).
+func (s *gsim) bad(n int64) bool {
+	for _, ins := range s.inputs {
+		for _, in := range ins {
+			if in.n == n {
+				return in.bad
 			}
-		case p.att != nil && !p.att.begun && s.readAll(p):
-			s.feed(inputs) // a burst, once it has caught up
-		}
-		if s.stop == nil && i >= askAt && p.att != nil && s.alone(p) && (!waitForFresh || i > askAt+5000 || s.freshReads(p)) {
-			s.stop = &gstop{p: p, pausedAt: p.att.seq}
-			s.log("%s is asked to stop with a savepoint: its sources pause (read %d)", p.id, p.att.seq)
-		}
-		s.step(p, false)
-		s.tick()
-	}
-	if s.stop == nil || s.stop.saved == nil {
-		return errors.New("the stop with a savepoint did not finish")
-	}
-	// The process stops after its final checkpoint, with nothing open; a
-	// transaction that a killed process left open, with nobody there to
-	// fence it, ends at its timeout (it holds the outputs' last stable
-	// offset until then).
-	if a := p.att; a != nil && a.begun {
-		_ = a.prod.End(false)
-	}
-	s.k.Advance(gsimTxnTimeout + gsimStep)
-	s.settleMarkers()
-	if err := s.checkSaved(); err != nil {
-		return err
-	}
-	return s.stalled
-}
-
-// shutdown ends o for good: a live process stops (Job.Stop: its epoch
-// ends, here aborted, and it leaves the group); a crashed or paused one
-// is killed, its transaction left for the group to drop and fence it.
-func (s *gsim) shutdown(o *gproc) {
-	if o.up && !o.paused {
-		if o.att != nil && o.att.begun {
-			_ = o.att.prod.End(false)
-		}
-		o.att = nil
-		if o.in {
-			_ = s.k.LeaveGroup(gsimJob, o.member)
-			o.in = false
-			s.log("%s stops and leaves the group", o.id)
-			s.rebalance()
-		}
-	} else {
-		s.log("%s is killed", o.id)
-	}
-	o.up, o.paused, o.att = false, false, nil
-}
-
-// freshReads: p's open epoch has nothing in it, it holds records read
-// from the sources, and the repartition topic has nothing committed or
-// open that it has not read.
-func (s *gsim) freshReads(p *gproc) bool {
-	a := p.att
-	if a.begun || !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimIn }) {
-		return false
-	}
-	return s.drainedAt(a.pos) && !slices.ContainsFunc(a.held, func(h gheld) bool { return h.tp.Topic == gsimRep })
-}
-
-// readAll: p holds nothing, and none of its partitions has anything
-// committed or open that it has not read.
-func (s *gsim) readAll(p *gproc) bool {
-	a := p.att
-	if len(a.held) > 0 {
-		return false
-	}
-	for _, tp := range a.tps {
-		if !s.readTo(tp, a.pos[tp]) {
-			return false
 		}
 	}
 	return true
 }
 
-// alone: p is the group's only member, so it owns every partition.
-func (s *gsim) alone(p *gproc) bool {
-	for _, o := range s.procs {
-		if o != p && o.in {
-			return false
+// oracle is every key's {count, sum} of the inputs before offsets (by
+// input partition; nil: all), and how many of them cannot be decoded.
+func (s *gsim) oracle(offsets map[int32]int64) (map[string]simAgg, int) {
+	want := map[string]simAgg{}
+	bad := 0
+	for p, ins := range s.inputs {
+		if offsets != nil {
+			ins = ins[:offsets[int32(p)]]
+		}
+		for _, in := range ins {
+			if in.bad {
+				bad++
+				continue
+			}
+			a := want[gsimKey(in.n)]
+			want[gsimKey(in.n)] = simAgg{a.count + 1, a.sum + in.n}
 		}
 	}
-	return p.in
+	return want, bad
 }
 
-// checkSaved: the stop's savepoint holds the state of exactly the inputs
-// before its source offsets, and the committed outputs end at it.
-func (s *gsim) checkSaved() error {
-	want, err := s.savedMatchesInputs(s.stop.saved)
-	if err != nil {
+// checkEnd: every input counted once, every bad one dead-lettered once.
+func (s *gsim) checkEnd() error {
+	for s.w.kafka.PendingMarkers() > 0 {
+		s.w.kafka.DeliverMarker(0) // the brokers write them, in the end
+	}
+	if err := s.check(); err != nil {
 		return err
 	}
-	last, err := s.outputs()
-	if err != nil {
+	want, bad := s.oracle(nil)
+	if err := s.outputsEndAt(want, "the input"); err != nil {
 		return err
 	}
-	for i := range gsimKeys {
-		key := gsimKey(int64(i))
-		if last[key] != want[key] {
-			return fmt.Errorf("key %s: the outputs end at {count %d, sum %d}, the savepoint at {count %d, sum %d}", key, last[key][0], last[key][1], want[key][0], want[key][1])
+	if len(s.view.dead) != bad {
+		return s.violation("%d dead letters committed for %d bad inputs", len(s.view.dead), bad)
+	}
+	return s.stalled
+}
+
+// outputsEndAt: the last committed output of every key is want's.
+func (s *gsim) outputsEndAt(want map[string]simAgg, what string) error {
+	for k, a := range want {
+		if s.view.last[k] != a {
+			return s.violation("key %s: the outputs end at %+v, %s at %+v", k, s.view.last[k], what, a)
 		}
 	}
 	return nil
 }
 
-// savedMatchesInputs: saved's sums are those of exactly the inputs before
-// its source offsets, which it returns.
-func (s *gsim) savedMatchesInputs(saved *gsaved) (map[string][2]int64, error) {
-	want := map[string][2]int64{}
-	for tp, end := range saved.offsets {
-		err := s.readCommitted(tp, func(r memkafka.Record) error {
-			if r.Offset < end {
-				n, _ := strconv.ParseInt(string(r.Value), 10, 64)
-				v := want[gsimKey(n)]
-				want[gsimKey(n)] = [2]int64{v[0] + 1, v[1] + n}
-			}
-			return nil
-		})
+// checkSavepoint: the savepoint at dir holds the state of exactly the
+// inputs before its source offsets, which it returns.
+func (s *gsim) checkSavepoint(dir string, j *Job) (map[string]simAgg, error) {
+	r, err := savepoint.Open(dir)
+	if err != nil {
+		return nil, s.violation("opening savepoint %s: %v", dir, err)
+	}
+	offsets := map[int32]int64{}
+	for _, o := range r.Manifest().Offsets() {
+		offsets[o.Partition] = o.Offset
+	}
+	held := map[string]simAgg{}
+	err = r.Scan("sums", state.Range{End: state.KeyGroup(s.cfg.Checkpoint.KeyGroups)}, func(e savepoint.Entry) error {
+		st, err := j.plan.targets[0].agg.DecodeState(e.Value)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		c, _ := st.Value("count")
+		sum, _ := st.Value("sum")
+		held[string(e.Key)] = simAgg{c.(int64), sum.(int64)}
+		return nil
+	})
+	if err != nil {
+		return nil, s.violation("reading savepoint %s: %v", dir, err)
+	}
+	want, _ := s.oracle(offsets)
+	for k := range gsimKeys {
+		if key := gsimKey(int64(k)); held[key] != want[key] {
+			return nil, s.violation("savepoint %s: key %s holds %+v, but its offsets %v cover %+v", dir, key, held[key], offsets, want[key])
 		}
 	}
-	for i := range gsimKeys {
-		key := gsimKey(int64(i))
-		if got := saved.sums[key]; got != want[key] {
-			return nil, fmt.Errorf("key %s: the savepoint holds {count %d, sum %d}, but its source offsets cover {count %d, sum %d}", key, got[0], got[1], want[key][0], want[key][1])
-		}
-	}
+	s.log("savepoint %s holds exactly the inputs before %v", dir, offsets)
 	return want, nil
 }
 
-// runLive plays a schedule in which a random process asks for a
-// savepoint of the running group: half the time among the crashes of the
-// faulty part, half the time after it, while the rest of the input
-// arrives and the job drains. Whatever else happens, a savepoint written
-// must hold the state of exactly the inputs its offsets cover, and the
-// run's outputs must be exact.
-func (s *gsim) runLive(inputs int64, steps int) error {
-	askAt := s.rng.IntN(2 * steps)
-	for i := 0; i < steps; i++ {
-		s.feed(inputs / 2)
-		if i == askAt {
-			s.askLive()
-		}
-		s.liveStep()
-		s.step(s.procs[s.rng.IntN(len(s.procs))], true)
-		s.tick()
+// gsimStop is the stop with a savepoint asked of the last process.
+type gsimStop struct {
+	p    *gproc
+	dir  string
+	done bool
+	err  error
+}
+
+// askStop hands the stop asked of p to its running attempt (every
+// attempt's loop sees Job.stopping closed) once the attempt owns every
+// partition. (With others running, the loop would take a savepoint of
+// the group through a client of its own, which runStop does not ask.)
+func (s *gsim) askStop(p *gproc) error {
+	if st := s.stop; st == nil || st.p != p || p.att == nil || p.att.s == nil || !p.att.s.g.loop.group.soleOwner {
+		return nil
 	}
-	for i := steps; i < 2*steps; i++ {
-		if s.rng.IntN(4) == 0 {
-			s.feed(inputs)
-		}
-		if i == askAt {
-			s.askLive()
-		}
-		s.liveStep()
-		s.step(s.procs[i%len(s.procs)], false)
-		s.tick()
+	p.j.stopSavepoint = s.stop.dir
+	s.log("%s: its attempt stops with a savepoint", p.id)
+	return p.att.s.g.loop.onStop()
+}
+
+// stopped: p's attempt ended after its final checkpoint (errStopped);
+// the process leaves the group.
+func (s *gsim) stopped(p *gproc, err error) error {
+	at := p.att
+	p.att = nil
+	_ = at.m.finish(at.a, err)
+	if s.stop == nil || s.stop.p != p {
+		return s.violation("%s stopped, but no stop was asked of it: %v", p.id, err)
 	}
-	if err := s.finish(inputs); err != nil {
-		return err
-	}
-	if l := s.live; l != nil && l.saved != nil {
-		if _, err := s.savedMatchesInputs(l.saved); err != nil {
-			return err
-		}
-	}
+	var se *stoppedError
+	errors.As(err, &se)
+	s.stop.done, s.stop.err = true, se.savepoint
+	s.log("%s stopped after its final checkpoint (savepoint: %v)", p.id, se.savepoint)
+	_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
+	p.in, p.gone = false, true
 	return nil
 }
 
-// gsimPause is how long a pause lasts: twice the checkpoint timeout in
-// the runtime; here long enough for most pauses to drain, and shorter
-// than the longest exports.
-const gsimPause = 200 * gsimStep
-
-// gsimInputs are the input topic's partitions.
-func gsimInputs() []memkafka.TP {
-	tps := make([]memkafka.TP, gsimInParts)
-	for i := range tps {
-		tps[i] = memkafka.TP{Topic: gsimIn, Partition: int32(i)}
+// runStop: input arrives and processes fail; then every process but the
+// first is shut down (a live one's attempt ends and it leaves the group; a
+// dead or paused one is dropped later), and the first is asked to stop
+// with a savepoint while input goes on arriving. Its savepoint must hold
+// exactly the inputs its offsets cover, and the outputs end there.
+func (s *gsim) runStop(inputs, faultSteps int) error {
+	s.want = inputs
+	if err := s.faulty(faultSteps); err != nil {
+		return err
 	}
-	return tps
+	s.want, s.burst = 1<<30, 5
+	for _, o := range s.procs[1:] {
+		if o.up && !o.paused {
+			_ = s.as(o, func() error { s.revoke(o, "it stops"); return nil })
+		}
+		if o.up && !o.paused && o.in {
+			_ = s.w.kafka.LeaveGroup(gsimJob, o.member)
+			o.in = false
+			s.rebalance()
+		}
+		s.log("%s is gone", o.id)
+		o.up, o.paused, o.att, o.gone, o.since = false, false, nil, true, s.clock
+	}
+	p := s.procs[0]
+	askAt := s.steps + s.w.rng.IntN(300)
+	for s.stop == nil || !s.stop.done {
+		if s.steps > askAt+20_000 {
+			return s.violation("the stop with a savepoint did not finish (%s)", s.describe())
+		}
+		if s.stop == nil && s.steps >= askAt && p.up && p.in {
+			s.stop = &gsimStop{p: p, dir: filepath.Join(s.dir, "stop")}
+			s.log("%s is asked to stop with a savepoint", p.id)
+			if err := s.as(p, func() error { return s.askStop(p) }); err != nil {
+				return s.violation("asking for the stop: %v", err)
+			}
+		}
+		if err := s.next([]*gproc{p}, 1); err != nil {
+			return err
+		}
+	}
+	if s.stop.err != nil {
+		return s.violation("the stop's savepoint failed: %v", s.stop.err)
+	}
+	// What a killed process left open, with nobody there to fence it,
+	// ends at its timeout; then the markers are written.
+	s.w.kafka.Advance(s.cfg.Kafka.TransactionTimeout + time.Second)
+	for s.w.kafka.PendingMarkers() > 0 {
+		s.w.kafka.DeliverMarker(0)
+	}
+	want, err := s.checkSavepoint(s.stop.dir, p.j)
+	if err == nil {
+		err = s.check()
+	}
+	if err == nil {
+		err = s.outputsEndAt(want, "the savepoint")
+	}
+	if err == nil {
+		err = s.stalled
+	}
+	return err
 }
 
-// liveDone: no live savepoint is asked, or it is written or failed.
-func (s *gsim) liveDone() bool {
-	l := s.live
-	return l == nil || l.saved != nil || l.failed != ""
+// gsimLive is runLive's savepoint of the running group.
+type gsimLive struct {
+	asker  *gproc
+	dir    string
+	saved  bool
+	failed string
 }
 
-// askLive posts a pause for a savepoint by a live process.
-func (s *gsim) askLive() {
+// askLive: a live process asks for a savepoint of the group
+// (Job.Savepoint in group mode): it writes the pause record. Where its
+// export waits, the world goes on meanwhile (its own epochs' offsets are
+// waited for too: not a stall), and reading the state takes a while,
+// short or longer than the pause.
+func (s *gsim) askLive() error {
 	var up []*gproc
 	for _, p := range s.procs {
 		if p.up && !p.paused {
@@ -1064,294 +1051,222 @@ func (s *gsim) askLive() {
 		}
 	}
 	if len(up) == 0 {
-		return
-	}
-	asker := up[s.rng.IntN(len(up))]
-	s.live = &glive{id: fmt.Sprintf("%s-%d", asker.id, s.k.Now().UnixMilli()), asker: asker, until: s.k.Now().Add(gsimPause)}
-	s.log("%s asks for a savepoint of the group: pause %s until %s", asker.id, s.live.id, s.live.until.Format("15:04:05.0"))
-}
-
-// liveStep is the asker's step of the live savepoint (groupSavepoint):
-// wait for every member's ack and the drain, then export.
-func (s *gsim) liveStep() {
-	l := s.live
-	if l == nil || l.saved != nil || l.failed != "" {
-		return
-	}
-	if !l.asker.up || l.asker.paused {
-		if !l.asker.up {
-			l.failed = "the asker died"
-			s.log("the savepoint is abandoned: %s", l.failed)
-		}
-		return
-	}
-	end := func(failed string) {
-		l.failed = failed
-		l.until = s.k.Now() // lifted: the members read on
-		s.log("the savepoint fails: %s", failed)
-	}
-	switch {
-	case l.offsets == nil && !l.ready:
-		if s.k.Now().After(l.until.Add(-gsimPause / 4)) {
-			end("the group did not pause and drain in time")
-			return
-		}
-		l.ready = s.allAcked(l.id) && s.repartitionDrained()
-	case l.offsets == nil:
-		if s.k.PendingOffsets(gsimJob, gsimInputs()) {
-			return // fetchStableOffsets waits
-		}
-		l.offsets = map[memkafka.TP]int64{}
-		committed := s.k.GroupOffsets(gsimJob)
-		for i := range gsimInParts {
-			tp := memkafka.TP{Topic: gsimIn, Partition: int32(i)}
-			o, ok := committed[tp]
-			if !ok {
-				end("a partition has no committed offset yet")
-				return
-			}
-			l.offsets[tp] = o
-		}
-		if !s.bugs.exportWithoutRecheck && !s.repartitionDrained() {
-			end("the group read on before the export (drain)")
-			return
-		}
-		if s.rng.IntN(2) == 0 {
-			// Reading a large state takes a while; a small one is read
-			// at once.
-			l.readIn = s.rng.IntN(3 * int(gsimPause/gsimStep) / 2)
-		}
-		s.log("%s exports: offsets %v, the state read in %d steps", l.asker.id, l.offsets, l.readIn)
-	case l.readIn > 0:
-		l.readIn--
-	default:
-		for i := range gsimRepParts {
-			o, _ := s.k.EndOffsets(memkafka.TP{Topic: gsimState, Partition: int32(i)})
-			if o.LastStable < o.HighWatermark {
-				return // awaitSettled
-			}
-		}
-		if s.k.PendingOffsets(gsimJob, gsimInputs()) {
-			return // fetchStableOffsets waits
-		}
-		sums := map[string][2]int64{}
-		for i := range gsimRepParts {
-			if err := s.readCommitted(memkafka.TP{Topic: gsimState, Partition: int32(i)}, func(r memkafka.Record) error {
-				sums[string(r.Key)] = parseSums(r.Value)
-				return nil
-			}); err != nil {
-				panic(err)
-			}
-		}
-		committed := s.k.GroupOffsets(gsimJob)
-		for tp, o := range l.offsets {
-			if committed[tp] != o && !s.bugs.exportWithoutRecheck {
-				end("the group read on while the state was read")
-				return
-			}
-		}
-		l.saved = &gsaved{offsets: l.offsets, sums: sums}
-		l.until = s.k.Now()
-		s.log("%s wrote the savepoint", l.asker.id)
-	}
-}
-
-// allAcked: every member of the group has acked pause id, in a committed
-// transaction.
-func (s *gsim) allAcked(id string) bool {
-	acked := map[string]string{}
-	if err := s.readCommitted(memkafka.TP{Topic: gsimCkpt}, func(r memkafka.Record) error {
-		acked[strings.TrimPrefix(string(r.Key), "paused/")] = string(r.Value)
 		return nil
-	}); err != nil {
-		panic(err)
 	}
-	members := 0
-	for _, p := range s.procs {
-		if p.in {
-			members++
-			if acked[p.id] != id {
-				return false
+	p := up[s.w.rng.IntN(len(up))]
+	s.live = &gsimLive{asker: p, dir: filepath.Join(s.dir, "live")}
+	life := p.life
+	return s.as(p, func() error {
+		c := s.cluster(p)
+		c.unstable = nil
+		c.wait = func(ready func() bool) bool {
+			for range 2000 {
+				if ready() {
+					break
+				}
+				s.meanwhile(p, life, 1)
 			}
+			return ready()
 		}
-	}
-	return members > 0
-}
-
-// repartitionDrained: the repartition topic is drained at the group's
-// offsets (the runtime's repartitionDrainedForGroup).
-func (s *gsim) repartitionDrained() bool { return s.drainedAt(s.k.GroupOffsets(gsimJob)) }
-
-// drainedAt: no transaction is open on the repartition topic, and no
-// committed record of it is at or after the positions pos
-// (repartitionDrained).
-func (s *gsim) drainedAt(pos map[memkafka.TP]int64) bool {
-	for i := range gsimRepParts {
-		tp := memkafka.TP{Topic: gsimRep, Partition: int32(i)}
-		if !s.readTo(tp, pos[tp]) {
-			return false
-		}
-	}
-	return true
-}
-
-// readTo: no transaction is open on tp, and no committed record of it is
-// at or after offset from.
-func (s *gsim) readTo(tp memkafka.TP, from int64) bool {
-	o, _ := s.k.EndOffsets(tp)
-	recs, _, err := s.k.ReadCommitted(tp, from, 1)
-	return o.LastStable == o.HighWatermark && err == nil && len(recs) == 0
-}
-
-// readCommitted calls fn for every committed record of tp, until fn
-// fails.
-func (s *gsim) readCommitted(tp memkafka.TP, fn func(memkafka.Record) error) error {
-	for from := int64(0); ; {
-		recs, next, err := s.k.ReadCommitted(tp, from, 100)
+		gp, err := p.j.pauseGroup(context.Background(), c, s.live.dir)
 		if err != nil {
-			return err
+			s.live.failed = err.Error()
+			return nil
 		}
-		for _, r := range recs {
-			if err := fn(r); err != nil {
+		p.pause = gp
+		s.log("%s asks for a savepoint of the group (pause %s)", p.id, gp.id)
+		p.j.beforeExportState = func() {
+			n := s.w.rng.IntN(50)
+			if s.w.rng.IntN(2) == 0 {
+				n = 2000 + s.w.rng.IntN(2000)
+			}
+			s.meanwhile(p, life, n)
+		}
+		return nil
+	})
+}
+
+// meanwhile runs n steps of the world while p, in its life life, waits
+// in a call; the call ends if p died meanwhile.
+func (s *gsim) meanwhile(p *gproc, life, n int) {
+	for range n {
+		if err := s.next(s.procs, 1); err != nil {
+			s.broken = err
+			break
+		}
+	}
+	if p.life != life {
+		panic(simCrash{at: "while waiting"})
+	}
+}
+
+// liveStep is the asker's step of its savepoint (groupSavepoint): look
+// whether every member acked and the topic drained, then export.
+func (s *gsim) liveStep(p *gproc) error {
+	l, gp := s.live, p.pause
+	ready, err := gp.ready(context.Background())
+	if err == nil && !ready {
+		return nil
+	}
+	if err == nil {
+		p.exporting = true
+		_, err = gp.export(context.Background())
+		p.exporting = false
+		if errors.Is(err, errSimWait) {
+			return nil
+		}
+	}
+	p.pause = nil
+	gp.resume()
+	if err != nil {
+		l.failed = err.Error()
+		s.log("%s: the savepoint fails: %v", p.id, err)
+		return nil
+	}
+	l.saved = true
+	s.log("%s wrote the savepoint", p.id)
+	_, err = s.checkSavepoint(l.dir, p.j)
+	return err
+}
+
+// runLive: a process asks for a savepoint of the running group, half the
+// time among the faults, half the time after them, while input arrives.
+// A savepoint written must hold exactly the inputs its offsets cover, and
+// the outputs stay exact.
+func (s *gsim) runLive(inputs, faultSteps int) error {
+	s.want = inputs
+	askAt := s.w.rng.IntN(2 * faultSteps)
+	for s.steps < 2*faultSteps {
+		if s.steps >= faultSteps {
+			s.faults, s.w.crashP = false, 0
+		}
+		if s.live == nil && s.steps >= askAt {
+			if err := s.askLive(); err != nil {
 				return err
 			}
 		}
-		if next == from {
-			return nil
+		if err := s.next(s.procs, 1); err != nil {
+			return err
 		}
-		from = next
 	}
+	return s.finish()
 }
 
-func gsimSeeds(t *testing.T) (first uint64, n int) {
+func playFaults(s *gsim) error {
+	s.want = 200
+	if err := s.faulty(6000); err != nil {
+		return err
+	}
+	return s.finish()
+}
+
+func playStop(s *gsim) error { return s.runStop(100, 3000) }
+func playLive(s *gsim) error { return s.runLive(300, 4000) }
+
+// gsimSeeds is how many seeds a schedule runs: a fifth with -short, few
+// under the race detector; -sim.seed runs one, -sim.seeds that many.
+func gsimSeeds(full int) (first uint64, n int) {
 	switch {
 	case *simSeed != 0:
 		return *simSeed, 1
 	case *simSeeds != 0:
 		return 1, *simSeeds
 	case raceEnabled:
-		return 1, 50
+		return 1, max(full/20, 3)
 	case testing.Short():
-		return 1, 300
+		return 1, full / 5
 	}
-	return 1, 1000
+	return 1, full
 }
 
-// TestSimulationGroupMode: many seeded schedules of 3 processes with crashes,
-// pauses past the session timeout, restarts with the same instance id and
-// rebalances; every one ends with exactly one failure-free run's outputs.
+// gsimPlay runs one seed of a schedule (printing its trace when it is the
+// one -sim.seed asks for).
+func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error) (*gsim, error) {
+	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)))
+	err := play(s)
+	if *simSeed != 0 {
+		for _, line := range s.w.trace {
+			t.Log(line)
+		}
+	}
+	return s, err
+}
+
+// TestSimulationGroupMode: seeded schedules of three processes with
+// crashes anywhere, pauses past the session timeout, zombies, static
+// restarts, rebalances, failing fences and marker lag; a stop with a
+// savepoint of the last process; a savepoint of the running group. Every
+// one ends with exactly one failure-free run's outputs.
 func TestSimulationGroupMode(t *testing.T) {
-	first, n := gsimSeeds(t)
-	rebalances := 0
-	for seed := first; seed < first+uint64(n); seed++ {
-		s := newGsim(seed, 3, gsimBugs{})
-		if err := s.run(300, 1500); err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./engine -run TestSimulationGroupMode -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
-		}
-		rebalances += int(s.k.Generation(gsimJob))
-		if *simSeed != 0 {
-			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
-		}
-	}
-	t.Logf("%d schedules, %d generations in all", n, rebalances)
-}
-
-// TestSimulationGroupModeStopWithSavepoint: schedules with crashes end in
-// a stop with a savepoint of the last process, asked while input arrives
-// and records are on their way through it; every savepoint holds the
-// state of exactly the inputs its offsets cover.
-func TestSimulationGroupModeStopWithSavepoint(t *testing.T) {
-	first, n := gsimSeeds(t)
-	for seed := first; seed < first+uint64(n); seed++ {
-		s := newGsim(seed, 3, gsimBugs{})
-		if err := s.runStop(600, 600); err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./engine -run TestSimulationGroupModeStopWithSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
-		}
-		if *simSeed != 0 {
-			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
-		}
-	}
-	t.Logf("%d schedules", n)
-}
-
-// TestSimulationGroupModeLiveSavepoint: schedules with crashes in which a
-// process asks for a savepoint of the running group; every savepoint
-// written holds the state of exactly the inputs its offsets cover, and
-// the outputs stay exact. Some pauses run out while the export reads the
-// state: those savepoints fail.
-func TestSimulationGroupModeLiveSavepoint(t *testing.T) {
-	first, n := gsimSeeds(t)
-	outcomes := map[string]int{}
-	for seed := first; seed < first+uint64(n); seed++ {
-		s := newGsim(seed, 3, gsimBugs{})
-		if err := s.runLive(300, 1500); err != nil {
-			t.Fatalf("seed %d: %v\n(replay: go test ./engine -run TestSimulationGroupModeLiveSavepoint -sim.seed=%d)\n%s", seed, err, seed, strings.Join(lastLines(s.trace, 60), "\n"))
-		}
-		switch l := s.live; {
-		case l == nil:
-			outcomes["not asked (nobody up)"]++
-		case l.saved != nil:
-			outcomes["written"]++
-		default:
-			outcomes[l.failed]++
-		}
-		if *simSeed != 0 {
-			t.Logf("seed %d:\n%s", seed, strings.Join(s.trace, "\n"))
-		}
-	}
-	if outcomes["written"] == 0 && n >= 50 {
-		t.Fatalf("no schedule wrote a savepoint: %v", outcomes)
-	}
-	t.Logf("%d schedules: %v", n, outcomes)
-}
-
-// TestSimulationGroupModeFindsInjectedBugs: the schedules find the mistakes
-// group mode must not make: offsets committed without the member's
-// generation (a zombie's epoch commits), an attempt that restarts on an
-// assignment from the offsets of when it was assigned, and the fences
-// that keep an open transaction from holding the group's offsets until it
-// times out. A zombie is fenced by the members that saw it leave in most
-// schedules, so the generation check (its second line of defence) has
-// more schedules to be found in.
-func TestSimulationGroupModeFindsInjectedBugs(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		bugs  gsimBugs
-		seeds uint64
-	}{
-		{"memberless offset commits", gsimBugs{memberless: true}, 500},
-		{"offsets fetched once per assignment", gsimBugs{offsetsAtAssignment: true}, 100},
-		{"a restarted process does not fence its own transactional id", gsimBugs{noOwnFence: true}, 100},
-		{"departed members fenced after the offset fetch", gsimBugs{fenceAfterFetch: true}, 100},
-		{"members that left unseen not fenced", gsimBugs{noFenceOfUnseen: true}, 100},
-		{"a stop's drain shown by a checkpoint from before the pause", gsimBugs{drainBeforePause: true}, 100},
-		{"a live savepoint's export not rechecked", gsimBugs{exportWithoutRecheck: true}, 300},
-		{"state restored before its markers", gsimBugs{restoreBeforeMarkers: true}, 300},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			found := 0
-			for seed := uint64(1); seed <= tc.seeds; seed++ {
-				s := newGsim(seed, 3, tc.bugs)
-				var err error
-				switch {
-				case tc.bugs.drainBeforePause:
-					err = s.runStop(600, 600)
-				case tc.bugs.exportWithoutRecheck:
-					err = s.runLive(300, 1500)
-				default:
-					err = s.run(300, 1500)
-				}
+	for _, c := range []struct {
+		name string
+		play func(*gsim) error
+		full int
+	}{{"faults", playFaults, 250}, {"stop_with_savepoint", playStop, 150}, {"live_savepoint", playLive, 150}} {
+		t.Run(c.name, func(t *testing.T) {
+			first, n := gsimSeeds(c.full)
+			counts := map[string]int{}
+			for seed := first; seed < first+uint64(n); seed++ {
+				s, err := gsimPlay(t, seed, noPlantedBug, c.play)
 				if err != nil {
-					if found == 0 {
-						t.Logf("seed %d: %v", seed, err)
-					}
-					found++
+					t.Fatalf("seed %d (%d steps): %v\nreplay: go test ./engine -run 'TestSimulationGroupMode/%s' -sim.seed=%d -v\n%s",
+						seed, s.steps, err, c.name, seed, strings.Join(lastLines(s.w.trace, 60), "\n"))
+				}
+				for k, v := range s.counts {
+					counts[k] += v
+				}
+				if l := s.live; l != nil && l.saved {
+					counts["group savepoints written"]++
+				} else if l != nil {
+					counts["group savepoints failed"]++
 				}
 			}
-			if found == 0 {
-				t.Fatalf("no schedule of %d found the bug", tc.seeds)
+			t.Logf("%d schedules: %v", n, counts)
+		})
+	}
+}
+
+// TestSimulationGroupModeIsDeterministic: a seed replays exactly.
+func TestSimulationGroupModeIsDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		var hashes [2]uint64
+		for i := range hashes {
+			s, err := gsimPlay(t, seed, noPlantedBug, playFaults)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
 			}
-			t.Logf("%d of %d schedules found it", found, tc.seeds)
+			hashes[i] = s.w.hash
+		}
+		if hashes[0] != hashes[1] {
+			t.Fatalf("seed %d ran two different schedules (%x, %x)", seed, hashes[0], hashes[1])
+		}
+	}
+}
+
+// TestSimulationGroupModeFindsBugs puts known mistakes into group mode's
+// production code (plantedbug.go) and requires the schedules to catch each
+// within a bounded number of seeds.
+func TestSimulationGroupModeFindsBugs(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		plantedBug plantedBug
+		play       func(*gsim) error
+		seeds      uint64
+	}{
+		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100},
+		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100},
+		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 150},
+		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100},
+		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= c.seeds; seed++ {
+				if _, err := gsimPlay(t, seed, c.plantedBug, c.play); err != nil {
+					t.Logf("seed %d found it: %v", seed, err)
+					return
+				}
+			}
+			t.Fatalf("no schedule of %d found it", c.seeds)
 		})
 	}
 }

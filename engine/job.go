@@ -60,8 +60,11 @@ type Job struct {
 	// it fetched the group's offsets and before it reads the state
 	// (tests: let the pause run out meanwhile).
 	beforeExportState func()
-	metrics           *metrics.Metrics
-	status            *status
+	// plantedBug is a known mistake a test put into the job's code paths
+	// (plantedbug.go); none outside tests.
+	plantedBug plantedBug
+	metrics    *metrics.Metrics
+	status     *status
 	// stopping is closed by Stop: finish with a final checkpoint, exported
 	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
 	stopping      chan struct{}
@@ -166,7 +169,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 			return nil, fmt.Errorf("instance id %q: use letters, digits, '.', '_' and '-' only (it is part of a transactional id)", j.instance)
 		}
 		p.shuffle = j.shuffle
-		j.pauses = &pauseWatch{job: cfg.Name, now: j.now}
+		j.pauses = &pauseWatch{job: cfg.Name, now: func() time.Time { return j.now() }}
 	}
 	if j.metrics == nil {
 		j.metrics = metrics.New(nil, cfg.Name)

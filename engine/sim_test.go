@@ -53,6 +53,12 @@ type world struct {
 	// pieces counts the records produced that are pieces of a value or of
 	// a checkpoint record (nil: not counted).
 	pieces *simPieces
+	// manual are the topics whose records the runtime places in a
+	// partition itself (group mode's repartition and state topics).
+	manual map[string]bool
+	// who is the process that makes the calls now, for the trace ("": the
+	// only one).
+	who string
 }
 
 // limits are the job's sink.Limits of the model: its topics' settings.
@@ -80,15 +86,23 @@ func (w *world) log(format string, args ...any) {
 // effect, and may crash then.
 func (w *world) io(at string) (after func()) {
 	if w.crashP > 0 && w.rng.Float64() < w.crashP/2 {
-		w.log("crash before %s", at)
+		w.log("%scrash before %s", w.prefix(), at)
 		panic(simCrash{at: "before " + at})
 	}
 	return func() {
 		if w.crashP > 0 && w.rng.Float64() < w.crashP/2 {
-			w.log("crash after %s", at)
+			w.log("%scrash after %s", w.prefix(), at)
 			panic(simCrash{at: "after " + at})
 		}
 	}
+}
+
+// prefix names the process that makes the calls, if there are several.
+func (w *world) prefix() string {
+	if w.who == "" {
+		return ""
+	}
+	return w.who + ": "
 }
 
 // toModel converts a record the runtime produces; the partition is the
@@ -96,7 +110,9 @@ func (w *world) io(at string) (after func()) {
 // does), partition 0 for a record without a key.
 func (w *world) toModel(r *kgo.Record) memkafka.Record {
 	m := memkafka.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-	if n, err := w.kafka.Partitions(r.Topic); err == nil && n > 1 {
+	if w.manual[r.Topic] {
+		// As the runtime placed it.
+	} else if n, err := w.kafka.Partitions(r.Topic); err == nil && n > 1 {
 		h := fnv.New32a()
 		h.Write(r.Key)
 		m.Partition = int32(h.Sum32() % uint32(n))
@@ -144,7 +160,14 @@ func (w *world) readAll(topic string) []*kgo.Record {
 // latestCheckpoint is the newest committed checkpoint of job, as
 // kstore.Latest decides it.
 func (w *world) latestCheckpoint(job string) (*checkpoint.Record, error) {
-	n := kstore.Newest{Job: job}
+	return w.latestKeyed(job, job)
+}
+
+// latestKeyed is the newest committed checkpoint record of job under key
+// (a group member's own: sink.MemberRecordKey), as kstore.LatestKeyed
+// decides it.
+func (w *world) latestKeyed(job, key string) (*checkpoint.Record, error) {
+	n := kstore.Newest{Job: key, Member: key != job}
 	for _, r := range w.readAll(checkpoint.TopicName(job)) {
 		if err := n.Add(r); err != nil {
 			return nil, err
@@ -159,7 +182,10 @@ type simTxn struct {
 	w       *world
 	job     string
 	timeout time.Duration
-	p       *memkafka.Producer
+	// txnID and recordKey are a group member's transactional id and the
+	// key of its checkpoint records ("": the job's own).
+	txnID, recordKey string
+	p                *memkafka.Producer
 	// failed is the first produce error of the open transaction: like
 	// franz-go's, produces are asynchronous and fail the flush.
 	failed error
@@ -167,7 +193,12 @@ type simTxn struct {
 
 var _ transaction = (*simTxn)(nil)
 
-func (t *simTxn) id() string   { return t.job + "-txn" }
+func (t *simTxn) id() string {
+	if t.txnID != "" {
+		return t.txnID
+	}
+	return t.job + "-txn"
+}
 func (t *simTxn) Name() string { return "kafka:" + t.id() }
 
 func (t *simTxn) Recover(context.Context) ([]twophase.Epoch, error) {
@@ -183,6 +214,9 @@ func (t *simTxn) Recover(context.Context) ([]twophase.Epoch, error) {
 
 func (t *simTxn) LastDecided(context.Context) (*checkpoint.Record, error) {
 	t.w.io("read the checkpoint topic")
+	if t.recordKey != "" {
+		return t.w.latestKeyed(t.job, t.recordKey)
+	}
 	return t.w.latestCheckpoint(t.job)
 }
 
@@ -281,9 +315,24 @@ func (p simPlain) Produce(_ context.Context, r *kgo.Record) {
 type simCluster struct {
 	w   *world
 	job string
+	// members are the group's instance ids (group mode; nil: none), and
+	// unstable, if set, is told who holds offsets a stable fetch waits for.
+	members  func() []string
+	unstable func(holders []string)
+	// wait, if set, is what a call that waits does: it lets the rest of
+	// the world go on until ready holds, and reports whether it does (no:
+	// it gave up). Without it such a call returns errSimWait instead, to
+	// be asked again later.
+	wait func(ready func() bool) bool
 }
 
 var _ cluster = simCluster{}
+
+// errSimWait is what a call of the model returns where Kafka's would
+// wait (for a transaction to be decided, or its markers written): the
+// simulation runs on one goroutine, so the caller is asked again at a
+// later step, which is what waiting amounts to.
+var errSimWait = errors.New("waiting")
 
 func (c simCluster) Partitions(_ context.Context, topics []string) ([]source.TopicPartition, error) {
 	var tps []source.TopicPartition
@@ -324,6 +373,119 @@ func (c simCluster) ReadState(_ context.Context, fn func(key, value []byte) erro
 		if err := fn(r.Key, r.Value); err != nil {
 			return err
 		}
+	}
+	after()
+	return nil
+}
+
+func (c simCluster) Read(_ context.Context, topic string, fn func(*kgo.Record) error, partitions ...int32) error {
+	after := c.w.io("read " + topic)
+	for _, r := range c.w.readAll(topic) {
+		if len(partitions) > 0 && !slices.Contains(partitions, r.Partition) {
+			continue
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	after()
+	return nil
+}
+
+func (c simCluster) FetchOffsets(_ context.Context, group string) (map[source.TopicPartition]int64, error) {
+	c.w.io("fetch the offsets of " + group)()
+	out := map[source.TopicPartition]int64{}
+	for tp, o := range c.w.kafka.GroupOffsets(group) {
+		out[source.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = o
+	}
+	return out, nil
+}
+
+func (c simCluster) FetchStableOffsets(ctx context.Context, group string, tps []source.TopicPartition, _ time.Duration) (map[source.TopicPartition]int64, error) {
+	var m []memkafka.TP
+	for _, tp := range tps {
+		m = append(m, memkafka.TP{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	stable := func() bool {
+		return !c.w.kafka.PendingOffsets(group, m) && len(c.w.kafka.UnstableOffsets(group, m)) == 0
+	}
+	if !stable() && (c.wait == nil || !c.wait(stable)) {
+		if holders := c.w.kafka.UnstableOffsets(group, m); len(holders) > 0 && c.unstable != nil {
+			c.unstable(holders)
+		}
+		return nil, fmt.Errorf("offsets of group %s: a transaction holding them is open or unmarked: %w", group, errSimWait)
+	}
+	all, err := c.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[source.TopicPartition]int64{}
+	for _, tp := range tps {
+		if o, ok := all[tp]; ok {
+			out[tp] = o
+		}
+	}
+	return out, nil
+}
+
+func (c simCluster) AwaitSettled(_ context.Context, topic string, partitions []int32, _ time.Duration) error {
+	settled := func() bool {
+		for _, p := range partitions {
+			if o, err := c.w.kafka.EndOffsets(memkafka.TP{Topic: topic, Partition: p}); err != nil || o.LastStable < o.HighWatermark {
+				return false
+			}
+		}
+		return true
+	}
+	if !settled() {
+		dbgUnsettled++
+		dbgOpen = append(dbgOpen, fmt.Sprint(c.w.kafka.OpenTransactions(), c.w.kafka.PendingMarkers()))
+	}
+	if !settled() && (c.wait == nil || !c.wait(settled)) {
+		return fmt.Errorf("%s %v: a transaction is undecided or unmarked there: %w", topic, partitions, errSimWait)
+	}
+	return nil
+}
+
+func (c simCluster) RepartitionDrained(_ context.Context, topic string, position func(partition int32) (int64, bool)) (bool, string, error) {
+	after := c.w.io("look for records left in " + topic)
+	defer after()
+	n, err := c.w.kafka.Partitions(topic)
+	if err != nil {
+		return false, "", err
+	}
+	for p := range int32(n) {
+		tp := memkafka.TP{Topic: topic, Partition: p}
+		o, err := c.w.kafka.EndOffsets(tp)
+		if err != nil {
+			return false, "", err
+		}
+		if o.LastStable < o.HighWatermark {
+			return false, "a transaction is open on the repartition topic", nil
+		}
+		from, ok := position(p)
+		if !ok {
+			return false, fmt.Sprintf("partition %d of the repartition topic is not read", p), nil
+		}
+		if recs, _, err := c.w.kafka.ReadCommitted(tp, from, 1); err != nil || len(recs) > 0 {
+			return false, "records are left in the repartition topic", err
+		}
+	}
+	return true, "", nil
+}
+
+func (c simCluster) Members(context.Context, string) ([]string, error) {
+	c.w.io("describe the group")()
+	if c.members == nil {
+		return nil, nil
+	}
+	return c.members(), nil
+}
+
+func (c simCluster) Write(_ context.Context, rec *kgo.Record) error {
+	after := c.w.io("write to " + rec.Topic)
+	if _, err := c.w.kafka.Append(c.w.toModel(rec)); err != nil {
+		return err
 	}
 	after()
 	return nil
@@ -389,3 +551,6 @@ func (r *simReader) Positions() []source.Position {
 }
 
 func (r *simReader) Close() {}
+
+var dbgUnsettled int
+var dbgOpen []string

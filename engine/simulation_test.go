@@ -438,8 +438,9 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	s := &simGraph{r: r, a: a, g: g, ctx: ctx}
-	s.workerQ = make([][]batch, len(g.workers))
+	s := &simAttempt{simGraph: newSimGraph(r.w, a, g), r: r}
+	s.bug = r.bug
+	s.committed = func(id checkpoint.ID) error { return r.check(fmt.Sprintf("checkpoint %d", id)) }
 	stopped, ferr := s.run()
 	if ferr != nil {
 		if errors.Is(ferr, errViolation) {
@@ -474,15 +475,34 @@ func (r *simRun) unexpected(err error) error {
 
 var errCrashStep = errors.New("killed between two steps")
 
-// simGraph runs one attempt's task graph, one step at a time.
+// simGraph runs one attempt's task graph, one step at a time: a source's
+// poll or barriers, a worker's batch, the sink's batch, seal or open, the
+// committer's next call. The single-mode simulation and the group-mode
+// one (groupsim_test.go) take these steps among their own.
 type simGraph struct {
-	r   *simRun
+	w   *world
 	a   *attempt
 	g   *graph
 	ctx context.Context
 	// workerQ and sinkQ are the channels' contents.
-	workerQ   [][]batch
-	sinkQ     []batch
+	workerQ [][]batch
+	sinkQ   []batch
+	// bug, if set, is injected into the harness (TestSimulationFindsBugs).
+	bug simBug
+	// committed, if set, is called once the decision log committed a
+	// checkpoint of the graph.
+	committed func(id checkpoint.ID) error
+}
+
+func newSimGraph(w *world, a *attempt, g *graph) *simGraph {
+	return &simGraph{w: w, a: a, g: g, ctx: context.Background(), workerQ: make([][]batch, len(g.workers))}
+}
+
+// simAttempt is one attempt of the single-mode simulation: its graph's
+// steps, and the run's own (input, time, stop, savepoints, faults).
+type simAttempt struct {
+	*simGraph
+	r         *simRun
 	stopAsked bool
 	// savepoint is the savepoint asked for and not yet answered.
 	savepoint *savepointRequest
@@ -507,7 +527,7 @@ const (
 	stepTableWrite
 )
 
-func (s *simGraph) run() (stopped bool, err error) {
+func (s *simAttempt) run() (stopped bool, err error) {
 	r := s.r
 	for ; r.steps < simMaxSteps; r.steps++ {
 		if r.steps == r.faultSteps {
@@ -531,18 +551,63 @@ func (s *simGraph) run() (stopped bool, err error) {
 }
 
 // choose picks the next step among those that can be taken now.
-func (s *simGraph) choose() (simStep, int) {
-	r, rng := s.r, s.r.w.rng
-	type option struct {
-		step   simStep
-		arg    int
-		weight int
-	}
-	var opts []option
-	add := func(step simStep, arg, weight int) { opts = append(opts, option{step, arg, weight}) }
+func (s *simAttempt) choose() (simStep, int) {
+	r := s.r
+	var opts simOptions
 	if len(r.pending) > 0 {
-		add(stepWrite, 0, 3)
+		opts.add(stepWrite, 0, 3)
 	}
+	s.options(opts.add)
+	opts.add(stepTick, 0, 2)
+	if s.g.tables != nil {
+		for i := range s.g.tables.tasks {
+			opts.add(stepTable, i, 2)
+		}
+		if r.tableWrites < 30 {
+			opts.add(stepTableWrite, 0, 1)
+		}
+	}
+	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
+		opts.add(stepStop, 0, 1)
+	}
+	if s.savepoint == nil && !s.stopAsked && r.savepointsAsked < 3 {
+		opts.add(stepSavepoint, 0, 1)
+	}
+	if r.steps < r.faultSteps && r.w.crashP > 0 {
+		opts.add(stepCrash, 0, 1)
+		if r.pauses < 2 {
+			opts.add(stepPause, 0, 1)
+		}
+	}
+	return opts.pick(r.w.rng)
+}
+
+// simOptions are the steps a scheduler may take next, with their
+// weights.
+type simOptions []struct{ step, arg, weight int }
+
+func (o *simOptions) add(step simStep, arg, weight int) {
+	*o = append(*o, struct{ step, arg, weight int }{int(step), arg, weight})
+}
+
+// pick draws one step, by weight.
+func (o simOptions) pick(rng *rand.Rand) (simStep, int) {
+	total := 0
+	for _, x := range o {
+		total += x.weight
+	}
+	n := rng.IntN(total)
+	for _, x := range o {
+		if n < x.weight {
+			return simStep(x.step), x.arg
+		}
+		n -= x.weight
+	}
+	panic("unreachable")
+}
+
+// options adds the graph's steps that can be taken now.
+func (s *simGraph) options(add func(step simStep, arg, weight int)) {
 	for i := range s.g.sources {
 		add(stepSource, i, 4)
 	}
@@ -563,43 +628,10 @@ func (s *simGraph) choose() (simStep, int) {
 	if len(s.g.sink.opened) > 0 {
 		add(stepOpen, 0, 4)
 	}
-	add(stepTick, 0, 2)
-	if s.g.tables != nil {
-		for i := range s.g.tables.tasks {
-			add(stepTable, i, 2)
-		}
-		if r.tableWrites < 30 {
-			add(stepTableWrite, 0, 1)
-		}
-	}
-	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
-		add(stepStop, 0, 1)
-	}
-	if s.savepoint == nil && !s.stopAsked && r.savepointsAsked < 3 {
-		add(stepSavepoint, 0, 1)
-	}
-	if r.steps < r.faultSteps && r.w.crashP > 0 {
-		add(stepCrash, 0, 1)
-		if r.pauses < 2 {
-			add(stepPause, 0, 1)
-		}
-	}
-	total := 0
-	for _, o := range opts {
-		total += o.weight
-	}
-	pick := rng.IntN(total)
-	for _, o := range opts {
-		if pick < o.weight {
-			return o.step, o.arg
-		}
-		pick -= o.weight
-	}
-	panic("unreachable")
 }
 
 // readAll reports whether every source read every input written.
-func (s *simGraph) readAll() bool {
+func (s *simAttempt) readAll() bool {
 	for _, src := range s.g.sources {
 		for _, p := range src.reader.Positions() {
 			if int(p.Offset) < len(s.r.inputs[p.Partition]) {
@@ -610,11 +642,10 @@ func (s *simGraph) readAll() bool {
 	return true
 }
 
-func (s *simGraph) do(step simStep, arg int) error {
-	r, l := s.r, s.g.loop
+// step takes one of the graph's steps (options).
+func (s *simGraph) step(step simStep, arg int) error {
+	l := s.g.loop
 	switch step {
-	case stepWrite:
-		r.write(1 + r.w.rng.IntN(40))
 	case stepSource:
 		src := s.g.sources[arg]
 		src.mu.Lock()
@@ -624,8 +655,8 @@ func (s *simGraph) do(step simStep, arg int) error {
 		if len(pending) > 0 {
 			for _, id := range pending {
 				for w, b := range src.barrierBatches(id) {
-					if r.bug == bugLostBarrier && r.w.rng.IntN(4) == 0 {
-						r.w.log("bug: barrier %d from source %d to worker %d lost", id, arg, w)
+					if s.bug == bugLostBarrier && s.w.rng.IntN(4) == 0 {
+						s.w.log("bug: barrier %d from source %d to worker %d lost", id, arg, w)
 						continue
 					}
 					s.workerQ[w] = append(s.workerQ[w], b)
@@ -634,12 +665,17 @@ func (s *simGraph) do(step simStep, arg int) error {
 			}
 			return nil
 		}
+		if src.dropped && !src.paused() {
+			return errPauseEnded // as sourceTask.run
+		}
 		recs, err := src.reader.Poll(s.ctx, pollBatch)
 		if err != nil {
 			return err
 		}
 		out := make([][]message, len(s.g.workers))
-		src.route(recs, out)
+		if err := src.route(recs, out); err != nil {
+			return err
+		}
 		for w, msgs := range out {
 			if len(msgs) > 0 {
 				s.workerQ[w] = append(s.workerQ[w], batch{from: src.index, msgs: msgs})
@@ -661,7 +697,7 @@ func (s *simGraph) do(step simStep, arg int) error {
 		}
 	case stepSink:
 		st := s.g.sink
-		if st.sealed != 0 && r.bug == bugNoHoldBack {
+		if st.sealed != 0 && s.bug == bugNoHoldBack {
 			// The bug: what arrives while epoch N commits goes into
 			// transaction N.
 			for _, hb := range st.align.release() {
@@ -691,9 +727,11 @@ func (s *simGraph) do(step simStep, arg int) error {
 		o := l.c.do(s.ctx, c)
 		l.feed(o)
 		if c.a.Kind == twophase.ActCommit && c.a.Participant == l.c.txn.Name() && o.msg.Err == nil {
-			r.w.log("checkpoint %d committed", c.a.Epoch)
-			if err := r.check(fmt.Sprintf("checkpoint %d", c.a.Epoch)); err != nil {
-				return err
+			s.w.log("%scheckpoint %d committed", s.w.prefix(), c.a.Epoch)
+			if s.committed != nil {
+				if err := s.committed(c.a.Epoch); err != nil {
+					return err
+				}
 			}
 		}
 	case stepOpen:
@@ -701,6 +739,17 @@ func (s *simGraph) do(step simStep, arg int) error {
 		// held into it.
 		st := s.g.sink
 		return st.open(s.ctx, <-st.opened)
+	default:
+		return fmt.Errorf("not a step of the graph: %d", step)
+	}
+	return nil
+}
+
+func (s *simAttempt) do(step simStep, arg int) error {
+	r, l := s.r, s.g.loop
+	switch step {
+	case stepWrite:
+		r.write(1 + r.w.rng.IntN(40))
 	case stepTick:
 		d := time.Duration(1+r.w.rng.IntN(int(r.cfg.Checkpoint.Interval/time.Millisecond))) * time.Millisecond
 		r.clock = r.clock.Add(d)
@@ -742,6 +791,8 @@ func (s *simGraph) do(step simStep, arg int) error {
 		return s.g.tables.tasks[arg].poll(s.ctx)
 	case stepTableWrite:
 		r.writeTable()
+	default:
+		return s.step(step, arg)
 	}
 	return nil
 }
@@ -753,7 +804,7 @@ func (r *simRun) savepointDir() string {
 
 // savepointAnswered takes the answer to the savepoint asked for, if there
 // is one: a savepoint that failed without any fault injected is a bug.
-func (s *simGraph) savepointAnswered() error {
+func (s *simAttempt) savepointAnswered() error {
 	if s.savepoint == nil {
 		return nil
 	}
@@ -781,7 +832,7 @@ func (r *simRun) savepointDone(dir string, err error) error {
 
 // stopped is the end of a graceful stop, with the final savepoint if one
 // was asked for.
-func (s *simGraph) stopped(err error) error {
+func (s *simAttempt) stopped(err error) error {
 	r := s.r
 	r.w.log("stopped gracefully")
 	if dir := r.j.stopSavepoint; dir != "" {

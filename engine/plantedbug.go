@@ -1,0 +1,40 @@
+package engine
+
+// A plantedBug is a known mistake put into a production code path by a
+// test, to show that the group-mode simulation catches it
+// (TestSimulationGroupModeFindsBugs) in every `go test -short` run. Only
+// withPlantedBug sets one, an option no other package can name: a release
+// build runs none, and each branch it guards is one comparison off the hot
+// path. (The mutation suite, internal/mutant, switches its bugs on by build
+// tag instead: it runs apart, under `make mutants`.)
+type plantedBug uint8
+
+const (
+	noPlantedBug plantedBug = iota
+	// plantedMemberlessCommit: an epoch's offsets are committed without
+	// the member id and generation (a plain TxnOffsetCommit, which the
+	// group coordinator takes from anyone): a zombie of an old generation
+	// commits.
+	plantedMemberlessCommit
+	// plantedOffsetsAtAssignment: every attempt on an assignment restores
+	// from the offsets its first attempt fetched, not the newest
+	// committed: one that restarts on the same assignment reads again
+	// what its predecessor committed, on top of the state that counts it.
+	plantedOffsetsAtAssignment
+	// plantedRestoreBeforeMarkers: an attempt restores its state
+	// partitions without waiting for the markers of the transactions that
+	// wrote them (awaitSettled): the previous owner's last epoch is
+	// missing from the state while the offsets include its input.
+	plantedRestoreBeforeMarkers
+	// plantedStopWithoutPause: a stop with a savepoint drains the
+	// repartition topic without pausing the sources, so the savepoint's
+	// source offsets cover records whose shuffled copies its state lacks.
+	plantedStopWithoutPause
+	// plantedExportWithoutRecheck: a group savepoint's export takes the
+	// group's offsets and reads the state without making sure the
+	// members did not read on in between (their pause may run out).
+	plantedExportWithoutRecheck
+)
+
+// withPlantedBug puts m into the job's code paths (tests).
+func withPlantedBug(m plantedBug) Option { return func(j *Job) { j.plantedBug = m } }
