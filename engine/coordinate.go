@@ -441,8 +441,12 @@ func (l *coordinatorLoop) act() error {
 				l.c.queue = append(l.c.queue, c)
 			}
 		}
-		l.announce()
 	}
+	// An epoch opens when the last participant's Begin succeeded, an
+	// outcome after which the machine has nothing to do: announced here,
+	// not with the next action (the next checkpoint's trigger, a whole
+	// interval later), or the sink holds everything until then.
+	l.announce()
 	return nil
 }
 
