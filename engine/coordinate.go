@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
@@ -441,6 +442,12 @@ func (l *coordinatorLoop) act() error {
 				l.c.queue = append(l.c.queue, c)
 			}
 		}
+		if mutant.On("open-epoch-announced-late") {
+			l.announce() // the bug: only along with an action
+		}
+	}
+	if mutant.On("open-epoch-announced-late") {
+		return nil
 	}
 	// An epoch opens when the last participant's Begin succeeded, an
 	// outcome after which the machine has nothing to do: announced here,

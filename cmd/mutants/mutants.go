@@ -15,8 +15,10 @@ var mutants = []mutantSpec{
 	{"commit-before-last-ack", "the coordinator prepares and decides an epoch before its last task acked the barrier", "./twophase", ""},
 	{"decide-out-of-order", "an epoch is decided while an earlier one is not yet prepared", "./twophase", ""},
 	{"recovery-aborts-decided-epoch", "recovery aborts the epoch the decision log decided last where it was in doubt", "./twophase", ""},
-	{"sink-early-release", "the sink writes what arrived after barrier N into transaction N, before the loop says N+1 is open: a crash after commit N replays records already written", "./engine", "^TestSimulation$"},
-	{"checkpoint-record-after-commit", "checkpoint record N goes into transaction N+1: commit N is visible while the last checkpoint says N-1", "./engine", "^TestSimulation$"},
+	{"sink-early-release", "the sink writes what arrived after barrier N into transaction N, before the loop says N+1 is open: a crash after commit N replays records already written", "./engine", "^TestSimulation$/^(parity-sum|keyed-sums)$"},
+	{"checkpoint-record-after-commit", "checkpoint record N goes into transaction N+1: commit N is visible while the last checkpoint says N-1", "./engine", "^TestSimulation$/^(parity-sum|keyed-sums)$"},
+	{"open-epoch-announced-late", "the sink learns that epoch N+1 is open only with the next checkpoint's trigger: it holds everything for a whole interval (throughput, not correctness: 80k instead of 900k records/s)", "./engine", "^TestSinkToldAtOnceWhenTheNextEpochOpens$"},
+	{"table-not-read-before-join", "a table is not read to its end before the first join: records meet an empty table after every start and restore", "./engine", "^TestSimulation$/^join$"},
 	{"window-fires-ignoring-lateness", "windows fire at their end, not allowed_lateness after it: records within the lateness are dropped as late", "./engine", "Window|Session|Late"},
 	{"state-moved-not-redirtied", "a dirty state record that moved to a larger place is not dirty there: the snapshot loses its change", "./state", ""},
 }
