@@ -107,6 +107,13 @@ func measureTogether(ctx context.Context, o options, adm *kadm.Client, cs []cont
 		s.b = cpuSeconds(brokers...)
 		return s, nil
 	}
+	// The warmup starts once every contender wrote its first output: a
+	// start (a JVM, a consumer group's first join) may take longer than
+	// the warmup on a loaded machine, and a window measured before it
+	// ends sees no output at all.
+	if err := awaitFirstOutput(ctx, runs, adm, wait); err != nil {
+		return rs, err
+	}
 	if err := wait(o.warmup); err != nil {
 		return rs, err
 	}
@@ -227,4 +234,32 @@ func brokerPIDs() []int {
 		}
 	}
 	return pids
+}
+
+// firstOutputTimeout bounds how long a contender may take to write its
+// first output.
+const firstOutputTimeout = 2 * time.Minute
+
+// awaitFirstOutput waits until every run wrote at least one output, polling
+// with wait (which fails when a run exited).
+func awaitFirstOutput(ctx context.Context, runs []*steadyRun, adm *kadm.Client, wait func(time.Duration) error) error {
+	deadline := time.Now().Add(firstOutputTimeout)
+	for _, r := range runs {
+		for {
+			n, err := r.produced(ctx, adm)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: no output %v after its start (log %s)", r.name, firstOutputTimeout, r.log.Name())
+			}
+			if err := wait(50 * time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
