@@ -134,6 +134,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		st := &sourceTask{
 			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
 			router: j.plan.newRouter(len(ops)), workers: workerOuts, reports: reports, faults: j.faults, metrics: j.metrics,
+			planted: j.plantedBug,
 			blocked: taskBlocked(j.metrics, fmt.Sprintf("source-%d", i)),
 		}
 		if timed {
@@ -147,7 +148,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		outputs = txn
 	}
 	g.sink = &sinkTask{
-		id: "sink", txn: txn, outputs: outputs, own: singleRecords{},
+		id: "sink", txn: txn, outputs: outputs, own: singleRecords{}, planted: j.plantedBug,
 		inputs: sinkIn, nInputs: len(ops), reports: reports, opened: opened,
 		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,

@@ -1,8 +1,8 @@
 package engine
 
 // A plantedBug is a known mistake put into a production code path by a
-// test, to show that the group-mode simulation catches it
-// (TestSimulationGroupModeFindsBugs) in every `go test -short` run. Only
+// test, to show that the simulations catch it
+// (TestSimulationGroupModeFindsBugs, TestSimulationFindsBugs) in every `go test -short` run. Only
 // withPlantedBug sets one, an option no other package can name: a release
 // build runs none, and each branch it guards is one comparison off the hot
 // path. (The mutation suite, internal/mutant, switches its bugs on by build
@@ -34,6 +34,13 @@ const (
 	// group's offsets and reads the state without making sure the
 	// members did not read on in between (their pause may run out).
 	plantedExportWithoutRecheck
+	// plantedLostBarrier: a source task sends every fourth barrier to
+	// every worker but the first, which never aligns it: the checkpoint
+	// times out (single-mode simulation, TestSimulationFindsBugs).
+	plantedLostBarrier
+	// plantedEarlyRelease: while epoch N commits, the sink writes what
+	// arrives into transaction N instead of holding it until N+1 is open.
+	plantedEarlyRelease
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -80,7 +80,7 @@ func TestSimulationSplitsLargeState(t *testing.T) {
 				if *simSeed != 0 && seed != *simSeed {
 					continue
 				}
-				r, err := simulate(t, seed, job, g, bugNone, dir+"/"+string(g))
+				r, err := simulate(t, seed, job, g, noPlantedBug, dir+"/"+string(g))
 				if *simSeed != 0 {
 					for _, line := range r.w.trace {
 						t.Log(line)

@@ -186,8 +186,9 @@ type simRun struct {
 	// fault whose failure may surface after faultSteps.
 	paused bool
 	pauses int
-	// bug, if set, is injected into the harness (TestSimulationFindsBugs).
-	bug simBug
+	// bug, if set, is planted in the job's code paths (plantedbug.go,
+	// TestSimulationFindsBugs).
+	bug plantedBug
 	// committed is what check has read of the committed topics.
 	committed committedView
 	// dir holds the run's savepoints; savepoints are those completed.
@@ -322,6 +323,7 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 		t.Fatal(err)
 	}
 	c.j.now = func() time.Time { return c.clock }
+	c.j.plantedBug = r.bug
 	c.createTopics(t)
 	for p, ins := range r.inputs {
 		for _, in := range ins {
@@ -439,7 +441,6 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		return false, err
 	}
 	s := &simAttempt{simGraph: newSimGraph(r.w, a, g), r: r}
-	s.bug = r.bug
 	s.committed = func(id checkpoint.ID) error { return r.check(fmt.Sprintf("checkpoint %d", id)) }
 	stopped, ferr := s.run()
 	if ferr != nil {
@@ -487,8 +488,6 @@ type simGraph struct {
 	// workerQ and sinkQ are the channels' contents.
 	workerQ [][]batch
 	sinkQ   []batch
-	// bug, if set, is injected into the harness (TestSimulationFindsBugs).
-	bug simBug
 	// committed, if set, is called once the decision log committed a
 	// checkpoint of the graph.
 	committed func(id checkpoint.ID) error
@@ -655,11 +654,9 @@ func (s *simGraph) step(step simStep, arg int) error {
 		if len(pending) > 0 {
 			for _, id := range pending {
 				for w, b := range src.barrierBatches(id) {
-					if s.bug == bugLostBarrier && s.w.rng.IntN(4) == 0 {
-						s.w.log("bug: barrier %d from source %d to worker %d lost", id, arg, w)
-						continue
+					if len(b.msgs) > 0 {
+						s.workerQ[w] = append(s.workerQ[w], b)
 					}
-					s.workerQ[w] = append(s.workerQ[w], b)
 				}
 				l.onReport(taskReport{task: src.id, id: id})
 			}
@@ -697,15 +694,6 @@ func (s *simGraph) step(step simStep, arg int) error {
 		}
 	case stepSink:
 		st := s.g.sink
-		if st.sealed != 0 && s.bug == bugNoHoldBack {
-			// The bug: what arrives while epoch N commits goes into
-			// transaction N.
-			for _, hb := range st.align.release() {
-				if err := st.handle(s.ctx, hb); err != nil {
-					return err
-				}
-			}
-		}
 		b := s.sinkQ[0]
 		s.sinkQ = s.sinkQ[1:]
 		return st.handle(s.ctx, b)
@@ -861,19 +849,6 @@ func (s *simGraph) flushWorker(wt *workerTask) {
 	}
 	wt.exported = wt.exported[:0]
 }
-
-// simBug is a bug the harness injects, to show the simulation finds it.
-type simBug int
-
-const (
-	bugNone simBug = iota
-	// bugLostBarrier: a barrier from a source to a worker is lost now and
-	// then.
-	bugLostBarrier
-	// bugNoHoldBack: while epoch N commits, the sink produces what it
-	// receives into transaction N instead of holding it for N+1.
-	bugNoHoldBack
-)
 
 // committedView is what a read_committed reader has seen so far of the
 // job's outputs, dead letters and checkpoints. Below the last stable
@@ -1092,10 +1067,11 @@ func (r *simRun) checkEnd() error {
 // simulate runs one seed: the job until it stopped gracefully, then, if it
 // wrote savepoints, a second process from one of them until it stopped
 // too. It returns the run that ended last.
-func simulate(t testing.TB, seed uint64, job simJob, g config.Guarantee, bug simBug, dir string) (*simRun, error) {
+func simulate(t testing.TB, seed uint64, job simJob, g config.Guarantee, bug plantedBug, dir string) (*simRun, error) {
 	defer os.RemoveAll(dir)
 	r := newSimRun(t, seed, job, g, dir)
 	r.bug = bug
+	r.j.plantedBug = bug
 	if err := r.run(); err != nil || len(r.savepoints) == 0 {
 		return r, err
 	}
@@ -1143,7 +1119,7 @@ func simDefaultSeeds(full int) int {
 
 // runSeeds runs seeds 1..seeds of job under g (or only -sim.seed) and
 // returns how many broke an invariant, and the first of them.
-func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug simBug) (failures int, first string) {
+func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug plantedBug) (failures int, first string) {
 	from, to := uint64(1), uint64(seeds)
 	if *simSeed != 0 {
 		from, to = *simSeed, *simSeed
@@ -1163,7 +1139,7 @@ func runSeeds(t testing.TB, job simJob, g config.Guarantee, seeds int, bug simBu
 		if first == "" {
 			first = fmt.Sprintf("%s/%s seed %d (%d steps, %d crashes, %d restarts): %v", job.name, g, seed, r.steps, r.crashes, r.restarts, err)
 		}
-		if bug == bugNone {
+		if bug == noPlantedBug {
 			t.Errorf("seed %d (%d steps, %d crashes, %d restarts): %v\nreplay: go test ./engine -run 'TestSimulation/%s/%s' -sim.seed=%d -v",
 				seed, r.steps, r.crashes, r.restarts, err, job.name, g, seed)
 			if failures > 3 {
@@ -1190,7 +1166,7 @@ func TestSimulation(t *testing.T) {
 		for _, g := range guarantees {
 			t.Run(job.name+"/"+string(g), func(t *testing.T) {
 				t.Parallel()
-				runSeeds(t, job, g, seeds, bugNone)
+				runSeeds(t, job, g, seeds, noPlantedBug)
 			})
 		}
 	}
@@ -1201,7 +1177,7 @@ func TestSimulationIsDeterministic(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		var hashes [2]uint64
 		for i := range hashes {
-			r, err := simulate(t, seed, simJobs[0], config.ExactlyOnce, bugNone, filepath.Join(simTempDir(t), "run"))
+			r, err := simulate(t, seed, simJobs[0], config.ExactlyOnce, noPlantedBug, filepath.Join(simTempDir(t), "run"))
 			if err != nil {
 				t.Fatalf("seed %d: %v", seed, err)
 			}
@@ -1213,13 +1189,14 @@ func TestSimulationIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestSimulationFindsBugs injects bugs into the harness and requires the
+// TestSimulationFindsBugs plants bugs in production code paths (the
+// source task, the sink: plantedbug.go) and requires the
 // simulation to catch each within a few hundred seeds.
 func TestSimulationFindsBugs(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		bug  simBug
-	}{{"lost barrier", bugLostBarrier}, {"no hold-back while committing", bugNoHoldBack}} {
+		bug  plantedBug
+	}{{"lost barrier", plantedLostBarrier}, {"no hold-back while committing", plantedEarlyRelease}} {
 		t.Run(c.name, func(t *testing.T) {
 			failures, first := runSeeds(t, simJobs[0], config.ExactlyOnce, simDefaultSeeds(100), c.bug)
 			if failures == 0 {

@@ -77,6 +77,8 @@ type sinkTask struct {
 	sealed  checkpoint.ID
 	// deferred is only ever set by a mutant (internal/mutant).
 	deferred []*kgo.Record
+	// planted is a bug a test put in (plantedbug.go; none outside tests).
+	planted plantedBug
 }
 
 // producer is where the sink hands records to Kafka.
@@ -250,7 +252,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
-	if mutant.On("sink-early-release") {
+	if mutant.On("sink-early-release") || s.planted == plantedEarlyRelease {
 		// The bug: what arrived after barrier N goes into transaction N,
 		// before the loop says N+1 is open.
 		for _, hb := range s.align.release() {

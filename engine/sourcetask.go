@@ -43,6 +43,8 @@ type sourceTask struct {
 	gate sourceGate
 	// dropped: records were dropped unread while paused.
 	dropped bool
+	// planted is a bug a test put in (plantedbug.go; none outside tests).
+	planted plantedBug
 
 	mu struct {
 		sync.Mutex
@@ -206,6 +208,9 @@ func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 	out := make([]batch, len(s.workers))
 	for w := range out {
 		out[w] = batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}
+	}
+	if s.planted == plantedLostBarrier && id%4 == 0 {
+		out[0].msgs = nil // the bug: worker 0 never gets barrier id
 	}
 	return out
 }
