@@ -15,10 +15,12 @@ import decimal
 import json
 import sys
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+
+from confluent_read import last_per_key
 
 V1 = """{"type":"record","name":"Number","namespace":"eoflow.datagen","fields":[
  {"name":"n","type":"long"},{"name":"parity","type":"string"},
@@ -49,30 +51,8 @@ def produce(brokers, registry, topic, first, count, version):
 
 
 def consume(brokers, registry, topic, expected):
-    sr = SchemaRegistryClient({"url": registry})
-    de = AvroDeserializer(sr)
-    c = Consumer({"bootstrap.servers": brokers, "group.id": "confluent-check-" + topic,
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                  "enable.auto.commit": False})
-    c.subscribe([topic])
-    last, outputs, seen = {}, {}, 0
-    deadline = datetime.datetime.now() + datetime.timedelta(seconds=120)
-    while seen < expected:
-        if datetime.datetime.now() > deadline:
-            raise SystemExit("consume: %d of %d records" % (seen, expected))
-        m = c.poll(1.0)
-        if m is None:
-            continue
-        if m.error():
-            raise KafkaException(m.error())
-        v = de(m.value(), SerializationContext(topic, MessageField.VALUE))
-        seen += 1
-        key = v["key"]
-        if m.key().decode() != key:
-            raise SystemExit("record key %r, value key %r" % (m.key(), key))
-        last[key] = v
-        outputs[key] = outputs.get(key, 0) + 1
-    c.close()
+    de = AvroDeserializer(SchemaRegistryClient({"url": registry}))
+    last, outputs = last_per_key(brokers, topic, expected, de)
     for key in sorted(last):
         v = last[key]
         print(json.dumps({"key": key, "count": v["count"], "sum": v["sum"],

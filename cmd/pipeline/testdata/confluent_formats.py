@@ -31,9 +31,11 @@ import json
 import os
 import sys
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.serialization import MessageField, SerializationContext
+
+from confluent_read import last_per_key
 
 BASE = 1767225600  # 2026-01-01T00:00:00Z
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,28 +144,7 @@ def deserializer(fmt, sr):
 
 def consume(fmt, brokers, registry, topic, expected):
     read = deserializer(fmt, SchemaRegistryClient({"url": registry}))
-    c = Consumer({"bootstrap.servers": brokers, "group.id": "confluent-check-" + topic,
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                  "enable.auto.commit": False})
-    c.subscribe([topic])
-    last, outputs, seen = {}, {}, 0
-    deadline = datetime.datetime.now() + datetime.timedelta(seconds=120)
-    while seen < expected:
-        if datetime.datetime.now() > deadline:
-            raise SystemExit("consume: %d of %d records" % (seen, expected))
-        m = c.poll(1.0)
-        if m is None:
-            continue
-        if m.error():
-            raise KafkaException(m.error())
-        v = read(m.value(), SerializationContext(topic, MessageField.VALUE))
-        seen += 1
-        key = v["key"]
-        if m.key().decode() != key:
-            raise SystemExit("record key %r, value key %r" % (m.key(), key))
-        last[key] = v
-        outputs[key] = outputs.get(key, 0) + 1
-    c.close()
+    last, outputs = last_per_key(brokers, topic, expected, read)
     for key in sorted(last):
         print(json.dumps(dict(last[key], outputs=outputs[key])))
 
