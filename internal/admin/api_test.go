@@ -320,6 +320,8 @@ func richServer(t *testing.T) (http.Handler, *fakeJob, string) {
 	m.DeadLettered("decode")
 	m.OperatorDeadLetter("parity")
 	m.OperatorRecords("sums").Add(98)
+	m.StepRecords("parity", "passed").Add(98)
+	m.StepRecords("parity", "failed").Add(1)
 	m.OperatorRecords("per-10s").Add(97)
 	m.LateRecord("per-10s", "side_output")
 	m.SetState("sums", 2, 64)

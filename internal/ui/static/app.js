@@ -303,7 +303,9 @@ pages.graph = {
     fill(m.detail, h("h2", {}, (n.kind === "step" ? n.step_kind.replace("_", " ") : n.kind) + " " + (n.kind === "sink" ? n.topics[0] : n.id)),
       table(["What", "Value"], [
         ["Path", h("code", {}, n.path)], ["Does", h("code", {}, n.detail || "—")], ["Topics", n.topics.join(", ") || "—"], ["Runs in", n.runs_in],
-        ["Records", n.records == null ? "not counted for a stateless step (see where its records go)" : recs(n.records)], ["Rate", rate(r)],
+        ["Records in", n.records_in == null ? "—" : recs(n.records_in)],
+        [n.kind === "step" && n.records_in != null ? "Records passed on" : "Records", recs(n.records)], ["Rate", rate(r)],
+        ["Dropped", n.dropped == null ? "—" : recs(n.dropped)],
         ["Dead letters", num(n.dead_letters)], ["Late records", num(n.late)], ["Keys held", num(n.keys)], ["State", bytes(n.state_bytes)],
         ["Windows open", num(n.windows_open)], ["Blocked", n.runs_in === "sink" ? "not measured" : pct(m.blocked[n.index])]]));
   },
@@ -322,6 +324,8 @@ pages.graph = {
       const n = graph.nodes[o.index];
       fill(o.t.rate, n.records == null ? "—" : rate(m.rates[n.index]) + "  ·  " + num(n.records) + " total");
       const parts = [];
+      if (n.records_in != null) parts.push("in " + num(n.records_in));
+      if (n.dropped) parts.push("dropped " + num(n.dropped));
       if (n.dead_letters) parts.push("dead " + num(n.dead_letters));
       if (n.late != null) parts.push("late " + num(n.late));
       if (n.keys != null) parts.push("keys " + num(n.keys));
@@ -330,10 +334,12 @@ pages.graph = {
       fill(o.t.extra, parts.join(" · ") || " ");
       o.t.extra.classList.toggle("blocked-hi", (m.blocked[n.index] || 0) > 0.5);
     }
-    fill(m.table, table(["Operator", "Kind", { label: "Records", num: true }, { label: "Rate", num: true }, { label: "Dead letters", num: true }, { label: "Late", num: true }, { label: "Keys", num: true }, { label: "State", num: true }, { label: "Blocked", num: true }],
+    fill(m.table, table(["Operator", "Kind", { label: "In", num: true }, { label: "Records", num: true }, { label: "Rate", num: true }, { label: "Dropped", num: true }, { label: "Dead letters", num: true }, { label: "Late", num: true }, { label: "Keys", num: true }, { label: "State", num: true }, { label: "Blocked", num: true }],
       graph.nodes.map(n => [h("code", {}, n.kind === "sink" ? n.id : n.id), n.kind === "step" ? n.step_kind : n.kind,
+        { v: num(n.records_in), num: true, attrs: { "data-node": n.id, "data-field": "records_in", "data-value": n.records_in } },
         { v: n.records == null ? "—" : num(n.records), num: true, attrs: { "data-node": n.id, "data-field": "records", "data-value": n.records } },
         { v: n.records == null ? "—" : rate(m.rates[n.index]), num: true },
+        { v: num(n.dropped), num: true, attrs: { "data-node": n.id, "data-field": "dropped", "data-value": n.dropped } },
         { v: num(n.dead_letters), num: true, attrs: { "data-node": n.id, "data-field": "dead_letters", "data-value": n.dead_letters } },
         { v: num(n.late), num: true }, { v: num(n.keys), num: true, attrs: { "data-node": n.id, "data-field": "keys", "data-value": n.keys } },
         { v: bytes(n.state_bytes), num: true }, { v: n.runs_in === "sink" ? "—" : pct(m.blocked[n.index]), num: true }])));
