@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/engine"
 )
 
 // The JSON views of the job's numbers: the job graph, the flow of
@@ -27,12 +28,14 @@ type views struct {
 	g        prometheus.Gatherer
 	jobGraph *config.Graph
 	now      func() time.Time
-	// late are the late topics, deadLetter the dead-letter topics.
-	late, deadLetter map[string]bool
+	// late are the late topics, deadLetter the dead-letter topics,
+	// internal the job's own (group mode's repartition topic).
+	late, deadLetter, internal map[string]bool
 }
 
 func newViews(cfg *config.Config, g prometheus.Gatherer) *views {
-	v := &views{cfg: cfg, g: g, jobGraph: cfg.Graph(), now: time.Now, late: map[string]bool{}, deadLetter: map[string]bool{}}
+	v := &views{cfg: cfg, g: g, jobGraph: cfg.Graph(), now: time.Now, late: map[string]bool{}, deadLetter: map[string]bool{},
+		internal: map[string]bool{engine.RepartitionTopic(cfg.Name): true}}
 	for _, s := range cfg.Steps {
 		if w := s.Window; w != nil && w.LateTopic != "" {
 			v.late[w.LateTopic] = true
@@ -297,9 +300,11 @@ func stepDetail(s config.Step) string {
 // process started.
 type FlowResponse struct {
 	At time.Time `json:"at"`
-	// RecordsIn were read; RecordsOut written to the sinks' topics
-	// (visible); DeadLetters sent to the dead-letter topics; Late written
-	// to the late topics or dropped.
+	// RecordsIn were read from the sources' topics; RecordsOut written
+	// to the sinks' topics (visible); DeadLetters sent to the dead-letter
+	// topics; Late written to the late topics or dropped. The job's own
+	// topic (group mode's repartition topic) is in Inputs and Outputs as
+	// kind internal, and in neither total.
 	RecordsIn   float64 `json:"records_in"`
 	BytesIn     float64 `json:"bytes_in"`
 	RecordsOut  float64 `json:"records_out"`
@@ -318,7 +323,7 @@ type FlowResponse struct {
 }
 
 // TopicFlow is what went through one topic. Kind is input, output,
-// dead_letter or late.
+// dead_letter, late or internal.
 type TopicFlow struct {
 	Topic   string  `json:"topic"`
 	Kind    string  `json:"kind"`
@@ -343,6 +348,10 @@ func (v *views) flow() FlowResponse {
 	}
 	for topic, n := range s.byLabel("pipeline_records_in_total", "topic") {
 		b := s.value("pipeline_bytes_in_total", "topic", topic)
+		if v.internal[topic] {
+			resp.Inputs = append(resp.Inputs, TopicFlow{Topic: topic, Kind: "internal", Records: n, Bytes: b})
+			continue
+		}
 		resp.Inputs = append(resp.Inputs, TopicFlow{Topic: topic, Kind: "input", Records: n, Bytes: b})
 		resp.RecordsIn += n
 		resp.BytesIn += b
@@ -350,6 +359,8 @@ func (v *views) flow() FlowResponse {
 	for topic, n := range s.byLabel("pipeline_records_out_total", "topic") {
 		f := TopicFlow{Topic: topic, Kind: "output", Records: n, Bytes: s.value("pipeline_bytes_out_total", "topic", topic)}
 		switch {
+		case v.internal[topic]:
+			f.Kind = "internal"
 		case v.deadLetter[topic]:
 			f.Kind = "dead_letter"
 		case v.late[topic]:
