@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -126,7 +125,12 @@ func (c *peerClient) fetch(ctx context.Context, p *ProcessView) {
 		wg.Go(func() { errs[i] = c.get(ctx, p.Admin, x.path, x.v) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs[:]...); err != nil {
+	// The three usually fail alike (refused, timed out): the first says
+	// why.
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer from %s within %v: %w", p.Admin, c.timeout, err)
 		}
