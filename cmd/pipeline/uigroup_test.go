@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,6 +41,15 @@ func TestWebUIGroupShowsEveryProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.env["ADMIN_LISTEN"] = "127.0.0.1:0"
+	shots := os.Getenv("PIPELINE_UI_SCREENSHOTS")
+	if shots != "" {
+		// Names that read well in the docs, unique on a shared broker.
+		var r [2]byte
+		_, _ = rand.Read(r[:])
+		s := hex.EncodeToString(r[:])
+		g.env["JOB_NAME"], g.env["INPUT_TOPIC"], g.env["OUTPUT_TOPIC"] = "evens-"+s, "numbers-"+s, "evens-"+s+"-out"
+		kafkatest.CreateTopic(t, k.Bootstrap(), g.env["INPUT_TOPIC"], 6, nil)
+	}
 	a, b := g.member("a"), g.member("b")
 	a.start()
 	b.start()
@@ -91,6 +102,17 @@ func TestWebUIGroupShowsEveryProcess(t *testing.T) {
 		return !!c && %s.every(p => c.textContent.includes(p)); })()`, partitionWords(bAssigned)))
 	br.poll("group: b's records", fmt.Sprintf(`document.querySelector('td[data-process="b"][data-field="records-in"]')?.dataset.value === "%v"`, bIn))
 	br.poll("group: a is this one", `document.querySelector('td[data-process="a"][data-field="state"]')?.textContent === "running" && document.querySelector('main').textContent.includes("(this one)")`)
+	if shots != "" {
+		br.run("light", emulateScheme("light"))
+		time.Sleep(2500 * time.Millisecond) // two polls: rates
+		png, err := chromedp.Run(br.ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, "ui-group.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	br.page("overview")
 	br.poll("overview: the whole job's records in", fmt.Sprintf(`document.querySelector('[data-field="records-in"]')?.dataset.value === "%d" && !!document.querySelector('[data-field="job-wide"]')`, n))
