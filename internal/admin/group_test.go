@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/engine"
 	"github.com/eoflow/pipeline/metrics"
 )
@@ -54,6 +55,7 @@ func memberMetrics(in, sums float64) *prometheus.Registry {
 func TestGroupGathersEveryMember(t *testing.T) {
 	cfg := testConfig()
 	cfg.Admin.Token = "secret"
+	cfg.Scale.Mode = config.ScaleGroup
 	members := []string{"a", "b", "c", "d"}
 	var (
 		mu   sync.Mutex
@@ -149,7 +151,9 @@ func TestGroupGathersEveryMember(t *testing.T) {
 // In single mode the answer is this process, complete.
 func TestGroupSingleMode(t *testing.T) {
 	job := &fakeJob{st: engine.Status{Job: "j", Mode: "single", State: engine.StateRunning}}
-	h := Handler(job, Options{Config: testConfig(), Gatherer: memberMetrics(7, 7)})
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, "j").Input("numbers").Add(7, 70)
+	h := Handler(job, Options{Config: testConfig(), Gatherer: reg})
 	g := getJSON[GroupResponse](t, h, "/api/v1/group")
 	if !g.Complete || len(g.Processes) != 1 || !g.Processes[0].Self || !g.Processes[0].Reachable || g.Flow.RecordsIn != 7 {
 		t.Errorf("single mode: %+v", g)

@@ -34,8 +34,10 @@ type views struct {
 }
 
 func newViews(cfg *config.Config, g prometheus.Gatherer) *views {
-	v := &views{cfg: cfg, g: g, jobGraph: cfg.Graph(), now: time.Now, late: map[string]bool{}, deadLetter: map[string]bool{},
-		internal: map[string]bool{engine.RepartitionTopic(cfg.Name): true}}
+	v := &views{cfg: cfg, g: g, jobGraph: cfg.Graph(), now: time.Now, late: map[string]bool{}, deadLetter: map[string]bool{}, internal: map[string]bool{}}
+	if cfg.Scale.Mode == config.ScaleGroup {
+		v.internal[engine.RepartitionTopic(cfg.Name)] = true
+	}
 	for _, s := range cfg.Steps {
 		if w := s.Window; w != nil && w.LateTopic != "" {
 			v.late[w.LateTopic] = true

@@ -192,10 +192,10 @@ async function poll(now) {
 
 const pages = {};
 
-// wholeJob is the job-wide view of a group-mode job (GET /api/v1/group),
-// or null in single mode or when it failed.
+// wholeJob is the job-wide view of a group-mode job of several processes
+// (GET /api/v1/group), or null: single mode, one process, or it failed.
 function wholeJob(group) {
-  return group && !group.error && group.mode === "group" ? group : null;
+  return group && !group.error && group.mode === "group" && group.processes.length > 1 ? group : null;
 }
 
 // jobNote says what the numbers are of, in group mode.
