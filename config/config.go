@@ -499,6 +499,13 @@ type Admin struct {
 	// Listen address, host:port. Default "127.0.0.1:8080". The value
 	// "off" disables the listener: after loading, Listen is then empty.
 	Listen string `yaml:"listen"`
+	// Advertise is the host:port at which the job's other processes
+	// reach this one's admin API (group mode: each process's UI shows
+	// the whole job by asking the others). Default: Listen's host and
+	// port, or, when Listen's host is unspecified (0.0.0.0, [::]), the
+	// address the brokers see this process connect from. (Kafka
+	// Streams: application.server.)
+	Advertise string `yaml:"advertise"`
 	// Token is the bearer token required by endpoints that change state
 	// or cost (savepoints, profiles). Default: none, and those endpoints
 	// are refused.

@@ -160,7 +160,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown field far from all lists them",
 			yaml: minimal + "admin:\n  colour: blue\n",
-			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, token, savepoint_dir"},
+			want: []string{"c.yaml:9:3: admin.colour: unknown field; allowed: listen, advertise, token, savepoint_dir"},
 		},
 		{
 			name: "duplicate key",

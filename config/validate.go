@@ -779,6 +779,11 @@ func (v *validator) admin() {
 			v.fail("admin.listen", "%q %s (or %s to disable the listener)", l, msg, AdminOff)
 		}
 	}
+	if a := v.c.Admin.Advertise; a != "" {
+		if msg := hostPort(a, true); msg != "" {
+			v.fail("admin.advertise", "%q %s: the address the job's other processes reach this one's admin API at", a, msg)
+		}
+	}
 }
 
 // hostPort checks a host:port address and says what is wrong with it.

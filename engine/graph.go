@@ -137,6 +137,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			planted: j.plantedBug,
 			blocked: taskBlocked(j.metrics, fmt.Sprintf("source-%d", i)),
 		}
+		st.router.steps = newStepCounts(j.metrics, j.plan)
 		if timed {
 			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
 		}

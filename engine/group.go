@@ -117,6 +117,10 @@ type assignment struct {
 	tps    []source.TopicPartition
 	// members are the instance ids in the group when it was assigned.
 	members []string
+	// admins are the admin API addresses the members advertised, by
+	// instance id (adminpeers.go); a member that advertised none is
+	// missing.
+	admins map[string]string
 	// firstFetch are the offsets the first attempt on it fetched
 	// (plantedOffsetsAtAssignment only).
 	firstFetch map[source.TopicPartition]int64

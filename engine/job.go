@@ -82,6 +82,9 @@ type Job struct {
 	// layout, in group mode (shuffle nil: single mode).
 	instance string
 	shuffle  *shuffle
+	// adminAddr is the admin API's address advertised to the group's
+	// other members (WithAdminAddress); "" advertises none.
+	adminAddr string
 	// pauses follows the pauses of group savepoints (group mode).
 	pauses *pauseWatch
 }
@@ -123,6 +126,14 @@ func withBeforeExportState(fn func()) Option { return func(j *Job) { j.beforeExp
 // membership of the job's consumer group and its transactional id
 // (<job>-<id>). Every process of the job needs its own.
 func WithInstanceID(id string) Option { return func(j *Job) { j.instance = id } }
+
+// WithAdminAddress is the host:port at which the job's other processes
+// reach this one's admin API (admin.advertise, else the listener's
+// address; a host left empty, ":8080", stands for the address the
+// brokers see this process connect from). In group mode the process
+// advertises it to the others through the consumer group, and each
+// reads the others' (Status().Group.Peers).
+func WithAdminAddress(addr string) Option { return func(j *Job) { j.adminAddr = addr } }
 
 // WithRestartBackoff sets the first wait before a restart after a failure
 // (default 500ms; it doubles while attempts keep failing without completing

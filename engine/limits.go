@@ -21,14 +21,7 @@ import (
 // runs, and a record too large for a topic whose setting is unknown fails
 // its checkpoint as before.
 func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits {
-	var topics []string
-	for _, s := range j.cfg.Sinks {
-		topics = append(topics, s.Topic, s.DeadLetterTopic)
-	}
-	topics = append(topics, j.plan.lateTopics()...)
-	if j.cfg.Guarantee.Checkpoints() {
-		topics = append(topics, checkpoint.TopicName(j.cfg.Name), j.stateTopic())
-	}
+	topics := j.writtenTopics()
 	// A topic just created (by this process or another) is unknown to the
 	// brokers' configs for a moment: asked again, it is not a warning.
 	deadline := time.Now().Add(10 * time.Second)
@@ -46,6 +39,25 @@ func (j *Job) describeLimits(ctx context.Context, adm *kadm.Client) sink.Limits 
 		}
 		return limits
 	}
+}
+
+// writtenTopics are the topics the job writes: its sinks', dead-letter
+// and late topics, and with checkpoints its checkpoint and state topics.
+// A group-mode job without key_by has no state topic (nor repartition
+// topic): asking for its limits would wait for a topic that never comes.
+func (j *Job) writtenTopics() []string {
+	var topics []string
+	for _, s := range j.cfg.Sinks {
+		topics = append(topics, s.Topic, s.DeadLetterTopic)
+	}
+	topics = append(topics, j.plan.lateTopics()...)
+	if j.cfg.Guarantee.Checkpoints() {
+		topics = append(topics, checkpoint.TopicName(j.cfg.Name))
+		if j.shuffle == nil || j.plan.keyed {
+			topics = append(topics, j.stateTopic())
+		}
+	}
+	return topics
 }
 
 // fitRecord returns the record to produce for m, a record or dead letter

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/operator"
 )
 
 // The live numbers of the job graph's nodes that the per-topic metrics do
@@ -53,6 +54,59 @@ func (c *targetCounts) flush() {
 			c.counters[i].Add(float64(n))
 			c.n[i] = 0
 		}
+	}
+}
+
+// stepCounts counts what each stateless step of the job graph did with
+// records (operator.StepCount): the router's branches tally it per record,
+// and flush, once per poll, adds it to the metrics. Only the source side
+// counts (in group mode the keyed side runs a route again, uncounted), so
+// each record a process reads is counted once.
+type stepCounts struct {
+	taken []operator.StepCount // by index in config.Steps
+	// passed, dropped and failed are each stateless step's counters (nil
+	// for a keyed step).
+	passed, dropped, failed []prometheus.Counter
+}
+
+// newStepCounts counts for p's stateless steps in m (nil: counts nothing).
+func newStepCounts(m *metrics.Metrics, p *plan) *stepCounts {
+	if m == nil || len(p.cfg.Steps) == 0 {
+		return nil
+	}
+	n := len(p.cfg.Steps)
+	c := &stepCounts{taken: make([]operator.StepCount, n),
+		passed: make([]prometheus.Counter, n), dropped: make([]prometheus.Counter, n), failed: make([]prometheus.Counter, n)}
+	for i, s := range p.cfg.Steps {
+		if s.Aggregate != nil || s.Window != nil {
+			continue
+		}
+		c.passed[i] = m.StepRecords(s.ID, "passed")
+		c.dropped[i] = m.StepRecords(s.ID, "dropped")
+		c.failed[i] = m.StepRecords(s.ID, "failed")
+	}
+	return c
+}
+
+// flush adds what b's routes counted since the last flush to the metrics.
+func (c *stepCounts) flush(b *operator.Branches) {
+	if c == nil {
+		return
+	}
+	b.TakeStepCounts(c.taken)
+	for i, sc := range c.taken {
+		if c.passed[i] == nil {
+			continue
+		}
+		for _, x := range []struct {
+			counter prometheus.Counter
+			n       int64
+		}{{c.passed[i], sc.Out}, {c.dropped[i], sc.Dropped}, {c.failed[i], sc.Failed}} {
+			if x.n > 0 {
+				x.counter.Add(float64(x.n))
+			}
+		}
+		c.taken[i] = operator.StepCount{}
 	}
 }
 

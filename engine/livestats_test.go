@@ -99,6 +99,69 @@ sinks:
 	}
 }
 
+// Every stateless step counts its records, also one whose output no sink
+// reads: here the filter "small" feeds only a key_by and an aggregate, on
+// a branch beside another.
+func TestRouterCountsStepsNoSinkReads(t *testing.T) {
+	cfg := parseConfig(t, []byte(`
+name: live
+workers: 1
+kafka: {brokers: ["127.0.0.1:9092"]}
+sources:
+  - {id: numbers, topics: [numbers]}
+steps:
+  - {id: small, from: numbers, filter: 'n < 15'}
+  - {id: by-parity, key_by: 'n % 2 == 0 ? "even" : "odd"'}
+  - {id: sums, aggregate: {values: {count: count()}}}
+  - {id: tens, from: numbers, filter: 'n % 10 == 0'}
+sinks:
+  - {from: sums, topic: sums}
+  - {from: tens, topic: tens}
+`), nil)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, cfg.Name)
+	j, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := j.plan.newRouter(1)
+	r.steps = newStepCounts(m, j.plan)
+	for _, v := range []string{`{"n": 10}`, `{"n": 3}`, `{"n": 20}`, `{"m": 1}`, `{"n": 14}`} {
+		r.route1(&kgo.Record{Topic: "numbers", Value: []byte(v)})
+	}
+	r.flushSteps()
+	r.route1(&kgo.Record{Topic: "numbers", Value: []byte(`{"n": 30}`)}) // counted at the next flush
+	r.flushSteps()
+	for _, c := range []struct {
+		step, result string
+		want         float64
+	}{
+		{"small", "passed", 3}, {"small", "dropped", 2}, {"small", "failed", 1},
+		{"by-parity", "passed", 3}, {"by-parity", "dropped", 0}, {"by-parity", "failed", 0},
+		{"tens", "passed", 3}, {"tens", "dropped", 2}, {"tens", "failed", 1},
+		{"sums", "passed", 0},
+	} {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0.0
+		for _, f := range families {
+			if f.GetName() != "pipeline_step_records_total" {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				if hasLabel(s, "operator", c.step) && hasLabel(s, "result", c.result) {
+					got = s.GetCounter().GetValue()
+				}
+			}
+		}
+		if got != c.want {
+			t.Errorf("pipeline_step_records_total{operator=%q,result=%q} = %v, want %v", c.step, c.result, got, c.want)
+		}
+	}
+}
+
 func TestOperatorOf(t *testing.T) {
 	cfg := parseConfig(t, []byte(`
 name: live

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,9 +43,11 @@ type membership struct {
 	// current is the assignment not yet revoked (nil: none).
 	current *assignment
 	// members are the instance ids of the group as last seen, to fence
-	// those that leave. Only the group's loop touches it (onAssigned,
-	// then onFetched, which copies it into the assignment).
+	// those that leave, and admins the admin addresses they advertised
+	// (adminpeers.go). Only the group's loop touches them (onAssigned,
+	// then onFetched, which copies them into the assignment).
 	members []string
+	admins  map[string]string
 	// fence initializes the transactional id of an instance, aborting
 	// what it left open.
 	fence func(ctx context.Context, instance string) error
@@ -72,6 +75,9 @@ func newMembership(j *Job) (*membership, error) {
 	}
 	topics := j.groupTopics()
 	opts := append(append(append([]kgo.Opt{}, j.conn...), source.FetchOpts()...),
+		// The member's client id carries this process's admin address
+		// to the others (adminpeers.go).
+		kgo.ClientID(memberClientID(cfg.Kafka.ClientID, j.adminAddr)),
 		kgo.ConsumerGroup(cfg.Name),
 		kgo.ConsumeTopics(topics...),
 		kgo.InstanceID(j.instance),
@@ -144,6 +150,7 @@ func (m *membership) onFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.O
 	a := &assignment{
 		member:  sink.GroupMember{Group: m.group, MemberID: memberID, InstanceID: m.instance, Generation: generation},
 		members: slices.Clone(m.members),
+		admins:  maps.Clone(m.admins),
 	}
 	// The response has the partitions once per form (per group from
 	// OffsetFetch v8 on, top level before); franz-go may fill both.
@@ -357,13 +364,18 @@ func (m *membership) fenceDeparted(ctx context.Context) {
 		return
 	}
 	var now []string
+	admins := map[string]string{}
 	for _, g := range described {
 		for _, mem := range g.Members {
 			if mem.InstanceID != nil {
 				now = append(now, *mem.InstanceID)
+				if a := advertisedAdmin(mem.ClientID, mem.ClientHost); a != "" {
+					admins[*mem.InstanceID] = a
+				}
 			}
 		}
 	}
+	m.admins = admins
 	slices.Sort(now)
 	var departed []string
 	for _, gone := range m.members {

@@ -32,6 +32,9 @@ type router struct {
 	clocks *clocks
 	// env counts late records (keyed.WindowSpec.LateRecord).
 	env *keyed.Env
+	// steps counts what the stateless steps did (nil: not counted);
+	// flushSteps adds it to the metrics.
+	steps *stepCounts
 
 	// slab is where each input's operator.Record comes from: next is its
 	// first unused record, sent the number of its records sent on to a
@@ -184,6 +187,10 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		}{}
 	}
 }
+
+// flushSteps adds what the stateless steps did since the last call to
+// the metrics (livestats.go).
+func (r *router) flushSteps() { r.steps.flush(r.branches) }
 
 // onRoute sends what one route of the input being evaluated (r.cur) made
 // of it: a record for its target, or its dead letters.

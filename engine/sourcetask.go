@@ -181,6 +181,7 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 		s.router.route(rec, out)
 		s.reader.Advance(rec)
 	}
+	s.router.flushSteps()
 	s.measure(recs) // after Advance: the lag is of what is left to read
 	return nil
 }

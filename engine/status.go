@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,10 @@ type GroupInfo struct {
 	// Members are the instance ids of the group's members, as last
 	// seen.
 	Members []string `json:"members"`
+	// Admins are the admin API addresses (host:port) the members
+	// advertised, by instance id, as last seen; a member that advertised
+	// none is missing (admin.advertise, WithAdminAddress).
+	Admins map[string]string `json:"admins"`
 	// KeyGroups are the key groups this process owns: those of the
 	// repartition partitions assigned to it.
 	KeyGroups []KeyGroupRange `json:"key_groups"`
@@ -288,7 +293,9 @@ func (st *status) assigned(a *assignment, members []string) {
 	g := &GroupInfo{
 		Instance: a.member.InstanceID, MemberID: a.member.MemberID, Generation: a.member.Generation,
 		Members: append([]string{}, members...), Assigned: []string{}, KeyGroups: []KeyGroupRange{},
+		Admins: map[string]string{},
 	}
+	maps.Copy(g.Admins, a.admins)
 	for _, tp := range a.partitions() {
 		g.Assigned = append(g.Assigned, tp.String())
 		if sh := st.shuffle; sh != nil && tp.Topic == sh.repartition {
@@ -340,6 +347,7 @@ func (st *status) snapshot() Status {
 	if g := st.s.Group; g != nil {
 		c := *g
 		c.Rebalances = slices.Clone(g.Rebalances)
+		c.Admins = maps.Clone(g.Admins)
 		s.Group = &c
 	}
 	return s

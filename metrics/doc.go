@@ -61,6 +61,7 @@
 //	pipeline_savepoints_total{result}                      SavepointCompleted, SavepointFailed
 //	pipeline_savepoint_duration_seconds                    SavepointCompleted
 //	pipeline_operator_records_total{operator}              OperatorRecords(id).Add
+//	pipeline_step_records_total{operator,result}           StepRecords(id, result).Add
 //	pipeline_operator_dead_letters_total{operator}         OperatorDeadLetter
 //	pipeline_operator_late_records_total{operator}         LateRecord
 //	pipeline_task_blocked_seconds_total{task}              TaskBlocked(task).Add

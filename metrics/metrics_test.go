@@ -60,6 +60,7 @@ var wantFamilies = []string{
 	"pipeline_state_keys",
 	"pipeline_state_piece_records_total",
 	"pipeline_state_restore_duration_seconds",
+	"pipeline_step_records_total",
 	"pipeline_table_bytes",
 	"pipeline_table_keys",
 	"pipeline_table_lag_records",

@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/expr-lang/expr/vm"
@@ -51,12 +52,17 @@ type Chain struct {
 	// inputs decode the topics read in a schema format, with a key
 	// format or an envelope (SetInputs).
 	inputs Inputs
+	// tally counts how far Process let each record get (nil: not
+	// counted); each clone counts its own (stepcount.go).
+	tally *tally
 }
 
 type step struct {
 	kind config.StepKind
 	path string
-	expr *Expr // filter, key_by
+	// index is the step's place in config.Steps.
+	index int
+	expr  *Expr // filter, key_by
 
 	// map
 	names  []string
@@ -82,6 +88,7 @@ func Compile(steps []config.Step) (*Chain, error) {
 	for i, s := range steps {
 		base := fmt.Sprintf("steps[%d]", i)
 		kind := s.Kind()
+		before := len(c.steps)
 		if n := kindsSet(s); n != 1 {
 			if n == 0 {
 				fail(i, "", base, "step has no kind: set one of filter, map, key_by, join, aggregate, window")
@@ -165,6 +172,9 @@ func Compile(steps []config.Step) (*Chain, error) {
 				agg = &Aggregator{path: path}
 			}
 			c.agg = agg
+		}
+		if len(c.steps) > before {
+			c.steps[len(c.steps)-1].index = i
 		}
 	}
 	if len(errs) == 0 {
@@ -363,7 +373,8 @@ func onlyFields(exprs []*Expr) bool {
 // Clone returns a Chain sharing the compiled programs, for another
 // goroutine.
 func (c *Chain) Clone() *Chain {
-	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped, ints: c.ints, inputs: c.inputs}
+	n := &Chain{steps: c.steps, window: c.window, keyed: c.keyed, firstPath: c.firstPath, maps: c.maps, need: c.need, mapped: c.mapped, ints: c.ints, inputs: c.inputs,
+		tally: newTally(len(c.steps))}
 	n.dec.maps, n.dec.inputs = c.maps, c.inputs
 	if c.agg != nil {
 		n.agg = c.agg.Clone()
@@ -428,16 +439,30 @@ func (c *Chain) Window() *config.Window { return c.window }
 // source is reported rather than passed on), then applies filter, map and
 // key_by in order. keep is false when a filter dropped the record. A
 // non-nil error means the record failed and goes to the dead-letter topic;
-// it never panics on any input.
+// it never panics on any input. A clone tallies the step each record
+// stopped at (Branches.TakeStepCounts).
 func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
+	keep, at, err := c.process(r)
+	c.tally.count(at, err != nil)
+	return keep, err
+}
+
+// process is Process, uncounted: at is the index of the step the record
+// stopped at (filtered, dropped or failed), len(c.steps) when it came
+// through them all, and -1 when it never reached the first step (its
+// decoding failed where no step is blamed for it, or it is skipped).
+func (c *Chain) process(r *Record) (keep bool, at int, err *RecordError) {
 	if c.readInts(r) {
-		return true, nil // keyed, its integers read: the one step is done
+		return true, len(c.steps), nil // keyed, its integers read: the one step is done
 	}
 	if err := r.decodeFields(&c.dec, c.firstPath, c.need); err != nil {
-		return false, err
+		if len(c.steps) > 0 && strings.HasPrefix(c.firstPath, "steps[") {
+			return false, 0, err // a linear job's: its first step's dead letter
+		}
+		return false, -1, err
 	}
 	if r.skip {
-		return false, nil
+		return false, -1, nil
 	}
 	for i := range c.steps {
 		s := &c.steps[i]
@@ -445,14 +470,14 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 		case config.StepFilter:
 			v, err := s.expr.run(&c.vm, r)
 			if err != nil {
-				return false, err
+				return false, i, err
 			}
 			b, ok := v.(bool)
 			if !ok {
-				return false, &RecordError{Step: s.path, Code: CodeType, Reason: "filter must be true or false, got " + typeName(v)}
+				return false, i, &RecordError{Step: s.path, Code: CodeType, Reason: "filter must be true or false, got " + typeName(v)}
 			}
 			if !b {
-				return false, nil
+				return false, i, nil
 			}
 		case config.StepMap:
 			// Every field is computed from the input record, then the
@@ -461,11 +486,11 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 			for j, e := range s.fields {
 				v, err := e.run(&c.vm, r)
 				if err != nil {
-					return false, err
+					return false, i, err
 				}
 				nv, nerr := normalize(r.detach(v))
 				if nerr != nil {
-					return false, nerr.withStep(e.path)
+					return false, i, nerr.withStep(e.path)
 				}
 				m[s.names[j]] = nv
 			}
@@ -474,19 +499,19 @@ func (c *Chain) Process(r *Record) (keep bool, err *RecordError) {
 			r.clearSlots()
 		case config.StepJoin:
 			if keep, err := s.join.apply(&c.vm, s.expr, r); !keep || err != nil {
-				return false, err
+				return false, i, err
 			}
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)
 			if err != nil {
-				return false, err
+				return false, i, err
 			}
 			k, kind, kerr := groupKey(v)
 			if kerr != nil {
-				return false, kerr.withStep(s.path)
+				return false, i, kerr.withStep(s.path)
 			}
 			r.GroupKey, r.Keyed, r.keyKind = k, true, kind
 		}
 	}
-	return true, nil
+	return true, len(c.steps), nil
 }

@@ -61,6 +61,10 @@ func (t *Target) Keyed() bool { return t.Agg != nil }
 type route struct {
 	target int
 	chain  *Chain
+	// owns[k]: the route counts its step k's records, being the first of
+	// its source's routes through its steps up to k (stepcount.go); nil
+	// for a linear job's one route, which counts every step.
+	owns []bool
 }
 
 // CompileGraph compiles cfg's steps as its graph. It reports every problem
@@ -175,6 +179,7 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 		all = append(all, r...)
 	}
 	g.need = needOf(all)
+	owners(g.routes)
 	for _, rs := range g.routes {
 		for _, r := range rs {
 			r.chain.need = g.need
@@ -266,7 +271,7 @@ func compileStep(i int, s config.Step) (*step, []error) {
 		ce.Step, ce.Kind = i, kind
 		errs = append(errs, ce)
 	}
-	st := &step{kind: kind, path: path}
+	st := &step{kind: kind, path: path, index: i}
 	switch kind {
 	case config.StepJoin:
 		return compileJoin(i, s)
@@ -392,6 +397,9 @@ type Branches struct {
 	// also are expressions evaluated on records besides the routes' (a
 	// sink's key, a source's event time), for AlsoRead.
 	need *fieldSet
+	// tallied are the routes whose chains count their steps' records,
+	// each chain once (a linear job's sources share one).
+	tallied []route
 }
 
 // NewBranches is an evaluator of g's routes with a VM of its own.
@@ -407,8 +415,9 @@ func (g *Graph) NewBranches() *Branches {
 			if !ok {
 				c = r.chain.Clone()
 				clones[r.chain] = c
+				b.tallied = append(b.tallied, route{chain: c, owns: r.owns})
 			}
-			b.routes[s] = append(b.routes[s], route{target: r.target, chain: c})
+			b.routes[s] = append(b.routes[s], route{target: r.target, chain: c, owns: r.owns})
 			if c.ints == nil {
 				b.general[s]++
 			}
@@ -512,6 +521,7 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 				r.fork(rec)
 			}
 			if rt.chain.ints != nil && rt.chain.ints.readDecoded(rec) {
+				rt.chain.tally.count(len(rt.chain.steps), false)
 				out(i, rt.target, rec, nil)
 				continue
 			}
@@ -533,6 +543,7 @@ func (b *Branches) Process(source int, r *Record, newRecord func() *Record, out 
 			*rec = input
 		}
 		if rt.chain.readInts(rec) {
+			rt.chain.tally.count(len(rt.chain.steps), false)
 			out(i, rt.target, rec, nil)
 			continue
 		}
@@ -598,7 +609,8 @@ func (b *Branches) ProcessRoute(source, route int, r *Record) (target int, keep 
 			return rt.target, false, err
 		}
 	}
-	keep, err = rt.chain.Process(r)
+	// Uncounted: the source side counted the record's steps.
+	keep, _, err = rt.chain.process(r)
 	if err != nil || !keep {
 		rt.chain.Recycle(r)
 	}

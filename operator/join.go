@@ -65,7 +65,7 @@ func compileJoin(i int, s config.Step) (*step, []error) {
 		id = fmt.Sprintf("join-%d", i)
 	}
 	js := &joinStep{id: id, path: path, table: j.Table, as: j.As, inner: j.How != config.JoinLeft}
-	return &step{kind: config.StepJoin, path: path, expr: e, join: js}, nil
+	return &step{kind: config.StepJoin, path: path, index: i, expr: e, join: js}, nil
 }
 
 // apply looks r up by key, the step's key expression, and shows the value

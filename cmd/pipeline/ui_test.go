@@ -106,6 +106,11 @@ func TestWebUIInABrowser(t *testing.T) {
 	}
 	b.poll("graph: sums's records as the metric says", fmt.Sprintf(`document.querySelector('td[data-node="sums"][data-field="records"]')?.dataset.value === "%v"`, sums))
 	b.poll("graph: the source's records", fmt.Sprintf(`document.querySelector('td[data-node="numbers"][data-field="records"]')?.dataset.value === "%v"`, recordsIn))
+	// A stateless step that no sink reads counts its records too: every
+	// record read reaches parity (a value that is not JSON fails there),
+	// and those that did not fail go on to sums.
+	b.poll("graph: parity's records in", fmt.Sprintf(`document.querySelector('td[data-node="parity"][data-field="records_in"]')?.dataset.value === "%v"`, recordsIn))
+	b.poll("graph: parity's records passed on", fmt.Sprintf(`document.querySelector('td[data-node="parity"][data-field="records"]')?.dataset.value === "%v"`, sums))
 	b.poll("graph: parity's dead letters", fmt.Sprintf(`document.querySelector('td[data-node="parity"][data-field="dead_letters"]')?.dataset.value === "%d"`, len(bad)))
 	b.poll("graph: the keys sums holds", `document.querySelector('td[data-node="sums"][data-field="keys"]')?.dataset.value === "2"`)
 	// The keyboard reaches a box, and Enter shows its numbers.

@@ -77,6 +77,9 @@ type Options struct {
 	// Records reads the tails of the dead-letter and late topics (nil:
 	// those endpoints answer 503).
 	Records RecordReader
+	// PeerTimeout bounds each request GET /api/v1/group makes to the
+	// job's other processes (group mode; default 1.5s).
+	PeerTimeout time.Duration
 }
 
 // Handler serves the endpoints for job: the admin API (doc.go,
@@ -98,6 +101,7 @@ type server struct {
 	savepointDir string
 	views        *views
 	tails        *tails
+	peers        *peerClient
 	ui           http.Handler
 }
 
@@ -114,6 +118,7 @@ func newServer(job Job, o Options) *server {
 		s.o.Metrics = http.NotFoundHandler()
 	}
 	s.views = newViews(cfg, o.Gatherer)
+	s.peers = newPeerClient(o.PeerTimeout)
 	s.tails = newTails(cfg, o.Records)
 	return s
 }
@@ -144,6 +149,7 @@ func (s *server) routes() []route {
 		{"GET /api/v1/checkpoints", s.checkpoints},
 		{"GET /api/v1/graph", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.views.graph()) }},
 		{"GET /api/v1/flow", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.views.flow()) }},
+		{"GET /api/v1/group", s.group},
 		{"GET /api/v1/eventtime", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.views.eventTime()) }},
 		{"GET /api/v1/dead-letters", func(w http.ResponseWriter, r *http.Request) { s.tails.serve(w, r, deadLetters) }},
 		{"GET /api/v1/late-records", func(w http.ResponseWriter, r *http.Request) { s.tails.serve(w, r, lateRecords) }},
@@ -338,6 +344,15 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 func (s *Server) WithHandler(h http.Handler) *Server {
 	s.srv.Handler = h
 	return s
+}
+
+// Close stops listening; for a server that never runs (Run closes its
+// own). Closing it again, or after Run, does no harm.
+func (s *Server) Close() error {
+	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // Addr is the address it listens on (useful with port 0).

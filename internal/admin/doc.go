@@ -13,6 +13,9 @@
 //	GET  /api/v1/graph            the job graph with each node's numbers
 //	GET  /api/v1/flow             records in and out, lag, dead letters, restarts by reason
 //	GET  /api/v1/eventtime        watermarks of the job and of each partition, windows
+//	GET  /api/v1/group            the whole job: every process's status and numbers
+//	                              (group mode: asked of each member at the address it
+//	                              advertised, group.go), and their sums
 //	GET  /api/v1/dead-letters     the newest committed dead letters (?limit=N, at most 200)
 //	GET  /api/v1/late-records     the newest committed late records (?limit=N)
 //	GET  /api/v1/savepoints       the savepoints below admin.savepoint_dir

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/engine"
 )
 
 // The JSON views of the job's numbers: the job graph, the flow of
@@ -27,12 +28,16 @@ type views struct {
 	g        prometheus.Gatherer
 	jobGraph *config.Graph
 	now      func() time.Time
-	// late are the late topics, deadLetter the dead-letter topics.
-	late, deadLetter map[string]bool
+	// late are the late topics, deadLetter the dead-letter topics,
+	// internal the job's own (group mode's repartition topic).
+	late, deadLetter, internal map[string]bool
 }
 
 func newViews(cfg *config.Config, g prometheus.Gatherer) *views {
-	v := &views{cfg: cfg, g: g, jobGraph: cfg.Graph(), now: time.Now, late: map[string]bool{}, deadLetter: map[string]bool{}}
+	v := &views{cfg: cfg, g: g, jobGraph: cfg.Graph(), now: time.Now, late: map[string]bool{}, deadLetter: map[string]bool{}, internal: map[string]bool{}}
+	if cfg.Scale.Mode == config.ScaleGroup {
+		v.internal[engine.RepartitionTopic(cfg.Name)] = true
+	}
 	for _, s := range cfg.Steps {
 		if w := s.Window; w != nil && w.LateTopic != "" {
 			v.late[w.LateTopic] = true
@@ -101,6 +106,18 @@ func (s samples) value(family, label, value string) float64 {
 	return v
 }
 
+// value2 is the value of a stateless step's series of family with the
+// given result.
+func (s samples) value2(family, operator, result string) float64 {
+	total := 0.0
+	for _, x := range s[family] {
+		if x.labels["operator"] == operator && x.labels["result"] == result {
+			total += x.value
+		}
+	}
+	return total
+}
+
 // byLabel is family's values by label's value.
 func (s samples) byLabel(family, label string) map[string]float64 {
 	out := map[string]float64{}
@@ -145,11 +162,17 @@ type GraphNode struct {
 	// decoding, the stateless steps), "workers" (keyed operators), or
 	// "sink" (the producers and the transaction).
 	RunsIn string `json:"runs_in"`
-	// Records: a source's records read, a keyed operator's or an
-	// output's records handed to it (pipeline_operator_records_total), a
-	// sink's records written (visible). Null for a stateless step that no
-	// sink reads: not counted (its records are counted where they go).
+	// Records: a source's records read, a stateless step's records
+	// passed on (pipeline_step_records_total{result="passed"}), a keyed
+	// operator's records handed to it (pipeline_operator_records_total),
+	// a sink's records written (visible).
 	Records *float64 `json:"records"`
+	// RecordsIn and Dropped are a stateless step's records that reached
+	// it, and that it dropped (a filter's false, an inner join without a
+	// value); null for other nodes. RecordsIn = Records + Dropped + the
+	// step's failures (dead letters).
+	RecordsIn *float64 `json:"records_in"`
+	Dropped   *float64 `json:"dropped"`
 	// DeadLetters are the records that failed at this node.
 	DeadLetters float64 `json:"dead_letters"`
 	// Late (windows), Keys and StateBytes (aggregates and windows),
@@ -183,14 +206,6 @@ func (v *views) graph() GraphResponse {
 		tasks[kind]++
 	}
 	slices.SortFunc(resp.Tasks, func(a, b TaskInfo) int { return cmp.Compare(a.Task, b.Task) })
-	targets := map[string]bool{} // ids of sources and steps a sink reads
-	for _, n := range v.jobGraph.Nodes {
-		if n.Kind == config.NodeSink {
-			for _, in := range n.Inputs {
-				targets[v.jobGraph.Nodes[in].ID] = true
-			}
-		}
-	}
 	for i, n := range v.jobGraph.Nodes {
 		node := GraphNode{Index: i, ID: n.ID, Path: n.Path, Inputs: append([]int{}, n.Inputs...), Outputs: append([]int{}, n.Outputs...), Topics: []string{}}
 		node.DeadLetters = s.value("pipeline_operator_dead_letters_total", "operator", n.ID)
@@ -211,10 +226,14 @@ func (v *views) graph() GraphResponse {
 			step := v.cfg.Steps[n.Index]
 			node.Kind, node.StepKind, node.RunsIn = "step", string(step.Kind()), "sources"
 			node.Detail = stepDetail(step)
-			if targets[n.ID] || step.Aggregate != nil || step.Window != nil {
-				node.Records = ptr(s.value("pipeline_operator_records_total", "operator", n.ID))
+			if step.Aggregate == nil && step.Window == nil {
+				passed := s.value2("pipeline_step_records_total", n.ID, "passed")
+				dropped := s.value2("pipeline_step_records_total", n.ID, "dropped")
+				failed := s.value2("pipeline_step_records_total", n.ID, "failed")
+				node.Records, node.Dropped, node.RecordsIn = ptr(passed), ptr(dropped), ptr(passed+dropped+failed)
 			}
 			if step.Aggregate != nil || step.Window != nil {
+				node.Records = ptr(s.value("pipeline_operator_records_total", "operator", n.ID))
 				node.RunsIn = "workers"
 				node.Keys = ptr(s.value("pipeline_state_keys", "operator", n.ID))
 				node.StateBytes = ptr(s.value("pipeline_state_bytes", "operator", n.ID))
@@ -283,9 +302,11 @@ func stepDetail(s config.Step) string {
 // process started.
 type FlowResponse struct {
 	At time.Time `json:"at"`
-	// RecordsIn were read; RecordsOut written to the sinks' topics
-	// (visible); DeadLetters sent to the dead-letter topics; Late written
-	// to the late topics or dropped.
+	// RecordsIn were read from the sources' topics; RecordsOut written
+	// to the sinks' topics (visible); DeadLetters sent to the dead-letter
+	// topics; Late written to the late topics or dropped. The job's own
+	// topic (group mode's repartition topic) is in Inputs and Outputs as
+	// kind internal, and in neither total.
 	RecordsIn   float64 `json:"records_in"`
 	BytesIn     float64 `json:"bytes_in"`
 	RecordsOut  float64 `json:"records_out"`
@@ -304,7 +325,7 @@ type FlowResponse struct {
 }
 
 // TopicFlow is what went through one topic. Kind is input, output,
-// dead_letter or late.
+// dead_letter, late or internal.
 type TopicFlow struct {
 	Topic   string  `json:"topic"`
 	Kind    string  `json:"kind"`
@@ -329,6 +350,10 @@ func (v *views) flow() FlowResponse {
 	}
 	for topic, n := range s.byLabel("pipeline_records_in_total", "topic") {
 		b := s.value("pipeline_bytes_in_total", "topic", topic)
+		if v.internal[topic] {
+			resp.Inputs = append(resp.Inputs, TopicFlow{Topic: topic, Kind: "internal", Records: n, Bytes: b})
+			continue
+		}
 		resp.Inputs = append(resp.Inputs, TopicFlow{Topic: topic, Kind: "input", Records: n, Bytes: b})
 		resp.RecordsIn += n
 		resp.BytesIn += b
@@ -336,6 +361,8 @@ func (v *views) flow() FlowResponse {
 	for topic, n := range s.byLabel("pipeline_records_out_total", "topic") {
 		f := TopicFlow{Topic: topic, Kind: "output", Records: n, Bytes: s.value("pipeline_bytes_out_total", "topic", topic)}
 		switch {
+		case v.internal[topic]:
+			f.Kind = "internal"
 		case v.deadLetter[topic]:
 			f.Kind = "dead_letter"
 		case v.late[topic]:

@@ -57,7 +57,7 @@ func TestGraphView(t *testing.T) {
 		tasks                     int
 	}{
 		{id: "numbers", records: 100.0, runsIn: "sources", blocked: 1, tasks: 1},
-		{id: "parity", records: nil, deadLetters: 1, runsIn: "sources", blocked: 1, tasks: 1},
+		{id: "parity", records: 98.0, deadLetters: 1, runsIn: "sources", blocked: 1, tasks: 1},
 		{id: "sums", records: 98.0, keys: 2.0, runsIn: "workers", blocked: 0.001, tasks: 1},
 		{id: "per-10s", records: 97.0, keys: 0.0, late: 1.0, open: 2.0, runsIn: "workers", blocked: 0.001, tasks: 1},
 		{id: "sink-0:sums", records: 90.0, runsIn: "sink"},
@@ -69,6 +69,13 @@ func TestGraphView(t *testing.T) {
 			t.Errorf("%s: records %v keys %v late %v open %v dead %v runs in %s blocked %v over %d tasks; want %+v",
 				c.id, val(n.Records), val(n.Keys), val(n.Late), val(n.WindowsOpen), n.DeadLetters, n.RunsIn, n.BlockedSeconds, n.Tasks, c)
 		}
+	}
+	// A stateless step's records in: passed, dropped and failed.
+	if p := nodeByID(t, g, "parity"); val(p.RecordsIn) != 99.0 || val(p.Dropped) != 0.0 {
+		t.Errorf("parity: records in %v, dropped %v; want 99 and 0", val(p.RecordsIn), val(p.Dropped))
+	}
+	if s := nodeByID(t, g, "sums"); s.RecordsIn != nil || s.Dropped != nil {
+		t.Errorf("sums: records in %v, dropped %v; want null for a keyed operator", val(s.RecordsIn), val(s.Dropped))
 	}
 	if p := nodeByID(t, g, "parity"); p.Detail != `n % 2 == 0 ? "even" : "odd"` || len(p.Inputs) != 1 || len(p.Outputs) != 2 {
 		t.Errorf("parity: %+v", p)

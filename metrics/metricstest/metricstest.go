@@ -55,6 +55,7 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.WindowsFired("per-10s", 1)
 	m.LateRecord("per-10s", "side_output")
 	m.OperatorRecords("sums").Add(1)
+	m.StepRecords("parity", "passed").Add(1)
 	m.OperatorDeadLetter("parity")
 	m.TaskBlocked("source-0").Add(time.Millisecond)
 	m.SetPartitionIdle("numbers", 0, false)

@@ -114,6 +114,19 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, cfg.Name)
 	m.SetInfo(string(cfg.Guarantee), version())
+	// The admin listener is bound first: a taken port is an error before
+	// the job starts, and the job advertises the bound address to the
+	// other processes of a group-mode job (port 0 included).
+	var srv *admin.Server
+	if cfg.Admin.Listen != "" {
+		srv, err = admin.Listen(cfg.Admin.Listen, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n  %s\n", cfg.Admin.Listen, err, adminListenOrigin(cfg).change(cfg.Admin.Listen))
+			return exitFail
+		}
+		defer srv.Close()
+		jobOpts = append(jobOpts, engine.WithAdminAddress(engine.AdvertisedAdmin(cfg.Admin.Advertise, srv.Addr())))
+	}
 	job, err := engine.New(cfg, log, append(jobOpts, engine.WithFaults(faults), engine.WithMetrics(m))...)
 	if err != nil {
 		if printProblems(*file, err, stdout, stderr) {
@@ -156,19 +169,15 @@ func runJob(args []string, stdout, stderr io.Writer) int {
 
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	defer stopServer()
-	if cfg.Admin.Listen != "" {
+	if srv != nil {
 		conn, err := kclient.Options(cfg.Kafka)
 		if err != nil {
 			fmt.Fprintf(stderr, "pipeline run: %v\n", err)
 			return exitFail
 		}
-		srv, err := admin.Listen(cfg.Admin.Listen, admin.Handler(job, admin.Options{
+		srv.WithHandler(admin.Handler(job, admin.Options{
 			Config: cfg, Metrics: m.Handler(), Gatherer: reg, Records: admin.KafkaRecords{Conn: conn},
 		}))
-		if err != nil {
-			fmt.Fprintf(stderr, "pipeline run: admin.listen %s: %v\n  %s\n", cfg.Admin.Listen, err, adminListenOrigin(cfg).change(cfg.Admin.Listen))
-			return exitFail
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -192,17 +192,56 @@ async function poll(now) {
 
 const pages = {};
 
+// wholeJob is the job-wide view of a group-mode job of several processes
+// (GET /api/v1/group), or null: single mode, one process, or it failed.
+function wholeJob(group) {
+  return group && !group.error && group.mode === "group" && group.processes.length > 1 ? group : null;
+}
+
+// jobNote says what the numbers are of, in group mode.
+function jobNote(group) {
+  const down = group.processes.filter(p => !p.reachable);
+  return h("p", { class: down.length ? "warn" : "note", "data-field": "job-wide" },
+    `The whole job: the sums of its ${group.processes.length} processes (${group.processes.map(p => p.instance + (p.self ? ", this one" : "")).join("; ")}).`,
+    down.length ? ` Not counted: ${down.map(p => p.instance).join(", ")}, which did not answer (see the group page).` : "");
+}
+
+// processRows is a row per process of the job: who, where, its state and
+// numbers, or why it is unreachable.
+function processRows(group) {
+  return group.processes.map(p => {
+    const who = h("span", {}, h("code", {}, p.instance || "this process"), p.self ? h("span", { class: "muted" }, " (this one)") : null);
+    if (!p.reachable) {
+      return [who, h("code", {}, p.admin || "—"), { v: h("span", { class: "error" }, "unreachable: " + (p.error || "no answer")), attrs: { colspan: 6, "data-process": p.instance, "data-field": "unreachable" } }];
+    }
+    const f = p.flow, j = p.job, cp = j.checkpoint;
+    const parts = j.group ? j.group.assigned.length : j.partitions.length;
+    return [who, h("code", {}, p.admin || "—"), { v: j.state, attrs: { "data-process": p.instance, "data-field": "state" } },
+      { v: num(parts), num: true, attrs: { "data-process": p.instance, "data-field": "partitions", "data-value": parts } },
+      { v: h("span", {}, rate(rateOf("proc-in", p.instance, f.records_in, f.at)), h("br"), h("span", { class: "muted" }, recs(f.records_in))), num: true, attrs: { "data-process": p.instance, "data-field": "records-in", "data-value": f.records_in } },
+      { v: h("span", {}, rate(rateOf("proc-out", p.instance, f.records_out, f.at)), h("br"), h("span", { class: "muted" }, recs(f.records_out))), num: true },
+      { v: f.lag == null ? "—" : recs(f.lag), num: true },
+      cp.last_completed ? h("span", {}, "#" + cp.last_completed + " ", h("span", { class: "muted" }, ago(cp.last_completed_at))) : "none yet"];
+  });
+}
+const PROCESS_HEAD = ["Process", "Admin address", "State", { label: "Partitions", num: true }, { label: "Records in", num: true }, { label: "Records out", num: true }, { label: "Lag", num: true }, "Last checkpoint"];
+
 pages.overview = {
   title: "Overview",
-  views: { flow: "/api/v1/flow" },
+  views: { flow: "/api/v1/flow", group: "/api/v1/group" },
   mount(main) {
-    const m = { cards: h("div", { class: "cards", id: "overview-cards" }), error: h("div"), restarts: h("div"), io: h("div") };
-    main.append(m.cards, m.error, h("h2", {}, "Restarts"), m.restarts, h("h2", {}, "Topics"), m.io);
+    const m = { note: h("div"), cards: h("div", { class: "cards", id: "overview-cards" }), error: h("div"), procs: h("div"), restarts: h("div"), io: h("div") };
+    main.append(m.note, m.cards, m.error, m.procs, h("h2", {}, "Restarts"), m.restarts, h("h2", {}, "Topics"), m.io);
     return m;
   },
-  update(m, { job, flow }) {
+  update(m, { job, flow, group }) {
     if (flow.error) { fill(m.cards, h("p", { class: "error" }, flow.error)); return; }
-    const rin = rateOf("flow", "in", flow.records_in, flow.at), rout = rateOf("flow", "out", flow.records_out, flow.at);
+    const whole = wholeJob(group);
+    const view = whole ? "flow-job" : "flow";
+    if (whole) flow = whole.flow;
+    fill(m.note, whole ? jobNote(whole) : null);
+    fill(m.procs, whole ? [h("h2", {}, "Processes"), table(PROCESS_HEAD, processRows(whole))] : null);
+    const rin = rateOf(view, "in", flow.records_in, flow.at), rout = rateOf(view, "out", flow.records_out, flow.at);
     const cp = job.checkpoint;
     fill(m.cards,
       card("State", job.state, job.error ? "see the last error below" : null, { "data-field": "state" }),
@@ -222,7 +261,7 @@ pages.overview = {
       job.recent_restarts.slice().reverse().map(r => [time(r.at), r.reason, h("span", { class: "error" }, r.error)]), null, "No restart since this process started."));
     fill(m.io, table(["Topic", "Kind", { label: "Records", num: true }, { label: "Rate", num: true }, { label: "Bytes", num: true }],
       flow.inputs.concat(flow.outputs).map(t => [h("code", {}, t.topic), t.kind.replace("_", " "), { v: num(t.records), num: true },
-        { v: rate(rateOf("flow", t.kind + ":" + t.topic, t.records, flow.at)), num: true }, { v: bytes(t.bytes), num: true }]), null, "No topic yet."));
+        { v: rate(rateOf(view, t.kind + ":" + t.topic, t.records, flow.at)), num: true }, { v: bytes(t.bytes), num: true }]), null, "No topic yet."));
   },
 };
 
@@ -252,12 +291,12 @@ function short(s, n) { return s.length > n ? s.slice(0, n - 1) + "…" : s; }
 
 pages.graph = {
   title: "Job graph",
-  views: { graph: "/api/v1/graph" },
+  views: { graph: "/api/v1/graph", group: "/api/v1/group" },
   mount(main) {
-    const m = { box: h("div", { class: "graph" }), table: h("div"), tasks: h("div"), nodes: null, selected: null, detail: h("div", { class: "result", "aria-live": "polite" }) };
+    const m = { note: h("div"), box: h("div", { class: "graph" }), table: h("div"), tasks: h("div"), nodes: null, selected: null, detail: h("div", { class: "result", "aria-live": "polite" }) };
     main.append(
       h("p", { class: "note" }, "Each box is a source, step or sink of the configuration; rates are over the last few seconds. Blocked is the share of the time the tasks running it waited for room downstream (backpressure). Tab to a box and press Enter for its numbers."),
-      m.box, m.detail, h("h2", {}, "Operators"), m.table, h("h2", {}, "Tasks"), m.tasks);
+      m.note, m.box, m.detail, h("h2", {}, "Operators"), m.table, h("h2", {}, "Tasks"), m.tasks);
     return m;
   },
   build(m, g) {
@@ -303,25 +342,40 @@ pages.graph = {
     fill(m.detail, h("h2", {}, (n.kind === "step" ? n.step_kind.replace("_", " ") : n.kind) + " " + (n.kind === "sink" ? n.topics[0] : n.id)),
       table(["What", "Value"], [
         ["Path", h("code", {}, n.path)], ["Does", h("code", {}, n.detail || "—")], ["Topics", n.topics.join(", ") || "—"], ["Runs in", n.runs_in],
-        ["Records", n.records == null ? "not counted for a stateless step (see where its records go)" : recs(n.records)], ["Rate", rate(r)],
+        ["Records in", n.records_in == null ? "—" : recs(n.records_in)],
+        [n.kind === "step" && n.records_in != null ? "Records passed on" : "Records", recs(n.records)], ["Rate", rate(r)],
+        ["Dropped", n.dropped == null ? "—" : recs(n.dropped)],
         ["Dead letters", num(n.dead_letters)], ["Late records", num(n.late)], ["Keys held", num(n.keys)], ["State", bytes(n.state_bytes)],
-        ["Windows open", num(n.windows_open)], ["Blocked", n.runs_in === "sink" ? "not measured" : pct(m.blocked[n.index])]]));
+        ["Windows open", num(n.windows_open)], ["Blocked", n.runs_in === "sink" ? "not measured" : pct(m.blocked[n.index])]]),
+      m.whole ? [h("h3", {}, "By process"), table(["Process", { label: "Records", num: true }, { label: "Rate", num: true }, { label: "Dead letters", num: true }, { label: "Keys", num: true }],
+        m.whole.processes.map(p => {
+          const pn = p.reachable ? p.graph.nodes.find(x => x.index === n.index && x.id === n.id) : null;
+          if (!pn) return [h("code", {}, p.instance), { v: h("span", { class: "error" }, "unreachable"), attrs: { colspan: 4 } }];
+          return [h("code", {}, p.instance), { v: num(pn.records), num: true, attrs: { "data-process": p.instance, "data-node": n.id, "data-value": pn.records } },
+            { v: rate(rateOf("proc-graph", p.instance + "#" + n.index, pn.records, p.graph.at)), num: true }, { v: num(pn.dead_letters), num: true }, { v: num(pn.keys), num: true }];
+        }))] : null);
   },
-  update(m, { graph }) {
+  update(m, { graph, group }) {
     if (graph.error) { fill(m.box, h("p", { class: "error" }, graph.error)); return; }
+    m.whole = wholeJob(group);
+    const view = m.whole ? "graph-job" : "graph";
+    if (m.whole) graph = m.whole.graph;
+    fill(m.note, m.whole ? jobNote(m.whole) : null);
     if (m.shape !== JSON.stringify(graph.nodes.map(n => [n.id, n.inputs, n.outputs]))) this.build(m, graph);
     m.g = graph;
     m.rates = {};
     m.blocked = {};
     for (const n of graph.nodes) {
-      m.rates[n.index] = rateOf("graph", n.id + "#" + n.index, n.records, graph.at);
-      const b = rateOf("graph-blocked", n.runs_in, n.blocked_seconds, graph.at);
+      m.rates[n.index] = rateOf(view, n.id + "#" + n.index, n.records, graph.at);
+      const b = rateOf(view + "-blocked", n.runs_in, n.blocked_seconds, graph.at);
       m.blocked[n.index] = b == null || !n.tasks ? null : Math.min(1, b / n.tasks);
     }
     for (const o of m.nodes) {
       const n = graph.nodes[o.index];
       fill(o.t.rate, n.records == null ? "—" : rate(m.rates[n.index]) + "  ·  " + num(n.records) + " total");
       const parts = [];
+      if (n.records_in != null) parts.push("in " + num(n.records_in));
+      if (n.dropped) parts.push("dropped " + num(n.dropped));
       if (n.dead_letters) parts.push("dead " + num(n.dead_letters));
       if (n.late != null) parts.push("late " + num(n.late));
       if (n.keys != null) parts.push("keys " + num(n.keys));
@@ -330,10 +384,12 @@ pages.graph = {
       fill(o.t.extra, parts.join(" · ") || " ");
       o.t.extra.classList.toggle("blocked-hi", (m.blocked[n.index] || 0) > 0.5);
     }
-    fill(m.table, table(["Operator", "Kind", { label: "Records", num: true }, { label: "Rate", num: true }, { label: "Dead letters", num: true }, { label: "Late", num: true }, { label: "Keys", num: true }, { label: "State", num: true }, { label: "Blocked", num: true }],
+    fill(m.table, table(["Operator", "Kind", { label: "In", num: true }, { label: "Records", num: true }, { label: "Rate", num: true }, { label: "Dropped", num: true }, { label: "Dead letters", num: true }, { label: "Late", num: true }, { label: "Keys", num: true }, { label: "State", num: true }, { label: "Blocked", num: true }],
       graph.nodes.map(n => [h("code", {}, n.kind === "sink" ? n.id : n.id), n.kind === "step" ? n.step_kind : n.kind,
+        { v: num(n.records_in), num: true, attrs: { "data-node": n.id, "data-field": "records_in", "data-value": n.records_in } },
         { v: n.records == null ? "—" : num(n.records), num: true, attrs: { "data-node": n.id, "data-field": "records", "data-value": n.records } },
         { v: n.records == null ? "—" : rate(m.rates[n.index]), num: true },
+        { v: num(n.dropped), num: true, attrs: { "data-node": n.id, "data-field": "dropped", "data-value": n.dropped } },
         { v: num(n.dead_letters), num: true, attrs: { "data-node": n.id, "data-field": "dead_letters", "data-value": n.dead_letters } },
         { v: num(n.late), num: true }, { v: num(n.keys), num: true, attrs: { "data-node": n.id, "data-field": "keys", "data-value": n.keys } },
         { v: bytes(n.state_bytes), num: true }, { v: n.runs_in === "sink" ? "—" : pct(m.blocked[n.index]), num: true }])));
@@ -433,12 +489,13 @@ function byTopic(names) {
 
 pages.group = {
   title: "Group",
+  views: { group: "/api/v1/group" },
   mount(main) {
     const m = { body: h("div") };
     main.append(m.body);
     return m;
   },
-  update(m, { job }) {
+  update(m, { job, group }) {
     const parts = table(["Topic", { label: "Partition", num: true }, { label: "Started at offset", num: true }],
       job.partitions.map(p => [h("code", {}, p.topic), { v: p.partition, num: true }, { v: num(p.start_offset), num: true }]), null, "No partition assigned yet.");
     if (!job.group) {
@@ -447,8 +504,19 @@ pages.group = {
       return;
     }
     const g = job.group;
+    const whole = wholeJob(group);
+    const owned = p => p.reachable && p.job.group ? p.job.group : null;
     fill(m.body,
-      h("p", { class: "note" }, "Group mode: processes share the job through its consumer group. This page shows this process's view: its own partitions and key groups, and the members the group named at the last rebalance. Each process's page shows its own."),
+      h("p", { class: "note" }, "Group mode: processes share the job through its consumer group. Each process is asked for its numbers at the admin address it advertised to the group (admin.advertise); one that does not answer is shown as unreachable. Below the processes, this process's own view."),
+      whole ? [h("h2", {}, "Processes"), table(PROCESS_HEAD, processRows(whole)),
+        h("h2", {}, "Who owns what"), table(["Process", "Partitions", "Key groups", { label: "Generation", num: true }],
+          whole.processes.map(p => {
+            const og = owned(p);
+            if (!og) return [h("code", {}, p.instance), { v: h("span", { class: "error" }, p.reachable ? "no assignment yet" : "unreachable: " + (p.error || "no answer")), attrs: { colspan: 3 } }];
+            return [h("code", {}, p.instance), { v: byTopic(og.assigned).map(([t, , ps]) => h("div", {}, t, " ", ps)), attrs: { "data-process": p.instance, "data-field": "assigned" } },
+              og.key_groups.map(r => `[${r.start}, ${r.end})`).join(" ") || "—", { v: num(og.generation), num: true }];
+          }))] : (group && group.error ? h("p", { class: "error" }, "The other processes could not be asked: " + group.error) : null),
+      h("h2", {}, "This process"),
       h("div", { class: "cards" }, card("Instance", g.instance, g.member_id), card("Generation", num(g.generation)), card("Members", num(g.members.length), g.members.join(", ")),
         card("Key groups owned", num(g.key_groups.reduce((s, r) => s + r.end - r.start, 0)), "of " + num(job.topology.key_groups))),
       h("h2", {}, "Assigned partitions"), table(["Topic", { label: "Partitions", num: true }, "Which"], byTopic(g.assigned), null, "None assigned."),
