@@ -202,9 +202,9 @@ func TestIntervalJoinLeft(t *testing.T) {
 	nw := int64(window.NoWatermark)
 	h.send("payments", `{"p":1,"order":"a"}`, 100, nw) // matched
 	h.send("orders", `{"id":"a"}`, 97, nw)
-	h.send("payments", `{"p":2,"order":"c"}`, 101, nw) // never matched
+	h.send("payments", `{"p":2,"order":"c"}`, 101, nw)  // never matched
 	h.send("payments", `{"p":3,"order":null}`, 102, nw) // no key: matches nothing
-	h.send("orders", `{"id":null}`, 102, nw)             // a right record without a key: dropped
+	h.send("orders", `{"id":null}`, 102, nw)            // a right record without a key: dropped
 	want := []string{`a@100 {"p":1,"order":"a","o":{"id":"a"}}`}
 	if got := h.barrier(106); !slices.Equal(got, want) {
 		t.Errorf("at 106: %q, want %q", got, want)
