@@ -108,6 +108,13 @@ func (v *validator) intervalJoin(kpath string, i int, g *Graph, n int, upstream 
 	if len(untimed) > 0 {
 		v.fail(kpath, "an interval join matches records in event time: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", strings.Join(untimed, " and "))
 	}
+	if n >= 0 {
+		for _, o := range g.Nodes[n].Outputs {
+			if sk := g.Nodes[o]; sk.Kind == NodeSink && Format(v.c.Sinks[sk.Index].Format).Registered() {
+				v.fail(sk.Path+".format", "reads the interval join %s (id %q), whose results have no schema to derive yet: write json (or raw)", g.Nodes[n].Path, s.ID)
+			}
+		}
+	}
 	switch {
 	case v.c.Scale.Mode == ScaleGroup:
 		v.fail(kpath, "interval joins are not supported in group mode yet (issue 35: both streams repartitioned by the join key): use scale.mode: single")

@@ -155,6 +155,13 @@ func TestIntervalJoinErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "a schema registry format",
+			yaml: strings.Replace(matched, "  - topic: out\n", "  - {topic: out, format: avro}\nschema_registry: {url: \"http://127.0.0.1:1\"}\n", 1),
+			want: []string{
+				`c.yaml:16:26: sinks[0].format: reads the interval join steps[0] (id "match"), whose results have no schema to derive yet: write json (or raw)`,
+			},
+		},
+		{
 			name: "at most once",
 			yaml: matched + "guarantee: at_most_once\n",
 			want: []string{
