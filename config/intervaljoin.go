@@ -137,3 +137,13 @@ func (v *validator) joinAs(path, as string) {
 		v.fail(path, "%q is a word of the expression language: choose another name", as)
 	}
 }
+
+// intervalFieldsOnTable refuses the fields of an interval join on a table
+// join (at kpath), which would otherwise be ignored.
+func (v *validator) intervalFieldsOnTable(kpath string, j *Join) {
+	for _, f := range []string{"other_key", "within", "late_records", "late_topic"} {
+		if v.written(kpath + "." + f) {
+			v.fail(kpath+"."+f, "is a field of an interval join (join: {stream: ID, ...}); a table join has table, key, as and how")
+		}
+	}
+}

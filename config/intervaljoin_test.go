@@ -162,6 +162,27 @@ func TestIntervalJoinErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "interval fields on a table join",
+			yaml: `name: job
+kafka:
+  brokers: [localhost:9092]
+sources:
+  - id: orders
+    topics: [orders]
+tables:
+  - {id: customers, topic: customers}
+steps:
+  - id: enrich
+    join: {table: customers, key: customer, as: c, other_key: id, within: {before: 1s}}
+sinks:
+  - topic: out
+`,
+			want: []string{
+				"c.yaml:11:63: steps[0].join.other_key: is a field of an interval join (join: {stream: ID, ...}); a table join has table, key, as and how",
+				"c.yaml:11:67: steps[0].join.within: is a field of an interval join (join: {stream: ID, ...}); a table join has table, key, as and how",
+			},
+		},
+		{
 			name: "at most once",
 			yaml: matched + "guarantee: at_most_once\n",
 			want: []string{

@@ -415,6 +415,7 @@ func (v *validator) steps() {
 				v.intervalJoin(kpath, i, g, n, upstream)
 				break
 			}
+			v.intervalFieldsOnTable(kpath, s.Join)
 			v.join(kpath, s.Join)
 		case StepMap:
 			if len(s.Map) == 0 {
