@@ -290,13 +290,29 @@ type Table struct {
 }
 
 // Join looks each record up in a table by a key it computes, and shows the
-// table's value to the steps after it under a name of its own.
+// table's value to the steps after it under a name of its own. With
+// Stream instead of Table it is an interval join of two streams in event
+// time (intervaljoin.go).
 type Join struct {
-	// Table is the id of the table looked up. Required.
+	// Table is the id of the table looked up. Required unless Stream is
+	// set.
 	Table string `yaml:"table"`
+	// Stream is the id of the other stream of an interval join (a source
+	// or a stateless step); the step's from: is the left stream.
+	Stream string `yaml:"stream"`
 	// Key is an expression on the record whose text is looked up among
-	// the table's record keys. Required.
+	// the table's record keys (an interval join: matched with OtherKey's
+	// on the other stream). Required.
 	Key string `yaml:"key"`
+	// OtherKey is an interval join's key on the other stream's records.
+	OtherKey string `yaml:"other_key"`
+	// Within bounds an interval join: a record of the other stream at
+	// event time t' matches a record at t when t-Before <= t' <= t+After.
+	Within *JoinWithin `yaml:"within"`
+	// LateRecords and LateTopic: where an interval join's late records
+	// go, as a window's (default side_output to <name>-late).
+	LateRecords LateRecords `yaml:"late_records"`
+	LateTopic   string      `yaml:"late_topic"`
 	// As is the name later expressions read the table's value by.
 	// Required.
 	As string `yaml:"as"`
@@ -304,6 +320,17 @@ type Join struct {
 	// left (it goes on, with nil under As). Default inner.
 	How JoinHow `yaml:"how"`
 }
+
+// JoinWithin is an interval join's bounds, both inclusive. Flink
+// between(-Before, After).
+type JoinWithin struct {
+	Before time.Duration `yaml:"before"`
+	After  time.Duration `yaml:"after"`
+}
+
+// Interval reports whether j is an interval join of two streams (not a
+// table lookup).
+func (j *Join) Interval() bool { return j != nil && j.Stream != "" }
 
 // JoinHow is what a join does with a record the table has no value for.
 type JoinHow string

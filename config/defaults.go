@@ -102,6 +102,14 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if s.Join != nil && s.Join.How == "" {
 			s.Join.How = JoinInner
 		}
+		if j := s.Join; j.Interval() {
+			if j.LateRecords == "" {
+				j.LateRecords = LateSideOutput
+			}
+			if j.LateTopic == "" && j.LateRecords == LateSideOutput {
+				j.LateTopic = c.Name + "-late"
+			}
+		}
 		if s.Aggregate != nil && s.Aggregate.Emit == "" {
 			s.Aggregate.Emit = EmitEveryRecord
 		}

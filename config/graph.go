@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The job graph. A job is a directed acyclic graph: sources at the top,
@@ -49,6 +50,9 @@ type Graph struct {
 	Nodes []Node
 	// byID indexes sources and steps by id.
 	byID map[string]int
+	// interval: some step is an interval join (the graph is never linear:
+	// its two inputs are not a merge).
+	interval bool
 }
 
 // Graph builds the job graph of c.
@@ -74,6 +78,16 @@ func (c *Config) Graph() *Graph {
 		in := prev
 		if s.From != nil {
 			in = g.resolve(s.From, n)
+		}
+		if j := s.Join; j.Interval() {
+			g.interval = true
+			// The other stream of an interval join is an input too: the
+			// last one (IntervalInput says which).
+			for _, o := range g.resolve([]string{j.Stream}, n) {
+				if !slices.Contains(in, o) {
+					in = append(slices.Clip(in), o)
+				}
+			}
 		}
 		g.link(in, n)
 		prev = []int{n}
@@ -119,6 +133,9 @@ func (g *Graph) Lookup(id string) (int, bool) {
 // source without steps). Linear graphs are the jobs a file without `from:`
 // describes.
 func (g *Graph) Linear() bool {
+	if g.interval {
+		return false
+	}
 	prev := []int(nil)
 	for i, n := range g.Nodes {
 		switch n.Kind {
@@ -295,7 +312,14 @@ func (g *Graph) label(c *Config, n Node) string {
 	case StepKeyBy:
 		what += " " + s.KeyBy
 	case StepJoin:
-		if j := s.Join; j != nil {
+		switch j := s.Join; {
+		case j.Interval():
+			var before, after time.Duration
+			if j.Within != nil {
+				before, after = j.Within.Before, j.Within.After
+			}
+			what = fmt.Sprintf("%s interval join with %s on %s = %s within -%v..+%v as %s", j.How, j.Stream, j.Key, j.OtherKey, before, after, j.As)
+		case j != nil:
 			what = fmt.Sprintf("%s join %s on %s as %s", j.How, j.Table, j.Key, j.As)
 		}
 	case StepWindow:

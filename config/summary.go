@@ -153,6 +153,12 @@ func (c *Config) Fingerprint() string {
 		if j := s.Join; j != nil {
 			// A join is new: only where set, as event time is.
 			put("join", j.Table, j.Key, j.As, string(j.How))
+			if j.Interval() {
+				put("interval", j.Stream, j.OtherKey, string(j.LateRecords), j.LateTopic)
+				if w := j.Within; w != nil {
+					put(w.Before.String(), w.After.String())
+				}
+			}
 		}
 		if a := s.Aggregate; a != nil {
 			put(string(a.Emit), strconv.Itoa(len(a.Values)))

@@ -55,7 +55,7 @@ func (v *validator) tables() {
 	}
 	joined := map[string]bool{}
 	for _, s := range c.Steps {
-		if s.Join != nil {
+		if s.Join != nil && !s.Join.Interval() {
 			joined[s.Join.Table] = true
 		}
 	}
@@ -131,6 +131,9 @@ func (v *validator) notWritten(path, topic string) {
 func (v *validator) join(kpath string, j *Join) {
 	if j == nil {
 		j = &Join{How: JoinInner}
+	}
+	if j.Interval() {
+		return // intervaljoin.go: checked with the graph
 	}
 	var ids []string
 	for _, t := range v.c.Tables {

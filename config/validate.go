@@ -411,6 +411,11 @@ func (v *validator) steps() {
 		case StepKeyBy:
 			v.expr(kpath, s.KeyBy)
 		case StepJoin:
+			if s.Join.Interval() {
+				v.intervalJoin(kpath, i, g, n, upstream)
+				break
+			}
+			v.intervalFieldsOnTable(kpath, s.Join)
 			v.join(kpath, s.Join)
 		case StepMap:
 			if len(s.Map) == 0 {
@@ -506,11 +511,15 @@ func (v *validator) readsNoAggregate(path, kpath string, from []string, g *Graph
 			continue
 		}
 		kind := v.c.Steps[nd.Index].Kind()
-		if kind != StepAggregate && kind != StepWindow {
+		what := article(kind) + " " + string(kind)
+		switch {
+		case kind == StepJoin && v.c.Steps[nd.Index].Join.Interval():
+			kind, what = "interval join", "an interval join"
+		case kind != StepAggregate && kind != StepWindow:
 			continue
 		}
 		if k := slices.Index(from, nd.ID); k >= 0 {
-			v.fail(fmt.Sprintf("%s.from[%d]", path, k), "%q is %s %s: only a sink can read its output", nd.ID, article(kind), kind)
+			v.fail(fmt.Sprintf("%s.from[%d]", path, k), "%q is %s: only a sink can read its output", nd.ID, what)
 			continue
 		}
 		hint := ""

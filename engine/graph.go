@@ -13,7 +13,6 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/metrics"
-	"github.com/eoflow/pipeline/operator/keyed"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
 	"github.com/eoflow/pipeline/window"
@@ -113,8 +112,8 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	for w, op := range ops {
 		for _, o := range op {
 			if t, ok := o.(*targetOp); ok {
-				if wo, ok := t.op.(*keyed.Window); ok {
-					wo.Resume(watermark) // what has fired before this attempt
+				if r, ok := t.op.(interface{ Resume(int64) }); ok {
+					r.Resume(watermark) // what has fired (windows, joins) before this attempt
 				}
 			}
 		}

@@ -73,12 +73,14 @@ type target struct {
 	agg *operator.Aggregator
 	// window is a window target's step (nil otherwise).
 	window *keyed.WindowSpec
+	// interval is an interval join target's step (nil otherwise).
+	interval *operator.IntervalJoin
 	// sinks are the sinks that write what the target emits.
 	sinks keyed.Sinks
 }
 
 // keyed reports whether t is a keyed operator.
-func (t *target) keyed() bool { return t.agg != nil }
+func (t *target) keyed() bool { return t.agg != nil || t.interval != nil }
 
 // compile builds the plan, reporting expression problems at their place in
 // the configuration file.
@@ -119,7 +121,7 @@ func compile(cfg *config.Config) (*plan, error) {
 		for _, s := range gt.Sinks {
 			sinks = append(sinks, &p.sinks[s])
 		}
-		t := &target{index: i, id: gt.ID, agg: gt.Agg, sinks: sinks}
+		t := &target{index: i, id: gt.ID, agg: gt.Agg, interval: gt.Interval, sinks: sinks}
 		if gt.Window != nil {
 			t.window = keyed.CompileWindow(cfg, gt.Agg.ID(), gt.Window)
 		}
@@ -217,6 +219,11 @@ func (p *plan) lateTopics() []string {
 	for _, w := range p.windows() {
 		if w.LateTopic != "" && !slices.Contains(topics, w.LateTopic) {
 			topics = append(topics, w.LateTopic)
+		}
+	}
+	for _, t := range p.targets {
+		if ij := t.interval; ij != nil && ij.LateTopic != "" && !slices.Contains(topics, ij.LateTopic) {
+			topics = append(topics, ij.LateTopic)
 		}
 	}
 	return topics

@@ -104,6 +104,12 @@ func (j *Job) emptyOperators(w int, open map[int]*atomic.Int64) (workerOps, erro
 		switch {
 		case !t.keyed():
 			op = keyed.NewPassThrough(env, t.sinks, p.graph.Linear(), p.format)
+		case t.interval != nil:
+			jo, err := keyed.NewIntervalJoin(env, t.sinks, t.interval, groups, rng)
+			if err != nil {
+				return nil, err
+			}
+			op = jo
 		case t.window != nil:
 			if open[i] == nil {
 				open[i] = new(atomic.Int64)

@@ -78,6 +78,9 @@ type simJob struct {
 	// table: the job joins the table "tiers" (simjoin_test.go), which
 	// changes while it runs.
 	table bool
+	// interval: the job is an interval join of the evens with the odds
+	// in event time (simintervaljoin_test.go), whose oracle is by pair.
+	interval bool
 }
 
 // simExtra is one more output topic of a job graph.
@@ -231,7 +234,7 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": job.name, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
 		"GUARANTEE": string(g), "CHECKPOINT_INTERVAL": []string{"20ms", "100ms", "1s"}[rng.IntN(3)], "ADMIN_LISTEN": "off",
 	}
-	if job.windowed {
+	if job.windowed || job.interval {
 		r.windowEnv(env)
 	}
 	r.cfg = parseConfig(t, []byte(job.config), env)
@@ -247,7 +250,7 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 	for n := range int64(30 + rng.IntN(200)) {
 		r.pending = append(r.pending, simInput{n: n + 1, bad: rng.IntN(40) == 0})
 	}
-	if job.windowed {
+	if job.windowed || job.interval {
 		r.drawEventTimes()
 	}
 	if job.bigState {
@@ -262,7 +265,7 @@ func (r *simRun) createTopics(t testing.TB) {
 	for _, x := range r.job.extra {
 		topics = append(topics, x.topic)
 	}
-	if r.job.windowed {
+	if r.job.windowed || r.job.interval {
 		topics = append(topics, simLateTopic)
 	}
 	for _, topic := range topics {
@@ -865,6 +868,10 @@ type committedView struct {
 	windows   map[simWin][]simAgg
 	late      map[simTP]int
 	watermark int64
+	// interval join: every committed result, and each key's last
+	// committed result (their order).
+	pairs    map[simPair]int
+	lastPair map[string]simPair
 }
 
 type simAgg struct{ count, sum int64 }
@@ -908,6 +915,9 @@ func (r *simRun) catchUp() error {
 	}
 	if r.job.windowed {
 		return r.catchUpWindows()
+	}
+	if r.job.interval {
+		return r.catchUpPairs()
 	}
 	outputs := []simExtra{{topic: "out"}}
 	outputs = append(outputs, r.job.extra...)
@@ -955,6 +965,9 @@ func (r *simRun) check(when string) error {
 	v := &r.committed
 	if r.job.windowed {
 		return r.checkWindows(when)
+	}
+	if r.job.interval {
+		return r.checkPairs(when)
 	}
 	rec := v.newest.Record
 	offsets := make([]int64, simPartitions)

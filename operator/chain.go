@@ -70,6 +70,8 @@ type step struct {
 
 	// join (expr is its key)
 	join *joinStep
+	// the key step of a route to an interval join (expr is its key)
+	ikey *intervalKey
 }
 
 // Compile builds a Chain from the job's steps. It reports every problem it
@@ -500,6 +502,10 @@ func (c *Chain) process(r *Record) (keep bool, at int, err *RecordError) {
 		case config.StepJoin:
 			if keep, err := s.join.apply(&c.vm, s.expr, r); !keep || err != nil {
 				return false, i, err
+			}
+		case stepIntervalKey:
+			if keep, err := applyIntervalKey(&c.vm, s.ikey, s.path, s.expr, r); !keep || err != nil {
+				return false, err
 			}
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)

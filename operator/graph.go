@@ -49,13 +49,15 @@ type Target struct {
 	Agg *Aggregator
 	// Window is a window target's step, nil otherwise.
 	Window *config.Window
+	// Interval is an interval join target's step, nil otherwise.
+	Interval *IntervalJoin
 	// Sinks are the indexes in config.Sinks of the sinks that read the
 	// target.
 	Sinks []int
 }
 
 // Keyed reports whether the target is a keyed operator.
-func (t *Target) Keyed() bool { return t.Agg != nil }
+func (t *Target) Keyed() bool { return t.Agg != nil || t.Interval != nil }
 
 // route is the stateless steps of one path from a source to target.
 type route struct {
@@ -81,9 +83,17 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 	// Each step once: routes share the compiled steps.
 	steps := make([]*step, len(cfg.Steps))
 	aggs := make([]*Aggregator, len(cfg.Steps))
+	intervals := make([]*IntervalJoin, len(cfg.Steps))
 	for i, s := range cfg.Steps {
 		path := fmt.Sprintf("steps[%d]", i)
 		kind := s.Kind()
+		switch {
+		case kind == config.StepJoin && s.Join.Interval():
+			ij, ierrs := compileIntervalJoin(cfg, i, s)
+			errs = append(errs, ierrs...)
+			intervals[i] = ij
+			continue
+		}
 		switch kind {
 		case config.StepAggregate, config.StepWindow:
 			agg, aerrs := compileAggregate(i, path+"."+string(kind), s, true)
@@ -106,7 +116,7 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 	// The targets: every keyed step, and every other node a sink reads.
 	targetOf := map[int]int{} // graph node -> target
 	for n, nd := range cg.Nodes {
-		isTarget := nd.Kind == config.NodeStep && aggs[nd.Index] != nil
+		isTarget := nd.Kind == config.NodeStep && (aggs[nd.Index] != nil || intervals[nd.Index] != nil)
 		var sinks []int
 		for _, o := range nd.Outputs {
 			if cg.Nodes[o].Kind == config.NodeSink {
@@ -121,6 +131,7 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 		if nd.Kind == config.NodeStep {
 			t.Agg = aggs[nd.Index]
 			t.Window = cfg.Steps[nd.Index].Window
+			t.Interval = intervals[nd.Index]
 		}
 		targetOf[n] = len(g.targets)
 		g.targets = append(g.targets, t)
@@ -155,6 +166,19 @@ func CompileGraph(cfg *config.Config) (*Graph, error) {
 				}
 				if st.kind == config.StepMap {
 					c.mapped = true
+				}
+			}
+			if ij := g.targets[t].Interval; ij != nil {
+				// The key step: the join's key on its left stream, other_key
+				// on the right (the input the path reaches it by).
+				side := SideLeft
+				if cg.IntervalRight(cfg, n, path[len(path)-2]) {
+					side = SideRight
+				}
+				ks := ij.keyStep(side)
+				c.steps = append(c.steps, ks)
+				if !c.mapped {
+					reads = append(reads, ks.expr)
 				}
 			}
 			if agg := g.targets[t].Agg; agg != nil && !c.mapped {

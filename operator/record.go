@@ -34,6 +34,11 @@ type Record struct {
 	// it beyond the Record's Value.
 	GroupKey string
 	Keyed    bool
+	// JoinSide is the stream of an interval join the record came by (0:
+	// it goes to no interval join); JoinNoKey: its join key was nil (a
+	// left record of a left join, which matches nothing).
+	JoinSide  JoinSide
+	JoinNoKey bool
 	// keyKind is the JSON type of the key_by result, for the aggregate's
 	// output.
 	keyKind keyKind

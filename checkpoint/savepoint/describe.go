@@ -83,6 +83,10 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 				a.Values = append(a.Values, Value{Name: v.Name, Func: string(v.Func), Arg: strings.TrimSpace(v.Arg)})
 			}
 			op.Aggregate = a
+		case config.StepJoin:
+			if s.Join.Interval() {
+				op.Kind, op.Aggregate = KindAggregate, intervalJoinDesc(s.Join)
+			}
 		}
 		d.Operators = append(d.Operators, op)
 	}

@@ -153,6 +153,9 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 		if w := s.Window; w != nil && w.LateRecords == config.LateSideOutput && w.LateTopic != "" {
 			add(&late, w.LateTopic, checkLate)
 		}
+		if j := s.Join; j.Interval() && j.LateRecords == config.LateSideOutput && j.LateTopic != "" {
+			add(&late, j.LateTopic, checkLate)
+		}
 	}
 	known := append(append(append([]string{DeadLetters, Late}, sinks...), deadLetters...), late...)
 	for _, topic := range slices.Sorted(maps.Keys(c.CompareTopic)) {
@@ -168,7 +171,7 @@ func bind(file string, c *Case, job *Job, crashes bool, ws writers) (*bound, err
 			ch.kind, ch.topics = checkDeadLetters, deadLetters
 		case Late:
 			if len(late) == 0 {
-				fail(e.At, e.Path, "the job has no late-record topic (no window with late_records: side_output)")
+				fail(e.At, e.Path, "the job has no late-record topic (no window or interval join with late_records: side_output)")
 				continue
 			}
 			ch.kind, ch.topics = checkLate, late

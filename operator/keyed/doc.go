@@ -1,6 +1,7 @@
 // Package keyed holds the keyed operators of a job graph: the running
-// aggregate (with its state TTL), the window, and the pass-through that
-// writes an output target's records as they are. Each runs on one worker
+// aggregate (with its state TTL), the window, the interval join of two
+// streams, and the pass-through that writes an output target's records as
+// they are. Each runs on one worker
 // over the key groups the worker owns, with its state in a store of the
 // state package; the engine hands it inputs and barriers and takes what it
 // produces.

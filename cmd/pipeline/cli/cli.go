@@ -241,8 +241,11 @@ func printOperators(w io.Writer, cfg *config.Config) {
 	}
 	for _, s := range cfg.Steps {
 		what := string(s.Kind())
-		if s.Kind() == config.StepAggregate || s.Kind() == config.StepWindow {
+		switch {
+		case s.Kind() == config.StepAggregate || s.Kind() == config.StepWindow:
 			what += " (keyed state)"
+		case s.Join.Interval():
+			what = "interval join (keyed state: both streams' records)"
 		}
 		fmt.Fprintf(w, "  %-16s %s\n", s.ID, what)
 	}
