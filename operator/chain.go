@@ -505,7 +505,7 @@ func (c *Chain) process(r *Record) (keep bool, at int, err *RecordError) {
 			}
 		case stepIntervalKey:
 			if keep, err := applyIntervalKey(&c.vm, s.ikey, s.path, s.expr, r); !keep || err != nil {
-				return false, err
+				return false, i, err
 			}
 		case config.StepKeyBy:
 			v, err := s.expr.run(&c.vm, r)
