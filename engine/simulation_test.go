@@ -392,7 +392,8 @@ var errViolation = errors.New("invariant violated")
 // it crashes, fails or stops. A violation ends the run.
 func (r *simRun) attempt() (stopped bool, err error) {
 	ctx := context.Background()
-	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}, limits: r.w.limits()}
+	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}, limits: r.w.limits(),
+		adapters: simAdapters{w: r.w, now: func() time.Time { return r.clock }}}
 	defer func() {
 		rec := recover()
 		if rec == nil {
@@ -411,12 +412,9 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	if !faulty {
 		r.w.crashP = 0
 	}
-	var plain outputProducer
-	if r.guarantee == config.AtLeastOnce {
-		plain = simPlain{r.w}
-	}
-	txn := &simTxn{w: r.w, job: r.job.name, timeout: r.cfg.Kafka.TransactionTimeout}
-	if err := a.recoverWith(ctx, txn, plain, nil); err != nil {
+	// The job's own recovery, producers and readers (adapters.go), on
+	// the model's clients.
+	if err := (singleMode{}).recover(ctx, a); err != nil {
 		r.w.log("recovery failed: %v", err)
 		return false, r.unexpected(err)
 	}
@@ -432,9 +430,9 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		return false, r.unexpected(err)
 	}
 	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.loop.m.LastCompleted())
-	var readers []recordReader
-	for _, part := range assignPartitions(a.offsets) {
-		readers = append(readers, newSimReader(r.w, part))
+	readers, err := (singleMode{}).readers(a)
+	if err != nil {
+		return false, err
 	}
 	g, err := newGraph(a, readers)
 	if err != nil {
