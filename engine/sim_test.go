@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
@@ -229,29 +229,14 @@ func (c simCluster) ResolveStart(_ context.Context, tps []source.TopicPartition,
 	return out, nil
 }
 
-func (c simCluster) ReadState(_ context.Context, fn func(key, value []byte) error) error {
-	after := c.w.io("read the state topic")
-	for _, r := range c.w.readAll(kstore.StateTopic(c.job)) {
-		if err := fn(r.Key, r.Value); err != nil {
-			return err
-		}
-	}
-	after()
-	return nil
+// ReadState and Read are the job's own reads (kstore, kread) on the
+// model, as the decision log's.
+func (c simCluster) ReadState(ctx context.Context, fn func(key, value []byte) error) error {
+	return kstore.ReadStateOn(ctx, simLog{c.w}, c.job, fn)
 }
 
-func (c simCluster) Read(_ context.Context, topic string, fn func(*kgo.Record) error, partitions ...int32) error {
-	after := c.w.io("read " + topic)
-	for _, r := range c.w.readAll(topic) {
-		if len(partitions) > 0 && !slices.Contains(partitions, r.Partition) {
-			continue
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	after()
-	return nil
+func (c simCluster) Read(ctx context.Context, topic string, fn func(*kgo.Record) error, partitions ...int32) error {
+	return kread.AllOn(ctx, simLog{c.w}, topic, fn, partitions...)
 }
 
 func (c simCluster) FetchOffsets(_ context.Context, group string) (map[source.TopicPartition]int64, error) {
