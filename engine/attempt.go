@@ -31,9 +31,11 @@ type attempt struct {
 	adm  *kadm.Client
 	// cluster is what the restore reads besides the checkpoint.
 	cluster cluster
-	limits  sink.Limits
-	txn     transaction    // nil under at_most_once
-	plain   outputProducer // the outputs, unless exactly_once
+	// adapters make the Kafka producers and readers.
+	adapters adapters
+	limits   sink.Limits
+	txn      transaction    // nil under at_most_once
+	plain    outputProducer // the outputs, unless exactly_once
 	// loop owns the epoch machine, the only way an epoch commits, from
 	// recovery to the end of the attempt (nil under at_most_once).
 	loop *coordinatorLoop
@@ -86,7 +88,7 @@ type mode interface {
 func (j *Job) runAttempt(parent context.Context, m mode) (progressed bool, err error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	a := &attempt{j: j, mode: m}
+	a := &attempt{j: j, mode: m, adapters: dialedAdapters{}}
 	defer a.close()
 	plan, err := m.prepare(ctx, a)
 	if err != nil {
@@ -185,7 +187,7 @@ func (a *attempt) openPlain() error {
 	if j.cfg.Guarantee.TransactionalOutputs() {
 		return nil
 	}
-	plain, err := sink.NewPlain(j.conn, append(a.limits.Opts(), j.metrics.KafkaHooks("outputs"))...)
+	plain, err := a.adapters.plain(a)
 	if err != nil {
 		return err
 	}
@@ -292,10 +294,9 @@ func (a *attempt) run(ctx, parent context.Context) (progressed bool, err error) 
 // checkpointedReaders opens one source.Reader per share of the restored
 // partitions (assignPartitions).
 func (a *attempt) checkpointedReaders() ([]recordReader, error) {
-	j := a.j
 	var readers []recordReader
 	for _, part := range assignPartitions(a.offsets) {
-		r, err := source.NewReader(j.conn, part, j.metrics.KafkaHooks("source"))
+		r, err := a.adapters.reader(a, part)
 		if err != nil {
 			closeReaders(readers)
 			return nil, err

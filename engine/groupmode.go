@@ -151,7 +151,7 @@ func (j *Job) beforeJoining(ctx context.Context) error {
 	if err := j.checkGroupStart(ctx); err != nil {
 		return err
 	}
-	a := &attempt{j: j}
+	a := &attempt{j: j, adapters: dialedAdapters{}}
 	defer a.close()
 	_, err := (&groupMode{}).prepare(ctx, a)
 	return err
@@ -228,12 +228,12 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 // transactional id (aborting what its previous run left open); its last
 // checkpoint record gives the next checkpoint id.
 func (m *groupMode) recover(ctx context.Context, a *attempt) error {
-	j, cfg := a.j, a.j.cfg
+	j := a.j
 	var internal []string
 	if j.plan.keyed {
 		internal = []string{j.shuffle.repartition, j.shuffle.state}
 	}
-	txn, err := sink.NewMemberTxn(j.conn, cfg.Name, j.instance, internal, cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
+	txn, err := a.adapters.memberTxn(a, internal)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func (j *Job) prepareSchemas(ctx context.Context) error {
 // injecting the barriers the coordinator asks for (the records belong to
 // the epoch after them), so checkpoints go on completing and nothing is
 // lost or dead-lettered for the outage.
-func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record) error {
+func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record, to links) error {
 	set := s.router.p.schemas
 	if set == nil {
 		return nil
@@ -93,7 +93,7 @@ func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record) error
 		s.mu.pending = nil
 		s.mu.Unlock()
 		for _, id := range pending {
-			if err := s.injectBarrier(ctx, id); err != nil {
+			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
 				return err
 			}
 		}

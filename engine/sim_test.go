@@ -1,26 +1,23 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
-	"github.com/eoflow/pipeline/twophase"
 )
 
 // This file is the broker-free simulation's world: the seam's
@@ -176,141 +173,6 @@ func (w *world) latestKeyed(job, key string) (*checkpoint.Record, error) {
 	return n.Record, nil
 }
 
-// simTxn is sink.Txn over the model: the transactional producer and the
-// decision log.
-type simTxn struct {
-	w       *world
-	job     string
-	timeout time.Duration
-	// txnID and recordKey are a group member's transactional id and the
-	// key of its checkpoint records ("": the job's own).
-	txnID, recordKey string
-	p                *memkafka.Producer
-	// failed is the first produce error of the open transaction: like
-	// franz-go's, produces are asynchronous and fail the flush.
-	failed error
-}
-
-var _ transaction = (*simTxn)(nil)
-
-func (t *simTxn) id() string {
-	if t.txnID != "" {
-		return t.txnID
-	}
-	return t.job + "-txn"
-}
-func (t *simTxn) Name() string { return "kafka:" + t.id() }
-
-func (t *simTxn) Recover(context.Context) ([]twophase.Epoch, error) {
-	after := t.w.io("init producer id")
-	p, err := t.w.kafka.InitProducer(t.id(), t.timeout)
-	if err != nil {
-		return nil, err
-	}
-	t.p = p
-	after()
-	return nil, nil
-}
-
-func (t *simTxn) LastDecided(context.Context) (*checkpoint.Record, error) {
-	t.w.io("read the checkpoint topic")
-	if t.recordKey != "" {
-		return t.w.latestKeyed(t.job, t.recordKey)
-	}
-	return t.w.latestCheckpoint(t.job)
-}
-
-func (t *simTxn) Begin(context.Context, twophase.Epoch) error {
-	t.failed = nil
-	return t.p.Begin() // local to the client: nothing to crash in
-}
-
-func (t *simTxn) Produce(_ context.Context, r *kgo.Record) {
-	if t.failed != nil {
-		return
-	}
-	after := t.w.io("produce to " + r.Topic)
-	if max := t.w.maxBytes[r.Topic]; max > 0 && sink.BatchBytes(r) > int(max) {
-		// The broker refuses it, and the transaction cannot commit.
-		t.failed = fmt.Errorf("%d bytes to %s: %w", sink.BatchBytes(r), r.Topic, kerr.MessageTooLarge)
-	} else if _, err := t.p.Produce(t.w.toModel(r)); err != nil {
-		t.failed = err
-	} else if t.w.pieces != nil {
-		t.w.pieces.count(r)
-	}
-	after()
-}
-
-func (t *simTxn) Prepare(context.Context, twophase.Epoch) error {
-	after := t.w.io("flush")
-	defer after()
-	if t.failed != nil {
-		return t.settle(fmt.Errorf("producing in transaction: %w", t.failed))
-	}
-	return nil
-}
-
-func (t *simTxn) Commit(_ context.Context, e twophase.Epoch) error {
-	if t.failed != nil {
-		return t.settle(fmt.Errorf("producing in transaction: %w", t.failed))
-	}
-	after := t.w.io(fmt.Sprintf("commit epoch %d", e))
-	if err := t.p.End(true); err != nil {
-		return t.settle(fmt.Errorf("committing transaction: %w", err))
-	}
-	after()
-	return nil
-}
-
-func (t *simTxn) Abort(_ context.Context, e twophase.Epoch) error {
-	after := t.w.io(fmt.Sprintf("abort epoch %d", e))
-	t.failed = nil
-	if err := t.p.End(false); err != nil {
-		return err
-	}
-	after()
-	return nil
-}
-
-// settle classifies an epoch error as sink.Txn does, the model's way: an
-// abort with the producer's epoch succeeds after a timeout and is fenced
-// after a takeover (memkafka's doc).
-func (t *simTxn) settle(err error) error {
-	if !errors.Is(err, kerr.InvalidProducerEpoch) && !errors.Is(err, kerr.ProducerFenced) &&
-		!errors.Is(err, kerr.InvalidTxnState) && !errors.Is(err, kerr.OperationNotAttempted) {
-		return err
-	}
-	t.failed = nil
-	if aerr := t.p.End(false); aerr != nil {
-		return fmt.Errorf("%w: %w", sink.ErrFenced, err)
-	}
-	return fmt.Errorf("%w: %w", sink.ErrTransactionTimedOut, err)
-}
-
-// simPlain is sink.Plain over the model: outputs appended as they come,
-// outside any transaction (at_least_once).
-type simPlain struct{ w *world }
-
-var _ outputProducer = simPlain{}
-
-func (p simPlain) Name() string                                      { return "outputs" }
-func (p simPlain) Begin(context.Context, twophase.Epoch) error       { return nil }
-func (p simPlain) Commit(context.Context, twophase.Epoch) error      { return nil }
-func (p simPlain) Abort(context.Context, twophase.Epoch) error       { return nil }
-func (p simPlain) Recover(context.Context) ([]twophase.Epoch, error) { return nil, nil }
-func (p simPlain) Flush(context.Context) error                       { p.w.io("flush outputs")(); return nil }
-func (p simPlain) Prepare(ctx context.Context, _ twophase.Epoch) error {
-	return p.Flush(ctx)
-}
-
-func (p simPlain) Produce(_ context.Context, r *kgo.Record) {
-	after := p.w.io("produce to " + r.Topic)
-	if _, err := p.w.kafka.Append(p.w.toModel(r)); err != nil {
-		panic(fmt.Sprintf("appending to the model: %v", err)) // topics exist: a bug of the harness
-	}
-	after()
-}
-
 // simCluster is what a restore reads of the model.
 type simCluster struct {
 	w   *world
@@ -367,29 +229,14 @@ func (c simCluster) ResolveStart(_ context.Context, tps []source.TopicPartition,
 	return out, nil
 }
 
-func (c simCluster) ReadState(_ context.Context, fn func(key, value []byte) error) error {
-	after := c.w.io("read the state topic")
-	for _, r := range c.w.readAll(kstore.StateTopic(c.job)) {
-		if err := fn(r.Key, r.Value); err != nil {
-			return err
-		}
-	}
-	after()
-	return nil
+// ReadState and Read are the job's own reads (kstore, kread) on the
+// model, as the decision log's.
+func (c simCluster) ReadState(ctx context.Context, fn func(key, value []byte) error) error {
+	return kstore.ReadStateOn(ctx, simLog{c.w}, c.job, fn)
 }
 
-func (c simCluster) Read(_ context.Context, topic string, fn func(*kgo.Record) error, partitions ...int32) error {
-	after := c.w.io("read " + topic)
-	for _, r := range c.w.readAll(topic) {
-		if len(partitions) > 0 && !slices.Contains(partitions, r.Partition) {
-			continue
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	after()
-	return nil
+func (c simCluster) Read(ctx context.Context, topic string, fn func(*kgo.Record) error, partitions ...int32) error {
+	return kread.AllOn(ctx, simLog{c.w}, topic, fn, partitions...)
 }
 
 func (c simCluster) FetchOffsets(_ context.Context, group string) (map[source.TopicPartition]int64, error) {
@@ -436,10 +283,6 @@ func (c simCluster) AwaitSettled(_ context.Context, topic string, partitions []i
 			}
 		}
 		return true
-	}
-	if !settled() {
-		dbgUnsettled++
-		dbgOpen = append(dbgOpen, fmt.Sprint(c.w.kafka.OpenTransactions(), c.w.kafka.PendingMarkers()))
 	}
 	if !settled() && (c.wait == nil || !c.wait(settled)) {
 		return fmt.Errorf("%s %v: a transaction is undecided or unmarked there: %w", topic, partitions, errSimWait)
@@ -490,67 +333,3 @@ func (c simCluster) Write(_ context.Context, rec *kgo.Record) error {
 	after()
 	return nil
 }
-
-// simReader is a source reader over the model: read_committed, and never
-// waiting (a poll with nothing to read returns nothing).
-type simReader struct {
-	w     *world
-	tps   []memkafka.TP // in a fixed order
-	fetch map[memkafka.TP]int64
-	next  map[memkafka.TP]int64 // what Advance says was processed
-}
-
-var _ recordReader = (*simReader)(nil)
-
-func newSimReader(w *world, offsets map[source.TopicPartition]int64) *simReader {
-	r := &simReader{w: w, fetch: map[memkafka.TP]int64{}, next: map[memkafka.TP]int64{}}
-	for tp, off := range offsets {
-		m := memkafka.TP{Topic: tp.Topic, Partition: tp.Partition}
-		r.tps = append(r.tps, m)
-		r.fetch[m], r.next[m] = off, off
-	}
-	slices.SortFunc(r.tps, func(a, b memkafka.TP) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
-	return r
-}
-
-func (r *simReader) Poll(_ context.Context, max int) ([]*kgo.Record, error) {
-	after := r.w.io("poll")
-	defer after()
-	max = 1 + r.w.rng.IntN(max)
-	start := r.w.rng.IntN(len(r.tps) + 1)
-	var out []*kgo.Record
-	for i := range r.tps {
-		tp := r.tps[(start+i)%len(r.tps)]
-		recs, next, err := r.w.kafka.ReadCommitted(tp, r.fetch[tp], max-len(out))
-		if err != nil {
-			return nil, err
-		}
-		r.fetch[tp] = next
-		for _, rec := range recs {
-			out = append(out, fromModel(rec))
-		}
-		if len(out) >= max {
-			break
-		}
-	}
-	return out, nil
-}
-
-func (r *simReader) Advance(rec *kgo.Record) {
-	r.next[memkafka.TP{Topic: rec.Topic, Partition: rec.Partition}] = rec.Offset + 1
-}
-
-func (r *simReader) Positions() []source.Position {
-	out := make([]source.Position, len(r.tps))
-	for i, tp := range r.tps {
-		out[i] = source.Position{Topic: tp.Topic, Partition: tp.Partition, Offset: r.next[tp]}
-	}
-	return out
-}
-
-func (r *simReader) Close() {}
-
-var dbgUnsettled int
-var dbgOpen []string

@@ -119,7 +119,8 @@ func (r *simRun) writeTable() {
 
 // tableReader opens the simulation's readers of a table's partitions.
 func (r *simRun) tableReader(offsets map[source.TopicPartition]int64) (recordReader, error) {
-	return newSimReader(r.w, offsets), nil
+	cl := memkafka.NewClient(r.w.kafka, memkafka.ClientConfig{KeepControlRecords: true})
+	return source.NewReaderOn(simReaderClient{w: r.w, cl: cl}, offsets), nil
 }
 
 var _ tableCluster = simCluster{}

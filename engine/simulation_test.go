@@ -395,7 +395,8 @@ var errViolation = errors.New("invariant violated")
 // it crashes, fails or stops. A violation ends the run.
 func (r *simRun) attempt() (stopped bool, err error) {
 	ctx := context.Background()
-	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}, limits: r.w.limits()}
+	a := &attempt{j: r.j, cluster: simCluster{w: r.w, job: r.job.name}, limits: r.w.limits(),
+		adapters: simAdapters{w: r.w, now: func() time.Time { return r.clock }}}
 	defer func() {
 		rec := recover()
 		if rec == nil {
@@ -414,12 +415,9 @@ func (r *simRun) attempt() (stopped bool, err error) {
 	if !faulty {
 		r.w.crashP = 0
 	}
-	var plain outputProducer
-	if r.guarantee == config.AtLeastOnce {
-		plain = simPlain{r.w}
-	}
-	txn := &simTxn{w: r.w, job: r.job.name, timeout: r.cfg.Kafka.TransactionTimeout}
-	if err := a.recoverWith(ctx, txn, plain, nil); err != nil {
+	// The job's own recovery, producers and readers (adapters.go), on
+	// the model's clients.
+	if err := (singleMode{}).recover(ctx, a); err != nil {
 		r.w.log("recovery failed: %v", err)
 		return false, r.unexpected(err)
 	}
@@ -435,9 +433,9 @@ func (r *simRun) attempt() (stopped bool, err error) {
 		return false, r.unexpected(err)
 	}
 	r.w.log("attempt %d restored checkpoint %d", r.restarts, a.loop.m.LastCompleted())
-	var readers []recordReader
-	for _, part := range assignPartitions(a.offsets) {
-		readers = append(readers, newSimReader(r.w, part))
+	readers, err := (singleMode{}).readers(a)
+	if err != nil {
+		return false, err
 	}
 	g, err := newGraph(a, readers)
 	if err != nil {
@@ -649,52 +647,15 @@ func (s *simGraph) step(step simStep, arg int) error {
 	l := s.g.loop
 	switch step {
 	case stepSource:
-		src := s.g.sources[arg]
-		src.mu.Lock()
-		pending := src.mu.pending
-		src.mu.pending = nil
-		src.mu.Unlock()
-		if len(pending) > 0 {
-			for _, id := range pending {
-				for w, b := range src.barrierBatches(id) {
-					if len(b.msgs) > 0 {
-						s.workerQ[w] = append(s.workerQ[w], b)
-					}
-				}
-				l.onReport(taskReport{task: src.id, id: id})
-			}
-			return nil
-		}
-		if src.dropped && !src.paused() {
-			return errPauseEnded // as sourceTask.run
-		}
-		recs, err := src.reader.Poll(s.ctx, pollBatch)
-		if err != nil {
-			return err
-		}
-		out := make([][]message, len(s.g.workers))
-		if err := src.route(recs, out); err != nil {
-			return err
-		}
-		for w, msgs := range out {
-			if len(msgs) > 0 {
-				s.workerQ[w] = append(s.workerQ[w], batch{from: src.index, msgs: msgs})
-			}
-		}
+		// The task's own turn (sourceTask.step): the barriers asked for,
+		// or a poll routed.
+		_, err := s.g.sources[arg].step(s.ctx, make([][]message, len(s.g.workers)), simLinks{s})
+		return err
 	case stepWorker:
-		wt := s.g.workers[arg]
 		b := s.workerQ[arg][0]
 		s.workerQ[arg] = s.workerQ[arg][1:]
-		if err := wt.handle(b); err != nil {
-			return err
-		}
-		s.flushWorker(wt)
-		for wt.aligned != 0 {
-			if err := wt.resume(); err != nil {
-				return err
-			}
-			s.flushWorker(wt)
-		}
+		_, err := s.g.workers[arg].step(s.ctx, b, simLinks{s})
+		return err
 	case stepSink:
 		st := s.g.sink
 		b := s.sinkQ[0]
@@ -703,14 +664,8 @@ func (s *simGraph) step(step simStep, arg int) error {
 	case stepSeal:
 		// Barrier N aligned at the sink: checkpoint record N into the
 		// transaction, and the sink's ack.
-		st := s.g.sink
-		b := st.aligned
-		st.aligned = nil
-		rep, err := st.seal(s.ctx, b)
-		l.onReport(rep)
-		if err != nil {
-			return fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
-		}
+		_, err := s.g.sink.sealAligned(s.ctx, simLinks{s})
+		return err
 	case stepCall:
 		// The committer makes the oldest participant call.
 		c := l.c.queue[0]
@@ -836,21 +791,31 @@ func (s *simAttempt) stopped(err error) error {
 	return nil
 }
 
-// flushWorker moves what a worker produced on: messages to the sink, acks
-// and export reports to the coordinator.
-func (s *simGraph) flushWorker(wt *workerTask) {
-	if len(wt.out) > 0 {
-		s.sinkQ = append(s.sinkQ, batch{from: wt.index, msgs: wt.out})
-		wt.out = nil
-	}
-	for _, id := range wt.acked {
-		s.g.loop.onReport(taskReport{task: wt.id, id: id})
-	}
-	wt.acked = wt.acked[:0]
-	for _, rep := range wt.exported {
-		s.g.loop.sp.exported(rep)
-	}
-	wt.exported = wt.exported[:0]
+// simLinks are the channels between the graph's tasks as the
+// simulation has them: the workers' and the sink's queues, and the
+// coordinator loop, told at once.
+type simLinks struct{ s *simGraph }
+
+var _ links = simLinks{}
+
+func (l simLinks) toWorker(_ context.Context, w int, b batch) bool {
+	l.s.workerQ[w] = append(l.s.workerQ[w], b)
+	return true
+}
+
+func (l simLinks) toSink(_ context.Context, b batch) bool {
+	l.s.sinkQ = append(l.s.sinkQ, b)
+	return true
+}
+
+func (l simLinks) report(_ context.Context, r taskReport) bool {
+	l.s.g.loop.onReport(r)
+	return true
+}
+
+func (l simLinks) exported(_ context.Context, r exportReport) bool {
+	l.s.g.loop.sp.exported(r)
+	return true
 }
 
 // committedView is what a read_committed reader has seen so far of the

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
-	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -22,8 +21,7 @@ func (singleMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePl
 // otherwise hold back the read_committed restore until it timed out; then
 // the decision log says which checkpoint is the last.
 func (singleMode) recover(ctx context.Context, a *attempt) error {
-	j, cfg := a.j, a.j.cfg
-	txn, err := sink.NewTxn(j.conn, cfg.Name, cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
+	txn, err := a.adapters.txn(a)
 	if err != nil {
 		return err
 	}

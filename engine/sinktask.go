@@ -112,6 +112,7 @@ func (singleRecords) sealed(string, *barrier) *kgo.Record { return nil }
 const maxHeldWhileCommitting = 1 << 16
 
 func (s *sinkTask) run(ctx context.Context) error {
+	to := chanLinks{reports: s.reports}
 	s.epoch.reset()
 	for {
 		inputs := s.inputs
@@ -130,19 +131,29 @@ func (s *sinkTask) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if b := s.aligned; b != nil {
-			s.aligned = nil
-			rep, err := s.seal(ctx, b)
-			select {
-			case s.reports <- rep:
-			case <-ctx.Done():
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
-			}
+		if on, err := s.sealAligned(ctx, to); !on || err != nil {
+			return err
 		}
 	}
+}
+
+// sealAligned seals the epoch whose barrier has arrived from every input,
+// if one has, and acks it to the coordinator loop. It reports false when
+// ctx ended.
+func (s *sinkTask) sealAligned(ctx context.Context, to links) (bool, error) {
+	b := s.aligned
+	if b == nil {
+		return true, nil
+	}
+	s.aligned = nil
+	rep, err := s.seal(ctx, b)
+	if !to.report(ctx, rep) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("preparing checkpoint %d: %w", b.id, err)
+	}
+	return true, nil
 }
 
 // open releases what the sink held since it sealed the epoch before e:

@@ -67,79 +67,80 @@ func (s *sourceTask) trigger(id checkpoint.ID) {
 
 func (s *sourceTask) run(ctx context.Context) error {
 	out := make([][]message, len(s.workers))
+	to := chanLinks{workers: s.workers, reports: s.reports, blocked: s.blocked}
 	for {
-		s.mu.Lock()
-		pending := s.mu.pending
-		s.mu.pending = nil
-		pollCtx, cancel := context.WithCancel(ctx)
-		s.mu.cancelPoll = cancel
-		s.mu.Unlock()
-
-		for _, id := range pending {
-			if err := s.injectBarrier(ctx, id); err != nil {
-				cancel()
-				return err
-			}
-		}
-		if len(pending) > 0 {
-			cancel()
-			continue // a trigger may have arrived meanwhile: look again first
-		}
-
-		if s.dropped && !s.paused() {
-			// Checked here too, not only when records come: the input
-			// may be quiet, and a barrier wakes the poll every interval.
-			cancel()
-			return errPauseEnded
-		}
-		recs, err := s.reader.Poll(pollCtx, pollBatch)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, context.Canceled) {
-				continue // woken by trigger
-			}
-			return fmt.Errorf("source %s: %w", s.id, err)
-		}
-		if err := s.awaitSchemas(ctx, recs); err != nil {
+		if on, err := s.step(ctx, out, to); !on || err != nil {
 			return err
-		}
-		if err := s.route(recs, out); err != nil {
-			return err
-		}
-		for w, msgs := range out {
-			if len(msgs) == 0 {
-				continue
-			}
-			if !send(ctx, s.workers[w], batch{from: s.index, msgs: msgs}, s.blocked) {
-				return nil
-			}
-			out[w] = nil
 		}
 	}
+}
+
+// step is one turn of the task: the barriers asked for since the last
+// turn, if any; else one poll, whose records it routes to the workers
+// (out holds each worker's share). It reports false when ctx ended.
+func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool, error) {
+	s.mu.Lock()
+	pending := s.mu.pending
+	s.mu.pending = nil
+	pollCtx, cancel := context.WithCancel(ctx)
+	s.mu.cancelPoll = cancel
+	s.mu.Unlock()
+	defer cancel()
+
+	if len(pending) > 0 {
+		for _, id := range pending {
+			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
+				return on, err
+			}
+		}
+		return true, nil // a trigger may have arrived meanwhile: look again first
+	}
+	if s.dropped && !s.paused() {
+		// Checked here too, not only when records come: the input may be
+		// quiet, and a barrier wakes the poll every interval.
+		return true, errPauseEnded
+	}
+	recs, err := s.reader.Poll(pollCtx, pollBatch)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		if errors.Is(err, context.Canceled) {
+			return true, nil // woken by trigger
+		}
+		return true, fmt.Errorf("source %s: %w", s.id, err)
+	}
+	if err := s.awaitSchemas(ctx, recs, to); err != nil {
+		return true, err
+	}
+	if err := s.route(recs, out); err != nil {
+		return true, err
+	}
+	for w, msgs := range out {
+		if len(msgs) == 0 {
+			continue
+		}
+		if !to.toWorker(ctx, w, batch{from: s.index, msgs: msgs}) {
+			return false, nil
+		}
+		out[w] = nil
+	}
+	return true, nil
 }
 
 // injectBarrier records the partitions' next offsets and sends barrier id,
 // carrying them, to every worker. Everything sent before it belongs to
 // epoch id; everything after, to the next.
-func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID) error {
+func (s *sourceTask) injectBarrier(ctx context.Context, id checkpoint.ID, to links) (bool, error) {
 	for w, b := range s.barrierBatches(id) {
-		select {
-		case s.workers[w] <- b:
-		case <-ctx.Done():
-			return nil
+		if !to.toWorker(ctx, w, b) {
+			return false, nil
 		}
 	}
 	if err := s.faults.Hit(fault.AfterBarrier); err != nil {
-		return err
+		return true, err
 	}
-	select {
-	case s.reports <- taskReport{task: s.id, id: id}:
-	case <-ctx.Done():
-	}
-	return nil
+	return to.report(ctx, taskReport{task: s.id, id: id}), nil
 }
 
 // sourceGate holds some of a source task's records back unread while it

@@ -50,23 +50,38 @@ type workerTask struct {
 }
 
 func (w *workerTask) run(ctx context.Context) error {
+	to := chanLinks{sink: w.sink, reports: w.reports, exports: w.exportReports, blocked: w.blocked}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case b := <-w.inputs:
-			if err := w.handle(b); err != nil {
+			if on, err := w.step(ctx, b, to); !on || err != nil {
 				return err
-			}
-			w.flush(ctx)
-			for w.aligned != 0 {
-				if err := w.resume(); err != nil {
-					return err
-				}
-				w.flush(ctx)
 			}
 		}
 	}
+}
+
+// step handles one input batch and hands on what it produced; after a
+// barrier it completed, it goes on with what the alignment held back. It
+// reports false when ctx ended.
+func (w *workerTask) step(ctx context.Context, b batch, to links) (bool, error) {
+	if err := w.handle(b); err != nil {
+		return true, err
+	}
+	if !w.flush(ctx, to) {
+		return false, nil
+	}
+	for w.aligned != 0 {
+		if err := w.resume(); err != nil {
+			return true, err
+		}
+		if !w.flush(ctx, to) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // handle processes one input batch. It does no I/O: what it produces
@@ -153,28 +168,25 @@ func (w *workerTask) resume() error {
 
 // flush sends what handling produced: the messages to the sink first, so
 // a barrier is on its way before the coordinator hears of it, then the
-// acks and the export reports.
-func (w *workerTask) flush(ctx context.Context) {
+// acks and the export reports. It reports false when ctx ended.
+func (w *workerTask) flush(ctx context.Context, to links) bool {
 	if len(w.out) > 0 {
-		if !send(ctx, w.sink, batch{from: w.index, msgs: w.out}, w.blocked) {
-			return
+		if !to.toSink(ctx, batch{from: w.index, msgs: w.out}) {
+			return false
 		}
 		w.out = nil
 	}
 	for _, id := range w.acked {
-		select {
-		case w.reports <- taskReport{task: w.id, id: id}:
-		case <-ctx.Done():
-			return
+		if !to.report(ctx, taskReport{task: w.id, id: id}) {
+			return false
 		}
 	}
 	w.acked = w.acked[:0]
 	for _, rep := range w.exported {
-		select {
-		case w.exportReports <- rep:
-		case <-ctx.Done():
-			return
+		if !to.exported(ctx, rep) {
+			return false
 		}
 	}
 	w.exported = w.exported[:0]
+	return true
 }

@@ -84,6 +84,9 @@ type Txn struct {
 	// recordKey is the key of this producer's checkpoint records: the
 	// job's name, or "<job>/<instance>" for a group member (MemberTxn).
 	recordKey string
+	// now is the clock a transaction's age is measured with (time.Now;
+	// the simulations' own clock, SetClock).
+	now func() time.Time
 }
 
 var _ twophase.DecisionLog = (*Txn)(nil)
@@ -108,10 +111,15 @@ func NewTxnOn(cl TxnClient, log kread.Cluster, job string, timeout time.Duration
 }
 
 func newTxn(cl TxnClient, log kread.Cluster, job, id, recordKey string, timeout time.Duration) *Txn {
-	t := &Txn{cl: cl, log: log, job: job, id: id, timeout: timeout, recordKey: recordKey}
+	t := &Txn{cl: cl, log: log, job: job, id: id, timeout: timeout, recordKey: recordKey, now: time.Now}
 	t.promise = t.failed.promise
 	return t
 }
+
+// SetClock makes the Txn measure a transaction's age with now instead of
+// time.Now: a simulation's clock, which moves with the model's
+// transaction timeouts, not with the wall.
+func (t *Txn) SetClock(now func() time.Time) { t.now = now }
 
 // newTxnClient makes the franz-go client of a Txn; a nil partitioner is
 // franz-go's default.
@@ -328,7 +336,7 @@ func (t *Txn) Begin(context.Context, twophase.Epoch) error {
 	if err := t.cl.BeginTransaction(); err != nil {
 		return err
 	}
-	t.open, t.begun = true, time.Now()
+	t.open, t.begun = true, t.now()
 	return nil
 }
 
@@ -402,7 +410,7 @@ func (t *Txn) settle(ctx context.Context, err error) error {
 	t.open = false
 	_ = t.failed.take()
 	verdict, perr := probe(ctx, t.cl, t.id, t.producerID, t.epoch)
-	age := time.Since(t.begun)
+	age := t.now().Sub(t.begun)
 	if verdict = believe(verdict, age, t.timeout); verdict == TakenOver {
 		err = fmt.Errorf("%w (the transaction was %v old; kafka.transaction_timeout is %v)", err, age.Round(time.Millisecond), t.timeout)
 	}

@@ -233,15 +233,39 @@ func (c *Client) partition(rec *kgo.Record, n int) int32 {
 			tp = c.cfg.Partitioner.ForTopic(rec.Topic)
 			c.partitioners[rec.Topic] = tp
 		}
+		if bp, ok := tp.(kgo.TopicBackupPartitioner); ok {
+			// franz-go's own partitioners (its default among them) choose
+			// by the load of each partition's buffer, which the model has
+			// none of: a keyed record goes where its key hashes to
+			// whatever the load; a keyless one, which franz-go places at
+			// random, goes round-robin here, so runs replay.
+			if rec.Key == nil {
+				return c.nextRoundRobin(rec.Topic, n)
+			}
+			return int32(bp.PartitionByBackup(rec, n, &idleBackup{n: n}))
+		}
 		return int32(tp.Partition(rec, n))
 	}
 	if rec.Key != nil {
 		return int32(murmur2Partitioner.ForTopic(rec.Topic).Partition(rec, n))
 	}
-	p := c.roundRobin[rec.Topic] % n
-	c.roundRobin[rec.Topic] = p + 1
+	return c.nextRoundRobin(rec.Topic, n)
+}
+
+// nextRoundRobin is the next partition of topic's keyless records; c.mu
+// is held.
+func (c *Client) nextRoundRobin(topic string, n int) int32 {
+	p := c.roundRobin[topic] % n
+	c.roundRobin[topic] = p + 1
 	return int32(p)
 }
+
+// idleBackup is every partition with nothing buffered, as a
+// TopicBackupPartitioner is told of them.
+type idleBackup struct{ n, next int }
+
+func (b *idleBackup) Next() (int, int64) { b.next++; return b.next - 1, 0 }
+func (b *idleBackup) Rem() int           { return b.n - b.next }
 
 // murmur2Partitioner places keyed records as the Java client does; its
 // keyless choice, which is random, is never asked for.

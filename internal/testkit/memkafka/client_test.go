@@ -138,3 +138,33 @@ func TestClientGroupConsumers(t *testing.T) {
 		t.Fatalf("after the other member left: %v", a.pos)
 	}
 }
+
+// franz-go's own partitioners, its default among them, partition by the
+// load of their buffers (PartitionByBackup, never Partition): the model
+// places a keyed record where the key hashes, as the Java client does,
+// and keyless ones round-robin.
+func TestClientRunsFranzGosDefaultPartitioner(t *testing.T) {
+	ctx := context.Background()
+	c := New(time.Unix(0, 0))
+	if err := c.CreateTopic("out", 4); err != nil {
+		t.Fatal(err)
+	}
+	byDefault := NewClient(c, ClientConfig{Partitioner: kgo.UniformBytesPartitioner(64<<10, true, true, nil)})
+	byHash := NewClient(c, ClientConfig{})
+	for i := range 20 {
+		key := []byte{byte(i), 'k'}
+		a, b := &kgo.Record{Topic: "out", Key: key}, &kgo.Record{Topic: "out", Key: key}
+		byDefault.Produce(ctx, a, nil)
+		byHash.Produce(ctx, b, nil)
+		if a.Partition != b.Partition {
+			t.Fatalf("key %q: partition %d by franz-go's default, %d by the key's murmur2 hash", key, a.Partition, b.Partition)
+		}
+	}
+	for want := range int32(8) {
+		r := &kgo.Record{Topic: "out"}
+		byDefault.Produce(ctx, r, nil)
+		if r.Partition != want%4 {
+			t.Fatalf("keyless record %d went to partition %d, want %d (round-robin)", want, r.Partition, want%4)
+		}
+	}
+}
