@@ -20,5 +20,7 @@ var mutants = []mutantSpec{
 	{"open-epoch-announced-late", "the sink learns that epoch N+1 is open only with the next checkpoint's trigger: it holds everything for a whole interval (throughput, not correctness: 80k instead of 900k records/s)", "./engine", "^TestSinkToldAtOnceWhenTheNextEpochOpens$"},
 	{"table-not-read-before-join", "a table is not read to its end before the first join: records meet an empty table after every start and restore", "./engine", "^TestSimulation$/^join$"},
 	{"window-fires-ignoring-lateness", "windows fire at their end, not allowed_lateness after it: records within the lateness are dropped as late", "./engine", "Window|Session|Late"},
+	{"interval-join-arrival-order", "an interval join emits a barrier's results in the order their records arrived: a replay after a crash writes them in another order", "./operator/keyed", ""},
+	{"upsert-no-tombstone", "a key deleted from an aggregate (TTL) gets no tombstone in an upsert sink: a job reading the topic as a table keeps joining with it", "./operator/keyed", ""},
 	{"state-moved-not-redirtied", "a dirty state record that moved to a larger place is not dirty there: the snapshot loses its change", "./state", ""},
 }
