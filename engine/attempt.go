@@ -50,6 +50,9 @@ type attempt struct {
 	// tables are the job's tables, read to their ends (table.go; nil
 	// without tables).
 	tables *tableSet
+	// tablesFrom says where latest's table positions come from, for the
+	// log: empty for the job's own checkpoint, else the savepoint's.
+	tablesFrom string
 
 	closers []func()
 }

@@ -51,7 +51,9 @@ type taskReport struct {
 type sealedEpoch struct {
 	offsets   []checkpoint.SourceOffset
 	eventTime *checkpoint.EventTime // nil: the job has none
-	state     []checkpoint.StateSummary
+	// tables are where the job's tables stood, as the record says.
+	tables []checkpoint.TableOffsets
+	state  []checkpoint.StateSummary
 	// stats are the epoch's outputs, published once they are visible;
 	// stats.alignStart is when barrier N first reached the sink.
 	stats epochStats
@@ -64,6 +66,7 @@ type commitResult struct {
 	at        time.Time
 	offsets   []checkpoint.SourceOffset
 	eventTime *checkpoint.EventTime
+	tables    []checkpoint.TableOffsets
 	// alignment is how long the sink held inputs back for barrier N
 	// before the decision was asked for, commit the decision's round trip.
 	alignment, commit time.Duration
@@ -492,7 +495,7 @@ func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) error {
 		return nil // a savepoint's import
 	}
 	res := commitResult{
-		id: id, at: e.decided, offsets: se.offsets, eventTime: se.eventTime,
+		id: id, at: e.decided, offsets: se.offsets, eventTime: se.eventTime, tables: se.tables,
 		alignment: e.asked.Sub(se.stats.alignStart), commit: e.decided.Sub(e.asked),
 		stateBytes: se.stats.stateBytes, outputs: se.stats.outputs,
 	}
@@ -511,7 +514,7 @@ func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) error {
 	if l.group != nil {
 		offsets = l.group.keep(offsets)
 	}
-	l.sp.completed(id, offsets, res.eventTime)
+	l.sp.completed(id, offsets, res.eventTime, res.tables)
 	return l.onDrainedCheck(id, res.offsets)
 }
 

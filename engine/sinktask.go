@@ -234,7 +234,8 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 		et = recordEventTime(b.watermark, b.times)
 	}
 	state := mergeState(b.state)
-	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, state, et), s.own.checkpointKey(), s.limits, s.metrics)
+	rec := s.newRecord(b.id, b.offsets, state, et)
+	recs, err := checkpointRecords(rec, s.own.checkpointKey(), s.limits, s.metrics)
 	if err != nil {
 		rep.err = err
 		return rep, err
@@ -249,7 +250,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
 		s.txn.Produce(ctx, extra)
 	}
-	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, state: state, stats: s.epoch}
+	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
 	if mutant.On("sink-early-release") || s.planted == plantedEarlyRelease {

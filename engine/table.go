@@ -147,7 +147,7 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 		}
 		took := j.now().Sub(start)
 		tt.mu.next = ends
-		tt.checkAgainst(a.latest)
+		tt.checkAgainst(a.latest, a.tablesFrom)
 		offsets := map[source.TopicPartition]int64{}
 		for p, off := range ends {
 			offsets[source.TopicPartition{Topic: cfg.Topic, Partition: p}] = off
@@ -174,11 +174,16 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 
 // checkAgainst compares where the table's topic ends now with where
 // checkpoint latest (nil: none) says it stood: an end before it means the
-// topic was recreated or truncated since, which the log says (the table
-// holds what the topic holds now).
-func (tt *tableTask) checkAgainst(latest *checkpoint.Record) {
+// topic was recreated or truncated since (or, after a move to another
+// cluster, not copied there whole), which the log says (the table holds
+// what the topic holds now). from names where latest's positions came
+// from when not from the job's own checkpoint: the savepoint imported.
+func (tt *tableTask) checkAgainst(latest *checkpoint.Record, from string) {
 	if latest == nil {
 		return
+	}
+	if from == "" {
+		from = fmt.Sprintf("checkpoint %d", latest.ID)
 	}
 	for _, t := range latest.Tables {
 		if t.ID != tt.cfg.ID || t.Topic != tt.cfg.Topic {
@@ -187,8 +192,8 @@ func (tt *tableTask) checkAgainst(latest *checkpoint.Record) {
 		for _, o := range t.Offsets {
 			end, ok := tt.mu.next[o.Partition]
 			if !ok || end < o.Offset {
-				tt.log.Warn("the table's topic ends before where the last checkpoint read it: it was recreated or truncated since; the table holds what the topic holds now",
-					"topic", tt.cfg.Topic, "partition", o.Partition, "checkpoint", latest.ID, "checkpointed", o.Offset, "end", end)
+				tt.log.Warn("the table's topic ends before where the job last read it: it was recreated or truncated since, or not copied whole to this cluster; the table holds what the topic holds now",
+					"topic", tt.cfg.Topic, "partition", o.Partition, "read_at", from, "position", o.Offset, "end", end)
 			}
 		}
 	}
@@ -291,8 +296,8 @@ func (j *Job) checkTables(rec *checkpoint.Record) error {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("table %q was read from topic %q at checkpoint %d, and the configuration reads it from %q: the results so far were joined with the old topic's values. "+
-			"Put tables[].topic back; or stop the job with a savepoint and start the changed job from it (a savepoint holds no table: a job started from one reads its tables from their topics); or start the changed job under a new name",
-			t.ID, t.Topic, rec.ID, cur.Topic))
+			"Put tables[].topic back; or stop the job with a savepoint and start the changed job from it (add --remap-topic %s=%s if the new topic is a copy of the old: the table's position then carries over); or start the changed job under a new name",
+			t.ID, t.Topic, rec.ID, cur.Topic, t.Topic, cur.Topic))
 	}
 	if len(errs) == 0 {
 		return nil
