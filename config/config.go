@@ -282,10 +282,13 @@ type Table struct {
 	ID string `yaml:"id"`
 	// Topic is the table's topic, keyed by the table's key. Required.
 	Topic string `yaml:"topic"`
-	// Format of record values: json or raw. Default json.
+	// Format of record values, as for sources: json, raw, or a schema
+	// registry format (avro, protobuf, json_schema), each record decoded
+	// with the writer schema its bytes name. Default json.
 	Format Format `yaml:"format"`
-	// KeyFormat of record keys: raw (the key's bytes, as text) or json.
-	// Default raw.
+	// KeyFormat of record keys, as for sources: raw (the key's bytes, as
+	// text), json, avro, protobuf or json_schema (the decoded key's text
+	// is looked up). Default raw.
 	KeyFormat Format `yaml:"key_format"`
 }
 

@@ -12,13 +12,10 @@ import (
 // the join's `as`. Tables are not nodes of the job graph: a step reads
 // streams, and a table is read only through a join.
 
-// tableFormats are the value formats a table may have (the schema
-// registry formats are not wired for tables yet).
-var (
-	tableFormats    = []string{string(FormatJSON), string(FormatRaw)}
-	tableKeyFormats = []string{string(FormatRaw), string(FormatJSON)}
-	joinHows        = []string{string(JoinInner), string(JoinLeft)}
-)
+// A table's value and key formats are a source's (valueFormats,
+// keyFormats): the schema registry formats decode each record with the
+// writer schema its bytes name.
+var joinHows = []string{string(JoinInner), string(JoinLeft)}
 
 // exprWords are the words expr reads as operators, literals or builtins,
 // which a join's `as` cannot be: an expression could never read it.
@@ -79,18 +76,10 @@ func (v *validator) tables() {
 			first[t.Topic] = i
 			v.notWritten(path+".topic", t.Topic)
 		}
-		switch {
-		case Format(t.Format).Registered():
-			v.fail(path+".format", "%s tables are not supported yet: use json or raw", t.Format)
-		default:
-			v.enum(path+".format", "format", string(t.Format), tableFormats...)
-		}
-		switch {
-		case Format(t.KeyFormat).Registered():
-			v.fail(path+".key_format", "%s table keys are not supported yet: use raw or json", t.KeyFormat)
-		default:
-			v.enum(path+".key_format", "key format", string(t.KeyFormat), tableKeyFormats...)
-		}
+		v.enum(path+".format", "format", string(t.Format), valueFormats...)
+		v.needsRegistry(path+".format", t.Format)
+		v.enum(path+".key_format", "key format", string(t.KeyFormat), keyFormats...)
+		v.needsRegistry(path+".key_format", t.KeyFormat)
 		if t.ID != "" && !joined[t.ID] && !v.bad["steps"] {
 			v.fail(path+".id", "no join step reads table %q: join it (join: {table: %s, key: ..., as: ...}) or remove it", t.ID, t.ID)
 		}

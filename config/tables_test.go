@@ -163,7 +163,7 @@ func TestTableErrors(t *testing.T) {
   - {format: raw}
 `, 1),
 			want: []string{
-				"c.yaml:10:13: tables[0].format: avro tables are not supported yet: use json or raw",
+				"c.yaml:10:13: tables[0].format: avro needs a schema registry: set schema_registry.url",
 				`c.yaml:11:17: tables[0].key_format: unknown key format "jsno"; did you mean json?`,
 				"c.yaml:12:5: tables[1].id: required: join steps name the table by it (join: {table: ID, ...})",
 				"c.yaml:12:5: tables[1].topic: required: the compacted topic the table is read from",

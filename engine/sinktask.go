@@ -52,6 +52,10 @@ type sinkTask struct {
 	opened <-chan checkpoint.ID
 	// newRecord fills the job-wide fields of checkpoint N.
 	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary, et *checkpoint.EventTime) *checkpoint.Record
+	// tables cuts the tables at the seal (tableSet.cut): their positions,
+	// for the record, and the dead letters of their records before them,
+	// for the epoch.
+	tables func() ([]checkpoint.TableOffsets, []*kgo.Record)
 	// timed: the job has event time, and every checkpoint record carries
 	// the barrier's.
 	timed   bool
@@ -235,6 +239,16 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	}
 	state := mergeState(b.state)
 	rec := s.newRecord(b.id, b.offsets, state, et)
+	if s.tables != nil {
+		var dls []*kgo.Record
+		rec.Tables, dls = s.tables()
+		now := s.now()
+		for _, dl := range dls {
+			out := s.stamp(s.fitRecord(message{kind: msgDeadLetter, rec: dl}), now)
+			s.outputs.Produce(ctx, out)
+			s.epoch.output(out)
+		}
+	}
 	recs, err := checkpointRecords(rec, s.own.checkpointKey(), s.limits, s.metrics)
 	if err != nil {
 		rep.err = err

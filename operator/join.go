@@ -94,6 +94,9 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 	if !ok && j.inner {
 		return false, nil
 	}
+	if ok && j.t.decimals {
+		r.decimals = true // a schema format's value may hold Decimals
+	}
 	r.joined = append(r.joined, joinedValue{name: j.as, value: found})
 	return true, nil
 }

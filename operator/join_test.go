@@ -387,3 +387,56 @@ func TestTableConcurrentLookups(t *testing.T) {
 		t.Errorf("k99 = %v, %v", v, ok)
 	}
 }
+
+// stubDecoder decodes "ok:TEXT" as TEXT, "obj:TEXT" as {"v": TEXT}, and
+// fails on anything else, as a schema decoder of the registry formats
+// does (CodeSchema).
+type stubDecoder struct{}
+
+func (stubDecoder) DecodeObject(b []byte) (Decoded, *RecordError) {
+	return Decoded{}, &RecordError{Code: CodeSchema, Reason: "unused"}
+}
+
+func (stubDecoder) DecodeValue(b []byte) (any, *RecordError) {
+	switch s := string(b); {
+	case strings.HasPrefix(s, "ok:"):
+		return s[3:], nil
+	case strings.HasPrefix(s, "obj:"):
+		return map[string]any{"v": s[4:]}, nil
+	}
+	return nil, &RecordError{Code: CodeSchema, SchemaID: 7, Reason: "schema id 7: bad bytes"}
+}
+
+// A table in a schema format decodes keys and values with its decoders;
+// what they cannot decode is not applied, and comes back with the error
+// a dead letter carries.
+func TestTableApplySchemaFormats(t *testing.T) {
+	tb := NewTable(config.Table{ID: "customers", Format: config.FormatAvro, KeyFormat: config.FormatAvro})
+	tb.SetDecoders(stubDecoder{}, stubDecoder{})
+	if skip, rerr := tb.Apply([]byte("ok:c1"), []byte("obj:gold")); skip != "" {
+		t.Fatalf("Apply = %s, %v", skip, rerr)
+	}
+	if v, ok := tb.Lookup("c1"); !ok || v.(map[string]any)["v"] != "gold" {
+		t.Fatalf("c1 = %v, %v", v, ok)
+	}
+	for _, c := range []struct {
+		key, value string
+		want       SkipReason
+		code       Code
+	}{
+		{"ok:c1", "garbage", SkipSchema, CodeSchema},
+		{"garbage", "obj:silver", SkipKey, CodeSchema},
+		{"obj:c1", "obj:silver", SkipKey, CodeType}, // a key that is an object
+	} {
+		skip, rerr := tb.Apply([]byte(c.key), []byte(c.value))
+		if skip != c.want || rerr == nil || rerr.Code != c.code {
+			t.Errorf("Apply(%q, %q) = %q, %v; want %q with code %s", c.key, c.value, skip, rerr, c.want, c.code)
+		}
+	}
+	if v, _ := tb.Lookup("c1"); v.(map[string]any)["v"] != "gold" {
+		t.Errorf("a record that did not decode replaced c1: %v", v)
+	}
+	if skip, _ := tb.Apply([]byte("ok:c1"), nil); skip != "" || tb.Len() != 0 {
+		t.Errorf("a tombstone with a decoded key: %q, %d keys", skip, tb.Len())
+	}
+}
