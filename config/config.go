@@ -290,7 +290,24 @@ type Table struct {
 	// text), json, avro, protobuf or json_schema (the decoded key's text
 	// is looked up). Default raw.
 	KeyFormat Format `yaml:"key_format"`
+	// Mode is where a group-mode job reads the table: broadcast (every
+	// process reads every partition) or partitioned (not yet). Default
+	// broadcast.
+	Mode TableMode `yaml:"mode"`
 }
+
+// TableMode is how the processes of a group-mode job share a table.
+type TableMode string
+
+const (
+	// TableBroadcast: every process reads every partition of the table
+	// and holds it whole (Kafka Streams' GlobalKTable). The default; the
+	// only mode of a single-mode job.
+	TableBroadcast TableMode = "broadcast"
+	// TablePartitioned: table partition p goes to the process that owns
+	// stream partition p (Kafka Streams' KTable). Not supported yet.
+	TablePartitioned TableMode = "partitioned"
+)
 
 // Join looks each record up in a table by a key it computes, and shows the
 // table's value to the steps after it under a name of its own.

@@ -80,6 +80,14 @@ func (v *validator) tables() {
 		v.needsRegistry(path+".format", t.Format)
 		v.enum(path+".key_format", "key format", string(t.KeyFormat), keyFormats...)
 		v.needsRegistry(path+".key_format", t.KeyFormat)
+		v.enum(path+".mode", "table mode", string(t.Mode), string(TableBroadcast), string(TablePartitioned))
+		if t.Mode == TablePartitioned {
+			if c.Scale.Mode == ScaleGroup {
+				v.fail(path+".mode", "partitioned tables are not supported yet: use mode: broadcast (every process reads every partition of the table; for tables that fit in each process's memory)")
+			} else {
+				v.fail(path+".mode", "partitioned splits a table between the processes of a group-mode job; a single-mode job's one process reads every partition: remove mode (broadcast), or set scale.mode: group")
+			}
+		}
 		if t.ID != "" && !joined[t.ID] && !v.bad["steps"] {
 			v.fail(path+".id", "no join step reads table %q: join it (join: {table: %s, key: ..., as: ...}) or remove it", t.ID, t.ID)
 		}
@@ -87,10 +95,7 @@ func (v *validator) tables() {
 	if len(c.Tables) == 0 {
 		return
 	}
-	switch {
-	case c.Scale.Mode == ScaleGroup:
-		v.fail("tables", "tables are not supported in group mode yet (every process would need every table partition, or the stream repartitioned by the join key): use scale.mode: single")
-	case c.Guarantee == AtMostOnce:
+	if c.Guarantee == AtMostOnce {
 		v.fail("tables", "tables are not supported under guarantee: %s yet: use %s or %s", AtMostOnce, AtLeastOnce, ExactlyOnce)
 	}
 }

@@ -30,8 +30,8 @@ func TestTablesAndJoinsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Tables) != 1 || c.Tables[0] != (Table{ID: "customers", Topic: "customers", Format: FormatJSON, KeyFormat: FormatRaw}) {
-		t.Errorf("tables = %+v, want customers with the default formats", c.Tables)
+	if len(c.Tables) != 1 || c.Tables[0] != (Table{ID: "customers", Topic: "customers", Format: FormatJSON, KeyFormat: FormatRaw, Mode: TableBroadcast}) {
+		t.Errorf("tables = %+v, want customers with the default formats and mode", c.Tables)
 	}
 	j := c.Steps[0].Join
 	if c.Steps[0].Kind() != StepJoin || j == nil || *j != (Join{Table: "customers", Key: "customer", As: "c", How: JoinLeft}) {
@@ -187,9 +187,18 @@ func TestTableErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "group mode and at_most_once",
-			yaml: strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1),
-			want: []string{"c.yaml:8:1: tables: tables are not supported in group mode yet (every process would need every table partition, or the stream repartitioned by the join key): use scale.mode: single"},
+			name: "partitioned in group mode",
+			yaml: strings.Replace(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1), "topic: customers\n", "topic: customers\n    mode: partitioned\n", 1),
+			want: []string{"c.yaml:11:11: tables[0].mode: partitioned tables are not supported yet: use mode: broadcast (every process reads every partition of the table; for tables that fit in each process's memory)"},
+		},
+		{
+			name: "partitioned in single mode, a mode misspelt",
+			yaml: strings.Replace(enriched, "topic: customers\n", "topic: customers\n    mode: partitioned\n  - {id: other, topic: other, mode: brodcast}\n", 1),
+			want: []string{
+				"c.yaml:10:11: tables[0].mode: partitioned splits a table between the processes of a group-mode job; a single-mode job's one process reads every partition: remove mode (broadcast), or set scale.mode: group",
+				`c.yaml:11:10: tables[1].id: no join step reads table "other": join it (join: {table: other, key: ..., as: ...}) or remove it`,
+				`c.yaml:11:37: tables[1].mode: unknown table mode "brodcast"; did you mean broadcast?`,
+			},
 		},
 		{
 			name: "at_most_once",
@@ -255,5 +264,27 @@ sinks:
 	}
 	if p.Fingerprint() == c.Fingerprint() {
 		t.Error("upsert does not change the fingerprint")
+	}
+}
+
+// Group mode takes a broadcast table (the default mode), and validate's
+// summary says how the processes share it.
+func TestGroupModeBroadcastTable(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tables[0].Mode != TableBroadcast {
+		t.Errorf("mode = %q, want broadcast", c.Tables[0].Mode)
+	}
+	if s := c.Summary(); !strings.Contains(s, "; table customers broadcast: every process reads all of topic customers") {
+		t.Errorf("summary: %s", s)
+	}
+	single, err := Parse("c.yaml", []byte(enriched), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := single.Summary(); strings.Contains(s, "broadcast") {
+		t.Errorf("a single-mode job's summary: %s", s)
 	}
 }

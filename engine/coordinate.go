@@ -53,7 +53,11 @@ type sealedEpoch struct {
 	eventTime *checkpoint.EventTime // nil: the job has none
 	// tables are where the job's tables stood, as the record says.
 	tables []checkpoint.TableOffsets
-	state  []checkpoint.StateSummary
+	// tableCommits (group mode) are the table positions the epoch's
+	// transaction commits to the group beside offsets: those of the
+	// partitions whose dead letters the member writes.
+	tableCommits []checkpoint.SourceOffset
+	state        []checkpoint.StateSummary
 	// stats are the epoch's outputs, published once they are visible;
 	// stats.alignStart is when barrier N first reached the sink.
 	stats epochStats
@@ -440,6 +444,9 @@ func (l *coordinatorLoop) act() error {
 					c.graph = e.sealed != nil
 					if a.Kind == twophase.ActPrepare {
 						c.offsets = e.offsets
+						if e.sealed != nil && len(e.sealed.tableCommits) > 0 {
+							c.offsets = append(slices.Clone(e.offsets), e.sealed.tableCommits...)
+						}
 					}
 				}
 				l.c.queue = append(l.c.queue, c)

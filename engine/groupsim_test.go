@@ -118,6 +118,8 @@ type gsim struct {
 	view     gsimView
 	stop     *gsimStop // runStop's
 	live     *gsimLive // runLive's
+	// table: the job joins the table tiers (groupsimjoin_test.go).
+	table bool
 	// counts are what happened, for the log; broken is a violation found
 	// by steps taken inside another's call (meanwhile).
 	counts map[string]int
@@ -156,6 +158,9 @@ type gsimView struct {
 	last    map[string]simAgg         // key -> last output
 	counted map[string]map[int64]bool // key -> the inputs its sums added
 	dead    map[string]bool           // partition/offset of each dead letter
+	// tableDead are the dead letters of the table's records (the table
+	// job, groupsimjoin_test.go), by partition/offset.
+	tableDead map[string]bool
 }
 
 func newGsim(t testing.TB, seed uint64, m plantedBug, dir string) *gsim {
@@ -484,6 +489,9 @@ func (s *gsim) restore(p *gproc) error {
 	if err != nil {
 		return s.ended(p, err)
 	}
+	if err := s.loadTable(at.a); err != nil {
+		return s.ended(p, err)
+	}
 	var readers []recordReader
 	for _, part := range assignPartitions(at.a.offsets) {
 		readers = append(readers, newSimReader(s.w, part))
@@ -783,7 +791,7 @@ func (s *gsim) drained() bool {
 func (s *gsim) check() error {
 	v := &s.view
 	if v.next == nil {
-		v.next, v.last, v.counted, v.dead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}
+		v.next, v.last, v.counted, v.dead, v.tableDead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	tail := func(topic string) []memkafka.Record {
 		tp := memkafka.TP{Topic: topic}
@@ -819,11 +827,19 @@ func (s *gsim) check() error {
 		v.last[o.Key] = simAgg{o.Count, o.Sum}
 	}
 	for _, r := range tail(s.cfg.Sinks[0].DeadLetterTopic) {
-		at := ""
+		at, table := "", false
 		for _, h := range r.Headers {
 			if h.Key == sink.HeaderPartition || h.Key == sink.HeaderOffset {
 				at += "/" + string(h.Value)
 			}
+			table = table || h.Key == sink.HeaderTopic && string(h.Value) == gsimTable
+		}
+		if table {
+			if v.tableDead[at] {
+				return s.violation("table record %s dead-lettered twice", at)
+			}
+			v.tableDead[at] = true
+			continue
 		}
 		if v.dead[at] {
 			return s.violation("input %s dead-lettered twice", at)
@@ -880,6 +896,9 @@ func (s *gsim) checkEnd() error {
 	}
 	if len(s.view.dead) != bad {
 		return s.violation("%d dead letters committed for %d bad inputs", len(s.view.dead), bad)
+	}
+	if err := s.tableDeadAtEnd(); err != nil {
+		return err
 	}
 	return s.stalled
 }
@@ -1202,7 +1221,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		name string
 		play func(*gsim) error
 		full int
-	}{{"faults", playFaults, 250}, {"stop_with_savepoint", playStop, 150}, {"live_savepoint", playLive, 150}} {
+	}{{"faults", playFaults, 250}, {"stop_with_savepoint", playStop, 150}, {"live_savepoint", playLive, 150},
+		{"table", playTable, 150}, {"table_live_savepoint", playTableLive, 100}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}

@@ -55,7 +55,7 @@ type sinkTask struct {
 	// tables cuts the tables at the seal (tableSet.cut): their positions,
 	// for the record, and the dead letters of their records before them,
 	// for the epoch.
-	tables func() ([]checkpoint.TableOffsets, []*kgo.Record)
+	tables func() ([]checkpoint.TableOffsets, []*kgo.Record, []checkpoint.SourceOffset)
 	// timed: the job has event time, and every checkpoint record carries
 	// the barrier's.
 	timed   bool
@@ -239,9 +239,10 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	}
 	state := mergeState(b.state)
 	rec := s.newRecord(b.id, b.offsets, state, et)
+	var tableCommits []checkpoint.SourceOffset
 	if s.tables != nil {
 		var dls []*kgo.Record
-		rec.Tables, dls = s.tables()
+		rec.Tables, dls, tableCommits = s.tables()
 		now := s.now()
 		for _, dl := range dls {
 			out := s.stamp(s.fitRecord(message{kind: msgDeadLetter, rec: dl}), now)
@@ -264,7 +265,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
 		s.txn.Produce(ctx, extra)
 	}
-	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, state: state, stats: s.epoch}
+	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, tableCommits: tableCommits, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
 	if mutant.On("sink-early-release") || s.planted == plantedEarlyRelease {

@@ -50,7 +50,10 @@ import (
 // Which process holds a table: in single mode, the one process holds every
 // table whole, shared read-only by all its source tasks, so a record is
 // looked up wherever it is read, whatever its key (Kafka Streams'
-// GlobalKTable). Group mode refuses tables for now (config).
+// GlobalKTable). In group mode every member does the same
+// (tables[].mode: broadcast), and the dead letters of the tables' bad
+// records are each member's only for the partitions it is on duty for
+// (tableduty.go).
 
 // tableCluster is what reading a table to its end needs of the cluster:
 // every committed record of topic up to its last stable offset as of the
@@ -105,6 +108,9 @@ type tableTask struct {
 	// it were committed with that checkpoint or an earlier one, so the
 	// read to the end does not write them again.
 	floor map[int32]int64
+	// duty says whether this process writes the dead letters of a
+	// partition's records (group mode: one member per partition; nil: all).
+	duty func(partition int32) bool
 
 	mu struct {
 		sync.Mutex
@@ -144,7 +150,10 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 	for i, cfg := range j.cfg.Tables {
 		tt := &tableTask{cfg: cfg, path: fmt.Sprintf("tables[%d]", i), table: operator.NewTable(cfg), metrics: j.metrics, log: j.log.With("table", cfg.ID), plan: j.plan}
 		tt.table.SetDecoders(j.plan.schemas.Table(cfg.ID))
-		tt.floor = floorOf(a.latest, cfg)
+		tt.floor, tt.duty = floorOf(a.latest, cfg), a.tableDuty
+		if a.tableFloors != nil {
+			tt.floor = a.tableFloors[cfg.Topic]
+		}
 		reasons := make([]string, 0, 4)
 		for _, r := range operator.SkipReasons() {
 			reasons = append(reasons, string(r))
@@ -279,6 +288,9 @@ func (tt *tableTask) apply(r *kgo.Record, dls []*kgo.Record) []*kgo.Record {
 	if floor, ok := tt.floor[r.Partition]; ok && r.Offset < floor {
 		return dls
 	}
+	if tt.duty != nil && !tt.duty(r.Partition) {
+		return dls // another member's
+	}
 	return append(dls, tt.plan.deadLetterRecords(r, rerr)...)
 }
 
@@ -345,12 +357,16 @@ func (s *tableSet) start(ctx context.Context, eg *errgroup.Group) {
 // so each is committed once: a restore from that checkpoint reads the
 // records before the positions again without dead-lettering them (floor),
 // and one from an earlier checkpoint writes them again in a later epoch.
-func (s *tableSet) cut() ([]checkpoint.TableOffsets, []*kgo.Record) {
+//
+// In group mode commits are the positions of the partitions whose dead
+// letters this member writes, which the epoch's transaction commits to
+// the group beside its source offsets: the next member to write them
+// continues from there (tableduty.go).
+func (s *tableSet) cut() (positions []checkpoint.TableOffsets, dls []*kgo.Record, commits []checkpoint.SourceOffset) {
 	if s == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out := make([]checkpoint.TableOffsets, 0, len(s.tasks))
-	var dls []*kgo.Record
 	for _, tt := range s.tasks {
 		tt.mu.Lock()
 		next := maps.Clone(tt.mu.next)
@@ -360,11 +376,14 @@ func (s *tableSet) cut() ([]checkpoint.TableOffsets, []*kgo.Record) {
 		t := checkpoint.TableOffsets{ID: tt.cfg.ID, Topic: tt.cfg.Topic}
 		for _, p := range slices.Sorted(maps.Keys(next)) {
 			t.Offsets = append(t.Offsets, checkpoint.PartitionOffset{Partition: p, Offset: next[p]})
+			if tt.duty != nil && tt.duty(p) {
+				commits = append(commits, checkpoint.SourceOffset{Topic: tt.cfg.Topic, Partition: p, Offset: next[p]})
+			}
 		}
 		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b checkpoint.TableOffsets) int { return cmp.Compare(a.ID, b.ID) })
-	return out, dls
+	return out, dls, commits
 }
 
 // checkTables refuses a restart from checkpoint rec whose configuration
