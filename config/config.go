@@ -291,8 +291,8 @@ type Table struct {
 	// is looked up). Default raw.
 	KeyFormat Format `yaml:"key_format"`
 	// Mode is where a group-mode job reads the table: broadcast (every
-	// process reads every partition) or partitioned (not yet). Default
-	// broadcast.
+	// process reads every partition) or partitioned (each process the
+	// table partitions of its stream partitions). Default broadcast.
 	Mode TableMode `yaml:"mode"`
 }
 
@@ -305,7 +305,9 @@ const (
 	// only mode of a single-mode job.
 	TableBroadcast TableMode = "broadcast"
 	// TablePartitioned: table partition p goes to the process that owns
-	// stream partition p (Kafka Streams' KTable). Not supported yet.
+	// stream partition p (Kafka Streams' KTable): the job's one stream
+	// topic must be co-partitioned with the table, and each join looks
+	// the record key up (join key _key).
 	TablePartitioned TableMode = "partitioned"
 )
 

@@ -42,8 +42,11 @@ func (c *Config) Summary() string {
 		checkpoints)
 	if c.Scale.Mode == ScaleGroup {
 		for _, t := range c.Tables {
-			if t.Mode == TableBroadcast {
+			switch t.Mode {
+			case TableBroadcast:
 				line += fmt.Sprintf("; table %s broadcast: every process reads all of topic %s", t.ID, t.Topic)
+			case TablePartitioned:
+				line += fmt.Sprintf("; table %s partitioned: each process reads the partitions of topic %s that match its partitions of the stream (co-partitioned, checked at start)", t.ID, t.Topic)
 			}
 		}
 	}

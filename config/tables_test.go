@@ -187,9 +187,21 @@ func TestTableErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "partitioned in group mode",
+			name: "partitioned, joined by a field",
 			yaml: strings.Replace(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1), "topic: customers\n", "topic: customers\n    mode: partitioned\n", 1),
-			want: []string{"c.yaml:11:11: tables[0].mode: partitioned tables are not supported yet: use mode: broadcast (every process reads every partition of the table; for tables that fit in each process's memory)"},
+			want: []string{`c.yaml:14:35: steps[0].join.key: table "customers" is partitioned: a record is looked up only in the table partition of the partition it was read from, which holds its key only if the key is the record key the stream was partitioned by: use key: _key, or mode: broadcast for tables[0]`},
+		},
+		{
+			name: "partitioned, two stream topics, keys read otherwise",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n    key_format: json\n",
+				"topics: [orders]", "topics: [orders, more]", "key: customer,", "key: _key,").Replace(enriched),
+			want: []string{"c.yaml:11:11: tables[0].mode: a partitioned table is read, partition p, by the process that reads partition p of the job's stream topic, which must be co-partitioned with it; the job reads 2 topics: read one, or use mode: broadcast"},
+		},
+		{
+			name: "partitioned, keys read otherwise",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n    key_format: json\n",
+				"key: customer,", "key: _key,").Replace(enriched),
+			want: []string{"c.yaml:12:17: tables[0].key_format: json, but sources[0] (topic orders) reads its keys as raw: a partitioned table is looked up by the record key, so both must read keys alike"},
 		},
 		{
 			name: "partitioned in single mode, a mode misspelt",
@@ -267,8 +279,9 @@ sinks:
 	}
 }
 
-// Group mode takes a broadcast table (the default mode), and validate's
-// summary says how the processes share it.
+// Group mode takes a broadcast table (the default mode) and a partitioned
+// one joined by the record key, and validate's summary says how the
+// processes share each.
 func TestGroupModeBroadcastTable(t *testing.T) {
 	c, err := Parse("c.yaml", []byte(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1)), env(nil))
 	if err != nil {
@@ -278,6 +291,14 @@ func TestGroupModeBroadcastTable(t *testing.T) {
 		t.Errorf("mode = %q, want broadcast", c.Tables[0].Mode)
 	}
 	if s := c.Summary(); !strings.Contains(s, "; table customers broadcast: every process reads all of topic customers") {
+		t.Errorf("summary: %s", s)
+	}
+	part, err := Parse("c.yaml", []byte(strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n",
+		"key: customer,", "key: _key,").Replace(enriched)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := part.Summary(); !strings.Contains(s, "; table customers partitioned: each process reads the partitions of topic customers that match its partitions of the stream (co-partitioned, checked at start)") {
 		t.Errorf("summary: %s", s)
 	}
 	single, err := Parse("c.yaml", []byte(enriched), env(nil))

@@ -51,22 +51,25 @@ import (
 // table whole, shared read-only by all its source tasks, so a record is
 // looked up wherever it is read, whatever its key (Kafka Streams'
 // GlobalKTable). In group mode every member does the same
-// (tables[].mode: broadcast), and the dead letters of the tables' bad
-// records are each member's only for the partitions it is on duty for
-// (tableduty.go).
+// (tables[].mode: broadcast), or reads only the partitions of its stream
+// partitions (partitioned); the dead letters of the tables' bad records
+// are each member's only for the partitions it is on duty for, and a
+// record's join result travels with it to its key group's owner
+// (tableduty.go, router.shuffleOut).
 
 // tableCluster is what reading a table to its end needs of the cluster:
 // every committed record of topic up to its last stable offset as of the
 // call, and that offset for every partition of the topic.
 type tableCluster interface {
-	ReadTable(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error)
+	// ReadTable reads the partitions keep keeps (nil: all).
+	ReadTable(ctx context.Context, topic string, keep func(partition int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error)
 }
 
 var _ tableCluster = kafkaCluster{}
 
 // ReadTable reads a table's topic to its end (kread.AllTo). A topic that
 // does not exist is an error that says so.
-func (c kafkaCluster) ReadTable(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+func (c kafkaCluster) ReadTable(ctx context.Context, topic string, keep func(int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	md, err := c.adm.Metadata(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of topic %s: %w", topic, err)
@@ -74,7 +77,7 @@ func (c kafkaCluster) ReadTable(ctx context.Context, topic string, fn func(*kgo.
 	if td, ok := md.Topics[topic]; !ok || td.Err != nil || len(td.Partitions) == 0 {
 		return nil, fmt.Errorf("topic %s does not exist: create it (compacted: cleanup.policy=compact), or name another in tables[].topic", topic)
 	}
-	return kread.AllTo(ctx, c.conn, topic, fn)
+	return kread.AllToOf(ctx, c.conn, topic, keep, fn)
 }
 
 // tableReader opens a reader of a table's partitions from the given
@@ -161,7 +164,13 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 		tt.counters = j.metrics.Table(cfg.ID, reasons)
 		start := j.now()
 		var dls []*kgo.Record
-		ends, err := tc.ReadTable(ctx, cfg.Topic, func(r *kgo.Record) error {
+		// A partitioned table (group mode): only the partitions of this
+		// member's stream partitions, which are its duties too.
+		var keep func(int32) bool
+		if cfg.Mode == config.TablePartitioned {
+			keep = a.tableDuty
+		}
+		ends, err := tc.ReadTable(ctx, cfg.Topic, keep, func(r *kgo.Record) error {
 			if mutant.On("table-not-read-before-join") {
 				return nil // the bug: records are joined with what arrives from now on only
 			}
@@ -219,6 +228,9 @@ func (tt *tableTask) checkAgainst(latest *checkpoint.Record, from string) {
 			continue
 		}
 		for _, o := range t.Offsets {
+			if tt.cfg.Mode == config.TablePartitioned && tt.duty != nil && !tt.duty(o.Partition) {
+				continue // another member's partition
+			}
 			end, ok := tt.mu.next[o.Partition]
 			if !ok || end < o.Offset {
 				tt.log.Warn("the table's topic ends before where the job last read it: it was recreated or truncated since, or not copied whole to this cluster; the table holds what the topic holds now",

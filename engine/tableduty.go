@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -34,6 +35,13 @@ import (
 //
 // The group's committed positions also say where the whole group's
 // tables stand, for a group savepoint (groupTablePositions).
+//
+// A partitioned table (tables[].mode: partitioned) is read by each member
+// only in the partitions it is on duty for: its topic has the stream
+// topic's partition count (checked here; config checks that the job has
+// that one stream topic, and that each join looks the record key up), so
+// table partition p is read where stream partition p is, and holds the
+// keys of the records read there.
 
 // anchorTopic is the topic whose partitions carry the tables' duties.
 func (j *Job) anchorTopic() string { return j.groupTopics()[0] }
@@ -64,6 +72,10 @@ func (m *groupMode) assignTableDuty(ctx context.Context, a *attempt) error {
 		got, err := a.cluster.Partitions(ctx, []string{t.Topic})
 		if err != nil {
 			return fmt.Errorf("listing the partitions of table %s (topic %s): %w", t.ID, t.Topic, err)
+		}
+		if t.Mode == config.TablePartitioned && len(got) != int(n) {
+			return fmt.Errorf("%w: table %s is partitioned, but its topic %s has %d partitions and the stream topic %s has %d: they must be co-partitioned (the same count, records keyed alike), so that table partition p holds the keys of stream partition p. Use mode: broadcast, or repartition one of the topics",
+				ErrUnfit, t.ID, t.Topic, len(got), anchor, n)
 		}
 		for _, tp := range got {
 			if a.tableDuty(tp.Partition) {

@@ -440,3 +440,55 @@ func TestTableApplySchemaFormats(t *testing.T) {
 		t.Errorf("a tombstone with a decoded key: %q, %d keys", skip, tb.Len())
 	}
 }
+
+// What a join found in one process, carried to another (group mode's
+// source side to its keyed side: Joins, CarryJoin), is what the join
+// shows there, whatever that process's table holds: the group key and the
+// values come from one lookup.
+func TestJoinCarriedToAnotherProcess(t *testing.T) {
+	g, err := CompileGraph(joinConfig(t, "left"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := customers(t)
+	if err := g.BindTables(map[string]*Table{"customers": here}, func(string) JoinCounter { return &counts{} }); err != nil {
+		t.Fatal(err)
+	}
+	c := g.NewBranches().Linear()
+	// The source side: c1 is gold, c9 missing.
+	found := map[string]struct {
+		raw   string
+		found bool
+	}{}
+	for _, v := range []string{`{"customer": "c1", "n": 2}`, `{"customer": "c9", "n": 3}`} {
+		r := jsonRecord(v)
+		if keep, rerr := c.Process(r); !keep || rerr != nil {
+			t.Fatalf("%s: %v %v", v, keep, rerr)
+		}
+		r.Joins(func(name string, raw []byte, ok bool) {
+			found[v] = struct {
+				raw   string
+				found bool
+			}{string(raw), ok}
+		})
+	}
+	if f := found[`{"customer": "c1", "n": 2}`]; !f.found || f.raw != `{"tier": "gold", "factor": 10}` {
+		t.Fatalf("c1's join: %+v", f)
+	}
+	// The keyed side's table has moved on: c1 is silver now, c9 exists.
+	here.Apply([]byte("c1"), []byte(`{"tier": "silver"}`))
+	here.Apply([]byte("c9"), []byte(`{"tier": "bronze"}`))
+	for v, want := range map[string]string{`{"customer": "c1", "n": 2}`: "gold", `{"customer": "c9", "n": 3}`: "none"} {
+		r := jsonRecord(v)
+		f := found[v]
+		r.CarryJoin("c", []byte(f.raw), f.found)
+		if keep, rerr := c.Process(r); !keep || rerr != nil || r.GroupKey != want {
+			t.Errorf("%s carried: key %q (%v %v), want %q", v, r.GroupKey, keep, rerr, want)
+		}
+	}
+	// Without a carried result, the table as it is now.
+	r := jsonRecord(`{"customer": "c1", "n": 2}`)
+	if keep, _ := c.Process(r); !keep || r.GroupKey != "silver" {
+		t.Errorf("c1 looked up: %q", r.GroupKey)
+	}
+}

@@ -47,9 +47,11 @@ type tableShard struct {
 	_  [32]byte // with the lock and the map, a cache line of its own
 }
 
-// tableEntry is one key's latest value and the bytes it came from.
+// tableEntry is one key's latest value, the bytes of the record value it
+// was decoded from (raw), and the bytes of its key and value (size).
 type tableEntry struct {
 	value any
+	raw   []byte
 	size  int64
 }
 
@@ -141,25 +143,39 @@ func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
 		t.delete(k)
 		return "", nil
 	}
-	var v any
-	switch {
-	case t.value != nil:
-		dv, err := t.value.DecodeValue(value)
-		if err != nil {
+	v, err := t.decodeWith(&t.dec, value)
+	if err != nil {
+		if t.value != nil {
 			return SkipSchema, err
 		}
-		v = dv
-	case t.format == config.FormatRaw:
-		v = string(value)
-	default:
-		dv, err := t.dec.decodeValue(value)
-		if err != nil {
-			return SkipDecode, &RecordError{Code: CodeDecode, Reason: "the value is not JSON: " + err.Error()}
-		}
-		v = dv
+		return SkipDecode, err
 	}
-	t.put(k, tableEntry{value: v, size: int64(len(key) + len(value))})
+	t.put(k, tableEntry{value: v, raw: value, size: int64(len(key) + len(value))})
 	return "", nil
+}
+
+// decodeWith decodes a record value of the table's topic in its format,
+// JSON with dec.
+func (t *Table) decodeWith(dec *decoder, value []byte) (any, *RecordError) {
+	switch {
+	case t.value != nil:
+		return t.value.DecodeValue(value)
+	case t.format == config.FormatRaw:
+		return string(value), nil
+	}
+	v, err := dec.decodeValue(value)
+	if err != nil {
+		return nil, &RecordError{Code: CodeDecode, Reason: "the value is not JSON: " + err.Error()}
+	}
+	return v, nil
+}
+
+// decode decodes the bytes of a table value another process found
+// (Record.CarryJoin), as Apply decoded them there. Safe for concurrent
+// use: it has a JSON decoder of its own.
+func (t *Table) decode(raw []byte) (any, *RecordError) {
+	var dec decoder
+	return t.decodeWith(&dec, raw)
 }
 
 func (t *Table) shard(k string) *tableShard {
@@ -193,9 +209,15 @@ func (t *Table) delete(k string) {
 // Lookup returns the latest value of key and whether the table holds one.
 // The value is shared: read it, never change it.
 func (t *Table) Lookup(key string) (any, bool) {
+	v, _, ok := t.lookupRaw(key)
+	return v, ok
+}
+
+// lookupRaw is Lookup, with the bytes the value was decoded from.
+func (t *Table) lookupRaw(key string) (any, []byte, bool) {
 	s := t.shard(key)
 	s.mu.RLock()
 	e, ok := s.m[key]
 	s.mu.RUnlock()
-	return e.value, ok
+	return e.value, e.raw, ok
 }

@@ -171,6 +171,29 @@ func (s *Set) Prefetch(ctx context.Context, recs []*kgo.Record, origin func(*kgo
 	return nil
 }
 
+// PrefetchTables makes sure the schema ids that the table values vals
+// name are in the cache (vals: bytes of a table record's value, or not
+// framed at all), as Prefetch does for records: a group-mode job's keyed
+// side decodes the table values its source side found. Nil without
+// tables in a schema format.
+func (s *Set) PrefetchTables(ctx context.Context, vals [][]byte) error {
+	if s == nil || s.reg == nil || len(s.tables) == 0 {
+		return nil
+	}
+	last := -1
+	for _, b := range vals {
+		id, ok := schemaID(b)
+		if !ok || id == last {
+			continue
+		}
+		last = id
+		if err := s.reg.fetch(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func valueIf(ok bool, b []byte) []byte {
 	if ok {
 		return b

@@ -16,20 +16,34 @@ import (
 	"github.com/eoflow/pipeline/sink"
 )
 
-// A broadcast table in group mode: two processes share the join job
-// (testdata/group-table.yaml), each reading the whole table customers, and
-// one is killed with SIGKILL while orders arrive and started again. An independent read_committed
-// reader finds one output per order, counts in order and each tier's exact
-// sum; and the table's one record that is not JSON is one dead letter,
-// although each process read it on each of its attempts.
-func TestGroupModeBroadcastTable(t *testing.T) {
+// Tables in group mode: two processes share the join job
+// (testdata/group-table.yaml), and one is killed with SIGKILL while orders
+// arrive and started again. broadcast: each process reads the whole table
+// customers. partitioned: the orders are keyed by customer and the table
+// has their topic's six partitions, so each process reads only the table
+// partitions of its order partitions, and looks each order's key up
+// there. An independent read_committed reader finds one output per
+// order, counts in order and each tier's exact sum; and the table's one
+// record that is not JSON is one dead letter, although each process read
+// its partition on each of its attempts.
+func TestGroupModeTables(t *testing.T) {
+	for _, mode := range []string{"broadcast", "partitioned"} {
+		t.Run(mode, func(t *testing.T) { groupModeTable(t, mode) })
+	}
+}
+
+func groupModeTable(t *testing.T, mode string) {
 	k := kafkatest.Broker(t)
 	g := newGroupJob(t, k.Bootstrap())
 	g.config = "testdata/group-table.yaml"
 	customers := g.env["JOB_NAME"] + "-customers"
-	g.env["CUSTOMERS_TOPIC"] = customers
+	g.env["CUSTOMERS_TOPIC"], g.env["TABLE_MODE"] = customers, mode
+	parts := int32(2)
+	if mode == "partitioned" {
+		g.env["JOIN_KEY"], parts = "_key", 6 // the orders topic's count
+	}
 	compact := "compact"
-	kafkatest.CreateTopic(t, k.Bootstrap(), customers, 2, map[string]*string{"cleanup.policy": &compact})
+	kafkatest.CreateTopic(t, k.Bootstrap(), customers, parts, map[string]*string{"cleanup.policy": &compact})
 	cl := kafkatest.Client(t, k.Bootstrap())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -53,7 +67,10 @@ func TestGroupModeBroadcastTable(t *testing.T) {
 		var recs []*kgo.Record
 		for range count {
 			written++
-			recs = append(recs, &kgo.Record{Topic: g.env["INPUT_TOPIC"], Value: fmt.Appendf(nil, `{"id":%d,"customer":"c%d","n":%d}`, written, written%7, written)})
+			// Keyed by customer: co-partitioned with the table (the
+			// same partitioner, the same count) in the partitioned case.
+			recs = append(recs, &kgo.Record{Topic: g.env["INPUT_TOPIC"], Key: fmt.Appendf(nil, "c%d", written%7),
+				Value: fmt.Appendf(nil, `{"id":%d,"customer":"c%d","n":%d}`, written, written%7, written)})
 		}
 		produce(recs...)
 	}
@@ -112,6 +129,13 @@ func TestGroupModeBroadcastTable(t *testing.T) {
 	t.Logf("%d orders, %d and %d starts, %d and %d attempts: %v", written, a.started, b.started,
 		strings.Count(a.output(), "member attempt"), strings.Count(b.output(), "member attempt"), rep)
 
+	if mode == "partitioned" {
+		for _, m := range []*job{a, b} {
+			if strings.Contains(m.output(), "partitions=6") || !strings.Contains(m.output(), "table read to its end") {
+				t.Errorf("a process read every partition of the partitioned table, or none:\n%s", m.output())
+			}
+		}
+	}
 	dls := deadLetters(t, &job{t: t, conn: g.conn, env: g.env})
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters; want the bad table record's one", len(dls))
