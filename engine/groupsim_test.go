@@ -118,8 +118,10 @@ type gsim struct {
 	view     gsimView
 	stop     *gsimStop // runStop's
 	live     *gsimLive // runLive's
-	// table: the job joins the table tiers (groupsimjoin_test.go).
-	table bool
+	// table: the job joins the table tiers (groupsimjoin_test.go);
+	// moveTier: halfway through, the table moves key k0 to tier k0x, and
+	// moved says it did.
+	table, moveTier, moved bool
 	// counts are what happened, for the log; broken is a violation found
 	// by steps taken inside another's call (meanwhile).
 	counts map[string]int
@@ -697,6 +699,7 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 			}
 			s.inputs[p] = append(s.inputs[p], in)
 		}
+		s.maybeMoveTier()
 	case gstepClock:
 		d := time.Duration(1+s.w.rng.IntN(60)) * time.Millisecond
 		s.clock = s.clock.Add(d)
@@ -815,9 +818,9 @@ func (s *gsim) check() error {
 		switch {
 		case o.Count != prev.count+1:
 			return s.violation("key %s: output count %d follows %d (offset %d): an input counted twice or lost", o.Key, o.Count, prev.count, r.Offset)
-		case n < 1 || n > int64(s.fed) || s.bad(n) || gsimKey(n) != o.Key:
+		case n < 1 || n > int64(s.fed) || s.bad(n) || !s.keyOf(n, o.Key):
 			return s.violation("key %s: output %+v adds %d to the sum, not an input of the key", o.Key, o, n)
-		case v.counted[o.Key][n]:
+		case v.counted[o.Key][n] || s.countedElsewhere(o.Key, n):
 			return s.violation("key %s: output %+v counts input %d again", o.Key, o, n)
 		}
 		if v.counted[o.Key] == nil {
@@ -891,7 +894,7 @@ func (s *gsim) checkEnd() error {
 		return err
 	}
 	want, bad := s.oracle(nil)
-	if err := s.outputsEndAt(want, "the input"); err != nil {
+	if err := s.outputsEndAt(s.tierMoved(want), "the input"); err != nil {
 		return err
 	}
 	if len(s.view.dead) != bad {
