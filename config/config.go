@@ -282,12 +282,34 @@ type Table struct {
 	ID string `yaml:"id"`
 	// Topic is the table's topic, keyed by the table's key. Required.
 	Topic string `yaml:"topic"`
-	// Format of record values: json or raw. Default json.
+	// Format of record values, as for sources: json, raw, or a schema
+	// registry format (avro, protobuf, json_schema), each record decoded
+	// with the writer schema its bytes name. Default json.
 	Format Format `yaml:"format"`
-	// KeyFormat of record keys: raw (the key's bytes, as text) or json.
-	// Default raw.
+	// KeyFormat of record keys, as for sources: raw (the key's bytes, as
+	// text), json, avro, protobuf or json_schema (the decoded key's text
+	// is looked up). Default raw.
 	KeyFormat Format `yaml:"key_format"`
+	// Mode is where a group-mode job reads the table: broadcast (every
+	// process reads every partition) or partitioned (each process the
+	// table partitions of its stream partitions). Default broadcast.
+	Mode TableMode `yaml:"mode"`
 }
+
+// TableMode is how the processes of a group-mode job share a table.
+type TableMode string
+
+const (
+	// TableBroadcast: every process reads every partition of the table
+	// and holds it whole (Kafka Streams' GlobalKTable). The default; the
+	// only mode of a single-mode job.
+	TableBroadcast TableMode = "broadcast"
+	// TablePartitioned: table partition p goes to the process that owns
+	// stream partition p (Kafka Streams' KTable): the job's one stream
+	// topic must be co-partitioned with the table, and each join looks
+	// the record key up (join key _key).
+	TablePartitioned TableMode = "partitioned"
+)
 
 // Join looks each record up in a table by a key it computes, and shows the
 // table's value to the steps after it under a name of its own. With

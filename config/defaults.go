@@ -90,6 +90,9 @@ func applyDefaults(c *Config, set func(path string) bool) {
 		if t.KeyFormat == "" {
 			t.KeyFormat = FormatRaw
 		}
+		if t.Mode == "" {
+			t.Mode = TableBroadcast
+		}
 	}
 	if !set("schema_registry.timeout") {
 		c.SchemaRegistry.Timeout = DefaultRegistryTimeout

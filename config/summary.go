@@ -18,6 +18,10 @@ import (
 //
 //	...; tumbling 5m windows in event time (allowed lateness 1m), late records to orders-late
 //	...; keys expire 7d after their last update, in processing time
+//
+// and, in group mode, how each table is shared:
+//
+//	...; table customers broadcast: every process reads all of topic customers
 func (c *Config) Summary() string {
 	topics := 0
 	for _, s := range c.Sources {
@@ -36,6 +40,16 @@ func (c *Config) Summary() string {
 		plural(len(c.Sources), "source"), plural(topics, "topic"), tables,
 		plural(len(c.Steps), "step"), plural(len(c.Sinks), "sink"),
 		checkpoints)
+	if c.Scale.Mode == ScaleGroup {
+		for _, t := range c.Tables {
+			switch t.Mode {
+			case TableBroadcast:
+				line += fmt.Sprintf("; table %s broadcast: every process reads all of topic %s", t.ID, t.Topic)
+			case TablePartitioned:
+				line += fmt.Sprintf("; table %s partitioned: each process reads the partitions of topic %s that match its partitions of the stream (co-partitioned, checked at start)", t.ID, t.Topic)
+			}
+		}
+	}
 	for _, s := range c.Steps {
 		if w := s.Window; w != nil {
 			line += "; " + w.summary()

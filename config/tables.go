@@ -12,13 +12,10 @@ import (
 // the join's `as`. Tables are not nodes of the job graph: a step reads
 // streams, and a table is read only through a join.
 
-// tableFormats are the value formats a table may have (the schema
-// registry formats are not wired for tables yet).
-var (
-	tableFormats    = []string{string(FormatJSON), string(FormatRaw)}
-	tableKeyFormats = []string{string(FormatRaw), string(FormatJSON)}
-	joinHows        = []string{string(JoinInner), string(JoinLeft)}
-)
+// A table's value and key formats are a source's (valueFormats,
+// keyFormats): the schema registry formats decode each record with the
+// writer schema its bytes name.
+var joinHows = []string{string(JoinInner), string(JoinLeft)}
 
 // exprWords are the words expr reads as operators, literals or builtins,
 // which a join's `as` cannot be: an expression could never read it.
@@ -79,17 +76,13 @@ func (v *validator) tables() {
 			first[t.Topic] = i
 			v.notWritten(path+".topic", t.Topic)
 		}
-		switch {
-		case Format(t.Format).Registered():
-			v.fail(path+".format", "%s tables are not supported yet: use json or raw", t.Format)
-		default:
-			v.enum(path+".format", "format", string(t.Format), tableFormats...)
-		}
-		switch {
-		case Format(t.KeyFormat).Registered():
-			v.fail(path+".key_format", "%s table keys are not supported yet: use raw or json", t.KeyFormat)
-		default:
-			v.enum(path+".key_format", "key format", string(t.KeyFormat), tableKeyFormats...)
+		v.enum(path+".format", "format", string(t.Format), valueFormats...)
+		v.needsRegistry(path+".format", t.Format)
+		v.enum(path+".key_format", "key format", string(t.KeyFormat), keyFormats...)
+		v.needsRegistry(path+".key_format", t.KeyFormat)
+		v.enum(path+".mode", "table mode", string(t.Mode), string(TableBroadcast), string(TablePartitioned))
+		if t.Mode == TablePartitioned {
+			v.partitioned(path, i, t)
 		}
 		if t.ID != "" && !joined[t.ID] && !v.bad["steps"] {
 			v.fail(path+".id", "no join step reads table %q: join it (join: {table: %s, key: ..., as: ...}) or remove it", t.ID, t.ID)
@@ -98,11 +91,43 @@ func (v *validator) tables() {
 	if len(c.Tables) == 0 {
 		return
 	}
-	switch {
-	case c.Scale.Mode == ScaleGroup:
-		v.fail("tables", "tables are not supported in group mode yet (every process would need every table partition, or the stream repartitioned by the join key): use scale.mode: single")
-	case c.Guarantee == AtMostOnce:
+	if c.Guarantee == AtMostOnce {
 		v.fail("tables", "tables are not supported under guarantee: %s yet: use %s or %s", AtMostOnce, AtLeastOnce, ExactlyOnce)
+	}
+}
+
+// partitioned checks a table of mode partitioned (tables[i] at path):
+// table partition p is read by the process that owns stream partition p,
+// and a record is looked up only in the partitions its process holds. So
+// the job must read one stream topic, partitioned as the table is (the
+// same partition count, checked at start; records keyed alike, by
+// Kafka's default partitioner), and every join of the table must look up
+// the record key as the table's keys read (key: _key, the same key
+// format): then a record's key is in the table partition of the
+// partition it was read from.
+func (v *validator) partitioned(path string, i int, t Table) {
+	c := v.c
+	if c.Scale.Mode != ScaleGroup {
+		v.fail(path+".mode", "partitioned splits a table between the processes of a group-mode job; a single-mode job's one process reads every partition: remove mode (broadcast), or set scale.mode: group")
+		return
+	}
+	var topics []string
+	for _, s := range c.Sources {
+		topics = append(topics, s.Topics...)
+	}
+	if len(topics) != 1 {
+		v.fail(path+".mode", "a partitioned table is read, partition p, by the process that reads partition p of the job's stream topic, which must be co-partitioned with it; the job reads %d topics: read one, or use mode: broadcast", len(topics))
+		return
+	}
+	for si, s := range c.Sources {
+		if len(s.Topics) == 1 && s.KeyFormat != t.KeyFormat {
+			v.fail(path+".key_format", "%s, but sources[%d] (topic %s) reads its keys as %s: a partitioned table is looked up by the record key, so both must read keys alike", t.KeyFormat, si, s.Topics[0], s.KeyFormat)
+		}
+	}
+	for si, s := range c.Steps {
+		if j := s.Join; j != nil && j.Table == t.ID && strings.TrimSpace(j.Key) != "_key" && strings.TrimSpace(j.Key) != "" {
+			v.fail(fmt.Sprintf("steps[%d].join.key", si), "table %q is partitioned: a record is looked up only in the table partition of the partition it was read from, which holds its key only if the key is the record key the stream was partitioned by: use key: _key, or mode: broadcast for tables[%d]", t.ID, i)
+		}
 	}
 }
 

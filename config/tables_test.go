@@ -30,8 +30,8 @@ func TestTablesAndJoinsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Tables) != 1 || c.Tables[0] != (Table{ID: "customers", Topic: "customers", Format: FormatJSON, KeyFormat: FormatRaw}) {
-		t.Errorf("tables = %+v, want customers with the default formats", c.Tables)
+	if len(c.Tables) != 1 || c.Tables[0] != (Table{ID: "customers", Topic: "customers", Format: FormatJSON, KeyFormat: FormatRaw, Mode: TableBroadcast}) {
+		t.Errorf("tables = %+v, want customers with the default formats and mode", c.Tables)
 	}
 	j := c.Steps[0].Join
 	if c.Steps[0].Kind() != StepJoin || j == nil || *j != (Join{Table: "customers", Key: "customer", As: "c", How: JoinLeft}) {
@@ -163,7 +163,7 @@ func TestTableErrors(t *testing.T) {
   - {format: raw}
 `, 1),
 			want: []string{
-				"c.yaml:10:13: tables[0].format: avro tables are not supported yet: use json or raw",
+				"c.yaml:10:13: tables[0].format: avro needs a schema registry: set schema_registry.url",
 				`c.yaml:11:17: tables[0].key_format: unknown key format "jsno"; did you mean json?`,
 				"c.yaml:12:5: tables[1].id: required: join steps name the table by it (join: {table: ID, ...})",
 				"c.yaml:12:5: tables[1].topic: required: the compacted topic the table is read from",
@@ -187,9 +187,30 @@ func TestTableErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "group mode and at_most_once",
-			yaml: strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1),
-			want: []string{"c.yaml:8:1: tables: tables are not supported in group mode yet (every process would need every table partition, or the stream repartitioned by the join key): use scale.mode: single"},
+			name: "partitioned, joined by a field",
+			yaml: strings.Replace(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1), "topic: customers\n", "topic: customers\n    mode: partitioned\n", 1),
+			want: []string{`c.yaml:14:35: steps[0].join.key: table "customers" is partitioned: a record is looked up only in the table partition of the partition it was read from, which holds its key only if the key is the record key the stream was partitioned by: use key: _key, or mode: broadcast for tables[0]`},
+		},
+		{
+			name: "partitioned, two stream topics, keys read otherwise",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n    key_format: json\n",
+				"topics: [orders]", "topics: [orders, more]", "key: customer,", "key: _key,").Replace(enriched),
+			want: []string{"c.yaml:11:11: tables[0].mode: a partitioned table is read, partition p, by the process that reads partition p of the job's stream topic, which must be co-partitioned with it; the job reads 2 topics: read one, or use mode: broadcast"},
+		},
+		{
+			name: "partitioned, keys read otherwise",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n    key_format: json\n",
+				"key: customer,", "key: _key,").Replace(enriched),
+			want: []string{"c.yaml:12:17: tables[0].key_format: json, but sources[0] (topic orders) reads its keys as raw: a partitioned table is looked up by the record key, so both must read keys alike"},
+		},
+		{
+			name: "partitioned in single mode, a mode misspelt",
+			yaml: strings.Replace(enriched, "topic: customers\n", "topic: customers\n    mode: partitioned\n  - {id: other, topic: other, mode: brodcast}\n", 1),
+			want: []string{
+				"c.yaml:10:11: tables[0].mode: partitioned splits a table between the processes of a group-mode job; a single-mode job's one process reads every partition: remove mode (broadcast), or set scale.mode: group",
+				`c.yaml:11:10: tables[1].id: no join step reads table "other": join it (join: {table: other, key: ..., as: ...}) or remove it`,
+				`c.yaml:11:37: tables[1].mode: unknown table mode "brodcast"; did you mean broadcast?`,
+			},
 		},
 		{
 			name: "at_most_once",
@@ -255,5 +276,36 @@ sinks:
 	}
 	if p.Fingerprint() == c.Fingerprint() {
 		t.Error("upsert does not change the fingerprint")
+	}
+}
+
+// Group mode takes a broadcast table (the default mode) and a partitioned
+// one joined by the record key, and validate's summary says how the
+// processes share each.
+func TestGroupModeBroadcastTable(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tables[0].Mode != TableBroadcast {
+		t.Errorf("mode = %q, want broadcast", c.Tables[0].Mode)
+	}
+	if s := c.Summary(); !strings.Contains(s, "; table customers broadcast: every process reads all of topic customers") {
+		t.Errorf("summary: %s", s)
+	}
+	part, err := Parse("c.yaml", []byte(strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n",
+		"key: customer,", "key: _key,").Replace(enriched)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := part.Summary(); !strings.Contains(s, "; table customers partitioned: each process reads the partitions of topic customers that match its partitions of the stream (co-partitioned, checked at start)") {
+		t.Errorf("summary: %s", s)
+	}
+	single, err := Parse("c.yaml", []byte(enriched), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := single.Summary(); strings.Contains(s, "broadcast") {
+		t.Errorf("a single-mode job's summary: %s", s)
 	}
 }

@@ -52,6 +52,16 @@ type attempt struct {
 	// tables are the job's tables, read to their ends (table.go; nil
 	// without tables).
 	tables *tableSet
+	// tablesFrom says where latest's table positions come from, for the
+	// log: empty for the job's own checkpoint, else the savepoint's.
+	tablesFrom string
+	// tableDuty (group mode; nil in single mode: every partition) says
+	// whether this member dead-letters the bad records of a partition of
+	// the tables, and tableFloors (group mode) are where the group's
+	// committed offsets say the tables' dead letters stand, by topic
+	// (tableduty.go).
+	tableDuty   func(partition int32) bool
+	tableFloors map[string]map[int32]int64
 
 	closers []func()
 }

@@ -51,7 +51,13 @@ type taskReport struct {
 type sealedEpoch struct {
 	offsets   []checkpoint.SourceOffset
 	eventTime *checkpoint.EventTime // nil: the job has none
-	state     []checkpoint.StateSummary
+	// tables are where the job's tables stood, as the record says.
+	tables []checkpoint.TableOffsets
+	// tableCommits (group mode) are the table positions the epoch's
+	// transaction commits to the group beside offsets: those of the
+	// partitions whose dead letters the member writes.
+	tableCommits []checkpoint.SourceOffset
+	state        []checkpoint.StateSummary
 	// stats are the epoch's outputs, published once they are visible;
 	// stats.alignStart is when barrier N first reached the sink.
 	stats epochStats
@@ -64,6 +70,7 @@ type commitResult struct {
 	at        time.Time
 	offsets   []checkpoint.SourceOffset
 	eventTime *checkpoint.EventTime
+	tables    []checkpoint.TableOffsets
 	// alignment is how long the sink held inputs back for barrier N
 	// before the decision was asked for, commit the decision's round trip.
 	alignment, commit time.Duration
@@ -437,6 +444,9 @@ func (l *coordinatorLoop) act() error {
 					c.graph = e.sealed != nil
 					if a.Kind == twophase.ActPrepare {
 						c.offsets = e.offsets
+						if e.sealed != nil && len(e.sealed.tableCommits) > 0 {
+							c.offsets = append(slices.Clone(e.offsets), e.sealed.tableCommits...)
+						}
 					}
 				}
 				l.c.queue = append(l.c.queue, c)
@@ -492,7 +502,7 @@ func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) error {
 		return nil // a savepoint's import
 	}
 	res := commitResult{
-		id: id, at: e.decided, offsets: se.offsets, eventTime: se.eventTime,
+		id: id, at: e.decided, offsets: se.offsets, eventTime: se.eventTime, tables: se.tables,
 		alignment: e.asked.Sub(se.stats.alignStart), commit: e.decided.Sub(e.asked),
 		stateBytes: se.stats.stateBytes, outputs: se.stats.outputs,
 	}
@@ -511,7 +521,7 @@ func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) error {
 	if l.group != nil {
 		offsets = l.group.keep(offsets)
 	}
-	l.sp.completed(id, offsets, res.eventTime)
+	l.sp.completed(id, offsets, res.eventTime, res.tables)
 	return l.onDrainedCheck(id, res.offsets)
 }
 

@@ -150,7 +150,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	g.sink = &sinkTask{
 		id: "sink", txn: txn, outputs: outputs, own: singleRecords{}, planted: j.plantedBug,
 		inputs: sinkIn, nInputs: len(ops), reports: reports, opened: opened,
-		newRecord: a.newRecord, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
+		newRecord: a.newRecord, tables: a.tables.cut, now: j.now, log: j.log, faults: j.faults, metrics: j.metrics,
 		limits: a.limits, deadLetterTopic: deadLetterTopics(cfg.Sinks), deadLetterLog: j.plan.deadLetterLog,
 		align: newAligner(len(ops)), timed: timed,
 	}

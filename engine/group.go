@@ -107,6 +107,14 @@ const (
 	// (operator.Graph), in a job that is a graph: its owner runs that
 	// route alone. A linear job's records have none (route 0).
 	headerRoute = "pipeline.route"
+	// headerJoinPrefix + a join's name (as) carries what the join found
+	// at the source side: 1 and the bytes of the table record's value,
+	// or 0 for none (a left join's miss). The keyed side's join shows
+	// the record that, rather than looking the key up in its own copy of
+	// the table, which may have moved on (broadcast) or not hold the key
+	// (partitioned): the record's group key and values are computed from
+	// one lookup, the source side's.
+	headerJoinPrefix = "pipeline.join."
 )
 
 // assignment is one generation's share of a process: the partitions the

@@ -290,7 +290,10 @@ func (m *groupMode) restore(ctx context.Context, a *attempt, plan *savepoint.Res
 			return m.importMember(ctx, a, plan)
 		}
 	}
-	return m.restoreMember(ctx, a)
+	if err := m.restoreMember(ctx, a); err != nil {
+		return err
+	}
+	return m.assignTableDuty(ctx, a)
 }
 
 func (m *groupMode) readers(a *attempt) ([]recordReader, error) { return a.checkpointedReaders() }
@@ -654,6 +657,8 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	}
 	a.savepointID = r.ID()
 	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil)
+	rec.Tables = plan.Tables
+	rec.Normalize()
 	crs, err := checkpointRecords(rec, m.recordKey, a.limits, j.metrics)
 	if err != nil {
 		return err
@@ -671,7 +676,8 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 		}
 	}
 	// The offsets join the transaction once it is flushed (committer.do).
-	if err := a.loop.importEpoch(ctx, id, offsetList(offsets)); err != nil {
+	// So do the tables' positions: every member's floor (tableduty.go).
+	if err := a.loop.importEpoch(ctx, id, append(offsetList(offsets), tableCommits(plan.Tables)...)); err != nil {
 		return fmt.Errorf("importing savepoint %s: %w", r.Dir(), err)
 	}
 	j.status.restoredFrom(r.ID())

@@ -383,6 +383,13 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 			return abort(err)
 		}
 	}
+	// The tables' positions: the group's committed ones, which the
+	// members on duty commit with their epochs (tableduty.go).
+	tables, err := j.groupTablePositions(ctx, c)
+	if err != nil {
+		return abort(err)
+	}
+	w.SetTables(tables)
 	if _, err := w.Commit(); err != nil {
 		return abort(err)
 	}

@@ -117,6 +117,10 @@ type gsim struct {
 	view     gsimView
 	stop     *gsimStop // runStop's
 	live     *gsimLive // runLive's
+	// table: the job joins the table tiers (groupsimjoin_test.go);
+	// moveTier: halfway through, the table moves key k0 to tier k0x, and
+	// moved says it did.
+	table, moveTier, moved bool
 	// counts are what happened, for the log; broken is a violation found
 	// by steps taken inside another's call (meanwhile).
 	counts map[string]int
@@ -155,6 +159,9 @@ type gsimView struct {
 	last    map[string]simAgg         // key -> last output
 	counted map[string]map[int64]bool // key -> the inputs its sums added
 	dead    map[string]bool           // partition/offset of each dead letter
+	// tableDead are the dead letters of the table's records (the table
+	// job, groupsimjoin_test.go), by partition/offset.
+	tableDead map[string]bool
 }
 
 func newGsim(t testing.TB, seed uint64, m plantedBug, dir string) *gsim {
@@ -483,6 +490,9 @@ func (s *gsim) restore(p *gproc) error {
 	if err != nil {
 		return s.ended(p, err)
 	}
+	if err := s.loadTable(at.a); err != nil {
+		return s.ended(p, err)
+	}
 	readers, err := at.m.readers(at.a)
 	if err != nil {
 		return s.ended(p, err)
@@ -642,6 +652,7 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 			}
 			s.inputs[p] = append(s.inputs[p], in)
 		}
+		s.maybeMoveTier()
 	case gstepClock:
 		d := time.Duration(1+s.w.rng.IntN(60)) * time.Millisecond
 		s.clock = s.clock.Add(d)
@@ -736,7 +747,7 @@ func (s *gsim) drained() bool {
 func (s *gsim) check() error {
 	v := &s.view
 	if v.next == nil {
-		v.next, v.last, v.counted, v.dead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}
+		v.next, v.last, v.counted, v.dead, v.tableDead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	tail := func(topic string) []memkafka.Record {
 		tp := memkafka.TP{Topic: topic}
@@ -760,9 +771,9 @@ func (s *gsim) check() error {
 		switch {
 		case o.Count != prev.count+1:
 			return s.violation("key %s: output count %d follows %d (offset %d): an input counted twice or lost", o.Key, o.Count, prev.count, r.Offset)
-		case n < 1 || n > int64(s.fed) || s.bad(n) || gsimKey(n) != o.Key:
+		case n < 1 || n > int64(s.fed) || s.bad(n) || !s.keyOf(n, o.Key):
 			return s.violation("key %s: output %+v adds %d to the sum, not an input of the key", o.Key, o, n)
-		case v.counted[o.Key][n]:
+		case v.counted[o.Key][n] || s.countedElsewhere(o.Key, n):
 			return s.violation("key %s: output %+v counts input %d again", o.Key, o, n)
 		}
 		if v.counted[o.Key] == nil {
@@ -772,11 +783,19 @@ func (s *gsim) check() error {
 		v.last[o.Key] = simAgg{o.Count, o.Sum}
 	}
 	for _, r := range tail(s.cfg.Sinks[0].DeadLetterTopic) {
-		at := ""
+		at, table := "", false
 		for _, h := range r.Headers {
 			if h.Key == sink.HeaderPartition || h.Key == sink.HeaderOffset {
 				at += "/" + string(h.Value)
 			}
+			table = table || h.Key == sink.HeaderTopic && string(h.Value) == gsimTable
+		}
+		if table {
+			if v.tableDead[at] {
+				return s.violation("table record %s dead-lettered twice", at)
+			}
+			v.tableDead[at] = true
+			continue
 		}
 		if v.dead[at] {
 			return s.violation("input %s dead-lettered twice", at)
@@ -828,11 +847,14 @@ func (s *gsim) checkEnd() error {
 		return err
 	}
 	want, bad := s.oracle(nil)
-	if err := s.outputsEndAt(want, "the input"); err != nil {
+	if err := s.outputsEndAt(s.tierMoved(want), "the input"); err != nil {
 		return err
 	}
 	if len(s.view.dead) != bad {
 		return s.violation("%d dead letters committed for %d bad inputs", len(s.view.dead), bad)
+	}
+	if err := s.tableDeadAtEnd(); err != nil {
+		return err
 	}
 	return s.stalled
 }
@@ -1155,7 +1177,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		name string
 		play func(*gsim) error
 		full int
-	}{{"faults", playFaults, 250}, {"stop_with_savepoint", playStop, 150}, {"live_savepoint", playLive, 150}} {
+	}{{"faults", playFaults, 250}, {"stop_with_savepoint", playStop, 150}, {"live_savepoint", playLive, 150},
+		{"table", playTable, 150}, {"table_live_savepoint", playTableLive, 100}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}

@@ -142,7 +142,7 @@ func send(ctx context.Context, ch chan<- batch, b batch, blocked metrics.Blocked
 // step names: "steps[2].key_by" is steps[2]'s id, "sources[0]..." the
 // source's. Anything else (group mode's "route") is "job".
 func (p *plan) operatorOf(step string) string {
-	for _, kind := range []string{"steps[", "sources["} {
+	for _, kind := range []string{"steps[", "sources[", "tables["} {
 		rest, ok := strings.CutPrefix(step, kind)
 		if !ok {
 			continue
@@ -160,6 +160,8 @@ func (p *plan) operatorOf(step string) string {
 			return p.cfg.Steps[i].ID
 		case kind == "sources[" && i < len(p.cfg.Sources):
 			return p.cfg.Sources[i].ID
+		case kind == "tables[" && i < len(p.cfg.Tables):
+			return p.cfg.Tables[i].ID
 		}
 	}
 	return "job"

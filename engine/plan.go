@@ -305,7 +305,6 @@ func (a *attempt) newRecord(id checkpoint.ID, offsets []checkpoint.SourceOffset,
 		Savepoint:         a.savepointID,
 		Operators:         j.plan.checkpointed,
 		EventTime:         et,
-		Tables:            a.tables.offsets(),
 	}
 	rec.Normalize()
 	return rec

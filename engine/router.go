@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -113,19 +114,22 @@ func (p *plan) bare() bool {
 // and the operator.Records they carry, are the receiving worker's.
 func (r *router) route(rec *kgo.Record, out [][]message) {
 	only := -1 // group mode's keyed side: the one route rec took
+	// carried (group mode's keyed side): what the source side's joins
+	// found.
+	var carried []kgo.RecordHeader
 	if sh := r.p.shuffle; sh != nil && r.p.keyed {
 		if rec.Topic != sh.repartition {
 			r.shuffleOut(sh, rec, out)
 			return
 		}
-		orig, route, err := unshuffle(rec)
+		orig, route, joins, err := unshuffle(rec)
 		if err != nil {
 			// Not written by this job's source side: a dead letter,
 			// never a silent drop.
 			r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
 			return
 		}
-		rec, only = orig, route
+		rec, only, carried = orig, route, joins
 	}
 	if r.bare {
 		w := partitionWorker(rec.Topic, rec.Partition, r.workers)
@@ -144,6 +148,9 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: format,
+	}
+	for _, h := range carried {
+		op.CarryJoin(strings.TrimPrefix(h.Key, headerJoinPrefix), h.Value[1:], h.Value[0] == 1)
 	}
 	at, wm, ok := r.placeInTime(src, rec, op, out)
 	if !ok {
@@ -367,12 +374,19 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 			return
 		}
 		kg := state.KeyGroupOf([]byte(rop.GroupKey), r.groups)
-		r.p.recycle(rop)
 		headers := append(slices.Clip(rec.Headers),
 			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(rec.Topic)},
 			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
 			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, rec.Offset, 10)},
 		)
+		rop.Joins(func(name string, raw []byte, found bool) {
+			v := []byte{0}
+			if found {
+				v = append([]byte{1}, raw...)
+			}
+			headers = append(headers, kgo.RecordHeader{Key: headerJoinPrefix + name, Value: v})
+		})
+		r.p.recycle(rop)
 		if r.lin == nil {
 			// A linear job's records keep the form they always had: its
 			// one route is route 0.
@@ -403,11 +417,15 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 }
 
 // unshuffle rebuilds the input record a repartition record carries: its
-// key, value, timestamp and headers, where it was read, and the route it
-// took (0 when the record names none: a linear job's).
-func unshuffle(rec *kgo.Record) (*kgo.Record, int, error) {
+// key, value, timestamp and headers, where it was read, the route it
+// took (0 when the record names none: a linear job's), and what its joins
+// found (headerJoinPrefix).
+func unshuffle(rec *kgo.Record) (*kgo.Record, int, []kgo.RecordHeader, error) {
 	orig := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
-	var found, route int
+	var (
+		found, route int
+		joins        []kgo.RecordHeader
+	)
 	for _, h := range rec.Headers {
 		switch h.Key {
 		case headerSourceTopic:
@@ -416,31 +434,38 @@ func unshuffle(rec *kgo.Record) (*kgo.Record, int, error) {
 		case headerSourcePartition:
 			p, err := strconv.ParseInt(string(h.Value), 10, 32)
 			if err != nil {
-				return nil, 0, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+				return nil, 0, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
 			}
 			orig.Partition = int32(p)
 			found++
 		case headerSourceOffset:
 			o, err := strconv.ParseInt(string(h.Value), 10, 64)
 			if err != nil {
-				return nil, 0, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+				return nil, 0, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
 			}
 			orig.Offset = o
 			found++
 		case headerRoute:
 			rt, err := strconv.ParseUint(string(h.Value), 10, 16)
 			if err != nil {
-				return nil, 0, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+				return nil, 0, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
 			}
 			route = int(rt)
 		default:
+			if strings.HasPrefix(h.Key, headerJoinPrefix) {
+				if len(h.Value) == 0 || h.Value[0] > 1 || h.Value[0] == 0 && len(h.Value) > 1 {
+					return nil, 0, nil, fmt.Errorf("repartition record: header %s: not a join's result", h.Key)
+				}
+				joins = append(joins, h)
+				continue
+			}
 			orig.Headers = append(orig.Headers, h)
 		}
 	}
 	if found != 3 {
-		return nil, 0, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
+		return nil, 0, nil, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
 	}
-	return orig, route, nil
+	return orig, route, joins, nil
 }
 
 // eventTime is rec's event time: its source's timestamp expression, or

@@ -299,11 +299,13 @@ func (s *savepoints) exporting() bool {
 	return false
 }
 
-// completed is told that checkpoint id committed, with its offsets.
-func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime) {
+// completed is told that checkpoint id committed, with its offsets, its
+// event time and its tables' positions.
+func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime, tables []checkpoint.TableOffsets) {
 	if p := s.pending[id]; p != nil {
 		p.completed, p.offsets = true, offsets
 		p.w.SetEventTime(et)
+		p.w.SetTables(tables)
 		s.maybeFinish(p)
 	}
 }
@@ -475,6 +477,11 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	}
 	a.savepointID = r.ID()
 	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), importedEventTime(r.Manifest().EventTime, plan, j.plan.time))
+	// The tables are read after the import (loadTables): the record
+	// carries the savepoint's positions, which that read must reach.
+	rec.Tables = plan.Tables
+	rec.Normalize()
+	a.tablesFrom = "savepoint " + r.Dir()
 	crs, err := checkpointRecords(rec, "", a.limits, j.metrics)
 	if err != nil {
 		return fail(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -82,9 +83,26 @@ func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record, to li
 		}
 		return rec.Topic
 	}
+	// The table values the source side's joins found (group mode).
+	var joined [][]byte
+	if sh != nil {
+		for _, rec := range recs {
+			if rec.Topic != sh.repartition {
+				continue
+			}
+			for _, h := range rec.Headers {
+				if strings.HasPrefix(h.Key, headerJoinPrefix) && len(h.Value) > 1 {
+					joined = append(joined, h.Value[1:])
+				}
+			}
+		}
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		err := set.Prefetch(ctx, recs, origin)
+		if err == nil {
+			err = set.PrefetchTables(ctx, joined)
+		}
 		if err == nil || !schema.Unavailable(err) {
 			return err
 		}

@@ -73,6 +73,13 @@ func (s simAdapters) client(cl *memkafka.Client) *simTxnClient {
 	return &simTxnClient{w: s.w, cl: cl, busy: s.busy, hiccup: s.hiccup}
 }
 
+// tableReader is a table's reader, as the job's (source.Reader) on a
+// client of the model.
+func (w *world) tableReader(offsets map[source.TopicPartition]int64) *source.Reader {
+	cl := memkafka.NewClient(w.kafka, memkafka.ClientConfig{KeepControlRecords: true})
+	return source.NewReaderOn(simReaderClient{w: w, cl: cl}, offsets)
+}
+
 // simTxnClient is a transactional client of the model.
 type simTxnClient struct {
 	w            *world

@@ -119,15 +119,14 @@ func (r *simRun) writeTable() {
 
 // tableReader opens the simulation's readers of a table's partitions.
 func (r *simRun) tableReader(offsets map[source.TopicPartition]int64) (recordReader, error) {
-	cl := memkafka.NewClient(r.w.kafka, memkafka.ClientConfig{KeepControlRecords: true})
-	return source.NewReaderOn(simReaderClient{w: r.w, cl: cl}, offsets), nil
+	return r.w.tableReader(offsets), nil
 }
 
 var _ tableCluster = simCluster{}
 
 // ReadTable reads a table's topic to its last stable offset, every
 // partition (a crash may hit it).
-func (c simCluster) ReadTable(_ context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+func (c simCluster) ReadTable(_ context.Context, topic string, keep func(int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	after := c.w.io("read table " + topic)
 	n, err := c.w.kafka.Partitions(topic)
 	if err != nil {
@@ -135,6 +134,9 @@ func (c simCluster) ReadTable(_ context.Context, topic string, fn func(*kgo.Reco
 	}
 	ends := map[int32]int64{}
 	for p := range int32(n) {
+		if keep != nil && !keep(p) {
+			continue
+		}
 		tp := memkafka.TP{Topic: topic, Partition: p}
 		o, err := c.w.kafka.EndOffsets(tp)
 		if err != nil {

@@ -52,6 +52,10 @@ type sinkTask struct {
 	opened <-chan checkpoint.ID
 	// newRecord fills the job-wide fields of checkpoint N.
 	newRecord func(id checkpoint.ID, offsets []checkpoint.SourceOffset, state []checkpoint.StateSummary, et *checkpoint.EventTime) *checkpoint.Record
+	// tables cuts the tables at the seal (tableSet.cut): their positions,
+	// for the record, and the dead letters of their records before them,
+	// for the epoch.
+	tables func() ([]checkpoint.TableOffsets, []*kgo.Record, []checkpoint.SourceOffset)
 	// timed: the job has event time, and every checkpoint record carries
 	// the barrier's.
 	timed   bool
@@ -245,7 +249,19 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 		et = recordEventTime(b.watermark, b.times)
 	}
 	state := mergeState(b.state)
-	recs, err := checkpointRecords(s.newRecord(b.id, b.offsets, state, et), s.own.checkpointKey(), s.limits, s.metrics)
+	rec := s.newRecord(b.id, b.offsets, state, et)
+	var tableCommits []checkpoint.SourceOffset
+	if s.tables != nil {
+		var dls []*kgo.Record
+		rec.Tables, dls, tableCommits = s.tables()
+		now := s.now()
+		for _, dl := range dls {
+			out := s.stamp(s.fitRecord(message{kind: msgDeadLetter, rec: dl}), now)
+			s.outputs.Produce(ctx, out)
+			s.epoch.output(out)
+		}
+	}
+	recs, err := checkpointRecords(rec, s.own.checkpointKey(), s.limits, s.metrics)
 	if err != nil {
 		rep.err = err
 		return rep, err
@@ -260,7 +276,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
 		s.txn.Produce(ctx, extra)
 	}
-	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, state: state, stats: s.epoch}
+	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, tableCommits: tableCommits, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
 	if mutant.On("sink-early-release") || s.planted == plantedEarlyRelease {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/schema"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -48,20 +50,26 @@ import (
 // Which process holds a table: in single mode, the one process holds every
 // table whole, shared read-only by all its source tasks, so a record is
 // looked up wherever it is read, whatever its key (Kafka Streams'
-// GlobalKTable). Group mode refuses tables for now (config).
+// GlobalKTable). In group mode every member does the same
+// (tables[].mode: broadcast), or reads only the partitions of its stream
+// partitions (partitioned); the dead letters of the tables' bad records
+// are each member's only for the partitions it is on duty for, and a
+// record's join result travels with it to its key group's owner
+// (tableduty.go, router.shuffleOut).
 
 // tableCluster is what reading a table to its end needs of the cluster:
 // every committed record of topic up to its last stable offset as of the
 // call, and that offset for every partition of the topic.
 type tableCluster interface {
-	ReadTable(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error)
+	// ReadTable reads the partitions keep keeps (nil: all).
+	ReadTable(ctx context.Context, topic string, keep func(partition int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error)
 }
 
 var _ tableCluster = kafkaCluster{}
 
 // ReadTable reads a table's topic to its end (kread.AllTo). A topic that
 // does not exist is an error that says so.
-func (c kafkaCluster) ReadTable(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+func (c kafkaCluster) ReadTable(ctx context.Context, topic string, keep func(int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	md, err := c.adm.Metadata(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of topic %s: %w", topic, err)
@@ -69,7 +77,7 @@ func (c kafkaCluster) ReadTable(ctx context.Context, topic string, fn func(*kgo.
 	if td, ok := md.Topics[topic]; !ok || td.Err != nil || len(td.Partitions) == 0 {
 		return nil, fmt.Errorf("topic %s does not exist: create it (compacted: cleanup.policy=compact), or name another in tables[].topic", topic)
 	}
-	return kread.AllTo(ctx, c.conn, topic, fn)
+	return kread.AllToOf(ctx, c.conn, topic, keep, fn)
 }
 
 // tableReader opens a reader of a table's partitions from the given
@@ -85,21 +93,36 @@ type tableSet struct {
 // tableTask is one table of an attempt: its state, and the reader that
 // applies its updates while the task graph runs.
 type tableTask struct {
-	cfg      config.Table
+	cfg config.Table
+	// path is the table's place in the configuration (tables[i]), the
+	// step of its dead letters.
+	path     string
 	table    *operator.Table
 	reader   recordReader
 	counters metrics.TableCounters
 	metrics  *metrics.Metrics
 	log      *slog.Logger
+	plan     *plan
 	// skips counts the records that could not be applied (the first few
 	// are logged).
 	skips int
+	// floor is where the checkpoint the attempt continues from says the
+	// table stood, by partition: the dead letters of the records before
+	// it were committed with that checkpoint or an earlier one, so the
+	// read to the end does not write them again.
+	floor map[int32]int64
+	// duty says whether this process writes the dead letters of a
+	// partition's records (group mode: one member per partition; nil: all).
+	duty func(partition int32) bool
 
 	mu struct {
 		sync.Mutex
 		// next is the offset after the last record applied of each
 		// partition: what a checkpoint records.
 		next map[int32]int64
+		// deadLetters are those of the records before next that no
+		// checkpoint has taken yet (cut).
+		deadLetters []*kgo.Record
 	}
 }
 
@@ -127,27 +150,42 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 	}
 	set := &tableSet{}
 	byID := map[string]*operator.Table{}
-	for _, cfg := range j.cfg.Tables {
-		tt := &tableTask{cfg: cfg, table: operator.NewTable(cfg), metrics: j.metrics, log: j.log.With("table", cfg.ID)}
-		reasons := make([]string, 0, 3)
+	for i, cfg := range j.cfg.Tables {
+		tt := &tableTask{cfg: cfg, path: fmt.Sprintf("tables[%d]", i), table: operator.NewTable(cfg), metrics: j.metrics, log: j.log.With("table", cfg.ID), plan: j.plan}
+		tt.table.SetDecoders(j.plan.schemas.Table(cfg.ID))
+		tt.floor, tt.duty = floorOf(a.latest, cfg), a.tableDuty
+		if a.tableFloors != nil {
+			tt.floor = a.tableFloors[cfg.Topic]
+		}
+		reasons := make([]string, 0, 4)
 		for _, r := range operator.SkipReasons() {
 			reasons = append(reasons, string(r))
 		}
 		tt.counters = j.metrics.Table(cfg.ID, reasons)
 		start := j.now()
-		ends, err := tc.ReadTable(ctx, cfg.Topic, func(r *kgo.Record) error {
+		var dls []*kgo.Record
+		// A partitioned table (group mode): only the partitions of this
+		// member's stream partitions, which are its duties too.
+		var keep func(int32) bool
+		if cfg.Mode == config.TablePartitioned {
+			keep = a.tableDuty
+		}
+		ends, err := tc.ReadTable(ctx, cfg.Topic, keep, func(r *kgo.Record) error {
 			if mutant.On("table-not-read-before-join") {
 				return nil // the bug: records are joined with what arrives from now on only
 			}
-			tt.apply(r)
+			if err := tt.prefetch(ctx, []*kgo.Record{r}); err != nil {
+				return err
+			}
+			dls = tt.apply(r, dls)
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("reading table %s (topic %s) to its end: %w", cfg.ID, cfg.Topic, err)
 		}
 		took := j.now().Sub(start)
-		tt.mu.next = ends
-		tt.checkAgainst(a.latest)
+		tt.mu.next, tt.mu.deadLetters = ends, dls
+		tt.checkAgainst(a.latest, a.tablesFrom)
 		offsets := map[source.TopicPartition]int64{}
 		for p, off := range ends {
 			offsets[source.TopicPartition{Topic: cfg.Topic, Partition: p}] = off
@@ -174,39 +212,98 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 
 // checkAgainst compares where the table's topic ends now with where
 // checkpoint latest (nil: none) says it stood: an end before it means the
-// topic was recreated or truncated since, which the log says (the table
-// holds what the topic holds now).
-func (tt *tableTask) checkAgainst(latest *checkpoint.Record) {
+// topic was recreated or truncated since (or, after a move to another
+// cluster, not copied there whole), which the log says (the table holds
+// what the topic holds now). from names where latest's positions came
+// from when not from the job's own checkpoint: the savepoint imported.
+func (tt *tableTask) checkAgainst(latest *checkpoint.Record, from string) {
 	if latest == nil {
 		return
+	}
+	if from == "" {
+		from = fmt.Sprintf("checkpoint %d", latest.ID)
 	}
 	for _, t := range latest.Tables {
 		if t.ID != tt.cfg.ID || t.Topic != tt.cfg.Topic {
 			continue
 		}
 		for _, o := range t.Offsets {
+			if tt.cfg.Mode == config.TablePartitioned && tt.duty != nil && !tt.duty(o.Partition) {
+				continue // another member's partition
+			}
 			end, ok := tt.mu.next[o.Partition]
 			if !ok || end < o.Offset {
-				tt.log.Warn("the table's topic ends before where the last checkpoint read it: it was recreated or truncated since; the table holds what the topic holds now",
-					"topic", tt.cfg.Topic, "partition", o.Partition, "checkpoint", latest.ID, "checkpointed", o.Offset, "end", end)
+				tt.log.Warn("the table's topic ends before where the job last read it: it was recreated or truncated since, or not copied whole to this cluster; the table holds what the topic holds now",
+					"topic", tt.cfg.Topic, "partition", o.Partition, "read_at", from, "position", o.Offset, "end", end)
 			}
 		}
 	}
 }
 
-// apply applies one record of the table's topic, counting it.
-func (tt *tableTask) apply(r *kgo.Record) {
-	skip, detail := tt.table.Apply(r.Key, r.Value)
+// floorOf is where checkpoint latest (nil: none) says table cfg stood,
+// by partition; empty when it has no position of the table on its topic.
+func floorOf(latest *checkpoint.Record, cfg config.Table) map[int32]int64 {
+	floor := map[int32]int64{}
+	if latest == nil {
+		return floor
+	}
+	for _, t := range latest.Tables {
+		if t.ID == cfg.ID && t.Topic == cfg.Topic {
+			for _, o := range t.Offsets {
+				floor[o.Partition] = o.Offset
+			}
+		}
+	}
+	return floor
+}
+
+// prefetch fetches the schemas that recs name (a table in a schema
+// format), waiting while the registry gives no answer: the table's
+// updates wait, unapplied, as a source's records do.
+func (tt *tableTask) prefetch(ctx context.Context, recs []*kgo.Record) error {
+	set := tt.plan.schemas
+	if set == nil {
+		return nil
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := set.Prefetch(ctx, recs, nil)
+		if err == nil || !schema.Unavailable(err) {
+			return err
+		}
+		tt.log.Warn("the schema registry gives no answer: the table's updates wait", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// apply applies one record of the table's topic, counting it. A record
+// that cannot be applied becomes dead letters, appended to dls, unless it
+// is before the floor (its dead letters are committed already).
+func (tt *tableTask) apply(r *kgo.Record, dls []*kgo.Record) []*kgo.Record {
+	skip, rerr := tt.table.Apply(r.Key, r.Value)
 	if skip == "" {
 		tt.counters.Updates.Inc()
-		return
+		return dls
 	}
+	rerr.Step = tt.path
 	tt.counters.Skipped(string(skip)).Inc()
 	if tt.skips++; tt.skips <= loggedSkips {
-		tt.log.Warn("a record of the table's topic could not be applied: skipped, the key keeps its value",
-			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", skip, "detail", detail,
+		tt.log.Warn("a record of the table's topic could not be applied: it goes to the dead-letter topic, and the key keeps its value",
+			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", skip, "code", rerr.Code, "detail", rerr.Reason,
 			"note", fmt.Sprintf("only the first %d per attempt are logged; pipeline_table_skipped_records_total counts them all", loggedSkips))
 	}
+	if floor, ok := tt.floor[r.Partition]; ok && r.Offset < floor {
+		return dls
+	}
+	if tt.duty != nil && !tt.duty(r.Partition) {
+		return dls // another member's
+	}
+	return append(dls, tt.plan.deadLetterRecords(r, rerr)...)
 }
 
 // run applies the table's updates as they come (phase 2) until ctx ends.
@@ -227,16 +324,23 @@ func (tt *tableTask) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("table %s: %w", tt.cfg.ID, err)
 	}
+	if err := tt.prefetch(ctx, recs); err != nil {
+		return fmt.Errorf("table %s: %w", tt.cfg.ID, err)
+	}
+	var dls []*kgo.Record
 	for _, r := range recs {
-		tt.apply(r)
+		dls = tt.apply(r, dls)
 		tt.reader.Advance(r)
 	}
 	next := map[int32]int64{}
 	for _, p := range tt.reader.Positions() {
 		next[p.Partition] = p.Offset
 	}
+	// The position and the dead letters before it move together: a
+	// checkpoint (cut) takes both or neither.
 	tt.mu.Lock()
 	tt.mu.next = next
+	tt.mu.deadLetters = append(tt.mu.deadLetters, dls...)
 	tt.mu.Unlock()
 	var lag int64
 	if lr, ok := tt.reader.(interface{ Lags() []source.Lag }); ok {
@@ -258,24 +362,40 @@ func (s *tableSet) start(ctx context.Context, eg *errgroup.Group) {
 	}
 }
 
-// offsets are where every table stands, for a checkpoint record (nil
-// without tables).
-func (s *tableSet) offsets() []checkpoint.TableOffsets {
+// cut is what checkpoint records of the tables at the sink's seal: where
+// every table stands (nil without tables), sorted by id, and the dead
+// letters of the records before that which no earlier cut took. The sink
+// writes them into the epoch whose checkpoint record holds the positions,
+// so each is committed once: a restore from that checkpoint reads the
+// records before the positions again without dead-lettering them (floor),
+// and one from an earlier checkpoint writes them again in a later epoch.
+//
+// In group mode commits are the positions of the partitions whose dead
+// letters this member writes, which the epoch's transaction commits to
+// the group beside its source offsets: the next member to write them
+// continues from there (tableduty.go).
+func (s *tableSet) cut() (positions []checkpoint.TableOffsets, dls []*kgo.Record, commits []checkpoint.SourceOffset) {
 	if s == nil {
-		return nil
+		return nil, nil, nil
 	}
 	out := make([]checkpoint.TableOffsets, 0, len(s.tasks))
 	for _, tt := range s.tasks {
 		tt.mu.Lock()
 		next := maps.Clone(tt.mu.next)
+		dls = append(dls, tt.mu.deadLetters...)
+		tt.mu.deadLetters = nil
 		tt.mu.Unlock()
 		t := checkpoint.TableOffsets{ID: tt.cfg.ID, Topic: tt.cfg.Topic}
 		for _, p := range slices.Sorted(maps.Keys(next)) {
 			t.Offsets = append(t.Offsets, checkpoint.PartitionOffset{Partition: p, Offset: next[p]})
+			if tt.duty != nil && tt.duty(p) {
+				commits = append(commits, checkpoint.SourceOffset{Topic: tt.cfg.Topic, Partition: p, Offset: next[p]})
+			}
 		}
 		out = append(out, t)
 	}
-	return out
+	slices.SortFunc(out, func(a, b checkpoint.TableOffsets) int { return cmp.Compare(a.ID, b.ID) })
+	return out, dls, commits
 }
 
 // checkTables refuses a restart from checkpoint rec whose configuration
@@ -291,8 +411,8 @@ func (j *Job) checkTables(rec *checkpoint.Record) error {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("table %q was read from topic %q at checkpoint %d, and the configuration reads it from %q: the results so far were joined with the old topic's values. "+
-			"Put tables[].topic back; or stop the job with a savepoint and start the changed job from it (a savepoint holds no table: a job started from one reads its tables from their topics); or start the changed job under a new name",
-			t.ID, t.Topic, rec.ID, cur.Topic))
+			"Put tables[].topic back; or stop the job with a savepoint and start the changed job from it (add --remap-topic %s=%s if the new topic is a copy of the old: the table's position then carries over); or start the changed job under a new name",
+			t.ID, t.Topic, rec.ID, cur.Topic, t.Topic, cur.Topic))
 	}
 	if len(errs) == 0 {
 		return nil

@@ -387,3 +387,108 @@ func TestTableConcurrentLookups(t *testing.T) {
 		t.Errorf("k99 = %v, %v", v, ok)
 	}
 }
+
+// stubDecoder decodes "ok:TEXT" as TEXT, "obj:TEXT" as {"v": TEXT}, and
+// fails on anything else, as a schema decoder of the registry formats
+// does (CodeSchema).
+type stubDecoder struct{}
+
+func (stubDecoder) DecodeObject(b []byte) (Decoded, *RecordError) {
+	return Decoded{}, &RecordError{Code: CodeSchema, Reason: "unused"}
+}
+
+func (stubDecoder) DecodeValue(b []byte) (any, *RecordError) {
+	switch s := string(b); {
+	case strings.HasPrefix(s, "ok:"):
+		return s[3:], nil
+	case strings.HasPrefix(s, "obj:"):
+		return map[string]any{"v": s[4:]}, nil
+	}
+	return nil, &RecordError{Code: CodeSchema, SchemaID: 7, Reason: "schema id 7: bad bytes"}
+}
+
+// A table in a schema format decodes keys and values with its decoders;
+// what they cannot decode is not applied, and comes back with the error
+// a dead letter carries.
+func TestTableApplySchemaFormats(t *testing.T) {
+	tb := NewTable(config.Table{ID: "customers", Format: config.FormatAvro, KeyFormat: config.FormatAvro})
+	tb.SetDecoders(stubDecoder{}, stubDecoder{})
+	if skip, rerr := tb.Apply([]byte("ok:c1"), []byte("obj:gold")); skip != "" {
+		t.Fatalf("Apply = %s, %v", skip, rerr)
+	}
+	if v, ok := tb.Lookup("c1"); !ok || v.(map[string]any)["v"] != "gold" {
+		t.Fatalf("c1 = %v, %v", v, ok)
+	}
+	for _, c := range []struct {
+		key, value string
+		want       SkipReason
+		code       Code
+	}{
+		{"ok:c1", "garbage", SkipSchema, CodeSchema},
+		{"garbage", "obj:silver", SkipKey, CodeSchema},
+		{"obj:c1", "obj:silver", SkipKey, CodeType}, // a key that is an object
+	} {
+		skip, rerr := tb.Apply([]byte(c.key), []byte(c.value))
+		if skip != c.want || rerr == nil || rerr.Code != c.code {
+			t.Errorf("Apply(%q, %q) = %q, %v; want %q with code %s", c.key, c.value, skip, rerr, c.want, c.code)
+		}
+	}
+	if v, _ := tb.Lookup("c1"); v.(map[string]any)["v"] != "gold" {
+		t.Errorf("a record that did not decode replaced c1: %v", v)
+	}
+	if skip, _ := tb.Apply([]byte("ok:c1"), nil); skip != "" || tb.Len() != 0 {
+		t.Errorf("a tombstone with a decoded key: %q, %d keys", skip, tb.Len())
+	}
+}
+
+// What a join found in one process, carried to another (group mode's
+// source side to its keyed side: Joins, CarryJoin), is what the join
+// shows there, whatever that process's table holds: the group key and the
+// values come from one lookup.
+func TestJoinCarriedToAnotherProcess(t *testing.T) {
+	g, err := CompileGraph(joinConfig(t, "left"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := customers(t)
+	if err := g.BindTables(map[string]*Table{"customers": here}, func(string) JoinCounter { return &counts{} }); err != nil {
+		t.Fatal(err)
+	}
+	c := g.NewBranches().Linear()
+	// The source side: c1 is gold, c9 missing.
+	found := map[string]struct {
+		raw   string
+		found bool
+	}{}
+	for _, v := range []string{`{"customer": "c1", "n": 2}`, `{"customer": "c9", "n": 3}`} {
+		r := jsonRecord(v)
+		if keep, rerr := c.Process(r); !keep || rerr != nil {
+			t.Fatalf("%s: %v %v", v, keep, rerr)
+		}
+		r.Joins(func(name string, raw []byte, ok bool) {
+			found[v] = struct {
+				raw   string
+				found bool
+			}{string(raw), ok}
+		})
+	}
+	if f := found[`{"customer": "c1", "n": 2}`]; !f.found || f.raw != `{"tier": "gold", "factor": 10}` {
+		t.Fatalf("c1's join: %+v", f)
+	}
+	// The keyed side's table has moved on: c1 is silver now, c9 exists.
+	here.Apply([]byte("c1"), []byte(`{"tier": "silver"}`))
+	here.Apply([]byte("c9"), []byte(`{"tier": "bronze"}`))
+	for v, want := range map[string]string{`{"customer": "c1", "n": 2}`: "gold", `{"customer": "c9", "n": 3}`: "none"} {
+		r := jsonRecord(v)
+		f := found[v]
+		r.CarryJoin("c", []byte(f.raw), f.found)
+		if keep, rerr := c.Process(r); !keep || rerr != nil || r.GroupKey != want {
+			t.Errorf("%s carried: key %q (%v %v), want %q", v, r.GroupKey, keep, rerr, want)
+		}
+	}
+	// Without a carried result, the table as it is now.
+	r := jsonRecord(`{"customer": "c1", "n": 2}`)
+	if keep, _ := c.Process(r); !keep || r.GroupKey != "silver" {
+		t.Errorf("c1 looked up: %q", r.GroupKey)
+	}
+}

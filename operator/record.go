@@ -93,6 +93,9 @@ type Record struct {
 	// joined are the table values join steps showed the record's later
 	// steps, in join order (join.go); never part of its value.
 	joined []joinedValue
+	// carried are joins' results found by another process (CarryJoin),
+	// by name: the joins use them instead of their tables.
+	carried map[string]carriedJoin
 }
 
 // fieldShare counts the copies of a record that read one decoded map.

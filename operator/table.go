@@ -28,8 +28,13 @@ type Table struct {
 	// keys and bytes are the table's size: how many keys it holds, and
 	// the bytes of their keys and values as read from the topic.
 	keys, bytes atomic.Int64
-	// dec decodes values for Apply (one goroutine applies).
+	// dec decodes JSON for Apply (one goroutine applies).
 	dec decoder
+	// value and key decode a schema registry format (nil: json or raw);
+	// decimals: the values may hold Decimals (a schema format), so a
+	// record that meets one runs its decimal programs.
+	value, key SchemaDecoder
+	decimals   bool
 }
 
 // tableShards spreads the keys over this many locks, so that lookups on
@@ -42,19 +47,30 @@ type tableShard struct {
 	_  [32]byte // with the lock and the map, a cache line of its own
 }
 
-// tableEntry is one key's latest value and the bytes it came from.
+// tableEntry is one key's latest value, the bytes of the record value it
+// was decoded from (raw), and the bytes of its key and value (size).
 type tableEntry struct {
 	value any
+	raw   []byte
 	size  int64
 }
 
-// NewTable is an empty table of cfg.
+// NewTable is an empty table of cfg. A schema registry format needs its
+// decoder (SetDecoders) before the first Apply.
 func NewTable(cfg config.Table) *Table {
 	t := &Table{id: cfg.ID, format: cfg.Format, jsonKey: cfg.KeyFormat == config.FormatJSON, seed: maphash.MakeSeed()}
 	for i := range t.shards {
 		t.shards[i].m = map[string]tableEntry{}
 	}
 	return t
+}
+
+// SetDecoders gives the table the decoders of its schema registry
+// formats: value for its values, key for its keys (nil: that side is
+// json or raw). Call it before the first Apply.
+func (t *Table) SetDecoders(value, key SchemaDecoder) {
+	t.value, t.key = value, key
+	t.decimals = value != nil || key != nil
 }
 
 // ID is the table's id.
@@ -74,54 +90,92 @@ type SkipReason string
 const (
 	// SkipNoKey: the record has no key (a table is keyed).
 	SkipNoKey SkipReason = "no_key"
-	// SkipKey: the key is not a JSON string, number or bool
-	// (key_format: json).
+	// SkipKey: the key does not decode, or is not a string, number or
+	// bool (key_format json or a schema format).
 	SkipKey SkipReason = "key"
-	// SkipDecode: the value does not decode in the table's format; the
-	// key keeps the value it had.
+	// SkipDecode: the value does not decode as JSON; the key keeps the
+	// value it had.
 	SkipDecode SkipReason = "decode"
+	// SkipSchema: the value does not decode with the writer schema its
+	// bytes name (or names none the registry has).
+	SkipSchema SkipReason = "schema"
 )
 
 // SkipReasons lists every SkipReason, for pre-registering metric labels.
-func SkipReasons() []SkipReason { return []SkipReason{SkipNoKey, SkipKey, SkipDecode} }
+func SkipReasons() []SkipReason { return []SkipReason{SkipNoKey, SkipKey, SkipDecode, SkipSchema} }
 
 // Apply applies one record of the table's topic: value nil deletes key,
 // anything else becomes its latest value. A record it cannot apply
-// changes nothing and is reported with the reason (and a detail for the
-// log); skip "" means it was applied.
-func (t *Table) Apply(key, value []byte) (skip SkipReason, detail string) {
+// changes nothing and is reported with the reason and the error a dead
+// letter carries (its code: decode, schema or type; no step: the caller
+// names the table); skip "" means it was applied.
+//
+// A schema registry format reads only the decoders' cache: the caller
+// fetches the schemas a record names first (schema.Set.Prefetch).
+func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
 	if key == nil {
-		return SkipNoKey, "the record has no key"
+		return SkipNoKey, &RecordError{Code: CodeDecode, Reason: "the record has no key: a table is keyed by its records' keys"}
 	}
 	k := string(key)
-	if t.jsonKey {
-		v, err := t.dec.decodeValue(key)
+	switch {
+	case t.key != nil:
+		v, err := t.key.DecodeValue(key)
 		if err != nil {
-			return SkipKey, "the key is not JSON: " + err.Error()
+			return SkipKey, err
 		}
 		s, kerr := KeyString(v)
 		if kerr != nil {
-			return SkipKey, kerr.Reason
+			return SkipKey, kerr
+		}
+		k = s
+	case t.jsonKey:
+		v, err := t.dec.decodeValue(key)
+		if err != nil {
+			return SkipKey, &RecordError{Code: CodeDecode, Reason: "key: the key is not JSON: " + err.Error()}
+		}
+		s, kerr := KeyString(v)
+		if kerr != nil {
+			return SkipKey, kerr
 		}
 		k = s
 	}
 	if value == nil {
 		t.delete(k)
-		return "", ""
+		return "", nil
 	}
-	var v any
-	switch t.format {
-	case config.FormatRaw:
-		v = string(value)
-	default:
-		dv, err := t.dec.decodeValue(value)
-		if err != nil {
-			return SkipDecode, "the value is not JSON: " + err.Error()
+	v, err := t.decodeWith(&t.dec, value)
+	if err != nil {
+		if t.value != nil {
+			return SkipSchema, err
 		}
-		v = dv
+		return SkipDecode, err
 	}
-	t.put(k, tableEntry{value: v, size: int64(len(key) + len(value))})
-	return "", ""
+	t.put(k, tableEntry{value: v, raw: value, size: int64(len(key) + len(value))})
+	return "", nil
+}
+
+// decodeWith decodes a record value of the table's topic in its format,
+// JSON with dec.
+func (t *Table) decodeWith(dec *decoder, value []byte) (any, *RecordError) {
+	switch {
+	case t.value != nil:
+		return t.value.DecodeValue(value)
+	case t.format == config.FormatRaw:
+		return string(value), nil
+	}
+	v, err := dec.decodeValue(value)
+	if err != nil {
+		return nil, &RecordError{Code: CodeDecode, Reason: "the value is not JSON: " + err.Error()}
+	}
+	return v, nil
+}
+
+// decode decodes the bytes of a table value another process found
+// (Record.CarryJoin), as Apply decoded them there. Safe for concurrent
+// use: it has a JSON decoder of its own.
+func (t *Table) decode(raw []byte) (any, *RecordError) {
+	var dec decoder
+	return t.decodeWith(&dec, raw)
 }
 
 func (t *Table) shard(k string) *tableShard {
@@ -155,9 +209,15 @@ func (t *Table) delete(k string) {
 // Lookup returns the latest value of key and whether the table holds one.
 // The value is shared: read it, never change it.
 func (t *Table) Lookup(key string) (any, bool) {
+	v, _, ok := t.lookupRaw(key)
+	return v, ok
+}
+
+// lookupRaw is Lookup, with the bytes the value was decoded from.
+func (t *Table) lookupRaw(key string) (any, []byte, bool) {
 	s := t.shard(key)
 	s.mu.RLock()
 	e, ok := s.m[key]
 	s.mu.RUnlock()
-	return e.value, ok
+	return e.value, e.raw, ok
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,12 @@ type Set struct {
 	framed map[string]framing
 	// sinks are the encoders, by index of cfg.Sinks (nil: json or raw).
 	sinks []*Sink
+	// tables are the decoders of the tables in a schema format, by id.
+	tables map[string]tableDecoders
 }
+
+// tableDecoders decode one table's values and keys (nil: json or raw).
+type tableDecoders struct{ value, key operator.SchemaDecoder }
 
 type framing struct{ value, key bool }
 
@@ -42,6 +48,11 @@ func Uses(cfg *config.Config) bool {
 	}
 	for _, s := range cfg.Sinks {
 		if s.Format.Registered() {
+			return true
+		}
+	}
+	for _, t := range cfg.Tables {
+		if t.Format.Registered() || t.KeyFormat.Registered() {
 			return true
 		}
 	}
@@ -82,7 +93,35 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Set, error)
 			s.sinks[i] = &Sink{set: s, index: i, cfg: k}
 		}
 	}
+	for _, t := range cfg.Tables {
+		var td tableDecoders
+		if t.Format.Registered() {
+			td.value = &decoder{reg: s.reg, format: t.Format, what: "value", reader: "table"}
+		}
+		if t.KeyFormat.Registered() {
+			td.key = &decoder{reg: s.reg, format: t.KeyFormat, what: "key", reader: "table"}
+		}
+		if td.value == nil && td.key == nil {
+			continue
+		}
+		if s.tables == nil {
+			s.tables = map[string]tableDecoders{}
+		}
+		s.tables[t.ID] = td
+		s.framed[t.Topic] = framing{value: td.value != nil, key: td.key != nil}
+	}
 	return s, nil
+}
+
+// Table returns the decoders of table id's values and keys in a schema
+// format (nil: that side is json or raw, or s is nil). Records of its
+// topic go through Prefetch before they are decoded, as a source's do.
+func (s *Set) Table(id string) (value, key operator.SchemaDecoder) {
+	if s == nil {
+		return nil, nil
+	}
+	td := s.tables[id]
+	return td.value, td.key
 }
 
 // Registry is the Set's registry client (nil without schema_registry).
@@ -132,6 +171,29 @@ func (s *Set) Prefetch(ctx context.Context, recs []*kgo.Record, origin func(*kgo
 	return nil
 }
 
+// PrefetchTables makes sure the schema ids that the table values vals
+// name are in the cache (vals: bytes of a table record's value, or not
+// framed at all), as Prefetch does for records: a group-mode job's keyed
+// side decodes the table values its source side found. Nil without
+// tables in a schema format.
+func (s *Set) PrefetchTables(ctx context.Context, vals [][]byte) error {
+	if s == nil || s.reg == nil || len(s.tables) == 0 {
+		return nil
+	}
+	last := -1
+	for _, b := range vals {
+		id, ok := schemaID(b)
+		if !ok || id == last {
+			continue
+		}
+		last = id
+		if err := s.reg.fetch(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func valueIf(ok bool, b []byte) []byte {
 	if ok {
 		return b
@@ -153,6 +215,7 @@ type decoder struct {
 	reg    *Registry
 	format config.Format
 	what   string // "value" or "key", for messages
+	reader string // "table", or "" for a source, for messages
 }
 
 var _ operator.SchemaDecoder = (*decoder)(nil)
@@ -173,7 +236,7 @@ func (d *decoder) entry(b []byte) (*entry, []byte, *operator.RecordError) {
 		return nil, nil, &operator.RecordError{Code: operator.CodeSchema, SchemaID: id, Reason: e.err.Error()}
 	}
 	if want := formatType(d.format); e.schema.Type != want {
-		return nil, nil, &operator.RecordError{Code: operator.CodeSchema, SchemaID: id, Reason: fmt.Sprintf("schema id %d is a %s schema, but the source reads %s", id, e.schema.Type, d.format)}
+		return nil, nil, &operator.RecordError{Code: operator.CodeSchema, SchemaID: id, Reason: fmt.Sprintf("schema id %d is a %s schema, but the %s reads %s", id, e.schema.Type, cmp.Or(d.reader, "source"), d.format)}
 	}
 	return e, rest, nil
 }

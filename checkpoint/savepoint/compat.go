@@ -51,6 +51,11 @@ type RestorePlan struct {
 	// AllowDroppedState).
 	Dropped       []string
 	DroppedTopics []string
+	// Tables are where the configuration's tables resume (under their
+	// topics' new names): the savepoint's position of each table whose id
+	// it has, read from the same topic (after RemapTopics). A job started
+	// from the savepoint reads each table to its end, at or past this.
+	Tables []checkpoint.TableOffsets
 	// Notes say, one line each, what differs but is allowed: for the log.
 	Notes []string
 }
@@ -222,6 +227,7 @@ func check(c *checker) (*RestorePlan, error) {
 	c.operators()
 	c.topics()
 	c.notes()
+	c.tables()
 	if len(c.problems) > 0 {
 		return nil, &IncompatibleError{Job: c.m.Job, CheckpointID: c.m.CheckpointID, Problems: c.problems, Restart: c.restart}
 	}
@@ -390,9 +396,19 @@ func (c *checker) topics() {
 	names := slices.Sorted(maps.Keys(saved))
 
 	// The remap must name savepoint topics and keep topics apart.
+	known := names
+	if tt := c.m.tableTopics(); len(tt) > 0 {
+		known = slices.Sorted(maps.Keys(tt))
+		for _, t := range names {
+			if !tt[t] {
+				known = append(known, t)
+			}
+		}
+		slices.Sort(known)
+	}
 	for _, old := range slices.Sorted(maps.Keys(c.opts.RemapTopics)) {
-		if saved[old] == nil {
-			c.fail(fmt.Sprintf("the savepoint's topics are %s", quoteList(names)),
+		if !slices.Contains(known, old) {
+			c.fail(fmt.Sprintf("the savepoint's topics are %s", quoteList(known)),
 				"%s %s=%s: the savepoint has no topic %q", FlagRemapTopic, old, c.opts.RemapTopics[old], old)
 		}
 	}

@@ -24,6 +24,8 @@ type Descriptor struct {
 	// Operators are every source and step of the configuration, sources
 	// first, in configuration order.
 	Operators []OperatorDesc
+	// Tables are the configuration's tables, in configuration order.
+	Tables []TableDesc
 }
 
 // OperatorDesc is one source or step.
@@ -58,6 +60,9 @@ func DescribeConfig(cfg *config.Config) *Descriptor {
 			Topics:    slices.Compact(slices.Sorted(slices.Values(s.Topics))),
 			EventTime: s.EventTime != nil,
 		})
+	}
+	for _, t := range cfg.Tables {
+		d.Tables = append(d.Tables, TableDesc{ID: t.ID, Topic: t.Topic})
 	}
 	keyBy := ""
 	g := cfg.Graph()

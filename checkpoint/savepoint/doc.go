@@ -35,11 +35,16 @@
 //     value per group key holding the key's open windows, in the same data
 //     files.
 //
+// A job with tables also has "tables": each table's id, topic, and the
+// next offset of every partition of the topic at the checkpoint (what
+// checkpoint.Record.Tables holds), sorted by id (tables.go).
+//
 // A job with event time also has "event_time": the watermark and each
 // partition's largest event time at the checkpoint, in epoch ms, null for
 // none yet; partitions sorted, once each, and only partitions a source
-// holds an offset of. A manifest without windows or event time has
-// neither field and is byte for byte what it was before they existed.
+// holds an offset of. A manifest without windows, event time or tables has
+// none of these fields and is byte for byte what it was before they
+// existed.
 //
 // A data file holds entries (key group, key, value) in key-group then key
 // order, in CRC-32C-checked blocks between a checksummed header and

@@ -25,6 +25,8 @@ type Summary struct {
 	Operators         []OperatorSummary `json:"operators"`
 	// EventTime (jobs with event time) is where the watermarks resume.
 	EventTime *EventTime `json:"event_time,omitempty"`
+	// Tables (jobs with tables) are where each table stood.
+	Tables []Table `json:"tables,omitempty"`
 }
 
 // SourceSummary is one source and where its partitions resume.
@@ -62,7 +64,7 @@ func (r *Reader) Summary() Summary {
 		Dir: r.dir, ID: r.id, Version: m.Version, Job: m.Job, Created: m.Created,
 		CheckpointID: m.CheckpointID, ConfigFingerprint: m.ConfigFingerprint,
 		KeyGroups: m.KeyGroups, Guarantee: m.Guarantee,
-		Sources: []SourceSummary{}, Operators: []OperatorSummary{}, EventTime: m.EventTime,
+		Sources: []SourceSummary{}, Operators: []OperatorSummary{}, EventTime: m.EventTime, Tables: m.Tables,
 	}
 	for _, op := range m.Operators {
 		switch op.Kind {
@@ -103,6 +105,9 @@ func (s Summary) String() string {
 //	  sums (aggregate): 2 keys, 40 B in 2 files (450 B on disk)
 //	    key_by  n % 2 == 0 ? "even" : "odd"
 //	    values  count: count(), sum: sum(n)
+//	tables
+//	  customers
+//	    customers/0: 17
 func (s Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "savepoint %s\n", s.Dir)
@@ -149,6 +154,15 @@ func (s Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  watermark    %s\n", watermarkText(et.Watermark))
 		for _, p := range et.Partitions {
 			fmt.Fprintf(&b, "    %s/%d: largest event time %s\n", p.Topic, p.Partition, watermarkText(p.MaxEventTime))
+		}
+	}
+	if len(s.Tables) > 0 {
+		b.WriteString("tables\n")
+	}
+	for _, t := range s.Tables {
+		fmt.Fprintf(&b, "  %s\n", t.ID)
+		for _, o := range t.Offsets {
+			fmt.Fprintf(&b, "    %s/%d: %d\n", t.Topic, o.Partition, o.Offset)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -75,6 +75,9 @@ type Manifest struct {
 	// EventTime (jobs with event time only) is where event time stood at
 	// the checkpoint: the restore continues the watermarks from it.
 	EventTime *EventTime `json:"event_time,omitempty"`
+	// Tables (jobs with tables only) are where each table stood at the
+	// checkpoint, sorted by id (tables.go).
+	Tables []Table `json:"tables,omitempty"`
 }
 
 // Operator is one stateful operator of the savepoint.
@@ -215,6 +218,7 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	errs = append(errs, validateEventTime(m.EventTime, m.Offsets())...)
+	errs = append(errs, validateTables(m.Tables)...)
 	return errors.Join(errs...)
 }
 

@@ -82,10 +82,12 @@ type Writer struct {
 		ops map[string]*opState
 		// eventTime is the checkpoint's (SetEventTime), nil: none.
 		eventTime *EventTime
-		open      int   // parts created, not closed
-		failed    error // the first part that failed; Commit refuses
-		done      bool  // committed or aborted
-		progress  Progress
+		// tables are the checkpoint's (SetTables), nil: none.
+		tables   []Table
+		open     int   // parts created, not closed
+		failed   error // the first part that failed; Commit refuses
+		done     bool  // committed or aborted
+		progress Progress
 		// next* are the totals at which Progress is called next.
 		nextEntries, nextBytes int64
 	}
@@ -513,7 +515,7 @@ func (w *Writer) manifestLocked() *Manifest {
 		Format: FormatName, Version: Version,
 		Job: w.meta.Job, Created: w.meta.Created, CheckpointID: w.meta.CheckpointID,
 		ConfigFingerprint: w.meta.ConfigFingerprint, KeyGroups: w.meta.KeyGroups, Guarantee: w.meta.Guarantee,
-		Operators: []Operator{}, EventTime: w.mu.eventTime,
+		Operators: []Operator{}, EventTime: w.mu.eventTime, Tables: w.mu.tables,
 	}
 	for id, st := range w.mu.ops {
 		op := Operator{ID: id, Kind: st.kind}

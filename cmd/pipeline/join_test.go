@@ -13,6 +13,7 @@ import (
 
 	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 	"github.com/eoflow/pipeline/internal/testkit/paritycheck"
+	"github.com/eoflow/pipeline/sink"
 )
 
 // enrichConfig is the table join example: orders enriched from the
@@ -33,7 +34,8 @@ func enrichTier(n int64) string { return enrichTiers[n%7] }
 // the process is killed at every fault point and at random and restarted
 // each time. An independent read_committed reader then finds one output
 // per order, counts in order, and each tier's exact sum: every order
-// joined with its customer's tier once.
+// joined with its customer's tier once; and one dead letter of the table
+// record that is not JSON, though every start read it again.
 func TestJoinJobExactUnderSIGKILL(t *testing.T) {
 	j := newJob(t, "exactly_once")
 	j.config = enrichConfig
@@ -65,6 +67,10 @@ func TestJoinJobExactUnderSIGKILL(t *testing.T) {
 		produce(customer(c, tier, 0))
 	}
 	produce(customer(5, "silver", 1), &kgo.Record{Topic: customers, Key: []byte("c3")})
+	// A record of the table that is not JSON: one dead letter, whatever
+	// the restarts (each reads the table again from its start); c9 is no
+	// order's customer.
+	produce(&kgo.Record{Topic: customers, Key: []byte("c9"), Value: []byte(`{"tier":`)})
 
 	seed := uint64(envInt(t, "CRASH_SEED", time.Now().UnixNano()))
 	t.Logf("seed %d (CRASH_SEED=%d replays it)", seed, seed)
@@ -103,4 +109,11 @@ func TestJoinJobExactUnderSIGKILL(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	j.terminate()
+	dls := deadLetters(t, j)
+	if len(dls) != 1 {
+		t.Fatalf("seed %d: %d dead letters after %d starts; want the bad table record's one", seed, len(dls), j.started)
+	}
+	if h := headers(dls[0]); h[sink.HeaderCode] != "decode" || h[sink.HeaderTopic] != customers || h[sink.HeaderStep] != "tables[0]" || string(dls[0].Key) != "c9" {
+		t.Errorf("the table record's dead letter: key %q, headers %v", dls[0].Key, h)
+	}
 }

@@ -121,7 +121,18 @@ func AllTo(ctx context.Context, conn []kgo.Opt, topic string, fn func(*kgo.Recor
 
 // AllToOn is AllTo on cl.
 func AllToOn(ctx context.Context, cl Cluster, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
-	ranges, ends, err := listRangesTo(ctx, cl, topic, func(int32) (int64, bool) { return 0, true })
+	return AllToOfOn(ctx, cl, topic, nil, fn)
+}
+
+// AllToOf is AllTo over the partitions keep keeps (nil: all): the ends it
+// returns are theirs only.
+func AllToOf(ctx context.Context, conn []kgo.Opt, topic string, keep func(partition int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
+	return AllToOfOn(ctx, Dial(conn), topic, keep, fn)
+}
+
+// AllToOfOn is AllToOf on cl.
+func AllToOfOn(ctx context.Context, cl Cluster, topic string, keep func(partition int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
+	ranges, ends, err := listRangesTo(ctx, cl, topic, func(p int32) (int64, bool) { return 0, keep == nil || keep(p) })
 	if err != nil {
 		return nil, err
 	}

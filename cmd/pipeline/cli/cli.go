@@ -196,6 +196,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  resumes topic %s as %s (%d partitions)\n", m.From, m.To, m.Partitions)
 		}
 	}
+	for _, t := range plan.Tables {
+		fmt.Fprintf(stdout, "  reads table %s (topic %s) to its end, at least to the savepoint's position\n", t.ID, t.Topic)
+	}
 	for _, n := range plan.Notes {
 		fmt.Fprintf(stdout, "  note: %s\n", n)
 	}

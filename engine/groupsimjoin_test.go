@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"strings"
+
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/source"
+)
+
+// The group simulation's table job: the same keyed sums, with the group
+// key read from the broadcast table tiers (key "k" + n mod 5, value
+// {"tier": that key}), so the oracle is the other schedules'. Every
+// attempt of every process reads the table to its end; the table also
+// holds a record that is not JSON, which the group must dead-letter
+// exactly once (tableduty.go: one member on duty per table partition,
+// its position committed to the group with its epochs), whatever the
+// crashes, zombies and rebalances.
+
+const gsimTable = "tiers"
+
+// gsimTableYAML is parity-sum keyed through the table.
+func gsimTableYAML(yaml string) string {
+	yaml = strings.Replace(yaml, "steps:\n", `tables:
+  - {id: tiers, topic: tiers}
+steps:
+  - id: enrich
+    join: {table: tiers, key: '"k" + string(n % 5)', as: t}
+`, 1)
+	return strings.Replace(yaml, `'"k" + string(n % 5)'`+"\n", "'t.tier'\n", 1)
+}
+
+// useTable makes s the table job: its configuration, and the table's
+// topic, written before any process starts.
+func (s *gsim) useTable() {
+	s.table = true
+	prev := s.cfg
+	yaml := strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `'"k" + string(n % 5)'`, 1)
+	env := map[string]string{
+		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": gsimJob, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
+		"GUARANTEE": "exactly_once", "CHECKPOINT_INTERVAL": prev.Checkpoint.Interval.String(),
+		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "3", "SESSION_TIMEOUT": gsimSession.String(),
+	}
+	s.cfg = parseConfig(s.t, []byte(gsimTableYAML(yaml)), env)
+	s.cfg.Workers, s.cfg.Checkpoint.KeyGroups, s.cfg.Checkpoint.Timeout = prev.Workers, prev.Checkpoint.KeyGroups, prev.Checkpoint.Timeout
+	if err := s.w.kafka.CreateTopic(gsimTable, 2); err != nil {
+		s.t.Fatal(err)
+	}
+	for k := range gsimKeys {
+		key := "k" + string(rune('0'+k))
+		s.appendTable(key, `{"tier":"`+key+`"}`)
+	}
+	s.appendTable("zz", `{"tier":`) // not JSON: one dead letter
+}
+
+// appendTable appends one record to the table's topic.
+func (s *gsim) appendTable(key, value string) {
+	rec := memkafka.Record{Topic: gsimTable, Key: []byte(key), Value: []byte(value), Timestamp: s.clock}
+	rec.Partition = s.w.toModel(fromModel(rec)).Partition
+	if _, err := s.w.kafka.Append(rec); err != nil {
+		panic(err) // the topic exists: a bug of the harness
+	}
+}
+
+// loadTable reads the table of the table job for attempt a, as runAttempt
+// does after the restore.
+func (s *gsim) loadTable(a *attempt) error {
+	if !s.table {
+		return nil
+	}
+	return a.loadTables(context.Background(), func(offsets map[source.TopicPartition]int64) (recordReader, error) {
+		return s.w.tableReader(offsets), nil
+	})
+}
+
+// tableDeadAtEnd: the table's bad record was dead-lettered once.
+func (s *gsim) tableDeadAtEnd() error {
+	if s.table && len(s.view.tableDead) != 1 {
+		return s.violation("%d dead letters of the table's records committed; it holds one bad record", len(s.view.tableDead))
+	}
+	return nil
+}
+
+// playTable runs the faults schedule on the table job, whose table moves
+// key k0 to a new tier halfway through. The schedule steps no table
+// task (tableTask.poll): each attempt joins with the table as it read it
+// at its start, so processes whose attempts began on either side of the
+// move hold different values for k0, and a record's source side and its
+// key group's owner may disagree. The owner must use what the source side
+// found (router.shuffleOut carries it): the source side routed the record
+// by it. Each input of k0 then counts under k0 or k0x, once.
+func playTable(s *gsim) error {
+	s.useTable()
+	s.moveTier = true
+	return playFaults(s)
+}
+
+// maybeMoveTier moves k0 to tier k0x once half the input is fed.
+func (s *gsim) maybeMoveTier() {
+	if s.moveTier && !s.moved && s.fed >= s.want/2 {
+		s.moved = true
+		s.appendTable("k0", `{"tier":"k0x"}`)
+		s.log("the table moves k0 to tier k0x")
+	}
+}
+
+// keyOf reports whether input n may count under key: its key, or, once
+// the table moved k0, k0x for k0's inputs.
+func (s *gsim) keyOf(n int64, key string) bool {
+	if s.moved && gsimKey(n) == "k0" && key == "k0x" {
+		s.counts["inputs of k0 counted under k0x"]++
+		return true
+	}
+	return gsimKey(n) == key
+}
+
+// countedElsewhere reports whether input n was counted under the other of
+// k0 and k0x already.
+func (s *gsim) countedElsewhere(key string, n int64) bool {
+	switch key {
+	case "k0":
+		return s.view.counted["k0x"][n]
+	case "k0x":
+		return s.view.counted["k0"][n]
+	}
+	return false
+}
+
+// tierMoved is want, the oracle's per key totals, as the outputs end
+// after the table moved k0: the outputs of k0 and k0x add up to k0's.
+func (s *gsim) tierMoved(want map[string]simAgg) map[string]simAgg {
+	if !s.moved {
+		return want
+	}
+	k0, k0x := s.view.last["k0"], s.view.last["k0x"]
+	if k0.count+k0x.count != want["k0"].count || k0.sum+k0x.sum != want["k0"].sum {
+		return want // outputsEndAt says how k0 differs
+	}
+	out := maps.Clone(want)
+	out["k0"], out["k0x"] = k0, k0x
+	return out
+}
+
+func playTableLive(s *gsim) error {
+	s.useTable()
+	return playLive(s)
+}
