@@ -52,6 +52,9 @@ type attempt struct {
 	// tables are the job's tables, read to their ends (table.go; nil
 	// without tables).
 	tables *tableSet
+	// groupTime is what a group member restored of event time
+	// (groupeventtime.go; nil in single mode or without event time).
+	groupTime *groupTime
 
 	closers []func()
 }
