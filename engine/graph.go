@@ -102,7 +102,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		// Each member's record holds only what it read; the partitions'
 		// times are every record's, and the windows' watermark is that
 		// of the repartition partitions owned (groupeventtime.go).
-		restoredTime = gt.sources
+		if j.plantedBug != plantedOwnClocksOnly {
+			restoredTime = gt.sources
+		}
 		watermark = gt.watermark(j.shuffle.repartition, a.offsets)
 	}
 	nSources := len(readers)
@@ -131,7 +133,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, ops: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
-			timed: timed, shuffled: gt != nil && j.plan.keyed, watermark: watermark, metrics: j.metrics,
+			timed: timed, shuffled: gt != nil && j.plan.keyed && j.plantedBug != plantedWatermarkOfOwnSources, watermark: watermark, metrics: j.metrics,
 			handled: newTargetCounts(j.metrics, j.plan), blocked: taskBlocked(j.metrics, fmt.Sprintf("worker-%d", w)),
 		}
 		g.workers = append(g.workers, wt)

@@ -1228,19 +1228,22 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		plantedBug plantedBug
 		play       func(*gsim) error
 		seeds      uint64
+		windowed   bool
 	}{
-		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100},
-		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100},
+		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100, false},
+		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100, false},
 		// 16 to 19 schedules in 1000 find it (markers must reach a
 		// state partition late, just as its new owner restores it): 400
 		// leave a change of schedule little chance to miss it.
-		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400},
-		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100},
-		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100},
+		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, false},
+		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, false},
+		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, false},
+		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, true},
+		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
-				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, false); err != nil {
+				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, c.windowed); err != nil {
 					t.Logf("seed %d found it: %v", seed, err)
 					return
 				}
