@@ -358,16 +358,6 @@ func decodeQueueTime(b []byte) (*queueTime, error) {
 	return t, nil
 }
 
-// isTimesRecord reports whether a repartition record carries event times.
-func isTimesRecord(rec *kgo.Record) bool {
-	for _, h := range rec.Headers {
-		if h.Key == headerEventTimes {
-			return true
-		}
-	}
-	return false
-}
-
 // mergedSourceTimes is the largest event time of every source partition
 // over the members' newest checkpoint records (nil: none has any).
 func mergedSourceTimes(members map[string]*checkpoint.Record) *checkpoint.EventTime {

@@ -70,7 +70,7 @@ func (s *gsim) eventTime(n int64) int64 {
 func (s *gsim) windowOracle() (windows map[simWin]simAgg, late map[simTP]bool, bad int, least int64) {
 	windows, late, least = map[simWin]simAgg{}, map[simTP]bool{}, int64(window.NoWatermark)
 	for p, ins := range s.inputs {
-		max := int64(window.NoWatermark)
+		largest := int64(window.NoWatermark)
 		for i, in := range ins {
 			if in.bad {
 				bad++
@@ -78,27 +78,20 @@ func (s *gsim) windowOracle() (windows map[simWin]simAgg, late map[simTP]bool, b
 			}
 			start := in.ts - ((in.ts%simWindow)+simWindow)%simWindow
 			w := simWin{gsimKey(in.n), start, start + simWindow}
-			if max != window.NoWatermark && w.end+s.lateness <= max-simOutOfOrder {
+			if largest != window.NoWatermark && w.end+s.lateness <= largest-simOutOfOrder {
 				late[simTP{int32(p), int64(i)}] = true
 				continue
 			}
-			max = maxOf(max, in.ts)
+			largest = max(largest, in.ts)
 			a := windows[w]
 			windows[w] = simAgg{a.count + 1, a.sum + in.n}
 		}
-		wm := window.PartitionClock{Max: max}.Watermark(simOutOfOrder)
+		wm := window.PartitionClock{Max: largest}.Watermark(simOutOfOrder)
 		if p == 0 || wm < least {
 			least = wm
 		}
 	}
 	return windows, late, bad, least
-}
-
-func maxOf(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // checkWindows reads what was committed since its last call and judges

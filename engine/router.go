@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -123,13 +124,18 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 			r.shuffleOut(sh, rec, out)
 			return
 		}
-		if r.shuffled != nil && isTimesRecord(rec) {
-			if err := r.shuffled.observe(rec.Partition, rec.Value); err != nil {
+		orig, route, at, err := unshuffle(rec)
+		if errors.Is(err, errTimesRecord) {
+			if r.shuffled != nil { // else the job no longer has event time
+				err = r.shuffled.observe(rec.Partition, rec.Value)
+			} else {
+				err = nil
+			}
+			if err != nil {
 				r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
 			}
 			return
 		}
-		orig, route, at, err := unshuffle(rec)
 		if err == nil && r.clocks != nil && at == nil {
 			err = fmt.Errorf("repartition record without the header %s, but the job has event time", headerEventTime)
 		}
@@ -446,6 +452,10 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 // event time: its event time and its partition's watermark before it.
 type shuffledAt struct{ at, wm int64 }
 
+// errTimesRecord is unshuffle's answer for a record of source partitions'
+// event times (groupeventtime.go), which carries no input.
+var errTimesRecord = errors.New("a record of event times")
+
 // unshuffle rebuilds the input record a repartition record carries: its
 // key, value, timestamp and headers, where it was read, the route it
 // took (0 when the record names none: a linear job's), and where it is in
@@ -454,8 +464,11 @@ func unshuffle(rec *kgo.Record) (*kgo.Record, int, *shuffledAt, error) {
 	orig := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
 	var found, route int
 	var placed *shuffledAt
+	timed := false
 	for _, h := range rec.Headers {
 		switch h.Key {
+		case headerEventTimes:
+			return nil, 0, nil, errTimesRecord
 		case headerEventTime, headerPartitionWatermark:
 			v, err := strconv.ParseInt(string(h.Value), 10, 64)
 			if err != nil {
@@ -465,7 +478,7 @@ func unshuffle(rec *kgo.Record) (*kgo.Record, int, *shuffledAt, error) {
 				placed = &shuffledAt{wm: window.NoWatermark}
 			}
 			if h.Key == headerEventTime {
-				placed.at = v
+				placed.at, timed = v, true
 			} else {
 				placed.wm = v
 			}
@@ -498,6 +511,9 @@ func unshuffle(rec *kgo.Record) (*kgo.Record, int, *shuffledAt, error) {
 	}
 	if found != 3 {
 		return nil, 0, nil, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
+	}
+	if placed != nil && !timed {
+		return nil, 0, nil, fmt.Errorf("repartition record with the header %s but not %s", headerPartitionWatermark, headerEventTime)
 	}
 	return orig, route, placed, nil
 }
