@@ -1204,17 +1204,19 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
-		var hashes [2]uint64
-		for i := range hashes {
-			s, err := gsimPlay(t, seed, noPlantedBug, playFaults, false)
-			if err != nil {
-				t.Fatalf("seed %d: %v", seed, err)
+	for _, windowed := range []bool{false, true} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			var hashes [2]uint64
+			for i := range hashes {
+				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, windowed)
+				if err != nil {
+					t.Fatalf("seed %d (windowed %v): %v", seed, windowed, err)
+				}
+				hashes[i] = s.w.hash
 			}
-			hashes[i] = s.w.hash
-		}
-		if hashes[0] != hashes[1] {
-			t.Fatalf("seed %d ran two different schedules (%x, %x)", seed, hashes[0], hashes[1])
+			if hashes[0] != hashes[1] {
+				t.Fatalf("seed %d (windowed %v) ran two different schedules (%x, %x)", seed, windowed, hashes[0], hashes[1])
+			}
 		}
 	}
 }

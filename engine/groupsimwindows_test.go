@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
 
+	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/window"
@@ -185,4 +189,22 @@ func (s *gsim) checkWindows(end bool) error {
 	s.counts["windows committed"] += len(v.windows)
 	s.counts["late inputs"] += len(v.late)
 	return nil
+}
+
+// A savepoint of the running group with event time is refused with what
+// to do instead, before it pauses anyone: its export would leave the
+// windows and the partitions' event times out.
+func TestGroupSavepointWithEventTimeRefused(t *testing.T) {
+	s := newGsim(t, 1, noPlantedBug, t.TempDir(), true)
+	p := s.procs[0]
+	if err := s.start(p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.j.pauseGroup(context.Background(), s.cluster(p), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "stop the last with a savepoint") {
+		t.Fatalf("got %v", err)
+	}
+	if recs := s.w.readAll(checkpoint.TopicName(gsimJob)); len(recs) != 0 {
+		t.Fatalf("it wrote %d records to the checkpoint topic (a pause?)", len(recs))
+	}
 }
