@@ -148,8 +148,6 @@ func TestIntervalJoinErrors(t *testing.T) {
 			name: "group mode and late topics",
 			yaml: strings.Replace(matched, "as: o, how: left}", "as: o, how: left, late_records: drop, late_topic: x}", 1) + "scale: {mode: group}\n",
 			want: []string{
-				"c.yaml:7:5: sources[0].event_time: event time is not supported in group mode yet (the watermark would have to cross the repartition topic): use scale.mode: single",
-				"c.yaml:10:5: sources[1].event_time: event time is not supported in group mode yet (the watermark would have to cross the repartition topic): use scale.mode: single",
 				"c.yaml:14:5: steps[0].join: interval joins are not supported in group mode yet (issue 35: both streams repartitioned by the join key): use scale.mode: single",
 				"c.yaml:14:138: steps[0].join.late_topic: late_records: drop writes no late topic: remove late_topic, or set late_records: side_output",
 			},

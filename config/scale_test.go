@@ -57,8 +57,9 @@ func TestScaleErrors(t *testing.T) {
 			"c.yaml:13:20: scale.session_timeout: 500ms is too short: at least 1s (the brokers' default minimum is 6s)"}},
 		{"at most once", "name: job\n", "name: job\nguarantee: at_most_once\n", []string{
 			"c.yaml:13:9: scale.mode: group mode needs checkpoints, which at_most_once does not take; an at_most_once job already shares its partitions among every process started with the same name (its consumer group): use scale.mode: single"}},
-		{"event time", "  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n", []string{
-			"c.yaml:6:5: sources[0].event_time: event time is not supported in group mode yet (the watermark would have to cross the repartition topic): use scale.mode: single"}},
+		{"event time and a window", "  - topics: [in]\nsteps:\n  - key_by: k\n  - aggregate: {values: {n: count()}}\n",
+			"  - topics: [in]\n    event_time: {}\nsteps:\n  - key_by: k\n  - window: {tumbling: 10s, values: {n: count()}}\n", []string{}},
+		{"event time", "  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n", []string{}},
 		{"a sink on the repartition topic", "  - topic: out\n", "  - topic: job-repartition\n", []string{
 			`c.yaml:10:12: sinks[0].topic: "job-repartition" is the job's internal repartition topic`}},
 		{"stateless group job", "  - key_by: k\n  - aggregate: {values: {n: count()}}\n", "  - filter: n > 0\n", []string{}},

@@ -183,16 +183,6 @@ func (v *validator) scale() {
 	if v.c.Guarantee == AtMostOnce {
 		v.fail("scale.mode", "group mode needs checkpoints, which at_most_once does not take; an at_most_once job already shares its partitions among every process started with the same name (its consumer group): use scale.mode: single")
 	}
-	for i, src := range v.c.Sources {
-		if src.EventTime != nil {
-			v.fail(fmt.Sprintf("sources[%d].event_time", i), "event time is not supported in group mode yet (the watermark would have to cross the repartition topic): use scale.mode: single")
-		}
-	}
-	for i, st := range v.c.Steps {
-		if st.Window != nil {
-			v.fail(fmt.Sprintf("steps[%d].window", i), "windows are not supported in group mode yet: use scale.mode: single")
-		}
-	}
 }
 
 // internalTopics are the topics the job creates for itself.

@@ -68,6 +68,7 @@ func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 	}
 	a.aligning.offsets = unionOffsets(a.aligning.offsets, b)
 	a.aligning.times = unionTimes(a.aligning.times, b.times)
+	a.aligning.shuffled = unionShuffled(a.aligning.shuffled, b.shuffled)
 	a.aligning.watermark = max(a.aligning.watermark, b.watermark) // the same from every worker
 	a.aligning.state = append(a.aligning.state, b.state...)
 	a.blocked[from] = true

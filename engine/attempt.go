@@ -62,6 +62,9 @@ type attempt struct {
 	// (tableduty.go).
 	tableDuty   func(partition int32) bool
 	tableFloors map[string]map[int32]int64
+	// groupTime is what a group member restored of event time
+	// (groupeventtime.go; nil in single mode or without event time).
+	groupTime *groupTime
 
 	closers []func()
 }

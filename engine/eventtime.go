@@ -129,6 +129,9 @@ type eventTime struct {
 	// idle: no record for idle_timeout; the partition does not hold the
 	// job's watermark back.
 	idle bool
+	// carried: a partition the task does not read, whose time a group
+	// member carries forward in its checkpoint records (groupeventtime.go).
+	carried bool
 }
 
 // clocks are the event-time clocks of the partitions one source task
@@ -140,6 +143,9 @@ type clocks struct {
 	// counts as idle idle_timeout after it.
 	started time.Time
 	by      map[partitionKey]*clock
+	// carry: at also reports the partitions restored but not read, as
+	// carried (group mode).
+	carry bool
 }
 
 type clock struct {
@@ -198,6 +204,13 @@ func (c *clocks) at(positions []checkpoint.SourceOffset) []eventTime {
 		}
 		out = append(out, et)
 	}
+	if c.carry {
+		for k, cl := range c.by {
+			if !slices.ContainsFunc(positions, func(p checkpoint.SourceOffset) bool { return p.Topic == k.topic && p.Partition == k.partition }) {
+				out = append(out, eventTime{PartitionTime: checkpoint.PartitionTime{Topic: k.topic, Partition: k.partition, MaxEventTime: cl.Max}, carried: true})
+			}
+		}
+	}
 	return out
 }
 
@@ -229,21 +242,28 @@ func ahead(ms int64) string {
 func jobWatermark(prev int64, times []eventTime) int64 {
 	wms := make([]int64, 0, len(times))
 	for _, t := range times {
-		if !t.idle {
+		if !t.idle && !t.carried {
 			wms = append(wms, t.watermark)
 		}
 	}
 	return window.JobWatermark(prev, wms)
 }
 
-// unionTimes adds b's partitions to have, once per partition.
+// unionTimes adds b's partitions to have, once per partition: the time of
+// the task that reads it, over one carried (group mode).
 func unionTimes(have, add []eventTime) []eventTime {
 	if len(have) == 0 {
 		return append(have, add...)
 	}
 	for _, t := range add {
-		if !slices.ContainsFunc(have, func(h eventTime) bool { return h.Topic == t.Topic && h.Partition == t.Partition }) {
+		i := slices.IndexFunc(have, func(h eventTime) bool { return h.Topic == t.Topic && h.Partition == t.Partition })
+		switch {
+		case i < 0:
 			have = append(have, t)
+		case have[i].carried && !t.carried:
+			have[i] = t
+		case have[i].carried && t.carried:
+			have[i].MaxEventTime = max(have[i].MaxEventTime, t.MaxEventTime)
 		}
 	}
 	return have

@@ -97,6 +97,16 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	if restoredTime != nil {
 		watermark = restoredTime.Watermark
 	}
+	gt := a.groupTime
+	if gt != nil {
+		// Each member's record holds only what it read; the partitions'
+		// times are every record's, and the windows' watermark is that
+		// of the repartition partitions owned (groupeventtime.go).
+		if j.plantedBug != plantedOwnClocksOnly {
+			restoredTime = gt.sources
+		}
+		watermark = gt.watermark(j.shuffle.repartition, a.offsets)
+	}
 	nSources := len(readers)
 
 	reports := make(chan taskReport, 1024)
@@ -123,7 +133,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, ops: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
-			timed: timed, watermark: watermark, metrics: j.metrics,
+			timed: timed, shuffled: gt != nil && j.plan.keyed && j.plantedBug != plantedWatermarkOfOwnSources, watermark: watermark, metrics: j.metrics,
 			handled: newTargetCounts(j.metrics, j.plan), blocked: taskBlocked(j.metrics, fmt.Sprintf("worker-%d", w)),
 		}
 		g.workers = append(g.workers, wt)
@@ -139,6 +149,12 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		st.router.steps = newStepCounts(j.metrics, j.plan)
 		if timed {
 			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
+			if gt != nil {
+				st.router.clocks.carry = true
+				if j.plan.keyed {
+					st.router.shuffled = gt.clocks(j.plan.time)
+				}
+			}
 		}
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -304,7 +305,8 @@ func (m *groupMode) readers(a *attempt) ([]recordReader, error) { return a.check
 func (m *groupMode) wire(a *attempt, g *graph) {
 	j := a.j
 	m.gate = &groupGate{repartition: j.shuffle.repartition, pausedBy: j.pauses.pausedFor}
-	g.sink.own = memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance)}
+	g.sink.own = &memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance),
+		timed: j.plan.keyed && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{}}
 	for _, s := range g.sources {
 		s.gate = m.gate
 	}
@@ -371,14 +373,63 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 			return err
 		}
 	}
+	if a.groupTime, err = m.restoreTime(ctx, a); err != nil {
+		return err
+	}
 	read := func(ctx context.Context, fn func(key, value []byte) error) error {
 		if len(owned) == 0 {
 			return nil
 		}
-		return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) }, owned...)
+		return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error {
+			if isGroupTime(r.Key) {
+				return a.groupTime.restoreQueue(r)
+			}
+			return fn(r.Key, r.Value)
+		}, owned...)
 	}
 	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
 	return err
+}
+
+// restoreTime reads what the attempt needs of event time besides the
+// state partitions (nil without event time): the job's source
+// partitions, and their times at the offsets just fetched, from every
+// member's newest checkpoint record (groupeventtime.go). Those records
+// are read again, after the offsets: an epoch that committed offsets
+// since the attempt began committed its record with them.
+func (m *groupMode) restoreTime(ctx context.Context, a *attempt) (*groupTime, error) {
+	j := a.j
+	tp := j.plan.time
+	if tp == nil || len(tp.byTopic) == 0 {
+		return nil, nil
+	}
+	gt := &groupTime{queues: map[int32]*queueTime{}}
+	topics := slices.Sorted(maps.Keys(tp.byTopic))
+	parts, err := a.cluster.Partitions(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts {
+		gt.partitions = append(gt.partitions, partitionKey{p.Topic, p.Partition})
+	}
+	cpTopic := checkpoint.TopicName(j.cfg.Name)
+	cps, err := a.cluster.Partitions(ctx, []string{cpTopic})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int32
+	for _, p := range cps {
+		ids = append(ids, p.Partition)
+	}
+	if err := a.cluster.AwaitSettled(ctx, cpTopic, ids, j.cfg.Kafka.TransactionTimeout); err != nil {
+		return nil, err
+	}
+	recs := &jobRecords{}
+	if err := a.cluster.Read(ctx, cpTopic, foldJobRecords(j.cfg.Name, recs)); err != nil {
+		return nil, fmt.Errorf("reading the checkpoint topic: %w", err)
+	}
+	gt.sources = mergedSourceTimes(recs.members)
+	return gt, nil
 }
 
 // startFresh gives the assigned source partitions without a committed
@@ -634,7 +685,12 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	var stale map[string]struct{}
 	if j.plan.keyed {
 		read := func(ctx context.Context, fn func(key, value []byte) error) error {
-			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error { return fn(r.Key, r.Value) })
+			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error {
+				if isGroupTime(r.Key) {
+					return nil // deleted below, in every partition
+				}
+				return fn(r.Key, r.Value)
+			})
 		}
 		if stale, err = liveStateKeys(ctx, read, nil); err != nil {
 			return err
@@ -651,12 +707,20 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	if err != nil {
 		return err
 	}
+	if j.plan.keyed {
+		// What the repartition partitions knew of event time is of the
+		// job before the savepoint: their owners start over from the
+		// new event-time records.
+		for q := range j.shuffle.partitions {
+			txn.Produce(ctx, &kgo.Record{Topic: j.shuffle.state, Partition: int32(q), Key: []byte(groupTimeKey)})
+		}
+	}
 	id := checkpoint.ID(1)
 	if a.latest != nil {
 		id = a.latest.ID + 1
 	}
 	a.savepointID = r.ID()
-	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), nil)
+	rec := a.newRecord(id, offsetList(offsets), mergeState(summary), importedEventTime(r.Manifest().EventTime, plan, j.plan.time))
 	rec.Tables = plan.Tables
 	rec.Normalize()
 	crs, err := checkpointRecords(rec, m.recordKey, a.limits, j.metrics)
@@ -752,20 +816,67 @@ func (g *groupGate) pausedFor() string   { return g.pausedBy() }
 // memberRecords lays a member's own records out: its checkpoint records
 // under its key, each state record in the group-state partition of its
 // key group, and, when every source paused for a group savepoint before
-// a barrier, the member's ack of the pause with that epoch.
+// a barrier, the member's ack of the pause with that epoch. A keyed job
+// with event time adds what groupeventtime.go says: the times of its
+// source partitions to every repartition partition, and what each of its
+// repartition partitions knows to that partition's state, each when it
+// changed since the attempt last wrote it.
 type memberRecords struct {
 	key     string
 	shuffle *shuffle
 	ackKey  string
+	timed   bool
+	// told is the last times written to the repartition topic, queues
+	// the last of each repartition partition written to its state
+	// partition (this attempt's).
+	told   string
+	queues map[int32]string
 }
 
-func (r memberRecords) checkpointKey() string      { return r.key }
-func (r memberRecords) placeState(rec *kgo.Record) { r.shuffle.place(rec) }
-func (r memberRecords) sealed(topic string, b *barrier) *kgo.Record {
+func (r *memberRecords) checkpointKey() string      { return r.key }
+func (r *memberRecords) placeState(rec *kgo.Record) { r.shuffle.place(rec) }
+func (r *memberRecords) sealed(topic string, b *barrier) []*kgo.Record {
+	var out []*kgo.Record
+	if r.timed {
+		out = r.eventTimes(b)
+	}
 	if b.pausedFor == "" {
-		return nil
+		return out
 	}
 	// What the sources shuffled before the pause commits with this
 	// epoch, and nothing after it.
-	return &kgo.Record{Topic: topic, Key: []byte(r.ackKey), Value: []byte(b.pausedFor)}
+	return append(out, &kgo.Record{Topic: topic, Key: []byte(r.ackKey), Value: []byte(b.pausedFor)})
+}
+
+// eventTimes are the records of event time barrier b adds to its epoch
+// (groupeventtime.go): they follow the epoch's shuffled records.
+func (r *memberRecords) eventTimes(b *barrier) []*kgo.Record {
+	var out []*kgo.Record
+	var own []reportedTime
+	for _, t := range b.times {
+		if !t.carried {
+			own = append(own, reportedTime{PartitionTime: t.PartitionTime, idle: t.idle})
+		}
+	}
+	if len(own) > 0 {
+		slices.SortFunc(own, func(a, b reportedTime) int {
+			return checkpoint.CompareOffsets(
+				checkpoint.SourceOffset{Topic: a.Topic, Partition: a.Partition},
+				checkpoint.SourceOffset{Topic: b.Topic, Partition: b.Partition})
+		})
+		if v := encodeTimes(own); string(v) != r.told {
+			r.told = string(v)
+			for q := range r.shuffle.partitions {
+				out = append(out, &kgo.Record{Topic: r.shuffle.repartition, Partition: int32(q), Key: []byte(r.key), Value: v,
+					Headers: []kgo.RecordHeader{{Key: headerEventTimes}}})
+			}
+		}
+	}
+	for _, st := range b.shuffled {
+		if v := encodeQueueTime(st); string(v) != r.queues[st.q] {
+			r.queues[st.q] = string(v)
+			out = append(out, &kgo.Record{Topic: r.shuffle.state, Partition: st.q, Key: []byte(groupTimeKey), Value: v})
+		}
+	}
+	return out
 }

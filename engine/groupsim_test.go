@@ -125,6 +125,11 @@ type gsim struct {
 	// by steps taken inside another's call (meanwhile).
 	counts map[string]int
 	broken error
+	// windowed: the job is parity-windows (groupsimwindows_test.go),
+	// judged by its oracle; lateness is its allowed lateness.
+	windowed bool
+	lateness int64
+	wview    gsimWindowView
 }
 
 // gproc is one process: a Job with its own instance id, and its member
@@ -164,7 +169,7 @@ type gsimView struct {
 	tableDead map[string]bool
 }
 
-func newGsim(t testing.TB, seed uint64, m plantedBug, dir string) *gsim {
+func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, windowed bool) *gsim {
 	rng := rand.New(rand.NewPCG(seed, 0x6e0))
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	s := &gsim{t: t, clock: start, began: start, plantedBug: m, dir: dir, burst: 1, faults: true,
@@ -180,14 +185,18 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string) *gsim {
 		"GUARANTEE": "exactly_once", "CHECKPOINT_INTERVAL": []string{"50ms", "100ms", "300ms"}[rng.IntN(3)],
 		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "3", "SESSION_TIMEOUT": gsimSession.String(),
 	}
-	yaml := strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
+	base := paritySumYAML
+	if windowed {
+		base = s.windowsConfig(env)
+	}
+	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
 	s.cfg = parseConfig(t, []byte(yaml), env)
 	s.cfg.Workers = 1 + rng.IntN(2)
 	s.cfg.Checkpoint.KeyGroups = 12
 	s.cfg.Checkpoint.Timeout = 4 * time.Second // a group savepoint's pause: 8s
 	for topic, n := range map[string]int{
 		"in": gsimInParts, "out": 1, s.cfg.Sinks[0].DeadLetterTopic: 1, checkpoint.TopicName(gsimJob): 1,
-		RepartitionTopic(gsimJob): s.cfg.Scale.Partitions, GroupStateTopic(gsimJob): s.cfg.Scale.Partitions,
+		RepartitionTopic(gsimJob): s.cfg.Scale.Partitions, GroupStateTopic(gsimJob): s.cfg.Scale.Partitions, simLateTopic: 1,
 	} {
 		if err := s.w.kafka.CreateTopic(topic, n); err != nil {
 			t.Fatal(err)
@@ -215,7 +224,7 @@ func (s *gsim) violation(format string, args ...any) error {
 // cluster is what p's code reads of the model. Its stable offset fetch
 // must never wait for a transaction that should have been fenced.
 func (s *gsim) cluster(p *gproc) simCluster {
-	return simCluster{w: s.w, job: gsimJob, members: s.members, unstable: func(holders []string) {
+	return simCluster{w: s.w, job: gsimJob, members: s.members, seen: map[memkafka.TP]int64{}, unstable: func(holders []string) {
 		for _, h := range holders {
 			id := strings.TrimPrefix(h, gsimJob+"-")
 			orphaned, ok := s.orphaned[id]
@@ -646,6 +655,9 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 		for k := 1 + s.w.rng.IntN(s.burst); k > 0 && s.fed < s.want; k-- {
 			s.fed++
 			in := simInput{n: int64(s.fed), bad: s.w.rng.IntN(40) == 0}
+			if s.windowed {
+				in.ts = s.eventTime(in.n)
+			}
 			p := s.w.rng.IntN(gsimInParts)
 			if _, err := s.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: simJob{}.inputValue(in), Timestamp: s.clock}); err != nil {
 				panic(err)
@@ -745,6 +757,9 @@ func (s *gsim) drained() bool {
 // go 1, 2, 3... in order, each sum adds an input of the key not counted
 // before, and no input becomes two dead letters.
 func (s *gsim) check() error {
+	if s.windowed {
+		return s.checkWindows(false)
+	}
 	v := &s.view
 	if v.next == nil {
 		v.next, v.last, v.counted, v.dead, v.tableDead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}, map[string]bool{}
@@ -842,6 +857,12 @@ func (s *gsim) oracle(offsets map[int32]int64) (map[string]simAgg, int) {
 func (s *gsim) checkEnd() error {
 	for s.w.kafka.PendingMarkers() > 0 {
 		s.w.kafka.DeliverMarker(0) // the brokers write them, in the end
+	}
+	if s.windowed {
+		if err := s.checkWindows(true); err != nil {
+			return err
+		}
+		return s.stalled
 	}
 	if err := s.check(); err != nil {
 		return err
@@ -1156,8 +1177,8 @@ func gsimSeeds(full int) (first uint64, n int) {
 
 // gsimPlay runs one seed of a schedule (printing its trace when it is the
 // one -sim.seed asks for).
-func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error) (*gsim, error) {
-	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)))
+func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error, windowed bool) (*gsim, error) {
+	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)), windowed)
 	err := play(s)
 	if *simSeed != 0 {
 		for _, line := range s.w.trace {
@@ -1174,16 +1195,18 @@ func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error)
 // one ends with exactly one failure-free run's outputs.
 func TestSimulationGroupMode(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		play func(*gsim) error
-		full int
-	}{{"faults", playFaults, 250}, {"stop_with_savepoint", playStop, 150}, {"live_savepoint", playLive, 150},
-		{"table", playTable, 150}, {"table_live_savepoint", playTableLive, 100}} {
+		name     string
+		play     func(*gsim) error
+		full     int
+		windowed bool
+	}{{"faults", playFaults, 250, false}, {"stop_with_savepoint", playStop, 150, false}, {"live_savepoint", playLive, 150, false},
+		{"table", playTable, 150, false}, {"table_live_savepoint", playTableLive, 100, false},
+		{"windows", playFaults, 250, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
 			for seed := first; seed < first+uint64(n); seed++ {
-				s, err := gsimPlay(t, seed, noPlantedBug, c.play)
+				s, err := gsimPlay(t, seed, noPlantedBug, c.play, c.windowed)
 				if err != nil {
 					t.Fatalf("seed %d (%d steps): %v\nreplay: go test ./engine -run 'TestSimulationGroupMode/%s' -sim.seed=%d -v\n%s",
 						seed, s.steps, err, c.name, seed, strings.Join(lastLines(s.w.trace, 60), "\n"))
@@ -1204,17 +1227,19 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
-		var hashes [2]uint64
-		for i := range hashes {
-			s, err := gsimPlay(t, seed, noPlantedBug, playFaults)
-			if err != nil {
-				t.Fatalf("seed %d: %v", seed, err)
+	for _, windowed := range []bool{false, true} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			var hashes [2]uint64
+			for i := range hashes {
+				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, windowed)
+				if err != nil {
+					t.Fatalf("seed %d (windowed %v): %v", seed, windowed, err)
+				}
+				hashes[i] = s.w.hash
 			}
-			hashes[i] = s.w.hash
-		}
-		if hashes[0] != hashes[1] {
-			t.Fatalf("seed %d ran two different schedules (%x, %x)", seed, hashes[0], hashes[1])
+			if hashes[0] != hashes[1] {
+				t.Fatalf("seed %d (windowed %v) ran two different schedules (%x, %x)", seed, windowed, hashes[0], hashes[1])
+			}
 		}
 	}
 }
@@ -1228,19 +1253,22 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		plantedBug plantedBug
 		play       func(*gsim) error
 		seeds      uint64
+		windowed   bool
 	}{
-		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100},
-		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100},
+		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100, false},
+		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100, false},
 		// 16 to 19 schedules in 1000 find it (markers must reach a
 		// state partition late, just as its new owner restores it): 400
 		// leave a change of schedule little chance to miss it.
-		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400},
-		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100},
-		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100},
+		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, false},
+		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, false},
+		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, false},
+		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, true},
+		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
-				if _, err := gsimPlay(t, seed, c.plantedBug, c.play); err != nil {
+				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, c.windowed); err != nil {
 					t.Logf("seed %d found it: %v", seed, err)
 					return
 				}

@@ -110,6 +110,10 @@ type barrier struct {
 	// watermark W(N) that the workers computed from them.
 	times     []eventTime
 	watermark int64
+	// shuffled are the times of the repartition partitions the sources
+	// read (group mode's keyed side with event time); the workers'
+	// watermark is the least of them.
+	shuffled []shuffledTime
 	// pausedFor is the group savepoint pause every source was in when it
 	// sent the barrier ("" when any was not): the epoch's commit then
 	// acks the pause (groupsavepoint.go).

@@ -41,6 +41,17 @@ const (
 	// plantedEarlyRelease: while epoch N commits, the sink writes what
 	// arrives into transaction N instead of holding it until N+1 is open.
 	plantedEarlyRelease
+	// plantedWatermarkOfOwnSources: group mode's keyed side fires its
+	// windows at the watermark of the source partitions its own process
+	// reads (single mode's rule), not at what the repartition partitions
+	// it owns reported: a window fires while records of it are still on
+	// their way through the repartition topic.
+	plantedWatermarkOfOwnSources
+	// plantedOwnClocksOnly: a group member restores its source
+	// partitions' clocks from its own newest checkpoint record only: a
+	// partition that moved to it starts its clock over, and judges
+	// lateness from its later records alone.
+	plantedOwnClocksOnly
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,6 +32,10 @@ type router struct {
 	// clocks are the event-time clocks of the task's partitions (nil
 	// without event time).
 	clocks *clocks
+	// shuffled is what the keyed side of a group-mode job with event
+	// time knows of the source partitions' times, per repartition
+	// partition the task reads (groupeventtime.go; nil otherwise).
+	shuffled *shuffledClocks
 	// env counts late records (keyed.WindowSpec.LateRecord).
 	env *keyed.Env
 	// steps counts what the stateless steps did (nil: not counted);
@@ -115,21 +120,36 @@ func (p *plan) bare() bool {
 func (r *router) route(rec *kgo.Record, out [][]message) {
 	only := -1 // group mode's keyed side: the one route rec took
 	// carried (group mode's keyed side): what the source side's joins
-	// found.
+	// found; given, where it placed the record in event time.
 	var carried []kgo.RecordHeader
+	var given *shuffledAt
 	if sh := r.p.shuffle; sh != nil && r.p.keyed {
 		if rec.Topic != sh.repartition {
 			r.shuffleOut(sh, rec, out)
 			return
 		}
-		orig, route, joins, err := unshuffle(rec)
+		orig, route, joins, at, err := unshuffle(rec)
+		if errors.Is(err, errTimesRecord) {
+			if r.shuffled != nil { // else the job no longer has event time
+				err = r.shuffled.observe(rec.Partition, rec.Value)
+			} else {
+				err = nil
+			}
+			if err != nil {
+				r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
+			}
+			return
+		}
+		if err == nil && r.clocks != nil && at == nil {
+			err = fmt.Errorf("repartition record without the header %s, but the job has event time", headerEventTime)
+		}
 		if err != nil {
 			// Not written by this job's source side: a dead letter,
 			// never a silent drop.
 			r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
 			return
 		}
-		rec, only, carried = orig, route, joins
+		rec, only, carried, given = orig, route, joins, at
 	}
 	if r.bare {
 		w := partitionWorker(rec.Topic, rec.Partition, r.workers)
@@ -152,9 +172,15 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 	for _, h := range carried {
 		op.CarryJoin(strings.TrimPrefix(h.Key, headerJoinPrefix), h.Value[1:], h.Value[0] == 1)
 	}
-	at, wm, ok := r.placeInTime(src, rec, op, out)
-	if !ok {
-		return
+	var at, wm int64
+	if given != nil {
+		// Placed on the source side, against its partition's clock.
+		at, wm = given.at, given.wm
+	} else {
+		var ok bool
+		if at, wm, ok = r.placeInTime(src, rec, op, out); !ok {
+			return
+		}
 	}
 	switch {
 	case only >= 0:
@@ -363,6 +389,13 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		Format: format,
 	}
 	worker := int(uint32(rec.Partition) % uint32(r.workers))
+	// Event time is placed here, on the source side, against the
+	// partition's own clock: a record's lateness depends on its
+	// partition's records alone, whoever owns its key group.
+	at, wm, ok := r.placeInTime(src, rec, op, out)
+	if !ok {
+		return
+	}
 	emit := func(route, t int, rop *operator.Record, rerr *operator.RecordError) {
 		if rerr != nil {
 			r.dead(out, rec, rerr)
@@ -374,6 +407,14 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 			return
 		}
 		kg := state.KeyGroupOf([]byte(rop.GroupKey), r.groups)
+		if win := r.p.targets[t].window; win != nil && win.Late(at, wm) {
+			// Late for every window: to the late topic from here, once.
+			r.p.recycle(rop)
+			if late := win.LateRecord(r.env, rec, at, wm); late != nil {
+				out[worker] = append(out[worker], message{kind: msgLate, rec: late})
+			}
+			return
+		}
 		headers := append(slices.Clip(rec.Headers),
 			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(rec.Topic)},
 			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
@@ -387,6 +428,12 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 			headers = append(headers, kgo.RecordHeader{Key: headerJoinPrefix + name, Value: v})
 		})
 		r.p.recycle(rop)
+		if r.clocks != nil {
+			headers = append(headers, kgo.RecordHeader{Key: headerEventTime, Value: strconv.AppendInt(nil, at, 10)})
+			if wm != window.NoWatermark {
+				headers = append(headers, kgo.RecordHeader{Key: headerPartitionWatermark, Value: strconv.AppendInt(nil, wm, 10)})
+			}
+		}
 		if r.lin == nil {
 			// A linear job's records keep the form they always had: its
 			// one route is route 0.
@@ -416,45 +463,71 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	}
 }
 
+// shuffledAt is where the source side placed a repartition record in
+// event time: its event time and its partition's watermark before it.
+type shuffledAt struct{ at, wm int64 }
+
+// errTimesRecord is unshuffle's answer for a record of source partitions'
+// event times (groupeventtime.go), which carries no input.
+var errTimesRecord = errors.New("a record of event times")
+
 // unshuffle rebuilds the input record a repartition record carries: its
 // key, value, timestamp and headers, where it was read, the route it
-// took (0 when the record names none: a linear job's), and what its joins
-// found (headerJoinPrefix).
-func unshuffle(rec *kgo.Record) (*kgo.Record, int, []kgo.RecordHeader, error) {
+// took (0 when the record names none: a linear job's), what its joins
+// found (headerJoinPrefix), and where it is in event time (nil: the job
+// has none).
+func unshuffle(rec *kgo.Record) (*kgo.Record, int, []kgo.RecordHeader, *shuffledAt, error) {
 	orig := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
 	var (
 		found, route int
 		joins        []kgo.RecordHeader
+		placed       *shuffledAt
+		timed        bool
 	)
 	for _, h := range rec.Headers {
 		switch h.Key {
+		case headerEventTimes:
+			return nil, 0, nil, nil, errTimesRecord
+		case headerEventTime, headerPartitionWatermark:
+			v, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+			}
+			if placed == nil {
+				placed = &shuffledAt{wm: window.NoWatermark}
+			}
+			if h.Key == headerEventTime {
+				placed.at, timed = v, true
+			} else {
+				placed.wm = v
+			}
 		case headerSourceTopic:
 			orig.Topic = string(h.Value)
 			found++
 		case headerSourcePartition:
 			p, err := strconv.ParseInt(string(h.Value), 10, 32)
 			if err != nil {
-				return nil, 0, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
 			}
 			orig.Partition = int32(p)
 			found++
 		case headerSourceOffset:
 			o, err := strconv.ParseInt(string(h.Value), 10, 64)
 			if err != nil {
-				return nil, 0, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
 			}
 			orig.Offset = o
 			found++
 		case headerRoute:
 			rt, err := strconv.ParseUint(string(h.Value), 10, 16)
 			if err != nil {
-				return nil, 0, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
 			}
 			route = int(rt)
 		default:
 			if strings.HasPrefix(h.Key, headerJoinPrefix) {
 				if len(h.Value) == 0 || h.Value[0] > 1 || h.Value[0] == 0 && len(h.Value) > 1 {
-					return nil, 0, nil, fmt.Errorf("repartition record: header %s: not a join's result", h.Key)
+					return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: not a join's result", h.Key)
 				}
 				joins = append(joins, h)
 				continue
@@ -463,9 +536,12 @@ func unshuffle(rec *kgo.Record) (*kgo.Record, int, []kgo.RecordHeader, error) {
 		}
 	}
 	if found != 3 {
-		return nil, 0, nil, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
+		return nil, 0, nil, nil, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
 	}
-	return orig, route, joins, nil
+	if placed != nil && !timed {
+		return nil, 0, nil, nil, fmt.Errorf("repartition record with the header %s but not %s", headerPartitionWatermark, headerEventTime)
+	}
+	return orig, route, joins, placed, nil
 }
 
 // eventTime is rec's event time: its source's timestamp expression, or

@@ -186,6 +186,12 @@ type simCluster struct {
 	// it gave up). Without it such a call returns errSimWait instead, to
 	// be asked again later.
 	wait func(ready func() bool) bool
+	// seen, if set, holds the high watermark of each partition an
+	// AwaitSettled asked about first: as Kafka's (awaitSettled), it then
+	// waits for the transactions that wrote before that look only, not
+	// for those begun since (the attempt's retries share it). Without
+	// it, it waits until no transaction is unmarked at all.
+	seen map[memkafka.TP]int64
 }
 
 var _ cluster = simCluster{}
@@ -278,7 +284,20 @@ func (c simCluster) FetchStableOffsets(ctx context.Context, group string, tps []
 func (c simCluster) AwaitSettled(_ context.Context, topic string, partitions []int32, _ time.Duration) error {
 	settled := func() bool {
 		for _, p := range partitions {
-			if o, err := c.w.kafka.EndOffsets(memkafka.TP{Topic: topic, Partition: p}); err != nil || o.LastStable < o.HighWatermark {
+			tp := memkafka.TP{Topic: topic, Partition: p}
+			o, err := c.w.kafka.EndOffsets(tp)
+			if err != nil {
+				return false
+			}
+			upTo := o.HighWatermark
+			if c.seen != nil {
+				if first, ok := c.seen[tp]; ok {
+					upTo = first
+				} else {
+					c.seen[tp] = upTo
+				}
+			}
+			if o.LastStable < upTo {
 				return false
 			}
 		}

@@ -92,22 +92,22 @@ type producer interface {
 
 // ownRecords lays out the job's own records in its internal topics:
 // under which key its checkpoint records go, in which partition each
-// state record goes, and what record, if any, joins an epoch besides its
+// state record goes, and what records, if any, join an epoch besides its
 // checkpoint record when the sink seals it with barrier b. Single mode
 // has one layout (singleRecords), a group member another (memberRecords).
 type ownRecords interface {
 	checkpointKey() string
 	placeState(rec *kgo.Record)
-	sealed(topic string, b *barrier) *kgo.Record
+	sealed(topic string, b *barrier) []*kgo.Record
 }
 
 // singleRecords is single mode's layout: checkpoint records under the
 // job's name, state records as the store keyed them, nothing else.
 type singleRecords struct{}
 
-func (singleRecords) checkpointKey() string               { return "" }
-func (singleRecords) placeState(*kgo.Record)              {}
-func (singleRecords) sealed(string, *barrier) *kgo.Record { return nil }
+func (singleRecords) checkpointKey() string                 { return "" }
+func (singleRecords) placeState(*kgo.Record)                {}
+func (singleRecords) sealed(string, *barrier) []*kgo.Record { return nil }
 
 // maxHeldWhileCommitting bounds what the sink takes in while an epoch
 // commits: past it the sink stops reading, and the graph waits as it did
@@ -273,7 +273,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 		}
 		s.txn.Produce(ctx, rec)
 	}
-	if extra := s.own.sealed(recs[0].Topic, b); extra != nil {
+	for _, extra := range s.own.sealed(recs[0].Topic, b) {
 		s.txn.Produce(ctx, extra)
 	}
 	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, tableCommits: tableCommits, state: state, stats: s.epoch}

@@ -200,7 +200,13 @@ func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 	}
 	if c := s.router.clocks; c != nil {
 		b.times = c.at(b.offsets)
+		if sh := s.router.shuffled; sh != nil {
+			b.shuffled = sh.at(s.router.p.shuffle.repartition, b.offsets)
+		}
 		for _, t := range b.times {
+			if t.carried {
+				continue
+			}
 			if t.MaxEventTime != window.NoWatermark {
 				s.metrics.SetPartitionWatermark(t.Topic, t.Partition, t.watermark)
 			}

@@ -27,8 +27,11 @@ type workerTask struct {
 
 	align aligner
 	// timed: the job has event time; watermark is W of the last barrier
-	// (window.NoWatermark: none yet).
+	// (window.NoWatermark: none yet). shuffled: it is group mode's keyed
+	// side, whose watermark is the least of the repartition partitions'
+	// (groupeventtime.go).
 	timed     bool
+	shuffled  bool
 	watermark int64
 	metrics   *metrics.Metrics
 	// handled counts the records handed to each target, blocked the time
@@ -125,7 +128,11 @@ func (w *workerTask) onBarrier(from int, b *barrier) error {
 	// records before it. Snapshot, then send the barrier on.
 	done.watermark = window.NoWatermark
 	if w.timed {
-		w.watermark = jobWatermark(w.watermark, done.times)
+		if w.shuffled {
+			w.watermark = groupWatermark(w.watermark, done.shuffled)
+		} else {
+			w.watermark = jobWatermark(w.watermark, done.times)
+		}
 		done.watermark = w.watermark
 		if w.index == 0 && w.metrics != nil { // every worker computes the same
 			w.metrics.SetWatermark(w.watermark)

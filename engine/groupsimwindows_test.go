@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/window"
+)
+
+// The group simulation of parity-windows (TestSimulationGroupMode/windows):
+// the three processes run tumbling windows of event time over gsimKeys
+// keys, through the same crashes, pauses, zombies and rebalances as the
+// sum. The oracle is computed from the input alone, partition by
+// partition, by the documented rule (docs/windows.md): an input is late
+// when its window's end plus allowed_lateness is at most its partition's
+// watermark (the largest earlier event time of the partition, minus
+// max_out_of_orderness); otherwise it counts in its window. So:
+//   - after every commit, every committed window holds exactly the
+//     oracle's inputs of that window (a window that fired can gain no
+//     later input: that input would be late), once; every committed late
+//     record is one the oracle calls late, once; no input becomes two
+//     dead letters;
+//   - at the end, the committed windows are exactly the oracle's windows
+//     whose end plus allowed_lateness is at most the least partition
+//     watermark (every partition's records are read, and the event times
+//     crossed the repartition topic), and the late records exactly the
+//     oracle's.
+
+// gsimWindowView is what the windowed oracle has read of the committed
+// outputs.
+type gsimWindowView struct {
+	next    map[memkafka.TP]int64
+	windows map[simWin]simAgg
+	late    map[simTP]bool
+	dead    map[string]bool
+}
+
+// windowsConfig is parity-windows' configuration, its settings in env:
+// 200 ms windows, 50 ms out of order, an allowed lateness drawn per
+// seed.
+func (s *gsim) windowsConfig(env map[string]string) string {
+	s.windowed = true
+	s.lateness = []int64{0, 100}[s.w.rng.IntN(2)]
+	env["LATE_TOPIC"] = simLateTopic
+	env["WINDOW"] = fmt.Sprintf("%dms", simWindow)
+	env["MAX_OOO"] = fmt.Sprintf("%dms", simOutOfOrder)
+	env["LATENESS"] = fmt.Sprintf("%dms", s.lateness)
+	env["INPUT_TOPIC"] = "in"
+	return parityWindowsYAML
+}
+
+// eventTime is input n's event time: 10 ms apart in order, moved back by
+// up to max_out_of_orderness, and one in twenty further back than that
+// (late, if its partition has seen far enough ahead).
+func (s *gsim) eventTime(n int64) int64 {
+	ts := s.began.UnixMilli() + n*10 - int64(s.w.rng.IntN(simOutOfOrder+1))
+	if s.w.rng.IntN(20) == 0 {
+		ts -= simOutOfOrder + int64(s.w.rng.IntN(400))
+	}
+	return ts
+}
+
+// windowOracle is the windows, late inputs and bad ones of every input
+// written so far, and the least partition watermark (window.NoWatermark
+// if a partition has no input).
+func (s *gsim) windowOracle() (windows map[simWin]simAgg, late map[simTP]bool, bad int, least int64) {
+	windows, late, least = map[simWin]simAgg{}, map[simTP]bool{}, int64(window.NoWatermark)
+	for p, ins := range s.inputs {
+		largest := int64(window.NoWatermark)
+		for i, in := range ins {
+			if in.bad {
+				bad++
+				continue
+			}
+			start := in.ts - ((in.ts%simWindow)+simWindow)%simWindow
+			w := simWin{gsimKey(in.n), start, start + simWindow}
+			if largest != window.NoWatermark && w.end+s.lateness <= largest-simOutOfOrder {
+				late[simTP{int32(p), int64(i)}] = true
+				continue
+			}
+			largest = max(largest, in.ts)
+			a := windows[w]
+			windows[w] = simAgg{a.count + 1, a.sum + in.n}
+		}
+		wm := window.PartitionClock{Max: largest}.Watermark(simOutOfOrder)
+		if p == 0 || wm < least {
+			least = wm
+		}
+	}
+	return windows, late, bad, least
+}
+
+// checkWindows reads what was committed since its last call and judges
+// it by the oracle; at the end (drained), the whole of it.
+func (s *gsim) checkWindows(end bool) error {
+	v := &s.wview
+	if v.next == nil {
+		v.next, v.windows, v.late, v.dead = map[memkafka.TP]int64{}, map[simWin]simAgg{}, map[simTP]bool{}, map[string]bool{}
+	}
+	tail := func(topic string) []memkafka.Record {
+		tp := memkafka.TP{Topic: topic}
+		recs, next, err := s.w.kafka.ReadCommitted(tp, v.next[tp], 1<<20)
+		if err != nil {
+			panic(err)
+		}
+		v.next[tp] = next
+		return recs
+	}
+	windows, late, bad, least := s.windowOracle()
+	for _, r := range tail("out") {
+		var o struct {
+			Key         string `json:"key"`
+			WindowStart string `json:"window_start"`
+			WindowEnd   string `json:"window_end"`
+			Count       int64  `json:"count"`
+			Sum         int64  `json:"sum"`
+		}
+		if err := json.Unmarshal(r.Value, &o); err != nil {
+			return s.violation("output %s: %v", r.Value, err)
+		}
+		start, err1 := time.Parse(time.RFC3339Nano, o.WindowStart)
+		wend, err2 := time.Parse(time.RFC3339Nano, o.WindowEnd)
+		if err1 != nil || err2 != nil {
+			return s.violation("output %s: bad window times", r.Value)
+		}
+		w := simWin{o.Key, start.UnixMilli(), wend.UnixMilli()}
+		got := simAgg{o.Count, o.Sum}
+		switch want, ok := windows[w]; {
+		case v.windows[w] != (simAgg{}):
+			return s.violation("window %+v committed twice (%+v, then %+v)", w, v.windows[w], got)
+		case !ok || got != want:
+			return s.violation("window %+v committed as %+v; from the input alone it holds %+v: its contents depend on the schedule", w, got, want)
+		}
+		v.windows[w] = got
+	}
+	for _, r := range tail(simLateTopic) {
+		kr := fromModel(r)
+		p, err1 := strconv.ParseInt(sink.Header(kr, sink.HeaderPartition), 10, 32)
+		off, err2 := strconv.ParseInt(sink.Header(kr, sink.HeaderOffset), 10, 64)
+		if err1 != nil || err2 != nil {
+			return s.violation("late record %s without its source partition and offset", r.Value)
+		}
+		tp := simTP{int32(p), off}
+		switch {
+		case v.late[tp]:
+			return s.violation("input %+v committed twice to the late topic", tp)
+		case !late[tp]:
+			return s.violation("input %+v committed to the late topic; from the input alone it is not late", tp)
+		}
+		v.late[tp] = true
+	}
+	for _, r := range tail(s.cfg.Sinks[0].DeadLetterTopic) {
+		kr := fromModel(r)
+		at := sink.Header(kr, sink.HeaderPartition) + "/" + sink.Header(kr, sink.HeaderOffset)
+		if v.dead[at] {
+			return s.violation("input %s dead-lettered twice", at)
+		}
+		v.dead[at] = true
+	}
+	if !end {
+		return nil
+	}
+	for w, a := range windows {
+		if _, ok := v.windows[w]; !ok && least != window.NoWatermark && w.end+s.lateness <= least {
+			return s.violation("window %+v (%+v) never committed, though every partition's watermark passed its end (least %d)", w, a, least)
+		}
+	}
+	for w := range v.windows {
+		if w.end+s.lateness > least {
+			return s.violation("window %+v committed, though a partition's watermark (least %d) never passed its end", w, least)
+		}
+	}
+	for tp := range late {
+		if !v.late[tp] {
+			return s.violation("late input %+v never committed to the late topic", tp)
+		}
+	}
+	if len(v.dead) != bad {
+		return s.violation("%d dead letters committed for %d bad inputs", len(v.dead), bad)
+	}
+	s.counts["windows committed"] += len(v.windows)
+	s.counts["late inputs"] += len(v.late)
+	return nil
+}
+
+// A savepoint of the running group with event time is refused with what
+// to do instead, before it pauses anyone: its export would leave the
+// windows and the partitions' event times out.
+func TestGroupSavepointWithEventTimeRefused(t *testing.T) {
+	s := newGsim(t, 1, noPlantedBug, t.TempDir(), true)
+	p := s.procs[0]
+	if err := s.start(p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.j.pauseGroup(context.Background(), s.cluster(p), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "stop the last with a savepoint") {
+		t.Fatalf("got %v", err)
+	}
+	if recs := s.w.readAll(checkpoint.TopicName(gsimJob)); len(recs) != 0 {
+		t.Fatalf("it wrote %d records to the checkpoint topic (a pause?)", len(recs))
+	}
+}
