@@ -341,7 +341,27 @@ type Join struct {
 	// How is inner (a record without a match is dropped, and counted) or
 	// left (it goes on, with nil under As). Default inner.
 	How JoinHow `yaml:"how"`
+	// Time is when a table join looks the table up: processing_time (the
+	// default: the table as it is when the record is processed) or
+	// event_time (the table as of the record's event time, from versioned
+	// values). Kafka Streams: a KStream–KTable join against a versioned
+	// store (KIP-914).
+	Time JoinTime `yaml:"time"`
+	// History is how far behind the watermark a join as of event time
+	// keeps a table's older values. Required with Time event_time. Kafka
+	// Streams: the versioned store's historyRetention.
+	History time.Duration `yaml:"history"`
 }
+
+// JoinTime is when a table join looks the table up.
+type JoinTime string
+
+const (
+	// JoinProcessingTime: the table as it is when the record is processed.
+	JoinProcessingTime JoinTime = "processing_time"
+	// JoinEventTime: the table as of the record's event time.
+	JoinEventTime JoinTime = "event_time"
+)
 
 // JoinWithin is an interval join's bounds, both inclusive. Flink
 // between(-Before, After).

@@ -79,6 +79,11 @@ func (v *validator) intervalJoin(kpath string, i int, g *Graph, n int, upstream 
 	}
 	v.joinAs(kpath+".as", j.As)
 	v.enum(kpath+".how", "join type", string(j.How), joinHows...)
+	for _, f := range []string{"time", "history"} {
+		if v.written(kpath + "." + f) {
+			v.fail(kpath+"."+f, "is a field of a table join (join: {table: ID, ...}); an interval join is in event time already, and keeps records for within")
+		}
+	}
 	v.enum(kpath+".late_records", "late_records", string(j.LateRecords), string(LateSideOutput), string(LateDrop))
 	lpath := kpath + ".late_topic"
 	if j.LateRecords == LateDrop && v.written(lpath) {

@@ -246,3 +246,46 @@ func (v *validator) upsert(path string, s Sink, g *Graph) {
 		}
 	}
 }
+
+// joinTime checks a table join's time and history (at kpath,
+// steps[i].join), reading the sources upstream. A join as of event time
+// keeps versions of the table's values for history behind the watermark,
+// and holds each stream record until the table's event time has passed
+// the record's: it needs event time on every source it reads.
+func (v *validator) joinTime(kpath string, j *Join, upstream []int) {
+	if j == nil {
+		return
+	}
+	if j.Time != "" {
+		v.enum(kpath+".time", "join time", string(j.Time), string(JoinProcessingTime), string(JoinEventTime))
+	}
+	if j.Time != JoinEventTime {
+		if v.written(kpath + ".history") {
+			v.fail(kpath+".history", "keeps the table's older values for a join as of event time: add time: event_time, or remove history (a join in processing time meets the latest value only)")
+		}
+		return
+	}
+	switch {
+	case !v.written(kpath + ".history"):
+		v.fail(kpath+".history", "required with time: event_time: how far behind the watermark the table's older values are kept, e.g. history: 1h (Kafka Streams' historyRetention)")
+	case j.History <= 0:
+		v.fail(kpath+".history", "must be more than 0, e.g. 1h: a stream record further behind the watermark than history meets no value")
+	default:
+		v.millis(kpath+".history", j.History)
+	}
+	var untimed []string
+	for _, src := range upstream {
+		if v.c.Sources[src].EventTime == nil {
+			untimed = append(untimed, fmt.Sprintf("sources[%d]", src))
+		}
+	}
+	if len(untimed) > 0 {
+		v.fail(kpath+".time", "a join as of event time looks each record up as of its event time: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", strings.Join(untimed, " and "))
+	}
+	if v.c.Scale.Mode == ScaleGroup {
+		v.fail(kpath+".time", "joins as of event time are not supported in group mode yet (a follow-up of issue 34: the held records must move with their key groups): use scale.mode: single, or the join in processing time")
+	}
+	if len(untimed) == 0 && v.c.Scale.Mode != ScaleGroup {
+		v.fail(kpath+".time", "joins as of event time are not run yet: the versioned table and the hold are built (docs/joins.md#joins-as-of-event-time), their place in the source tasks and checkpoints is a follow-up of issue 34: remove time and history (the join is then in processing time)")
+	}
+}

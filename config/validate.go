@@ -407,6 +407,7 @@ func (v *validator) steps() {
 			}
 			v.intervalFieldsOnTable(kpath, s.Join)
 			v.join(kpath, s.Join)
+			v.joinTime(kpath, s.Join, upstream)
 		case StepMap:
 			if len(s.Map) == 0 {
 				v.fail(kpath, "at least one field is required, e.g. total: price * quantity")

@@ -113,45 +113,59 @@ func SkipReasons() []SkipReason { return []SkipReason{SkipNoKey, SkipKey, SkipDe
 // A schema registry format reads only the decoders' cache: the caller
 // fetches the schemas a record names first (schema.Set.Prefetch).
 func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
-	if key == nil {
-		return SkipNoKey, &RecordError{Code: CodeDecode, Reason: "the record has no key: a table is keyed by its records' keys"}
-	}
-	k := string(key)
-	switch {
-	case t.key != nil:
-		v, err := t.key.DecodeValue(key)
-		if err != nil {
-			return SkipKey, err
-		}
-		s, kerr := KeyString(v)
-		if kerr != nil {
-			return SkipKey, kerr
-		}
-		k = s
-	case t.jsonKey:
-		v, err := t.dec.decodeValue(key)
-		if err != nil {
-			return SkipKey, &RecordError{Code: CodeDecode, Reason: "key: the key is not JSON: " + err.Error()}
-		}
-		s, kerr := KeyString(v)
-		if kerr != nil {
-			return SkipKey, kerr
-		}
-		k = s
+	k, v, skip, rerr := t.decodeRecord(&t.dec, key, value)
+	if skip != "" {
+		return skip, rerr
 	}
 	if value == nil {
 		t.delete(k)
 		return "", nil
 	}
-	v, err := t.decodeWith(&t.dec, value)
-	if err != nil {
-		if t.value != nil {
-			return SkipSchema, err
-		}
-		return SkipDecode, err
-	}
 	t.put(k, tableEntry{value: v, raw: value, size: int64(len(key) + len(value))})
 	return "", nil
+}
+
+// decodeRecord decodes a record of the table's topic, with dec for JSON:
+// the text its key is looked up by, and its value (nil for a tombstone,
+// value nil). skip "" means it decoded; otherwise rerr says why not.
+func (t *Table) decodeRecord(dec *decoder, key, value []byte) (k string, v any, skip SkipReason, rerr *RecordError) {
+	if key == nil {
+		return "", nil, SkipNoKey, &RecordError{Code: CodeDecode, Reason: "the record has no key: a table is keyed by its records' keys"}
+	}
+	k = string(key)
+	switch {
+	case t.key != nil:
+		kv, err := t.key.DecodeValue(key)
+		if err != nil {
+			return "", nil, SkipKey, err
+		}
+		s, kerr := KeyString(kv)
+		if kerr != nil {
+			return "", nil, SkipKey, kerr
+		}
+		k = s
+	case t.jsonKey:
+		kv, err := dec.decodeValue(key)
+		if err != nil {
+			return "", nil, SkipKey, &RecordError{Code: CodeDecode, Reason: "key: the key is not JSON: " + err.Error()}
+		}
+		s, kerr := KeyString(kv)
+		if kerr != nil {
+			return "", nil, SkipKey, kerr
+		}
+		k = s
+	}
+	if value == nil {
+		return k, nil, "", nil
+	}
+	v, err := t.decodeWith(dec, value)
+	if err != nil {
+		if t.value != nil {
+			return "", nil, SkipSchema, err
+		}
+		return "", nil, SkipDecode, err
+	}
+	return k, v, "", nil
 }
 
 // decodeWith decodes a record value of the table's topic in its format,
