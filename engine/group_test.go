@@ -216,6 +216,11 @@ func TestGroupModeStopWithSavepoint(t *testing.T) {
 	// and then end in the rebalance that adds the repartition topic
 	// (created after the first join) before it commits anything.
 	e.awaitCommittedOutputs(1000, logs)
+	// datagen deals the numbers round-robin over 4 partitions, so two
+	// hold only odd numbers and two only even ones: the first thousand
+	// outputs may all be of partitions read first. The savepoint must
+	// hold both keys.
+	e.awaitCommittedKeys(logs, "even", "odd")
 	dir := filepath.Join(t.TempDir(), "sp")
 	a.StopWithSavepoint(dir)
 	if err := awaitDone(t, done); err != nil {
@@ -440,6 +445,28 @@ func (e *testEnv) awaitCommittedOutputs(n int, logs *syncBuffer) {
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("%d committed outputs, want %d:\n%s", got, n, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// awaitCommittedKeys waits until the output topic holds a committed
+// output of each of keys (parity-sum's outputs carry their key).
+func (e *testEnv) awaitCommittedKeys(logs *syncBuffer, keys ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		vals := e.outputValues()
+		missing := slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
+			return slices.ContainsFunc(vals, func(v string) bool {
+				return strings.Contains(v, `"key":"`+k+`"`)
+			})
+		})
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no committed output of %v:\n%s", missing, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
