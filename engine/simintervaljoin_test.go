@@ -183,27 +183,12 @@ func (r *simRun) catchUpPairs() error {
 // checkPairs is check for the interval join.
 func (r *simRun) checkPairs(when string) error {
 	v := &r.committed
-	rec := v.newest.Record
-	offsets := make([]int64, simPartitions)
-	watermark := int64(window.NoWatermark)
-	if rec != nil {
-		for _, o := range rec.Offsets {
-			if o.Topic != "in" || int(o.Partition) >= simPartitions || int(o.Offset) > len(r.inputs[o.Partition]) {
-				return fmt.Errorf("%w at %s: checkpoint %d has offset %v beyond the input", errViolation, when, rec.ID, o)
-			}
-			offsets[o.Partition] = o.Offset
-		}
-		if rec.EventTime == nil {
-			return fmt.Errorf("%w at %s: checkpoint %d has no event time", errViolation, when, rec.ID)
-		}
-		watermark = rec.EventTime.Watermark
-	}
-	if rec == nil && r.base != nil {
-		copy(offsets, r.base)
-		watermark = r.baseWatermark
+	offsets, watermark, err := r.committedCut(when, true)
+	if err != nil {
+		return err
 	}
 	results, want := r.pairOracle(offsets)
-	if err := r.checkEventTime(when, rec, want); err != nil {
+	if err := r.checkEventTime(when, v.newest.Record, want); err != nil {
 		return err
 	}
 	from := int64(window.NoWatermark)

@@ -934,18 +934,9 @@ func (r *simRun) check(when string) error {
 	if r.job.interval {
 		return r.checkPairs(when)
 	}
-	rec := v.newest.Record
-	offsets := make([]int64, simPartitions)
-	if rec == nil && r.base != nil {
-		copy(offsets, r.base) // nothing committed: still where the savepoint was
-	}
-	if rec != nil {
-		for _, o := range rec.Offsets {
-			if o.Topic != "in" || int(o.Partition) >= simPartitions || int(o.Offset) > len(r.inputs[o.Partition]) {
-				return fmt.Errorf("%w at %s: checkpoint %d has offset %v beyond the input", errViolation, when, rec.ID, o)
-			}
-			offsets[o.Partition] = o.Offset
-		}
+	offsets, _, err := r.committedCut(when, false)
+	if err != nil {
+		return err
 	}
 	want, bad := r.oracle(offsets)
 	// A continuation's outputs go on from its savepoint's.
@@ -1014,6 +1005,37 @@ func (r *simRun) oracle(offsets []int64) (map[string]simAgg, int) {
 		}
 	}
 	return want, bad
+}
+
+// committedCut is the input prefix the newest committed checkpoint covers:
+// its offset in each input partition and, when timed, its watermark. With
+// nothing committed yet, a continuation is still where its savepoint was.
+// An offset beyond the input, or a timed checkpoint without event time,
+// is a violation.
+func (r *simRun) committedCut(when string, timed bool) (offsets []int64, watermark int64, err error) {
+	rec := r.committed.newest.Record
+	offsets = make([]int64, simPartitions)
+	watermark = window.NoWatermark
+	if rec == nil {
+		if r.base != nil {
+			copy(offsets, r.base)
+			watermark = r.baseWatermark
+		}
+		return offsets, watermark, nil
+	}
+	for _, o := range rec.Offsets {
+		if o.Topic != "in" || int(o.Partition) >= simPartitions || int(o.Offset) > len(r.inputs[o.Partition]) {
+			return nil, 0, fmt.Errorf("%w at %s: checkpoint %d has offset %v beyond the input", errViolation, when, rec.ID, o)
+		}
+		offsets[o.Partition] = o.Offset
+	}
+	if timed {
+		if rec.EventTime == nil {
+			return nil, 0, fmt.Errorf("%w at %s: checkpoint %d has no event time", errViolation, when, rec.ID)
+		}
+		watermark = rec.EventTime.Watermark
+	}
+	return offsets, watermark, nil
 }
 
 // checkEnd: after the graceful stop every input is covered by the last

@@ -254,31 +254,13 @@ func (r *simRun) catchUpWindows() error {
 
 // checkWindows is check for parity-windows.
 func (r *simRun) checkWindows(when string) error {
-	if err := r.catchUp(); err != nil {
-		return fmt.Errorf("%w at %s: %v", errViolation, when, err)
-	}
-	v := &r.committed
-	rec := v.newest.Record
-	offsets := make([]int64, simPartitions)
-	watermark := int64(window.NoWatermark)
-	if rec != nil {
-		for _, o := range rec.Offsets {
-			if o.Topic != "in" || int(o.Partition) >= simPartitions || int(o.Offset) > len(r.inputs[o.Partition]) {
-				return fmt.Errorf("%w at %s: checkpoint %d has offset %v beyond the input", errViolation, when, rec.ID, o)
-			}
-			offsets[o.Partition] = o.Offset
-		}
-		if rec.EventTime == nil {
-			return fmt.Errorf("%w at %s: checkpoint %d has no event time", errViolation, when, rec.ID)
-		}
-		watermark = rec.EventTime.Watermark
-	}
-	if rec == nil && r.base != nil {
-		copy(offsets, r.base) // nothing committed: still where the savepoint was
-		watermark = r.baseWatermark
+	v := &r.committed // check caught up with it
+	offsets, watermark, err := r.committedCut(when, true)
+	if err != nil {
+		return err
 	}
 	want := r.windowOracle(offsets)
-	if err := r.checkEventTime(when, rec, want); err != nil {
+	if err := r.checkEventTime(when, v.newest.Record, want); err != nil {
 		return err
 	}
 	// A continuation's outputs go on from its savepoint's: what that
