@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -84,35 +83,8 @@ func (v *validator) intervalJoin(kpath string, i int, g *Graph, n int, upstream 
 			v.fail(kpath+"."+f, "is a field of a table join (join: {table: ID, ...}); an interval join is in event time already, and keeps records for within")
 		}
 	}
-	v.enum(kpath+".late_records", "late_records", string(j.LateRecords), string(LateSideOutput), string(LateDrop))
-	lpath := kpath + ".late_topic"
-	if j.LateRecords == LateDrop && v.written(lpath) {
-		v.fail(lpath, "late_records: drop writes no late topic: remove late_topic, or set late_records: side_output")
-	}
-	if j.LateRecords == LateSideOutput && j.LateTopic != "" && v.topic(lpath, j.LateTopic) {
-		for k, src := range v.c.Sources {
-			if slices.Contains(src.Topics, j.LateTopic) {
-				v.fail(lpath, "%q is read by sources[%d] (id %q): late records need a topic of their own", j.LateTopic, k, src.ID)
-			}
-		}
-		for k, sk := range v.c.Sinks {
-			switch j.LateTopic {
-			case sk.Topic:
-				v.fail(lpath, "%q is also the output topic of sinks[%d]: late records need a topic of their own", j.LateTopic, k)
-			case sk.DeadLetterTopic:
-				v.fail(lpath, "%q is also the dead-letter topic of sinks[%d]: late records need a topic of their own", j.LateTopic, k)
-			}
-		}
-	}
-	var untimed []string
-	for _, src := range upstream {
-		if v.c.Sources[src].EventTime == nil {
-			untimed = append(untimed, fmt.Sprintf("sources[%d]", src))
-		}
-	}
-	if len(untimed) > 0 {
-		v.fail(kpath, "an interval join matches records in event time: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", strings.Join(untimed, " and "))
-	}
+	v.lateRecords(kpath, j.LateRecords, j.LateTopic)
+	v.eventTimeOf(kpath, "an interval join matches records in event time", upstream)
 	if n >= 0 {
 		for _, o := range g.Nodes[n].Outputs {
 			if sk := g.Nodes[o]; sk.Kind == NodeSink && Format(v.c.Sinks[sk.Index].Format).Registered() {

@@ -311,29 +311,41 @@ func (v *validator) window(path string, w *Window, upstream []int) {
 	} else {
 		v.enum(path+".emit", "emit mode", string(w.Emit), string(EmitOnWindowClose), string(EmitEveryUpdate))
 	}
-	v.enum(path+".late_records", "late_records", string(w.LateRecords), string(LateSideOutput), string(LateDrop))
-	lpath := path + ".late_topic"
-	if w.LateRecords == LateDrop && v.written(lpath) {
-		v.fail(lpath, "late_records: drop writes no late topic: remove late_topic, or set late_records: side_output")
-	}
-	if w.LateRecords == LateSideOutput && w.LateTopic != "" && v.topic(lpath, w.LateTopic) {
-		for i, s := range v.c.Sources {
-			if slices.Contains(s.Topics, w.LateTopic) {
-				v.fail(lpath, "%q is read by sources[%d] (id %q): late records need a topic of their own", w.LateTopic, i, s.ID)
-			}
-		}
-		for i, s := range v.c.Sinks {
-			switch w.LateTopic {
-			case s.Topic:
-				v.fail(lpath, "%q is also the output topic of sinks[%d]: late records need a topic of their own", w.LateTopic, i)
-			case s.DeadLetterTopic:
-				v.fail(lpath, "%q is also the dead-letter topic of sinks[%d]: late records need a topic of their own", w.LateTopic, i)
-			}
-		}
-	}
+	v.lateRecords(path, w.LateRecords, w.LateTopic)
 	if len(w.Values) == 0 {
 		v.fail(path+".values", "at least one value is required, e.g. count: count()")
 	}
+	v.eventTimeOf(path, "a window needs event time", upstream)
+}
+
+// lateRecords checks where the late records of a window or an interval
+// join at path go: late_records, and a late topic of their own.
+func (v *validator) lateRecords(path string, mode LateRecords, topic string) {
+	v.enum(path+".late_records", "late_records", string(mode), string(LateSideOutput), string(LateDrop))
+	lpath := path + ".late_topic"
+	if mode == LateDrop && v.written(lpath) {
+		v.fail(lpath, "late_records: drop writes no late topic: remove late_topic, or set late_records: side_output")
+	}
+	if mode == LateSideOutput && topic != "" && v.topic(lpath, topic) {
+		for i, s := range v.c.Sources {
+			if slices.Contains(s.Topics, topic) {
+				v.fail(lpath, "%q is read by sources[%d] (id %q): late records need a topic of their own", topic, i, s.ID)
+			}
+		}
+		for i, s := range v.c.Sinks {
+			switch topic {
+			case s.Topic:
+				v.fail(lpath, "%q is also the output topic of sinks[%d]: late records need a topic of their own", topic, i)
+			case s.DeadLetterTopic:
+				v.fail(lpath, "%q is also the dead-letter topic of sinks[%d]: late records need a topic of their own", topic, i)
+			}
+		}
+	}
+}
+
+// eventTimeOf fails path, saying why (need), when any of the sources
+// upstream of it has no event time.
+func (v *validator) eventTimeOf(path, need string, upstream []int) {
 	var untimed []string
 	for _, i := range upstream {
 		if v.c.Sources[i].EventTime == nil {
@@ -341,7 +353,7 @@ func (v *validator) window(path string, w *Window, upstream []int) {
 		}
 	}
 	if len(untimed) > 0 {
-		v.fail(path, "a window needs event time: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", strings.Join(untimed, " and "))
+		v.fail(path, "%s: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", need, strings.Join(untimed, " and "))
 	}
 }
 
