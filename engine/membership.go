@@ -55,6 +55,9 @@ type membership struct {
 	// asked once, at the first assignment (seeded then).
 	known  func(ctx context.Context) ([]string, error)
 	seeded bool
+	// balancer deals the partitions out, remembering this member's
+	// last share (stickiness.go).
+	balancer *rememberingSticky
 
 	// closing is closed first by close: the group's loop may be waiting
 	// in a callback for a run loop that is gone, and closing the client
@@ -69,9 +72,10 @@ func newMembership(j *Job) (*membership, error) {
 	m := &membership{
 		group: cfg.Name, instance: j.instance, log: j.log, sessionTimeout: cfg.Scale.SessionTimeout,
 		assigned: make(chan *assignment), revoked: make(chan chan struct{}), fatal: make(chan error, 1),
-		closing: make(chan struct{}),
-		fence:   j.fenceMember,
-		known:   func(ctx context.Context) ([]string, error) { return kstore.MemberInstances(ctx, j.conn, cfg.Name) },
+		closing:  make(chan struct{}),
+		fence:    j.fenceMember,
+		balancer: newRememberingSticky(),
+		known:    func(ctx context.Context) ([]string, error) { return kstore.MemberInstances(ctx, j.conn, cfg.Name) },
 	}
 	topics := j.groupTopics()
 	opts := append(append(append([]kgo.Opt{}, j.conn...), source.FetchOpts()...),
@@ -90,8 +94,9 @@ func newMembership(j *Job) (*membership, error) {
 		// on every rebalance of a group's first start).
 		kgo.HeartbeatInterval(heartbeatInterval(cfg.Scale.SessionTimeout)),
 		// Eager and sticky: a rebalance revokes everything (the attempt
-		// is rebuilt), and partitions stay where they were when they can.
-		kgo.Balancers(kgo.StickyBalancer()),
+		// is rebuilt), and partitions stay where they were when they can
+		// (stickiness.go: franz-go's eager client forgets where they were).
+		kgo.Balancers(m.balancer),
 		kgo.DisableAutoCommit(),
 		kgo.RequireStableFetchOffsets(),
 		// The group's leader deals out partitions added to the topics
@@ -344,7 +349,10 @@ func (m *membership) await(ctx context.Context, stopping <-chan struct{}) (*assi
 // fetch: the fetch waits for stable offsets, and a member killed while
 // committing leaves its epoch's offsets pending in its open transaction,
 // which would hold every member's fetch until the transaction timeout.
-func (m *membership) onAssigned(ctx context.Context, _ *kgo.Client, _ map[string][]int32) {
+func (m *membership) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	_, generation := cl.GroupMetadata()
+	kept, moved := m.balancer.assigned(generation, assigned)
+	m.log.Info("group assignment", "generation", generation, "kept", kept, "moved_here", moved)
 	m.fenceDeparted(ctx)
 }
 
