@@ -15,6 +15,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/kread"
+	"github.com/eoflow/pipeline/internal/testkit/kafkatest"
 )
 
 // tableEnv is the orders-enrich example on an in-memory Kafka.
@@ -23,6 +24,39 @@ type tableEnv struct {
 	conn []kgo.Opt
 	env  map[string]string
 	prod *kgo.Client
+	// names are the topics' names where they are not the example's
+	// own (on the shared real broker: newBrokerTableEnv).
+	names map[string]string
+}
+
+// topic is the name of the example's topic name here.
+func (e *tableEnv) topic(name string) string {
+	if n, ok := e.names[name]; ok {
+		return n
+	}
+	return name
+}
+
+// newBrokerTableEnv is a tableEnv on the real broker, its topics
+// (orders: 2 partitions, customers: 2, compacted) of its own.
+func newBrokerTableEnv(t *testing.T) *tableEnv {
+	t.Helper()
+	k := kafkatest.Broker(t)
+	prefix := fmt.Sprintf("tables-%d-", time.Now().UnixNano())
+	e := &tableEnv{t: t, conn: []kgo.Opt{kgo.SeedBrokers(k.Bootstrap()...)}, names: map[string]string{}}
+	for _, n := range []string{"orders", "customers", "totals-by-tier"} {
+		e.names[n] = prefix + n
+	}
+	compact := "compact"
+	kafkatest.CreateTopic(t, k.Bootstrap(), e.topic("orders"), 2, nil)
+	kafkatest.CreateTopic(t, k.Bootstrap(), e.topic("customers"), 2, map[string]*string{"cleanup.policy": &compact})
+	e.env = map[string]string{
+		"KAFKA_BROKERS": strings.Join(k.Bootstrap(), ","), "CHECKPOINT_INTERVAL": "100ms", "ADMIN_LISTEN": "off",
+		"JOB_NAME": prefix + "job", "ORDERS_TOPIC": e.topic("orders"), "CUSTOMERS_TOPIC": e.topic("customers"),
+		"OUTPUT_TOPIC": e.topic("totals-by-tier"),
+	}
+	e.prod = kafkatest.Client(t, k.Bootstrap())
+	return e
 }
 
 func newTableEnv(t *testing.T) *tableEnv {
@@ -62,7 +96,7 @@ func (e *tableEnv) config(mutate func(string) string) *config.Config {
 func (e *tableEnv) write(topic string, lines ...string) {
 	e.t.Helper()
 	for _, l := range lines {
-		r := &kgo.Record{Topic: topic}
+		r := &kgo.Record{Topic: e.topic(topic)}
 		if k, v, ok := strings.Cut(l, "\t"); ok {
 			r.Key = []byte(k)
 			if v != "" {
@@ -80,7 +114,7 @@ func (e *tableEnv) write(topic string, lines ...string) {
 // ends are the end offsets of topic, by partition.
 func (e *tableEnv) ends(topic string) map[int32]int64 {
 	e.t.Helper()
-	ends, err := kread.AllTo(context.Background(), e.conn, topic, func(*kgo.Record) error { return nil })
+	ends, err := kread.AllTo(context.Background(), e.conn, e.topic(topic), func(*kgo.Record) error { return nil })
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -109,7 +143,7 @@ func (e *tableEnv) awaitCheckpoint(job string) *checkpoint.Record {
 			if err != nil {
 				e.t.Fatal(err)
 			}
-			if reached(rec, orders, customers) {
+			if e.reached(rec, orders, customers) {
 				return rec
 			}
 		}
@@ -119,11 +153,11 @@ func (e *tableEnv) awaitCheckpoint(job string) *checkpoint.Record {
 	return nil
 }
 
-func reached(rec *checkpoint.Record, orders, customers map[int32]int64) bool {
+func (e *tableEnv) reached(rec *checkpoint.Record, orders, customers map[int32]int64) bool {
 	for p, end := range orders {
 		ok := end == 0
 		for _, o := range rec.Offsets {
-			ok = ok || o.Topic == "orders" && o.Partition == p && o.Offset >= end
+			ok = ok || o.Topic == e.topic("orders") && o.Partition == p && o.Offset >= end
 		}
 		if !ok {
 			return false
@@ -147,7 +181,7 @@ func reached(rec *checkpoint.Record, orders, customers map[int32]int64) bool {
 func (e *tableEnv) lastPerKey(topic string) map[string]string {
 	e.t.Helper()
 	out := map[string]string{}
-	if err := kread.All(context.Background(), e.conn, topic, func(r *kgo.Record) error {
+	if err := kread.All(context.Background(), e.conn, e.topic(topic), func(r *kgo.Record) error {
 		out[string(r.Key)] = string(r.Value)
 		return nil
 	}); err != nil {

@@ -131,7 +131,7 @@ func (e *tableEnv) awaitCheckpointOf(job string) {
 	orders := e.ends("orders")
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if recs := e.checkpointRecords(job); len(recs) > 1 && reached(recs[len(recs)-1], orders, nil) {
+		if recs := e.checkpointRecords(job); len(recs) > 1 && e.reached(recs[len(recs)-1], orders, nil) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
