@@ -53,6 +53,10 @@ type options struct {
 	procs                       []int
 	rate, kills, restoreKeys    int
 	sessionTimeout              time.Duration
+	// rebalanceKeys are the keys of state of the rebalance measurement
+	// (rebalance.go); sections the parts to run.
+	rebalanceKeys int
+	sections      map[string]bool
 }
 
 func main() {
@@ -70,7 +74,13 @@ func main() {
 	flag.IntVar(&o.kills, "kills", 3, "SIGKILLs measured (each on a fresh job)")
 	flag.IntVar(&o.restoreKeys, "restore-keys", 1_000_000, "keys of state for the restore measurement (0: skip)")
 	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "scale.session_timeout of the jobs")
+	flag.IntVar(&o.rebalanceKeys, "rebalance-keys", 1_000_000, "keys of state for the rebalance measurement")
+	sections := flag.String("sections", "throughput,recovery,restore,rebalance", "the measurements to run")
 	flag.Parse()
+	o.sections = map[string]bool{}
+	for _, s := range strings.Split(*sections, ",") {
+		o.sections[s] = true
+	}
 	for _, p := range strings.Split(procs, ",") {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {
@@ -85,35 +95,25 @@ func main() {
 	fmt.Fprintf(&md, "# Group mode (scale.mode: group), %s\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&md, "Keyed sum (`%s`, exactly_once, 1 s checkpoints), %d input partitions, scale.partitions 8, session timeout %v, on this machine (%d CPUs: every process and the broker share them).\n\n", o.job, o.partitions, o.sessionTimeout, cpus())
 
-	fmt.Fprintf(&md, "## Throughput: %d records, %d keys\n\n| mode | processes | seconds | records/s | vs single |\n|---|---|---|---|---|\n", o.n, o.keys)
-	single, err := throughput(o, "single", 1)
-	if err != nil {
-		log.Fatalf("groupbench: single: %v", err)
+	if o.sections["throughput"] {
+		throughputs(o, &md)
 	}
-	fmt.Fprintf(&md, "| single | 1 | %.1f | %.0f | 1.00 |\n", single.Seconds(), float64(o.n)/single.Seconds())
-	for _, p := range o.procs {
-		d, err := throughput(o, "group", p)
-		if err != nil {
-			log.Fatalf("groupbench: group x%d: %v", p, err)
-		}
-		fmt.Fprintf(&md, "| group | %d | %.1f | %.0f | %.2f |\n", p, d.Seconds(), float64(o.n)/d.Seconds(), single.Seconds()/d.Seconds())
+	if o.sections["recovery"] {
+		recoveries(o, &md)
 	}
-
-	fmt.Fprintf(&md, "\n## Recovery: SIGKILL of one of 3 processes, input at %d records/s\n\n| kill | repartition partitions it owned | SIGKILL → first new committed output for them, s | vs session timeout |\n|---|---|---|---|\n", o.rate)
-	for i := range o.kills {
-		parts, d, err := recovery(o, i)
-		if err != nil {
-			log.Fatalf("groupbench: recovery %d: %v", i, err)
-		}
-		fmt.Fprintf(&md, "| %d | %v | %.2f | %.2fx |\n", i+1, parts, d.Seconds(), d.Seconds()/o.sessionTimeout.Seconds())
-	}
-
-	if o.restoreKeys > 0 {
+	if o.sections["restore"] && o.restoreKeys > 0 {
 		took, keys, err := restore(o)
 		if err != nil {
 			log.Fatalf("groupbench: restore: %v", err)
 		}
 		fmt.Fprintf(&md, "\n## Restore\n\nOne process owning every partition, %d keys of state restored from `<job>-group-state` (8 partitions) in %v (the `took` of its \"restored\" line: fencing, offsets, waiting for settled state partitions, reading and decoding).\n", keys, took)
+	}
+	if o.sections["rebalance"] && o.rebalanceKeys > 0 {
+		rows, err := rebalance(o)
+		if err != nil {
+			log.Fatalf("groupbench: rebalance: %v", err)
+		}
+		md.WriteString(rebalanceTable(o, rows))
 	}
 	if o.out == "" {
 		fmt.Print(md.String())
@@ -123,6 +123,33 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Print(md.String())
+}
+
+func throughputs(o options, md *strings.Builder) {
+	fmt.Fprintf(md, "## Throughput: %d records, %d keys\n\n| mode | processes | seconds | records/s | vs single |\n|---|---|---|---|---|\n", o.n, o.keys)
+	single, err := throughput(o, "single", 1)
+	if err != nil {
+		log.Fatalf("groupbench: single: %v", err)
+	}
+	fmt.Fprintf(md, "| single | 1 | %.1f | %.0f | 1.00 |\n", single.Seconds(), float64(o.n)/single.Seconds())
+	for _, p := range o.procs {
+		d, err := throughput(o, "group", p)
+		if err != nil {
+			log.Fatalf("groupbench: group x%d: %v", p, err)
+		}
+		fmt.Fprintf(md, "| group | %d | %.1f | %.0f | %.2f |\n", p, d.Seconds(), float64(o.n)/d.Seconds(), single.Seconds()/d.Seconds())
+	}
+}
+
+func recoveries(o options, md *strings.Builder) {
+	fmt.Fprintf(md, "\n## Recovery: SIGKILL of one of 3 processes, input at %d records/s\n\n| kill | repartition partitions it owned | SIGKILL → first new committed output for them, s | vs session timeout |\n|---|---|---|---|\n", o.rate)
+	for i := range o.kills {
+		parts, d, err := recovery(o, i)
+		if err != nil {
+			log.Fatalf("groupbench: recovery %d: %v", i, err)
+		}
+		fmt.Fprintf(md, "| %d | %v | %.2f | %.2fx |\n", i+1, parts, d.Seconds(), d.Seconds()/o.sessionTimeout.Seconds())
+	}
 }
 
 func cpus() int {
