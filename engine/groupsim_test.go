@@ -125,11 +125,13 @@ type gsim struct {
 	// by steps taken inside another's call (meanwhile).
 	counts map[string]int
 	broken error
-	// windowed: the job is parity-windows (groupsimwindows_test.go),
-	// judged by its oracle; lateness is its allowed lateness.
-	windowed bool
-	lateness int64
-	wview    gsimWindowView
+	// windowed: the job is parity-windows (groupsimwindows_test.go) with
+	// windows of kind windowKind, judged by its oracle; lateness is its
+	// allowed lateness.
+	windowed   bool
+	windowKind simWindowKind
+	lateness   int64
+	wview      gsimWindowView
 }
 
 // gproc is one process: a Job with its own instance id, and its member
@@ -169,7 +171,9 @@ type gsimView struct {
 	tableDead map[string]bool
 }
 
-func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, windowed bool) *gsim {
+// windows is the job's kind of windows: "" (the keyed sum, no windows),
+// "tumbling", "hopping" or "session".
+func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, windows string) *gsim {
 	rng := rand.New(rand.NewPCG(seed, 0x6e0))
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	s := &gsim{t: t, clock: start, began: start, plantedBug: m, dir: dir, burst: 1, faults: true,
@@ -186,8 +190,8 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, windowed bool)
 		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "3", "SESSION_TIMEOUT": gsimSession.String(),
 	}
 	base := paritySumYAML
-	if windowed {
-		base = s.windowsConfig(env)
+	if windows != "" {
+		base = s.windowsConfig(env, windows)
 	}
 	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
 	s.cfg = parseConfig(t, []byte(yaml), env)
@@ -1177,8 +1181,8 @@ func gsimSeeds(full int) (first uint64, n int) {
 
 // gsimPlay runs one seed of a schedule (printing its trace when it is the
 // one -sim.seed asks for).
-func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error, windowed bool) (*gsim, error) {
-	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)), windowed)
+func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error, windows string) (*gsim, error) {
+	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)), windows)
 	err := play(s)
 	if *simSeed != 0 {
 		for _, line := range s.w.trace {
@@ -1195,18 +1199,19 @@ func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error,
 // one ends with exactly one failure-free run's outputs.
 func TestSimulationGroupMode(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		play     func(*gsim) error
-		full     int
-		windowed bool
-	}{{"faults", playFaults, 250, false}, {"stop_with_savepoint", playStop, 150, false}, {"live_savepoint", playLive, 150, false},
-		{"table", playTable, 150, false}, {"table_live_savepoint", playTableLive, 100, false},
-		{"windows", playFaults, 250, true}} {
+		name    string
+		play    func(*gsim) error
+		full    int
+		windows string
+	}{{"faults", playFaults, 250, ""}, {"stop_with_savepoint", playStop, 150, ""}, {"live_savepoint", playLive, 150, ""},
+		{"table", playTable, 150, ""}, {"table_live_savepoint", playTableLive, 100, ""},
+		{"windows", playFaults, 250, "tumbling"}, {"hopping_windows", playFaults, 100, "hopping"},
+		{"session_windows", playFaults, 100, "session"}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
 			for seed := first; seed < first+uint64(n); seed++ {
-				s, err := gsimPlay(t, seed, noPlantedBug, c.play, c.windowed)
+				s, err := gsimPlay(t, seed, noPlantedBug, c.play, c.windows)
 				if err != nil {
 					t.Fatalf("seed %d (%d steps): %v\nreplay: go test ./engine -run 'TestSimulationGroupMode/%s' -sim.seed=%d -v\n%s",
 						seed, s.steps, err, c.name, seed, strings.Join(lastLines(s.w.trace, 60), "\n"))
@@ -1227,18 +1232,18 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for _, windowed := range []bool{false, true} {
+	for _, windows := range []string{"", "tumbling", "session"} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {
-				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, windowed)
+				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, windows)
 				if err != nil {
-					t.Fatalf("seed %d (windowed %v): %v", seed, windowed, err)
+					t.Fatalf("seed %d (windows %q): %v", seed, windows, err)
 				}
 				hashes[i] = s.w.hash
 			}
 			if hashes[0] != hashes[1] {
-				t.Fatalf("seed %d (windowed %v) ran two different schedules (%x, %x)", seed, windowed, hashes[0], hashes[1])
+				t.Fatalf("seed %d (windows %q) ran two different schedules (%x, %x)", seed, windows, hashes[0], hashes[1])
 			}
 		}
 	}
@@ -1253,22 +1258,24 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		plantedBug plantedBug
 		play       func(*gsim) error
 		seeds      uint64
-		windowed   bool
+		windows    string
 	}{
-		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100, false},
-		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100, false},
+		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100, ""},
+		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100, ""},
 		// 16 to 19 schedules in 1000 find it (markers must reach a
 		// state partition late, just as its new owner restores it): 400
 		// leave a change of schedule little chance to miss it.
-		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, false},
-		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, false},
-		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, false},
-		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, true},
-		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, true},
+		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, ""},
+		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, ""},
+		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, ""},
+		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, "tumbling"},
+		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, "tumbling"},
+		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, "session"},
+		{"a moved partition's clock starts over, hopping windows", plantedOwnClocksOnly, playFaults, 100, "hopping"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
-				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, c.windowed); err != nil {
+				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, c.windows); err != nil {
 					t.Logf("seed %d found it: %v", seed, err)
 					return
 				}

@@ -43,18 +43,32 @@ type gsimWindowView struct {
 	dead    map[string]bool
 }
 
-// windowsConfig is parity-windows' configuration, its settings in env:
-// 200 ms windows, 50 ms out of order, an allowed lateness drawn per
-// seed.
-func (s *gsim) windowsConfig(env map[string]string) string {
+// windowsConfig is parity-windows' configuration with windows of the
+// given kind (tumbling, hopping or session, as the single-mode
+// simulation's jobs have them), its settings in env: 200 ms windows
+// (hopping every 100 ms; sessions with a 15 ms gap), 50 ms out of order,
+// an allowed lateness drawn per seed.
+func (s *gsim) windowsConfig(env map[string]string, kind string) string {
 	s.windowed = true
 	s.lateness = []int64{0, 100}[s.w.rng.IntN(2)]
 	env["LATE_TOPIC"] = simLateTopic
 	env["WINDOW"] = fmt.Sprintf("%dms", simWindow)
+	env["ADVANCE"] = fmt.Sprintf("%dms", simAdvance)
 	env["MAX_OOO"] = fmt.Sprintf("%dms", simOutOfOrder)
 	env["LATENESS"] = fmt.Sprintf("%dms", s.lateness)
 	env["INPUT_TOPIC"] = "in"
-	return parityWindowsYAML
+	switch kind {
+	case "tumbling":
+		return parityWindowsJob.config
+	case "hopping":
+		s.windowKind = simHopping
+		return hoppingWindowsJob.config
+	case "session":
+		s.windowKind = simSessions
+		env["WINDOW"] = fmt.Sprintf("%dms", simGap)
+		return sessionWindowsJob.config
+	}
+	panic("no window kind " + kind)
 }
 
 // eventTime is input n's event time: 10 ms apart in order, moved back by
@@ -69,33 +83,19 @@ func (s *gsim) eventTime(n int64) int64 {
 }
 
 // windowOracle is the windows, late inputs and bad ones of every input
-// written so far, and the least partition watermark (window.NoWatermark
-// if a partition has no input).
+// written so far (windowsOf, the single-mode simulation's oracle), and
+// the least partition watermark (window.NoWatermark if a partition has no
+// input).
 func (s *gsim) windowOracle() (windows map[simWin]simAgg, late map[simTP]bool, bad int, least int64) {
-	windows, late, least = map[simWin]simAgg{}, map[simTP]bool{}, int64(window.NoWatermark)
-	for p, ins := range s.inputs {
-		largest := int64(window.NoWatermark)
-		for i, in := range ins {
-			if in.bad {
-				bad++
-				continue
-			}
-			start := in.ts - ((in.ts%simWindow)+simWindow)%simWindow
-			w := simWin{gsimKey(in.n), start, start + simWindow}
-			if largest != window.NoWatermark && w.end+s.lateness <= largest-simOutOfOrder {
-				late[simTP{int32(p), int64(i)}] = true
-				continue
-			}
-			largest = max(largest, in.ts)
-			a := windows[w]
-			windows[w] = simAgg{a.count + 1, a.sum + in.n}
-		}
+	o := windowsOf(s.inputs, gsimKey, s.windowKind, s.lateness)
+	least = window.NoWatermark
+	for p, largest := range o.maxTime {
 		wm := window.PartitionClock{Max: largest}.Watermark(simOutOfOrder)
 		if p == 0 || wm < least {
 			least = wm
 		}
 	}
-	return windows, late, bad, least
+	return o.windows, o.late, o.bad, least
 }
 
 // checkWindows reads what was committed since its last call and judges
@@ -195,7 +195,7 @@ func (s *gsim) checkWindows(end bool) error {
 // to do instead, before it pauses anyone: its export would leave the
 // windows and the partitions' event times out.
 func TestGroupSavepointWithEventTimeRefused(t *testing.T) {
-	s := newGsim(t, 1, noPlantedBug, t.TempDir(), true)
+	s := newGsim(t, 1, noPlantedBug, t.TempDir(), "tumbling")
 	p := s.procs[0]
 	if err := s.start(p); err != nil {
 		t.Fatal(err)

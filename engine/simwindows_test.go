@@ -135,13 +135,41 @@ type windowOracle struct {
 }
 
 func (r *simRun) windowOracle(offsets []int64) windowOracle {
-	o := windowOracle{windows: map[simWin]simAgg{}, late: map[simTP]bool{}, maxTime: make([]int64, simPartitions)}
-	ooo, lateness := int64(simOutOfOrder), r.lateness()
+	kind := simTumbling
+	switch {
+	case r.hopping():
+		kind = simHopping
+	case r.sessions():
+		kind = simSessions
+	}
+	ins := make([][]simInput, len(offsets))
+	for p, off := range offsets {
+		ins[p] = r.inputs[p][:off]
+	}
+	return windowsOf(ins, r.job.keyOf, kind, r.lateness())
+}
+
+// simWindowKind is the window of a windowed simulation job: parity-
+// windows' tumbling one, or hopping or session windows in its place.
+type simWindowKind int
+
+const (
+	simTumbling simWindowKind = iota
+	simHopping
+	simSessions
+)
+
+// windowsOf is the windowed jobs' oracle, the same for the single-mode
+// and the group simulations: what inputs (by partition, in offset order)
+// give, judged partition by partition from the input alone.
+func windowsOf(inputs [][]simInput, keyOf func(int64) string, kind simWindowKind, lateness int64) windowOracle {
+	o := windowOracle{windows: map[simWin]simAgg{}, late: map[simTP]bool{}, maxTime: make([]int64, len(inputs))}
+	ooo := int64(simOutOfOrder)
 	type event struct{ ts, n int64 }
 	byKey := map[string][]event{} // sessions: every counted input of a key
-	for p, off := range offsets {
+	for p, ins := range inputs {
 		max := int64(window.NoWatermark)
-		for i, in := range r.inputs[p][:off] {
+		for i, in := range ins {
 			if in.bad {
 				o.bad++
 				continue
@@ -151,17 +179,17 @@ func (r *simRun) windowOracle(offsets []int64) windowOracle {
 			// start <= ts < start+size; closed when end+lateness is at
 			// most the partition's watermark before the input.
 			size, advance := int64(simWindow), int64(simWindow)
-			if r.hopping() {
+			if kind == simHopping {
 				advance = simAdvance
 			}
 			var open []simWin
-			k := r.job.keyOf(in.n)
+			k := keyOf(in.n)
 			for start := in.ts - ((in.ts%advance)+advance)%advance; start > in.ts-size; start -= advance {
 				if max == window.NoWatermark || start+size+lateness > max-ooo {
 					open = append(open, simWin{k, start, start + size})
 				}
 			}
-			if r.sessions() {
+			if kind == simSessions {
 				open = nil
 				if max == window.NoWatermark || in.ts+lateness >= max-ooo {
 					open = []simWin{{k, in.ts, in.ts + simGap}}
@@ -174,7 +202,7 @@ func (r *simRun) windowOracle(offsets []int64) windowOracle {
 			if in.ts > max {
 				max = in.ts
 			}
-			if r.sessions() {
+			if kind == simSessions {
 				byKey[k] = append(byKey[k], event{in.ts, in.n})
 				continue
 			}
