@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/source"
+	"github.com/eoflow/pipeline/window"
 )
 
 // A savepoint of a group-mode job while several processes run it. It
@@ -170,12 +172,6 @@ type groupPause struct {
 
 // pauseGroup asks every member to pause (step 1).
 func (j *Job) pauseGroup(ctx context.Context, c cluster, dir string) (*groupPause, error) {
-	if j.plan.time != nil && len(j.plan.time.byTopic) > 0 {
-		// The export reads aggregates' state and the group's offsets; a
-		// window's state and the partitions' event times it does not
-		// gather yet.
-		return nil, errors.New("a savepoint of a running group-mode job with event time is not supported yet: stop every process but one, then stop the last with a savepoint (run --stop-with-savepoint, or savepoint create --stop)")
-	}
 	started := j.now()
 	gp := &groupPause{j: j, c: c, dir: dir, id: fmt.Sprintf("%s-%d", j.instance, started.UnixNano()),
 		started: started, deadline: started.Add(pauseDeadline(j))}
@@ -329,6 +325,9 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 	if err != nil {
 		return savepoint.Summary{}, err
 	}
+	// queues are the repartition partitions' event times, by partition:
+	// the newest groupTimeKey record of each group-state partition.
+	queues := map[int32][]byte{}
 	if restorers != nil {
 		// The offsets are stable once the last epochs' markers reached the
 		// offsets topic; their markers on the state partitions may still
@@ -344,7 +343,8 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 		read := func(ctx context.Context, fn func(key, value []byte) error) error {
 			return c.Read(ctx, j.shuffle.state, func(r *kgo.Record) error {
 				if isGroupTime(r.Key) {
-					return nil // the keyed side's event time, not an operator's state
+					queues[r.Partition] = r.Value // the keyed side's event time, not an operator's state
+					return nil
 				}
 				return fn(r.Key, r.Value)
 			})
@@ -401,8 +401,52 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 		return abort(err)
 	}
 	w.SetTables(tables)
+	et, err := j.groupEventTime(ctx, c, queues)
+	if err != nil {
+		return abort(err)
+	}
+	w.SetEventTime(et)
 	if _, err := w.Commit(); err != nil {
 		return abort(err)
 	}
 	return savepoint.Inspect(w.Dir())
+}
+
+// groupEventTime is the event time of a savepoint of the paused group
+// (nil: the job has none). Each source partition's largest event time is
+// the largest over the members' newest checkpoint records, which hold
+// every partition's time at the group's committed offsets
+// (mergedSourceTimes, as a member's restore reads it). The watermark is
+// the job's: the least of the repartition partitions' watermarks, each in
+// the newest event-time record of its group-state partition (queues); a
+// partition without one holds it back. Every window that fired anywhere
+// ended at or before its partition's watermark, so a window of the
+// savepoint's state fires, after a restore, no earlier than it would have.
+func (j *Job) groupEventTime(ctx context.Context, c cluster, queues map[int32][]byte) (*checkpoint.EventTime, error) {
+	if j.plan.time == nil || len(j.plan.time.byTopic) == 0 {
+		return nil, nil
+	}
+	recs := &jobRecords{}
+	if err := c.Read(ctx, checkpoint.TopicName(j.cfg.Name), foldJobRecords(j.cfg.Name, recs)); err != nil {
+		return nil, fmt.Errorf("reading the members' checkpoint records: %w", err)
+	}
+	et := mergedSourceTimes(recs.members)
+	if et == nil {
+		et = &checkpoint.EventTime{Watermark: window.NoWatermark}
+	}
+	watermark := int64(math.MaxInt64)
+	for q := range j.shuffle.partitions {
+		v := queues[int32(q)]
+		if v == nil {
+			watermark = window.NoWatermark
+			break
+		}
+		t, err := decodeQueueTime(v)
+		if err != nil {
+			return nil, fmt.Errorf("the event time of group-state partition %d: %w", q, err)
+		}
+		watermark = min(watermark, t.watermark)
+	}
+	et.Watermark = watermark
+	return et, nil
 }

@@ -1125,6 +1125,9 @@ func (s *gsim) liveStep(p *gproc) error {
 	}
 	l.saved = true
 	s.log("%s wrote the savepoint", p.id)
+	if s.windowed {
+		return s.checkWindowSavepoint(l.dir, p.j)
+	}
 	_, err = s.checkSavepoint(l.dir, p.j)
 	return err
 }
@@ -1206,7 +1209,8 @@ func TestSimulationGroupMode(t *testing.T) {
 	}{{"faults", playFaults, 250, ""}, {"stop_with_savepoint", playStop, 150, ""}, {"live_savepoint", playLive, 150, ""},
 		{"table", playTable, 150, ""}, {"table_live_savepoint", playTableLive, 100, ""},
 		{"windows", playFaults, 250, "tumbling"}, {"hopping_windows", playFaults, 100, "hopping"},
-		{"session_windows", playFaults, 100, "session"}} {
+		{"session_windows", playFaults, 100, "session"}, {"windows_live_savepoint", playLive, 100, "tumbling"},
+		{"session_windows_live_savepoint", playLive, 60, "session"}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}

@@ -1,17 +1,15 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
-	"testing"
 	"time"
 
-	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/sink"
+	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -191,20 +189,69 @@ func (s *gsim) checkWindows(end bool) error {
 	return nil
 }
 
-// A savepoint of the running group with event time is refused with what
-// to do instead, before it pauses anyone: its export would leave the
-// windows and the partitions' event times out.
-func TestGroupSavepointWithEventTimeRefused(t *testing.T) {
-	s := newGsim(t, 1, noPlantedBug, t.TempDir(), "tumbling")
-	p := s.procs[0]
-	if err := s.start(p); err != nil {
-		t.Fatal(err)
+// checkWindowSavepoint: a savepoint of the running group, of a windowed
+// job, holds exactly what its source offsets cover: each partition's
+// largest event time is the oracle's over the inputs before its offset,
+// and the windows state holds exactly the oracle's windows of those
+// inputs that the savepoint's watermark has not fired (end plus allowed
+// lateness after it), with their exact contents. A restore then fires
+// each of them once, as the group would have.
+func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
+	r, err := savepoint.Open(dir)
+	if err != nil {
+		return s.violation("opening savepoint %s: %v", dir, err)
 	}
-	_, err := p.j.pauseGroup(context.Background(), s.cluster(p), t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), "stop the last with a savepoint") {
-		t.Fatalf("got %v", err)
+	offsets := make([]int64, gsimInParts)
+	for _, o := range r.Manifest().Offsets() {
+		offsets[o.Partition] = o.Offset
 	}
-	if recs := s.w.readAll(checkpoint.TopicName(gsimJob)); len(recs) != 0 {
-		t.Fatalf("it wrote %d records to the checkpoint topic (a pause?)", len(recs))
+	ins := make([][]simInput, gsimInParts)
+	for p := range ins {
+		ins[p] = s.inputs[p][:offsets[p]]
 	}
+	want := windowsOf(ins, gsimKey, s.windowKind, s.lateness)
+	et := r.Manifest().EventTime.Checkpoint()
+	if et == nil {
+		return s.violation("savepoint %s holds no event time", dir)
+	}
+	got := map[int32]int64{}
+	for _, pt := range et.Partitions {
+		got[pt.Partition] = pt.MaxEventTime
+	}
+	for p, max := range want.maxTime {
+		if g, ok := got[int32(p)]; (ok || max != window.NoWatermark) && g != max {
+			return s.violation("savepoint %s: partition %d read up to event time %d, its offsets %v cover %d", dir, p, g, offsets, max)
+		}
+	}
+	held := map[simWin]simAgg{}
+	agg := j.plan.targets[0].agg
+	err = r.Scan("windows", state.Range{End: state.KeyGroup(s.cfg.Checkpoint.KeyGroups)}, func(e savepoint.Entry) error {
+		ws, err := agg.DecodeWindowState(e.Value)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws.Windows {
+			c, _ := w.State.Value("count")
+			sum, _ := w.State.Value("sum")
+			held[simWin{string(e.Key), w.Start, w.End}] = simAgg{c.(int64), sum.(int64)}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.violation("reading savepoint %s: %v", dir, err)
+	}
+	for w, a := range want.windows {
+		open := et.Watermark == window.NoWatermark || w.end+s.lateness > et.Watermark
+		if g, ok := held[w]; open && (!ok || g != a) {
+			return s.violation("savepoint %s (watermark %d): window %+v holds %+v (held %v); its offsets %v cover %+v", dir, et.Watermark, w, g, ok, offsets, a)
+		}
+	}
+	for w, g := range held {
+		if a, ok := want.windows[w]; !ok || et.Watermark != window.NoWatermark && w.end+s.lateness <= et.Watermark {
+			return s.violation("savepoint %s (watermark %d): it holds window %+v (%+v), which its offsets %v do not cover open (%+v, %v)", dir, et.Watermark, w, g, offsets, a, ok)
+		}
+	}
+	s.counts["windows in savepoints"] += len(held)
+	s.log("savepoint %s holds exactly the open windows of the inputs before %v", dir, offsets)
+	return nil
 }
