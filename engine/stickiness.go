@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/internal/mutant"
 )
 
 // rememberingSticky is franz-go's sticky balancer given back the memory
@@ -68,7 +70,7 @@ func (b *rememberingSticky) assigned(gen int32, a map[string][]int32) (kept, mov
 // JoinGroupMetadata says the last assignment when the client passes
 // none (it always passes none under the eager protocol).
 func (b *rememberingSticky) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
-	if len(current) == 0 {
+	if len(current) == 0 && !mutant.On("balancer-forgets-assignment") {
 		b.mu.Lock()
 		current = maps.Clone(b.last)
 		b.mu.Unlock()
