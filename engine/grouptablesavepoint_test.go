@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +22,7 @@ import (
 // state with the table's values as of then.
 func TestGroupModeFromSavepointCarriesTablePositions(t *testing.T) {
 	e := newBrokerTableEnv(t)
-	e.write("customers", "c1\t{\"tier\":\"gold\"}", "c2\t{\"tier\":\"silver\"}", "c3\t{\"tier\":\"gold\"}")
-	single := e.config(nil)
-	r := start(t, single)
-	e.write("orders", `{"id":1,"customer":"c1","n":1}`, `{"id":2,"customer":"c2","n":2}`)
-	e.awaitCheckpoint(single.Name)
-	e.write("customers", "c2\t{\"tier\":\"gold\"}", "c3\t")
-	e.awaitCheckpoint(single.Name)
-	dir := filepath.Join(t.TempDir(), "sp")
-	r.job.StopWithSavepoint(dir)
-	if err := <-r.done; err != nil {
-		t.Fatal(err)
-	}
-	sp := openSavepoint(t, dir)
+	sp, _ := e.savepointAfterTableUpdates(e.config(nil))
 	if len(sp.Manifest().Tables) != 1 {
 		t.Fatalf("the savepoint's tables: %+v", sp.Manifest().Tables)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/kread"
 )
 
@@ -47,23 +48,12 @@ func (e *tableEnv) checkpointRecords(job string) []*checkpoint.Record {
 // without the position, which the restore notes.
 func TestSavepointCarriesTablePositions(t *testing.T) {
 	e := newTableEnv(t)
-	e.write("customers", "c1\t{\"tier\":\"gold\"}", "c2\t{\"tier\":\"silver\"}", "c3\t{\"tier\":\"gold\"}")
 	cfg := e.config(nil)
-	r := start(t, cfg)
-	e.write("orders", `{"id":1,"customer":"c1","n":1}`, `{"id":2,"customer":"c2","n":2}`)
-	e.awaitCheckpoint(cfg.Name)
-	e.write("customers", "c2\t{\"tier\":\"gold\"}", "c3\t")
-	e.awaitCheckpoint(cfg.Name)
-	dir := filepath.Join(t.TempDir(), "sp")
-	r.job.StopWithSavepoint(dir)
-	if err := <-r.done; err != nil {
-		t.Fatal(err)
-	}
+	sp, dir := e.savepointAfterTableUpdates(cfg)
 	final, err := kstore.Latest(context.Background(), e.conn, cfg.Name)
 	if err != nil || final == nil {
 		t.Fatalf("latest checkpoint: %v %v", final, err)
 	}
-	sp := openSavepoint(t, dir)
 	m := sp.Manifest()
 	if got, want := fmt.Sprint(m.Tables), fmt.Sprint(savepoint.TablesOf(final.Tables)); len(final.Tables) != 1 || got != want {
 		t.Fatalf("the savepoint's tables: %s; its checkpoint %d's: %s", got, final.ID, want)
@@ -84,7 +74,7 @@ func TestSavepointCarriesTablePositions(t *testing.T) {
 		return strings.Replace(s, "${JOB_NAME:-orders-enrich}", "orders-enrich-moved", 1)
 	})
 	opts := savepoint.RestoreOptions{RemapTopics: map[string]string{"customers": "customers-v2"}}
-	r = startWith(t, moved, WithSavepointRestore(sp, opts))
+	r := startWith(t, moved, WithSavepointRestore(sp, opts))
 	e.write("orders", `{"id":3,"customer":"c1","n":4}`)
 	e.awaitCheckpointOf(moved.Name)
 	if err := r.finish(); err != nil {
@@ -137,4 +127,24 @@ func (e *tableEnv) awaitCheckpointOf(job string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	e.t.Fatalf("no checkpoint of %s reached orders %v", job, orders)
+}
+
+// savepointAfterTableUpdates runs the orders-enrich job cfg over three
+// customers and two orders, updates one customer and deletes another,
+// and stops it with a savepoint once a checkpoint has applied both: the
+// savepoint and its directory.
+func (e *tableEnv) savepointAfterTableUpdates(cfg *config.Config) (*savepoint.Reader, string) {
+	e.t.Helper()
+	e.write("customers", "c1\t{\"tier\":\"gold\"}", "c2\t{\"tier\":\"silver\"}", "c3\t{\"tier\":\"gold\"}")
+	r := start(e.t, cfg)
+	e.write("orders", `{"id":1,"customer":"c1","n":1}`, `{"id":2,"customer":"c2","n":2}`)
+	e.awaitCheckpoint(cfg.Name)
+	e.write("customers", "c2\t{\"tier\":\"gold\"}", "c3\t")
+	e.awaitCheckpoint(cfg.Name)
+	dir := filepath.Join(e.t.TempDir(), "sp")
+	r.job.StopWithSavepoint(dir)
+	if err := <-r.done; err != nil {
+		e.t.Fatal(err)
+	}
+	return openSavepoint(e.t, dir), dir
 }
