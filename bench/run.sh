@@ -32,6 +32,7 @@ echo "== building"
 go build -o bin/pipeline ./cmd/pipeline
 go build -o bin/bench-workload ./bench/cmd/workload
 go build -o bin/bench-plaincopy ./bench/cmd/plaincopy
+go build -o bin/bench-procs ./bench/cmd/procs
 go build -o bin/bench-runner ./bench/cmd/runner
 go build -o bin/bench-report ./bench/cmd/report
 go build -o bin/bench-registry ./bench/cmd/registry

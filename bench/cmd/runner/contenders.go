@@ -96,6 +96,23 @@ func contenders(o options) []contender {
 			},
 		})
 	}
+	// Group mode (scale.mode: group, issue 35): the keyed sum shared by
+	// one and by two processes of one job through its consumer group,
+	// beside the single-mode rows of the same input. Every kept record
+	// crosses the job's repartition topic. bench/cmd/procs starts the
+	// processes, each with its instance id; CPU and memory are their sums.
+	for _, n := range []int{1, 2} {
+		cs = append(cs, contender{
+			Name: fmt.Sprintf("pipeline-keyed-sum-group%d-exactly_once-1s", n), Kind: "pipeline", Job: "keyed-sum", Guar: "exactly_once", Interval: "1s", Daemon: true,
+			Cmd: func(out, id string) ([]string, []string) {
+				return []string{o.procs, "-n", strconv.Itoa(n), "--", o.pipeline, "run", "-c", filepath.Join(o.jobs, "keyed-sum.yaml")}, []string{
+					"JOB_NAME=" + id, "GUARANTEE=exactly_once", "CHECKPOINT_INTERVAL=1s",
+					"KAFKA_BROKERS=" + o.brokers, "INPUT_TOPIC=" + o.input, "OUTPUT_TOPIC=" + out,
+					"SCALE_MODE=group", "SCALE_PARTITIONS=8", "SESSION_TIMEOUT=6s",
+					"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info"}
+			},
+		})
+	}
 	// The keyed sum over Avro in and out (issue 33): its own input (the
 	// same records in Avro: workload -format avro), the registry of
 	// -registry. No latency probe: the probe records are JSON.

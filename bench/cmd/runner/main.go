@@ -54,6 +54,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 8, "partitions of each output topic")
 	flag.StringVar(&o.pipeline, "pipeline", "bin/pipeline", "pipeline binary")
 	flag.StringVar(&o.plaincopy, "plaincopy", "bin/bench-plaincopy", "plain copy binary")
+	flag.StringVar(&o.procs, "procs", "bin/bench-procs", "the launcher of the group-mode contenders' processes (bench/cmd/procs)")
 	flag.StringVar(&o.kstreamsJar, "kstreams-jar", "bench/peers/kstreams/target/kstreams-bench.jar", "Kafka Streams peer jar")
 	flag.StringVar(&o.flinkJar, "flink-jar", "bench/peers/flink/target/flink-bench.jar", "Apache Flink peer jar")
 	flag.StringVar(&o.kafkaLibs, "kafka-libs", os.ExpandEnv("$HOME/.cache/eoflow-pipeline/kafka-4.1.1/libs"), "Kafka jars (kafka-tools)")
@@ -187,6 +188,7 @@ type options struct {
 	windowedInput                               string
 	windowedExpect                              int64
 	pipeline, plaincopy, kstreamsJar, kafkaLibs string
+	procs                                       string
 	flinkJar, jobs                              string
 	probe, probeRate, keys, partitions          int
 	idle                                        time.Duration

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -368,27 +369,57 @@ func (s *sampler) run(ctx context.Context) {
 	}
 }
 
+// sample reads the CPU and peak memory of the process and of every
+// process under it (a contender of several processes, bench/cmd/procs):
+// their sums. CPU only grows, so the largest sum read is kept: a child
+// that exited takes its CPU with it.
 func (s *sampler) sample() {
-	cpu, ok := processCPU(s.pid)
-	if !ok {
-		return
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
-	if err != nil {
-		return
-	}
+	var cpu float64
 	var hwm int64
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			hwm, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+	for _, pid := range append([]int{s.pid}, descendants(s.pid)...) {
+		c, ok := processCPU(pid)
+		if !ok {
+			if pid == s.pid {
+				return
+			}
+			continue
+		}
+		cpu += c
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				kib, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+				hwm += kib
+			}
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cpu = cpu
-	if hwm > s.hwm {
-		s.hwm = hwm
+	s.cpu = max(s.cpu, cpu)
+	s.hwm = max(s.hwm, hwm)
+}
+
+// descendants are the processes under pid, children first (from
+// /proc/<pid>/task/<tid>/children).
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				out = append(out, child)
+				out = append(out, descendants(child)...)
+			}
+		}
 	}
+	return out
 }
 
 // processCPU is the user+system CPU seconds of process pid so far, from

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +207,36 @@ func TestMeasureSteadyNeedsInputThatOutlastsTheWindow(t *testing.T) {
 	rs, err := measureTogether(context.Background(), o, adm, []contender{c, twin})
 	if err == nil || !strings.Contains(err.Error(), "ran out") || len(rs) != 2 || rs[1].Name != twin.Name {
 		t.Fatalf("measureTogether on 100 records: %v (%d results), want the input-ran-out error", err, len(rs))
+	}
+}
+
+// A contender of several processes is measured over its process tree:
+// the sampler finds the launcher's children and adds up their CPU and
+// peak memory.
+func TestSamplerCountsTheProcessTree(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range descendants(cmd.Process.Pid) {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	var kids []int
+	for len(kids) < 2 {
+		kids = descendants(cmd.Process.Pid)
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := &sampler{pid: cmd.Process.Pid}
+	s.sample()
+	_, tree := s.get()
+	alone := &sampler{pid: kids[0]}
+	alone.sample()
+	_, one := alone.get()
+	if one <= 0 || tree < 2*one {
+		t.Fatalf("peak memory of the tree %d KiB, of one sleep %d KiB: the children are not counted", tree, one)
 	}
 }
