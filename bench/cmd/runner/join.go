@@ -171,7 +171,8 @@ func measureRestore(ctx context.Context, o options, adm *kadm.Client, c contende
 	if rc == nil {
 		return r, fmt.Errorf("no contender %s", c.Name)
 	}
-	id := "bench-" + o.run + "-restore-" + tag + "-" + c.Name
+	// Under the contender's prefix, which the runner deletes after it too.
+	id := "bench-" + o.run + "-" + c.Name + "-restore-" + tag
 	out := id + "-out"
 	defer cleanup(context.Background(), adm, id)
 	if _, err := adm.CreateTopic(ctx, int32(o.partitions), -1, nil, out); err != nil {
