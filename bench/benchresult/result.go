@@ -49,6 +49,13 @@ type Result struct {
 	// end); RestoreCPUSeconds the process's CPU by then; TableRSSMiB its
 	// VmRSS then and BaseRSSMiB the same with an empty table, so
 	// TableBytesPerKey is (TableRSSMiB - BaseRSSMiB) / TableKeys in bytes.
+	// FirstLoadSeconds is a first start's (RestoreSeconds is that of the
+	// start after it): from the start to the table read to its end (Kafka
+	// Streams: to its group's committed offsets at the table topic's end,
+	// since a first start reads a source KTable's topic as an input);
+	// RestoreRecords the records Kafka Streams' restore listener saw.
+	FirstLoadSeconds float64 `json:"first_load_seconds,omitempty"`
+	RestoreRecords   int64   `json:"restore_records,omitempty"`
 	// TableDiskBytesPerKey is the same for Kafka Streams' state directory
 	// (its RocksDB files), which the pipeline does not have.
 	// JoinTiers counts the drained outputs per tier.

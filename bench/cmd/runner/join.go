@@ -124,41 +124,100 @@ func (j *joinCheck) tally() map[string]int64 {
 // reaching RUNNING (with its restore listener's restore_ms).
 var (
 	pipelineTableLine = regexp.MustCompile(`msg="table read to its end".* took=(\S+)`)
-	kstreamsTableLine = regexp.MustCompile(`bench: RUNNING after \d+ ms restored=\d+ restore_ms=(\d+)`)
+	kstreamsTableLine = regexp.MustCompile(`bench: RUNNING after \d+ ms restored=(\d+) restore_ms=(\d+)`)
 )
 
 // tableLoaded is, in a join contender's log, whether its table is read to
-// its end, and the engine's own time for that read.
-func tableLoaded(kind string, log []byte) (time.Duration, bool) {
+// its end, the engine's own time for that read, and (Kafka Streams) the
+// records its restore listener saw.
+func tableLoaded(kind string, log []byte) (time.Duration, int64, bool) {
 	if kind == "kstreams" {
 		m := kstreamsTableLine.FindSubmatch(log)
 		if m == nil {
-			return 0, false
+			return 0, 0, false
 		}
-		ms, _ := strconv.ParseInt(string(m[1]), 10, 64)
-		return time.Duration(ms) * time.Millisecond, true
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		ms, _ := strconv.ParseInt(string(m[2]), 10, 64)
+		return time.Duration(ms) * time.Millisecond, n, true
 	}
 	m := pipelineTableLine.FindSubmatch(log)
 	if m == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	d, err := time.ParseDuration(string(m[1]))
-	return d, err == nil
+	return d, 0, err == nil
 }
 
-// restore is one start of a join contender on a table: from the
-// process's start to its table read to the end.
+// restore is a join contender's restore of a table: started once, to
+// the table read to its end (first), stopped, then started again (the
+// restore: from the process's start to the table read to its end).
 type restore struct {
-	wall, engine time.Duration
-	cpu          float64 // s
-	rssKiB       int64
-	diskBytes    int64 // Kafka Streams' state directory
+	first, wall, engine time.Duration
+	records             int64   // Kafka Streams: the records its restore listener saw
+	cpu                 float64 // s
+	rssKiB              int64
+	diskBytes           int64 // Kafka Streams' state directory
 }
 
-// measureRestore starts join contender c on table (and the empty orders
-// topic o.restoreOrders), waits for its log to say the table is read to
-// its end, reads its CPU and VmRSS then, and stops it.
-func measureRestore(ctx context.Context, o options, adm *kadm.Client, c contender, table, tag string) (restore, error) {
+// joinProc is one start of a join contender.
+type joinProc struct {
+	cmd    *exec.Cmd
+	exited chan error
+	log    string
+	start  time.Time
+}
+
+func startJoin(rc contender, out, id string) (*joinProc, error) {
+	argv, env := rc.Cmd(out, id)
+	logf, err := os.CreateTemp("", "bench-restore-"+rc.Name+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	p := &joinProc{cmd: cmd, exited: make(chan error, 1), log: logf.Name(), start: time.Now()}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+// await polls done every 10 ms until it says yes, the process exits, or
+// five minutes pass.
+func (p *joinProc) await(done func() (bool, error)) error {
+	for deadline := p.start.Add(5 * time.Minute); ; {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			return fmt.Errorf("exited (%v) before its table was read (log %s)", err, p.log)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("table not read after 5 minutes (log %s)", p.log)
+		}
+	}
+}
+
+// measureRestore runs join contender c on table (and the empty orders
+// topic o.restoreOrders) twice. The first start lasts until the table is
+// read to its end: the pipeline's log says so; Kafka Streams reads a
+// source KTable's topic as an input on a first start (it restores only up
+// to the offsets its group committed, none yet), so until its group has
+// committed the table topic's end offsets. The second start, after the
+// first is stopped (Kafka Streams' peer then deletes its state directory,
+// as exactly_once_v2 wipes the store of a task that crashed), lasts until
+// its log says the table is read to its end (Kafka Streams: RUNNING and
+// every partition restored, from the topic up to those offsets); its CPU
+// and VmRSS are read then. With first false (an empty table) only the
+// second start runs.
+func measureRestore(ctx context.Context, o options, adm *kadm.Client, c contender, table, tag string, first bool) (restore, error) {
 	var r restore
 	ro := o
 	ro.joinOrders, ro.joinTable = o.restoreOrders, table
@@ -178,43 +237,50 @@ func measureRestore(ctx context.Context, o options, adm *kadm.Client, c contende
 	if _, err := adm.CreateTopic(ctx, int32(o.partitions), -1, nil, out); err != nil {
 		return r, fmt.Errorf("create %s: %w", out, err)
 	}
-	argv, env := rc.Cmd(out, id)
-	logf, err := os.CreateTemp("", "bench-restore-"+c.Name+"-*.log")
-	if err != nil {
-		return r, err
+	loaded := func(p *joinProc) func() (bool, error) {
+		return func() (bool, error) {
+			b, err := os.ReadFile(p.log)
+			if err != nil {
+				return false, err
+			}
+			d, n, ok := tableLoaded(c.Kind, b)
+			if ok {
+				r.wall, r.engine, r.records = time.Since(p.start), d, n
+			}
+			return ok, nil
+		}
 	}
-	defer logf.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return r, fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer stop(cmd, exited)
-	for deadline := start.Add(5 * time.Minute); ; {
-		b, err := os.ReadFile(logf.Name())
+	if first {
+		ends, err := adm.ListEndOffsets(ctx, table)
 		if err != nil {
 			return r, err
 		}
-		if d, ok := tableLoaded(c.Kind, b); ok {
-			r.wall, r.engine = time.Since(start), d
-			break
+		p, err := startJoin(*rc, out, id)
+		if err != nil {
+			return r, err
 		}
-		select {
-		case err := <-exited:
-			exited <- err
-			return r, fmt.Errorf("exited (%v) before its table was read (log %s)", err, logf.Name())
-		case <-time.After(10 * time.Millisecond):
+		done := loaded(p)
+		if c.Kind == "kstreams" {
+			done = func() (bool, error) { return committedTo(ctx, adm, id, ends) }
 		}
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("table not read after 5 minutes (log %s)", logf.Name())
+		err = p.await(done)
+		r.first = time.Since(p.start)
+		stop(p.cmd, p.exited)
+		if err != nil {
+			return r, fmt.Errorf("first start: %w", err)
 		}
+		os.Remove(p.log)
 	}
-	cpu, ok := processCPU(cmd.Process.Pid)
-	rss, ok2 := vmRSS(cmd.Process.Pid)
+	p, err := startJoin(*rc, out, id)
+	if err != nil {
+		return r, err
+	}
+	defer stop(p.cmd, p.exited)
+	if err := p.await(loaded(p)); err != nil {
+		return r, err
+	}
+	cpu, ok := processCPU(p.cmd.Process.Pid)
+	rss, ok2 := vmRSS(p.cmd.Process.Pid)
 	if !ok || !ok2 {
 		return r, errors.New("cannot read the process's /proc")
 	}
@@ -222,9 +288,29 @@ func measureRestore(ctx context.Context, o options, adm *kadm.Client, c contende
 	if c.Kind == "kstreams" {
 		// Its RocksDB store keeps most of the table in files, not in RSS.
 		r.diskBytes = dirBytes(filepath.Join(os.TempDir(), "kstreams-bench-"+id))
+		if first && r.records == 0 {
+			return r, fmt.Errorf("its restart restored no record of %s (log %s)", table, p.log)
+		}
 	}
-	os.Remove(logf.Name())
+	os.Remove(p.log)
 	return r, nil
+}
+
+// committedTo is whether consumer group g has committed ends, the end
+// offsets of a topic, on every partition.
+func committedTo(ctx context.Context, adm *kadm.Client, g string, ends kadm.ListedOffsets) (bool, error) {
+	got, err := adm.FetchOffsets(ctx, g)
+	if err != nil {
+		return false, nil // the group may not be there yet
+	}
+	ok := true
+	ends.Each(func(l kadm.ListedOffset) {
+		c, found := got.Lookup(l.Topic, l.Partition)
+		if l.Offset > 0 && (!found || c.At < l.Offset) {
+			ok = false
+		}
+	})
+	return ok, nil
 }
 
 // dirBytes is the size of the files under dir (0 if none).
@@ -259,15 +345,17 @@ func vmRSS(pid int) (int64, bool) {
 // addRestore measures join contender c's restore of o.restoreTable (keys
 // keys) and, for its memory per key, of the empty o.restoreEmpty, into r.
 func addRestore(ctx context.Context, o options, adm *kadm.Client, c contender, keys int64, r *result) error {
-	full, err := measureRestore(ctx, o, adm, c, o.restoreTable, "full")
+	full, err := measureRestore(ctx, o, adm, c, o.restoreTable, "full", true)
 	if err != nil {
 		return fmt.Errorf("restore of %s: %w", o.restoreTable, err)
 	}
-	base, err := measureRestore(ctx, o, adm, c, o.restoreEmpty, "empty")
+	base, err := measureRestore(ctx, o, adm, c, o.restoreEmpty, "empty", false)
 	if err != nil {
 		return fmt.Errorf("restore of %s: %w", o.restoreEmpty, err)
 	}
 	r.TableKeys = keys
+	r.FirstLoadSeconds = full.first.Seconds()
+	r.RestoreRecords = full.records
 	r.RestoreSeconds = full.wall.Seconds()
 	r.RestoreEngineSeconds = full.engine.Seconds()
 	r.RestoreCPUSeconds = full.cpu

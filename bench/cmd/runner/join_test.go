@@ -30,17 +30,17 @@ func TestTableLoadedReadsEachEnginesLine(t *testing.T) {
 	pipe := `time=2026-12-06T16:44:11.000Z level=INFO msg="admin listening" metrics=http://127.0.0.1:1/metrics
 time=2026-12-06T16:44:11.100Z level=INFO msg="table read to its end" job=j table=customers topic=t partitions=8 keys=99000 bytes=2475000 took=113ms
 `
-	if d, ok := tableLoaded("pipeline", []byte(pipe)); !ok || d != 113*time.Millisecond {
+	if d, _, ok := tableLoaded("pipeline", []byte(pipe)); !ok || d != 113*time.Millisecond {
 		t.Errorf("pipeline: %v %v, want 113ms", d, ok)
 	}
-	if _, ok := tableLoaded("pipeline", []byte(strings.SplitN(pipe, "\n", 2)[0])); ok {
+	if _, _, ok := tableLoaded("pipeline", []byte(strings.SplitN(pipe, "\n", 2)[0])); ok {
 		t.Error("pipeline: loaded before its line")
 	}
-	ks := "bench: RUNNING after 2861 ms restored=103000 restore_ms=205 rss_kib=154000 heap_used_mib=80 heap_committed_mib=120\n"
-	if d, ok := tableLoaded("kstreams", []byte(ks)); !ok || d != 205*time.Millisecond {
-		t.Errorf("kstreams: %v %v, want 205ms", d, ok)
+	ks := "bench: RUNNING after 2861 ms restored=103000 restore_ms=205 partitions=8/8 store_keys~99000 rss_kib=154000 heap_used_mib=80 heap_committed_mib=120\n"
+	if d, n, ok := tableLoaded("kstreams", []byte(ks)); !ok || d != 205*time.Millisecond || n != 103000 {
+		t.Errorf("kstreams: %v %d %v, want 205ms and 103000 records", d, n, ok)
 	}
-	if _, ok := tableLoaded("kstreams", []byte("something else\n")); ok {
+	if _, _, ok := tableLoaded("kstreams", []byte("something else\n")); ok {
 		t.Error("kstreams: loaded without its line")
 	}
 }

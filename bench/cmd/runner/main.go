@@ -182,8 +182,8 @@ func main() {
 			}
 			err = addRestore(context.Background(), o, adm, c, restoreKeys, &r)
 			if err == nil {
-				log.Printf("runner: %s: table of %d keys read to its end %.2f s after start (its own count %.2f s), %.1f CPU s; VmRSS %.0f MiB, %.0f MiB with an empty table: %.0f bytes per key",
-					c.Name, r.TableKeys, r.RestoreSeconds, r.RestoreEngineSeconds, r.RestoreCPUSeconds, r.TableRSSMiB, r.BaseRSSMiB, r.TableBytesPerKey)
+				log.Printf("runner: %s: table of %d keys read to its end %.2f s after a first start, %.2f s after a restart (its own count %.2f s, %d records), %.1f CPU s; VmRSS %.0f MiB, %.0f MiB with an empty table: %.0f bytes per key, %.0f on disk",
+					c.Name, r.TableKeys, r.FirstLoadSeconds, r.RestoreSeconds, r.RestoreEngineSeconds, r.RestoreRecords, r.RestoreCPUSeconds, r.TableRSSMiB, r.BaseRSSMiB, r.TableBytesPerKey, r.TableDiskBytesPerKey)
 			}
 		}
 		if err != nil {
