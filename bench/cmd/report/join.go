@@ -32,6 +32,16 @@ func joinRounds(rs []result) []joinRound {
 	return out
 }
 
+// onlyJoins is whether every line is a join contender's.
+func onlyJoins(rs []result) bool {
+	for _, r := range rs {
+		if r.Job != "join-enrich" {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
 // ratio is a / b, or 0 when either is missing.
 func ratio(a, b float64) float64 {
 	if a <= 0 || b <= 0 {

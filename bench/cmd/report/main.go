@@ -44,8 +44,10 @@ func main() {
 	}
 	machine(&b, *pipelineBin, rs)
 	fmt.Fprintf(&b, "\n## Settings\n\n%s\n", *settings)
-	table(&b, rs)
-	targets(&b, rs)
+	if !onlyJoins(rs) { // bench/join.sh's rounds: their own table
+		table(&b, rs)
+		targets(&b, rs)
+	}
 	joins(&b, rs)
 	if *chart != "" {
 		fmt.Fprintf(&b, "\n![throughput and p99 latency](%s)\n", *chart)
