@@ -11,7 +11,8 @@
 # Settings (environment): BENCH_N (5000000), BENCH_KEYS (100000),
 # BENCH_PARTITIONS (8), BENCH_PROBE (10000 latency probe records per
 # contender), BENCH_PROBE_RATE (2000/s), BENCH_CONTENDERS (all, or a comma
-# list from `bin/bench-runner -list`), BENCH_BROKER_HEAP (1g),
+# list from `bin/bench-runner -list`), BENCH_BROKER_HEAP (1g), the join's
+# BENCH_JOIN_* (bench/join-workload.sh),
 # BENCH_OUT (bench/results/<date>[-quick]).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,20 +92,30 @@ case ",$contenders," in
   ;;
 esac
 
+# The stream–table join contenders read orders and a customers table, and
+# are timed on a start on a table of a million keys (bench/join-workload.sh).
+join_args=()
+case ",$contenders," in
+*,all,* | *join*)
+  . bench/join-workload.sh
+  join_workload "bench-$run"
+  ;;
+esac
+
 echo "== contenders"
 mkdir -p "$(dirname "$out")"
 raw="$out.jsonl"
 : >"$raw"
 bin/bench-runner -brokers "$KAFKA_BOOTSTRAP" -input "$input" -run "$run" -out "$raw" \
   -contenders "$contenders" -probe "$probe" -probe-rate "$rate" -keys "$keys" -partitions "$parts" \
-  -kafka-libs "$kafka_libs" -flink-jar "$fjar" "${windowed_args[@]}" "${avro_args[@]}"
+  -kafka-libs "$kafka_libs" -flink-jar "$fjar" "${windowed_args[@]}" "${avro_args[@]}" "${join_args[@]}"
 
 echo "== report"
 note=
 if [ -n "$quick" ]; then
   note="**Quick run** (BENCH_N=$n): proves the harness end to end; the numbers are dominated by start-up and are not the 5,000,000-record benchmark."
 fi
-settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. Flink: a local MiniCluster job, parallelism = nproc, heap state, checkpoint interval = the interval, KafkaSink EXACTLY_ONCE (transactions committed on checkpoint completion) or AT_LEAST_ONCE. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records. Windowed contenders: their own copy of the records with ts spread over BENCH_EVENT_SECONDS (10) seconds of event time; Kafka Streams TimeWindows.ofSizeAndGrace(1s, 0) + suppress(untilWindowCloses); Flink forBoundedOutOfOrderness(0) + TumblingEventTimeWindows(1s) with an AggregateFunction."
+settings="Workload: $n JSON records of about 100 bytes, $keys distinct keys, $parts partitions, record key = the key field; one shared input topic, drained by each contender into its own $parts-partition output topic. Latency probe: $probe records at $rate/s appended after each drain (so each contender drains the records of the probes before it too: see the records column). Pipeline: workers = GOMAXPROCS, emit every_record. Kafka Streams: num.stream.threads = nproc, statestore.cache.max.bytes = 0, commit.interval.ms = the interval. Flink: a local MiniCluster job, parallelism = nproc, heap state, checkpoint interval = the interval, KafkaSink EXACTLY_ONCE (transactions committed on checkpoint completion) or AT_LEAST_ONCE. TransactionalMessageCopier: --group-mode --use-group-metadata, transactions of 200 (its default) or 10,000 records. Join contenders: BENCH_JOIN_N (BENCH_N) orders keyed by customer, 5% of no customer, left-joined with a compacted table of BENCH_JOIN_KEYS (100000) customers (1% of them deleted by tombstones, 2% updated); their restore: a start on a table of BENCH_JOIN_RESTORE_KEYS (1000000) keys; Kafka Streams with topology.optimization=all (its source KTable restored from its own topic). Windowed contenders: their own copy of the records with ts spread over BENCH_EVENT_SECONDS (10) seconds of event time; Kafka Streams TimeWindows.ofSizeAndGrace(1s, 0) + suppress(untilWindowCloses); Flink forBoundedOutOfOrderness(0) + TumblingEventTimeWindows(1s) with an AggregateFunction."
 chart=
 if python3 -c 'import matplotlib' 2>/dev/null || pip install --quiet matplotlib >/dev/null 2>&1 || python3 -m pip install --quiet --user matplotlib >/dev/null 2>&1; then
   chart=$(basename "$out").png

@@ -40,5 +40,33 @@ type Result struct {
 	// same window, per million records.
 	Steady                 bool    `json:"steady,omitempty"`
 	BrokerCPUSecPerMillion float64 `json:"broker_cpu_sec_per_million,omitempty"`
-	Error                  string  `json:"error,omitempty"`
+	// Join contenders (runner -join-orders), the restore of a table of
+	// TableKeys keys (runner -restore-table): RestoreSeconds from the
+	// process's start to its table read to the end (the pipeline's "table
+	// read to its end" log line; Kafka Streams' first RUNNING), and the
+	// engine's own account of the read (the pipeline's took, Kafka
+	// Streams' restore listener: first partition's start to last one's
+	// end); RestoreCPUSeconds the process's CPU by then; TableRSSMiB its
+	// VmRSS then and BaseRSSMiB the same with an empty table, so
+	// TableBytesPerKey is (TableRSSMiB - BaseRSSMiB) / TableKeys in bytes.
+	// FirstLoadSeconds is a first start's (RestoreSeconds is that of the
+	// start after it): from the start to the table read to its end (Kafka
+	// Streams: to its group's committed offsets at the table topic's end,
+	// since a first start reads a source KTable's topic as an input);
+	// RestoreRecords the records Kafka Streams' restore listener saw.
+	FirstLoadSeconds float64 `json:"first_load_seconds,omitempty"`
+	RestoreRecords   int64   `json:"restore_records,omitempty"`
+	// TableDiskBytesPerKey is the same for Kafka Streams' state directory
+	// (its RocksDB files), which the pipeline does not have.
+	// JoinTiers counts the drained outputs per tier.
+	TableKeys            int64            `json:"table_keys,omitempty"`
+	RestoreSeconds       float64          `json:"restore_seconds,omitempty"`
+	RestoreEngineSeconds float64          `json:"restore_engine_seconds,omitempty"`
+	RestoreCPUSeconds    float64          `json:"restore_cpu_seconds,omitempty"`
+	TableRSSMiB          float64          `json:"table_rss_mib,omitempty"`
+	BaseRSSMiB           float64          `json:"base_rss_mib,omitempty"`
+	TableBytesPerKey     float64          `json:"table_bytes_per_key,omitempty"`
+	TableDiskBytesPerKey float64          `json:"table_disk_bytes_per_key,omitempty"`
+	JoinTiers            map[string]int64 `json:"join_tiers,omitempty"`
+	Error                string           `json:"error,omitempty"`
 }

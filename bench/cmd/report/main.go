@@ -44,8 +44,11 @@ func main() {
 	}
 	machine(&b, *pipelineBin, rs)
 	fmt.Fprintf(&b, "\n## Settings\n\n%s\n", *settings)
-	table(&b, rs)
-	targets(&b, rs)
+	if !onlyJoins(rs) { // bench/join.sh's rounds: their own table
+		table(&b, rs)
+		targets(&b, rs)
+	}
+	joins(&b, rs)
 	if *chart != "" {
 		fmt.Fprintf(&b, "\n![throughput and p99 latency](%s)\n", *chart)
 	}
@@ -163,8 +166,8 @@ func table(b *strings.Builder, rs []result) {
 
 // kstreamsPeer is the Kafka Streams run r is compared with.
 func kstreamsPeer(rs []result, r result) *result {
-	if r.Job != "keyed-sum" && r.Job != "windowed" {
-		return nil // Kafka Streams runs the keyed and windowed sums only
+	if r.Job != "keyed-sum" && r.Job != "windowed" && r.Job != "join-enrich" {
+		return nil // Kafka Streams runs the keyed and windowed sums and the join only
 	}
 	g, iv := r.Guarantee, r.Interval
 	switch g {

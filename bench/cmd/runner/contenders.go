@@ -165,6 +165,22 @@ func contenders(o options) []contender {
 			return []string{"java", "-Xmx" + o.jvmHeap, "-cp", o.flinkJar, "bench.WindowedSum", o.brokers, o.windowedInput, out, id, "exactly_once", "1000", strconv.Itoa(runtime.NumCPU())}, nil
 		},
 	})
+	// Stream–table join (issue 34): orders left-joined with the customers
+	// table, one output per order with the customer's tier; exactly once.
+	cs = append(cs, contender{
+		Name: "pipeline-join-enrich-exactly_once-1s", Kind: "pipeline", Job: "join-enrich", Guar: "exactly_once", Interval: "1s", Daemon: true,
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{o.pipeline, "run", "-c", filepath.Join(o.jobs, "join-enrich.yaml")}, []string{
+				"JOB_NAME=" + id, "GUARANTEE=exactly_once", "CHECKPOINT_INTERVAL=1s",
+				"KAFKA_BROKERS=" + o.brokers, "INPUT_TOPIC=" + o.joinOrders, "TABLE_TOPIC=" + o.joinTable, "OUTPUT_TOPIC=" + out,
+				"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info"}
+		},
+	}, contender{
+		Name: "kstreams-join-enrich-exactly_once_v2-1s", Kind: "kstreams", Job: "join-enrich", Guar: "exactly_once_v2", Interval: "1s", Daemon: true,
+		Cmd: func(out, id string) ([]string, []string) {
+			return []string{"java", "-Xmx" + o.jvmHeap, "-cp", o.kstreamsJar, "bench.JoinEnrich", o.brokers, o.joinOrders, o.joinTable, out, id, "exactly_once_v2", "1000", strconv.Itoa(runtime.NumCPU())}, nil
+		},
+	})
 	// Apache Flink: a local MiniCluster job in one JVM (bench/peers/flink),
 	// parallelism = nproc, checkpoints at the interval; under exactly_once
 	// its transactional sink commits when a checkpoint completes.

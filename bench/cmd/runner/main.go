@@ -69,10 +69,16 @@ func main() {
 	flag.StringVar(&o.windowedInput, "windowed-input", "", "input topic of the windowed contenders (workload -event-rate); none: they are skipped")
 	flag.StringVar(&o.avroInput, "avro-input", "", "input topic of the Avro contenders (workload -format avro); none: they are skipped")
 	flag.StringVar(&o.registry, "registry", "", "the schema registry of the Avro contenders")
+	flag.StringVar(&o.joinOrders, "join-orders", "", "orders topic of the join contenders (workload -join-table); none: they are skipped")
+	flag.StringVar(&o.joinTable, "join-table", "", "customers table topic of the join contenders")
+	flag.StringVar(&o.restoreTable, "restore-table", "", "with -join-orders: after each join contender's drain, time its start on this customers topic (workload -join-table -n 0) to the table read to its end, and its memory per key against -restore-empty")
+	flag.StringVar(&o.restoreEmpty, "restore-empty", "", "with -restore-table: an empty customers topic (workload -join-table -table-keys 0 -n 0)")
+	flag.StringVar(&o.restoreOrders, "restore-orders", "", "with -restore-table: an empty orders topic, co-partitioned with both tables")
 	flag.Int64Var(&o.windowedExpect, "windowed-expect", 0, "window outputs the windowed input gives (workload -expect)")
 	flag.DurationVar(&o.window, "steady-window", 0, "measure each contender at steady state over this long instead of over the drain (0: drain); the input must outlast it")
 	flag.DurationVar(&o.warmup, "steady-warmup", 3*time.Second, "with -steady-window: how long each contender runs before the window")
 	flag.StringVar(&o.pairWith, "pair-with", "", "with -steady-window: run each pipeline contender together with the same contender of this other pipeline binary (named <name>-base), over the same window, so that both meet the same machine")
+	deletePrefix := flag.String("delete-topics", "", "delete every topic whose name starts with this (a script's inputs) and exit")
 	flag.Parse()
 	if err := shape.Check(o.shape); err != nil {
 		log.Fatalf("runner: -shape: %v", err)
@@ -86,6 +92,9 @@ func main() {
 	}
 	if o.brokers == "" {
 		log.Fatal("runner: -brokers or KAFKA_BOOTSTRAP required")
+	}
+	if o.restoreTable != "" && (o.restoreEmpty == "" || o.restoreOrders == "") {
+		log.Fatal("runner: -restore-table needs -restore-empty and -restore-orders")
 	}
 	if o.pairWith != "" && o.window == 0 {
 		log.Fatal("runner: -pair-with needs -steady-window")
@@ -106,6 +115,15 @@ func main() {
 		}
 		cs = sel
 	}
+	if *deletePrefix != "" {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...))
+		if err != nil {
+			log.Fatal(err)
+		}
+		cleanup(context.Background(), kadm.NewClient(cl), *deletePrefix)
+		cl.Close()
+		return
+	}
 	f, err := os.OpenFile(o.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		log.Fatal(err)
@@ -118,6 +136,7 @@ func main() {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	sizes := &inputSizes{}
+	restoreKeys := int64(-1) // keys of -restore-table, read once
 	for _, c := range cs {
 		if c.Job == "windowed" && o.windowedInput == "" {
 			log.Printf("runner: %s skipped: no -windowed-input", c.Name)
@@ -125,6 +144,10 @@ func main() {
 		}
 		if c.Job == "keyed-sum-avro" && o.avroInput == "" {
 			log.Printf("runner: %s skipped: no -avro-input", c.Name)
+			continue
+		}
+		if c.Job == "join-enrich" && o.joinOrders == "" {
+			log.Printf("runner: %s skipped: no -join-orders", c.Name)
 			continue
 		}
 		log.Printf("runner: %s ...", c.Name)
@@ -149,6 +172,20 @@ func main() {
 			r, err = measureSteady(context.Background(), o, adm, c)
 		default:
 			r, err = measure(context.Background(), o, adm, sizes, c)
+		}
+		if err == nil && c.Job == "join-enrich" && o.restoreTable != "" && o.window == 0 {
+			if restoreKeys < 0 {
+				tiers, terr := readTiers(context.Background(), o.brokers, o.restoreTable)
+				if terr != nil {
+					log.Fatal(terr)
+				}
+				restoreKeys = int64(len(tiers))
+			}
+			err = addRestore(context.Background(), o, adm, c, restoreKeys, &r)
+			if err == nil {
+				log.Printf("runner: %s: table of %d keys read to its end %.2f s after a first start, %.2f s after a restart (its own count %.2f s, %d records), %.1f CPU s; VmRSS %.0f MiB, %.0f MiB with an empty table: %.0f bytes per key, %.0f on disk",
+					c.Name, r.TableKeys, r.FirstLoadSeconds, r.RestoreSeconds, r.RestoreEngineSeconds, r.RestoreRecords, r.RestoreCPUSeconds, r.TableRSSMiB, r.BaseRSSMiB, r.TableBytesPerKey, r.TableDiskBytesPerKey)
+			}
 		}
 		if err != nil {
 			log.Printf("runner: %s: %v", c.Name, err)
@@ -185,7 +222,12 @@ type options struct {
 	avroInput, registry string
 	// windowedInput is the input of the windowed contenders (workload
 	// -event-rate), windowedExpect the number of window outputs it gives.
-	windowedInput                               string
+	windowedInput string
+	// joinOrders and joinTable are the join contenders' orders and
+	// customers topics; restoreTable, restoreEmpty and restoreOrders
+	// those of their restore (addRestore).
+	joinOrders, joinTable                       string
+	restoreTable, restoreEmpty, restoreOrders   string
 	windowedExpect                              int64
 	pipeline, plaincopy, kstreamsJar, kafkaLibs string
 	procs                                       string

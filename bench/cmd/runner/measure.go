@@ -42,6 +42,17 @@ func measure(ctx context.Context, o options, adm *kadm.Client, sizes *inputSizes
 		// Its own input, and no latency probe: the probe records are JSON.
 		o.input, o.probe = o.avroInput, 0
 	}
+	var join *joinCheck
+	if c.Job == "join-enrich" {
+		// Its own input, judged against the table; no latency probe (the
+		// probe records are not orders).
+		o.input, o.probe = o.joinOrders, 0
+		tiers, err := readTiers(ctx, o.brokers, o.joinTable)
+		if err != nil {
+			return r, err
+		}
+		join = newJoinCheck(tiers)
+	}
 	ends, err := adm.ListEndOffsets(ctx, o.input)
 	if err != nil {
 		return r, fmt.Errorf("input end offsets: %w", err)
@@ -71,7 +82,7 @@ func measure(ctx context.Context, o options, adm *kadm.Client, sizes *inputSizes
 	if err != nil {
 		return r, err
 	}
-	rd.windowed = windowed
+	rd.windowed, rd.join = windowed, join
 	defer rd.close()
 	go rd.run(ctx)
 
@@ -160,6 +171,12 @@ func measure(ctx context.Context, o options, adm *kadm.Client, sizes *inputSizes
 	time.Sleep(duplicateGrace)
 	if got := rd.count.Load(); got != want {
 		return r, fmt.Errorf("%d outputs for %d inputs: %d repeated (log %s)", got, want, got-want, logf.Name())
+	}
+	if join != nil {
+		r.JoinTiers = join.tally()
+		if err := join.err(); err != nil {
+			return r, fmt.Errorf("%w (log %s)", err, logf.Name())
+		}
 	}
 	os.Remove(logf.Name())
 	return r, nil
@@ -270,8 +287,10 @@ type reader struct {
 	// windowed: outputs are windows; the latency of one whose window ends
 	// at or after probeFrom is from its window_end to now.
 	windowed bool
-	mu       sync.Mutex
-	lat      []float64 // ms
+	// join, when set, judges every output of a join contender.
+	join *joinCheck
+	mu   sync.Mutex
+	lat  []float64 // ms
 }
 
 func newReader(brokers, topic string) (*reader, error) {
@@ -301,6 +320,9 @@ func (r *reader) run(ctx context.Context) {
 			n++
 			if at := rec.Timestamp.UnixNano(); r.firstAppend.Load() == 0 || at < r.firstAppend.Load() {
 				r.firstAppend.Store(at) // only this goroutine writes it
+			}
+			if r.join != nil {
+				r.join.check(rec.Key, rec.Value)
 			}
 			ts := tsOf(rec.Value)
 			if r.windowed {

@@ -7,6 +7,9 @@
 // the flat shape, so both shapes give the same sums. -stats writes what was
 // produced (records, distinct keys, bytes) as JSON.
 //
+// -join-table writes the join workload instead (join.go): a compacted
+// table topic of -table-keys customers, then -n orders to -topic.
+//
 //	go run ./bench/cmd/workload -brokers 127.0.0.1:9092 -topic bench-in -n 5000000
 package main
 
@@ -43,7 +46,19 @@ func main() {
 	flag.StringVar(&statsFile, "stats", "", "file to write {\"records\",\"distinct_keys\",\"bytes\"} of the produced records to (optional)")
 	flag.StringVar(&format, "format", "json", "json, or avro: the flat shape's fields (key, amount, ts, pad) as an Avro record in the Confluent wire format, its schema registered under <topic>-value at -registry")
 	flag.StringVar(&registry, "registry", os.Getenv("SCHEMA_REGISTRY_URL"), "with -format avro: the schema registry's URL")
+	joinTable := flag.String("join-table", "", "join workload: the compacted customers topic to create and fill with -table-keys keys first; -topic then gets -n orders that look them up (join.go)")
+	tableKeys := flag.Int("table-keys", 100_000, "with -join-table: customers in the table")
+	missing := flag.Float64("join-missing", 0.05, "with -join-table: the fraction of orders whose customer the table never held")
 	flag.Parse()
+	if *joinTable != "" {
+		if *brokers == "" {
+			log.Fatal("workload: -brokers or KAFKA_BOOTSTRAP required")
+		}
+		if err := runJoin(*brokers, *joinTable, *topic, *n, *tableKeys, *parts, *missing, *seed); err != nil {
+			log.Fatalf("workload: %v", err)
+		}
+		return
+	}
 	if format != "json" && (format != "avro" || shapeName != "flat" || eventRate > 0) {
 		log.Fatal("workload: -format is json, or avro with the flat shape and no -event-rate")
 	}
