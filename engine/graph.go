@@ -156,8 +156,16 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 				}
 			}
 		}
+		if a.asOf != nil {
+			st.router.hold = &sourceHold{joins: a.asOf, task: i, id: string(st.id)}
+		}
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)
+	}
+	if a.asOf != nil {
+		if err := a.asOf.restoreHeld(a.latest, g.sources, j.log); err != nil {
+			return nil, err
+		}
 	}
 	outputs := producer(plain)
 	if cfg.Guarantee.TransactionalOutputs() {
