@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"reflect"
 	"testing"
@@ -13,6 +17,7 @@ import (
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -130,5 +135,46 @@ func TestAsOfHorizon(t *testing.T) {
 	}
 	if keys, versions := tbl.vt.Len(); keys != 1 || versions != 2 {
 		t.Errorf("%d keys, %d versions: want the version at 10 dropped", keys, versions)
+	}
+}
+
+// positionsReader is a reader of the given partitions that reads nothing.
+type positionsReader struct{ ps []source.Position }
+
+func (r positionsReader) Poll(context.Context, int) ([]*kgo.Record, error) { return nil, nil }
+func (r positionsReader) Advance(*kgo.Record)                              {}
+func (r positionsReader) Positions() []source.Position                     { return r.ps }
+func (r positionsReader) Close()                                           {}
+
+// A restore gives each source task the held records of its partitions;
+// those of a partition no task reads are dropped. Without a table to wait
+// for (the configuration no longer joins as of event time), every record
+// restored is released at the first barrier.
+func TestRestoreHeld(t *testing.T) {
+	var h operator.Hold
+	for i, p := range []int32{0, 1, 1, 7} {
+		h.Add(operator.HeldRecord{At: int64(100 * i), Topic: "in", Partition: p, Offset: int64(i)})
+	}
+	latest := &checkpoint.Record{ID: 3, Held: operator.AppendHold(nil, &h)}
+	js := &asOfJoins{metrics: metrics.New(prometheus.NewRegistry(), "job")}
+	var tasks []*sourceTask
+	for i, ps := range [][]int32{{0}, {1, 2}} {
+		r := positionsReader{}
+		for _, p := range ps {
+			r.ps = append(r.ps, source.Position{Topic: "in", Partition: p})
+		}
+		tasks = append(tasks, &sourceTask{reader: r, router: &router{hold: &sourceHold{joins: js, task: i, id: fmt.Sprintf("source-%d", i)}}})
+	}
+	if err := js.restoreHeld(latest, tasks, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if n0, n1 := tasks[0].router.hold.h.Len(), tasks[1].router.hold.h.Len(); n0 != 1 || n1 != 2 {
+		t.Fatalf("restored %d and %d held records, want 1 and 2 (partition 7's dropped)", n0, n1)
+	}
+	if tw, ok := js.eventTime(); !ok || tw != math.MaxInt64 {
+		t.Fatalf("without tables the event time is %d (%v): want every record released", tw, ok)
+	}
+	if got := tasks[1].router.hold.h.Release(math.MaxInt64); len(got) != 2 || got[0].At != 100 || got[1].At != 200 {
+		t.Fatalf("released %v", got)
 	}
 }

@@ -156,6 +156,12 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 				}
 			}
 		}
+		if a.asOf == nil && a.latest != nil && len(a.latest.Held) > 0 {
+			// The checkpoint holds records for a join as of event time
+			// that the configuration no longer has: they are released at
+			// the first barrier, joined as the join now says.
+			a.asOf = &asOfJoins{sources: make([]bool, len(cfg.Sources)), metrics: j.metrics}
+		}
 		if a.asOf != nil {
 			st.router.hold = &sourceHold{joins: a.asOf, task: i, id: string(st.id)}
 		}
