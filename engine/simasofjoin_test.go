@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +309,10 @@ func (r *simRun) checkAsOf(when string) error {
 
 // asOfSavepointDone: a savepoint of the job is refused, saying why.
 func (r *simRun) asOfSavepointDone(err error) error {
+	if err == nil && r.j.refuseHeldSavepoint() == nil {
+		r.w.log("savepoint written: the join is no longer as of event time")
+		return nil
+	}
 	if !errors.Is(err, ErrSavepointHeld) {
 		return fmt.Errorf("%w: a savepoint of a job with a join as of event time: %v, want ErrSavepointHeld", errViolation, err)
 	}
@@ -343,5 +350,51 @@ func TestSimulationAsOfJoinHoldsAndReleases(t *testing.T) {
 	t.Logf("of 40 runs, %d committed a checkpoint holding records, %d ended with every input joined", holding, whole)
 	if holding == 0 || whole == 0 {
 		t.Fatalf("%d runs held records at a checkpoint, %d joined every input: the simulation does not exercise the hold", holding, whole)
+	}
+}
+
+// A job that no longer joins as of event time releases what its last
+// checkpoint held: the first run's table never passes the inputs (no
+// table writes: every good input is held at its final checkpoint); the
+// second, with the join in processing time, commits each once, with the
+// tier the table held all along.
+func TestSimulationAsOfJoinRemoved(t *testing.T) {
+	dir := simTempDir(t)
+	for seed := uint64(1); seed <= 10; seed++ {
+		r := newSimRun(t, seed, asOfJoinSimJob, config.ExactlyOnce, filepath.Join(dir, fmt.Sprint(seed)))
+		r.tableWrites = 30 // none: the table stays at its first versions
+		if err := r.run(); err != nil {
+			t.Fatalf("seed %d, held: %v", seed, err)
+		}
+		if r.asOfHeld == 0 || len(r.committed.asOf) != 0 {
+			t.Fatalf("seed %d: %d records held at most, %d committed: want every good input held", seed, r.asOfHeld, len(r.committed.asOf))
+		}
+		cfg := *r.cfg
+		cfg.Steps = slices.Clone(cfg.Steps)
+		join := *cfg.Steps[0].Join
+		join.Time, join.History = "", 0
+		cfg.Steps[0].Join = &join
+		j, err := New(&cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2 := *r
+		r2.cfg, r2.j = &cfg, j
+		j.now = func() time.Time { return r2.clock }
+		r2.w.log("restarted with the join in processing time")
+		if err := r2.run(); err != nil {
+			t.Fatalf("seed %d, released: %v", seed, err)
+		}
+		good := 0
+		for _, p := range r2.inputs {
+			for _, in := range p {
+				if !in.bad {
+					good++
+				}
+			}
+		}
+		if len(r2.committed.asOf) != good {
+			t.Fatalf("seed %d: %d of %d good inputs committed after the restart", seed, len(r2.committed.asOf), good)
+		}
 	}
 }
