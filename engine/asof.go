@@ -36,7 +36,10 @@ import (
 //     through such a join (router.holdBack): its event time is placed
 //     against its partition's clock as it is read, as for any record,
 //     and the record waits, with the watermark of its partition before
-//     it, in the task's operator.Hold.
+//     it, in the task's operator.Hold. No step has run on it (the join
+//     key is not known yet, so the HeldRecord's Key is empty: the Hold
+//     orders by event time, then source position); every step runs at
+//     its release, the steps before the join included, which are pure.
 //  3. At barrier N, before the barrier is sent on (sourceTask.release),
 //     the task releases the records whose event time is below T (the
 //     least over the tables it joins), in the Hold's order, and routes
