@@ -13,8 +13,13 @@ import (
 // RecordVersion is the newest format EncodeRecord writes. A decoder must
 // keep reading every version ever written (testdata/record-v1.golden pins
 // v1, record-v2.golden v2, record-v3.golden v3, record-v4.golden v4,
-// record-v5.golden v5).
-const RecordVersion = 5
+// record-v5.golden v5, record-v6.golden v6).
+const RecordVersion = 6
+
+// recordV5 is the format of a record with tables but without held join
+// records: still written for such a record, so a job without a join as
+// of event time stays readable by the builds before v6.
+const recordV5 = 5
 
 // recordV4 is the format of a record with event time or a window but
 // without tables: still written for such a record, so a job without
@@ -86,6 +91,18 @@ const recordV2 = 2
 //	  string topic; uvarint n (>= 1); n × (uvarint partition, varint
 //	  largest event time)
 //
+// Format v5 (a record with Tables) is v4 followed by the tables:
+//
+//	uvarint t (>= 1), then t tables, each:
+//	  string id; string topic; uvarint n; n × (uvarint partition,
+//	  varint offset)
+//
+// Format v6 (a record with Held: the stream records joins as of event
+// time hold) is v5 followed by
+//
+//	string  held (not empty): the records, as the runtime encodes them
+//	        (operator.AppendHold), opaque here
+//
 // where string = uvarint length + bytes. Offsets are grouped by topic so a
 // topic's name is written once, not once per partition. Varints must be
 // minimal and lists sorted without duplicates, so every record has exactly
@@ -118,8 +135,10 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	start := len(dst)
 	version := byte(recordV1)
 	switch {
-	case len(r.Tables) > 0:
+	case len(r.Held) > 0:
 		version = RecordVersion
+	case len(r.Tables) > 0:
+		version = recordV5
 	case r.EventTime != nil || hasWindow(r.Operators):
 		version = recordV4
 	case len(r.Operators) > 0:
@@ -169,6 +188,9 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	}
 	if version >= 5 {
 		dst = appendTables(dst, r.Tables)
+	}
+	if version >= 6 {
+		dst = appendString(dst, string(r.Held))
 	}
 	binary.BigEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+headerLen:], castagnoli))
 	return dst, nil
@@ -340,6 +362,14 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 	}
 	if version >= 5 {
 		r.Tables = d.tables()
+	}
+	if version >= 6 {
+		if held := d.string("held", -1); held != "" {
+			r.Held = []byte(held)
+		} else if d.err == nil {
+			// v5 is the one encoding of a record without held records.
+			d.failHere("held", -1, "none in a v6 record")
+		}
 	}
 	if d.err == nil && version == recordV3 && len(r.Operators) == 0 {
 		// v1 or v2 is the one encoding of a record without operators.

@@ -58,6 +58,12 @@ type Record struct {
 	// v5), sorted by id; empty for a job without tables, so its records
 	// keep their older encoding.
 	Tables []TableOffsets
+	// Held are the stream records that joins as of event time hold at
+	// the checkpoint (format v6): read already (Offsets are past them),
+	// not yet joined, so state of the checkpoint, restored with it. The
+	// runtime's encoding (operator.AppendHold), opaque here; empty for
+	// any other job, so its records keep their older encoding.
+	Held []byte
 }
 
 // TableOffsets is where one table stood at a checkpoint: the next offset
@@ -290,6 +296,9 @@ func (r *Record) Validate() error {
 	errs = append(errs, r.validateOperators()...)
 	errs = append(errs, r.validateEventTime()...)
 	errs = append(errs, r.validateTables()...)
+	if len(r.Held) > 0 && len(r.Tables) == 0 {
+		errs = append(errs, errors.New("held: join records held without any table (format v6 extends v5, which has tables)"))
+	}
 	for i, s := range r.State {
 		if s.Operator == "" {
 			errs = append(errs, fmt.Errorf("state[%d]: empty operator", i))

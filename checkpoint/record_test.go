@@ -26,7 +26,16 @@ const (
 	goldenV3 = "testdata/record-v3.golden"
 	goldenV4 = "testdata/record-v4.golden"
 	goldenV5 = "testdata/record-v5.golden"
+	goldenV6 = "testdata/record-v6.golden"
 )
+
+// goldenRecordV6 is the record pinned in testdata/record-v6.golden: the
+// v5 record with held join records (opaque bytes here). Never change it.
+func goldenRecordV6() *Record {
+	r := goldenRecordV5()
+	r.Held = []byte{1, 2, 0x2a, 0, 0xff}
+	return r
+}
 
 // goldenRecordV5 is the record pinned in testdata/record-v5.golden: the
 // v3 record with two tables (no event time). Never change it.
@@ -137,6 +146,8 @@ func writeHexFile(t *testing.T, path string, b []byte) {
 		fn = "goldenRecordV4()"
 	case 5:
 		fn = "goldenRecordV5()"
+	case 6:
+		fn = "goldenRecordV6()"
 	}
 	fmt.Fprintf(&out, "# checkpoint record, format v%d: %s in record_test.go. Never edit.\n", b[0], fn)
 	for len(b) > 0 {
@@ -166,6 +177,7 @@ func TestRecordGolden(t *testing.T) {
 		{3, goldenV3, goldenRecordV3},
 		{4, goldenV4, goldenRecordV4},
 		{5, goldenV5, goldenRecordV5},
+		{6, goldenV6, goldenRecordV6},
 	} {
 		t.Run(fmt.Sprintf("v%d", tt.version), func(t *testing.T) {
 			if _, err := os.Stat(tt.path); errors.Is(err, os.ErrNotExist) && *writeGolden {
@@ -247,8 +259,9 @@ func TestDecodeRecordRejects(t *testing.T) {
 		msg  string
 	}{
 		{"empty", nil, ErrCorruptRecord, "empty value"},
-		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 5"},
-		{"a newer version", append([]byte{6}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 6"},
+		{"version 0", []byte{0, 1, 2, 3, 4, 5}, ErrUnknownVersion, "version 0: this build reads versions 1 to 6"},
+		{"a newer version", append([]byte{7}, p(0, 0, 0)[1:]...), ErrUnknownVersion, "version 7"},
+		{"v6 without held records", sealVersion(6, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 1, "t", "topic", 1, 0, int64(3), "")...)), ErrCorruptRecord, "held: none in a v6 record"},
 		{"v5 without tables", sealVersion(5, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 0)...)), ErrCorruptRecord, "tables: none in a v5 record"},
 		{"v5 table without partitions", sealVersion(5, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 1, "t", "topic", 0)...)), ErrCorruptRecord, "no partitions"},
 		{"v5 table partitions unsorted", sealVersion(5, payload(append(append([]any{}, head...), 1, "a", []byte{2}, "k", 1, "n", "count", "", 0, 0, "", []byte{0}, 1, "t", "topic", 2, 1, int64(0), 0, int64(0))...)), ErrCorruptRecord, "not after 1"},
@@ -496,6 +509,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(v5[headerLen:])
+	v6, err := EncodeRecord(goldenRecordV6())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v6[headerLen:])
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0, 0, 0, 0})

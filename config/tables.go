@@ -285,7 +285,4 @@ func (v *validator) joinTime(kpath string, j *Join, upstream []int) {
 	if v.c.Scale.Mode == ScaleGroup {
 		v.fail(kpath+".time", "joins as of event time are not supported in group mode yet (a follow-up of issue 34: the held records must move with their key groups): use scale.mode: single, or the join in processing time")
 	}
-	if len(untimed) == 0 && v.c.Scale.Mode != ScaleGroup {
-		v.fail(kpath+".time", "joins as of event time are not run yet: the versioned table and the hold are built (docs/joins.md#joins-as-of-event-time), their place in the source tasks and checkpoints is a follow-up of issue 34: remove time and history (the join is then in processing time)")
-	}
 }

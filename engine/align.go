@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -66,6 +67,7 @@ func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 	} else if a.aligning.pausedFor != b.pausedFor {
 		a.aligning.pausedFor = "" // paused only when every input was
 	}
+	a.aligning.held = unionHeld(a.aligning.held, a.aligning.offsets, b)
 	a.aligning.offsets = unionOffsets(a.aligning.offsets, b)
 	a.aligning.times = unionTimes(a.aligning.times, b.times)
 	a.aligning.shuffled = unionShuffled(a.aligning.shuffled, b.shuffled)
@@ -104,6 +106,26 @@ func unionOffsets(have []checkpoint.SourceOffset, b *barrier) []checkpoint.Sourc
 	for _, o := range b.offsets {
 		if !seen[partitionKey{o.Topic, o.Partition}] {
 			have = append(have, o)
+		}
+	}
+	return have
+}
+
+// unionHeld adds b's held records to have, those of the partitions that
+// offsets (the union so far) does not list yet: a source's barrier holds
+// the records of its own partitions, and the workers' barriers reaching
+// the sink each carry every source's.
+func unionHeld(have []operator.HeldRecord, offsets []checkpoint.SourceOffset, b *barrier) []operator.HeldRecord {
+	if len(b.held) == 0 {
+		return have
+	}
+	seen := make(map[partitionKey]bool, len(offsets))
+	for _, o := range offsets {
+		seen[partitionKey{o.Topic, o.Partition}] = true
+	}
+	for _, r := range b.held {
+		if !seen[partitionKey{r.Topic, r.Partition}] {
+			have = append(have, r)
 		}
 	}
 	return have

@@ -52,6 +52,9 @@ type attempt struct {
 	// tables are the job's tables, read to their ends (table.go; nil
 	// without tables).
 	tables *tableSet
+	// asOf are the joins as of event time and their tables (asof.go; nil:
+	// the job has none), built with the tables.
+	asOf *asOfJoins
 	// tablesFrom says where latest's table positions come from, for the
 	// log: empty for the job's own checkpoint, else the savepoint's.
 	tablesFrom string

@@ -40,7 +40,11 @@
 // Tables (table.go) are read to their ends after the restore and before
 // the graph starts, then kept up to date by one task each, which the
 // graph starts with the others; the source tasks' join steps look keys
-// up in them, and every checkpoint record carries their offsets.
+// up in them, and every checkpoint record carries their offsets. A join
+// as of event time (asof.go) keeps the table's versions besides, and the
+// source tasks hold its stream's records until the table's event time
+// passes them, releasing them at barriers; the records still held are in
+// the checkpoint record.
 //
 // Savepoints (savepoints.go; the format is checkpoint/savepoint) ride on a
 // checkpoint: Job.Savepoint and Job.StopWithSavepoint register an export

@@ -156,8 +156,22 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 				}
 			}
 		}
+		if a.asOf == nil && a.latest != nil && len(a.latest.Held) > 0 {
+			// The checkpoint holds records for a join as of event time
+			// that the configuration no longer has: they are released at
+			// the first barrier, joined as the join now says.
+			a.asOf = &asOfJoins{sources: make([]bool, len(cfg.Sources)), metrics: j.metrics}
+		}
+		if a.asOf != nil {
+			st.router.hold = &sourceHold{joins: a.asOf, task: i, id: string(st.id)}
+		}
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)
+	}
+	if a.asOf != nil {
+		if err := a.asOf.restoreHeld(a.latest, g.sources, j.log); err != nil {
+			return nil, err
+		}
 	}
 	outputs := producer(plain)
 	if cfg.Guarantee.TransactionalOutputs() {

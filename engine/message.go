@@ -118,6 +118,9 @@ type barrier struct {
 	// sent the barrier ("" when any was not): the epoch's commit then
 	// acks the pause (groupsavepoint.go).
 	pausedFor string
+	// held are the records the sources hold for joins as of event time
+	// (asof.go), in release order per source: checkpoint state.
+	held []operator.HeldRecord
 }
 
 // batch is what goes over a channel: the messages of one input, in order.

@@ -41,6 +41,12 @@ type router struct {
 	// steps counts what the stateless steps did (nil: not counted);
 	// flushSteps adds it to the metrics.
 	steps *stepCounts
+	// hold keeps the records of the sources joined as of event time
+	// until the tables' event time passes them (asof.go; nil: none);
+	// released is where a held record being released was placed in
+	// event time when it was read.
+	hold     *sourceHold
+	released *shuffledAt
 
 	// slab is where each input's operator.Record comes from: next is its
 	// first unused record, sent the number of its records sent on to a
@@ -122,7 +128,7 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 	// carried (group mode's keyed side): what the source side's joins
 	// found; given, where it placed the record in event time.
 	var carried []kgo.RecordHeader
-	var given *shuffledAt
+	given := r.released // a held record, placed when it was read (asof.go)
 	if sh := r.p.shuffle; sh != nil && r.p.keyed {
 		if rec.Topic != sh.repartition {
 			r.shuffleOut(sh, rec, out)
@@ -157,6 +163,10 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		return
 	}
 	format, src := r.formatOf(rec.Topic)
+	if r.hold != nil && given == nil && r.hold.joins.sources[src] {
+		r.holdBack(src, rec, format, out) // routed when released (asof.go)
+		return
+	}
 	copies := 0 // a graph's branches each take a copy of the record but one
 	if r.lin == nil && only < 0 {
 		copies = r.p.graph.Records(src)
@@ -182,6 +192,7 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 			return
 		}
 	}
+	op.AsOf = at
 	switch {
 	case only >= 0:
 		t, keep, rerr := r.branches.ProcessRoute(src, only, op)

@@ -81,6 +81,12 @@ type simJob struct {
 	// interval: the job is an interval join of the evens with the odds
 	// in event time (simintervaljoin_test.go), whose oracle is by pair.
 	interval bool
+	// asOf: the job joins the table "tiers" as of event time
+	// (simasofjoin_test.go), whose oracle is by input.
+	asOf bool
+	// seedShare is the percentage of the seeds of TestSimulation the job
+	// runs (0: all), for a job whose paths others cover mostly.
+	seedShare int
 }
 
 // simExtra is one more output topic of a job graph.
@@ -213,6 +219,12 @@ type simRun struct {
 	silent bool
 	// tableWrites counts the table's changes while the job runs (join).
 	tableWrites int
+	// asOfVersions are the committed records of the table of the join as
+	// of event time, as written; asOfTS the event time of the last.
+	asOfVersions []simVersion
+	asOfTS       int64
+	// asOfHeld is the most records a committed checkpoint held.
+	asOfHeld int
 }
 
 const (
@@ -234,7 +246,7 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": job.name, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
 		"GUARANTEE": string(g), "CHECKPOINT_INTERVAL": []string{"20ms", "100ms", "1s"}[rng.IntN(3)], "ADMIN_LISTEN": "off",
 	}
-	if job.windowed || job.interval {
+	if job.windowed || job.interval || job.asOf {
 		r.windowEnv(env)
 	}
 	r.cfg = parseConfig(t, []byte(job.config), env)
@@ -250,7 +262,7 @@ func newSimRun(t testing.TB, seed uint64, job simJob, g config.Guarantee, dir st
 	for n := range int64(30 + rng.IntN(200)) {
 		r.pending = append(r.pending, simInput{n: n + 1, bad: rng.IntN(40) == 0})
 	}
-	if job.windowed || job.interval {
+	if job.windowed || job.interval || job.asOf {
 		r.drawEventTimes()
 	}
 	if job.bigState {
@@ -281,6 +293,11 @@ func (r *simRun) createTopics(t testing.TB) {
 	}
 	if r.job.table {
 		r.createTable(t)
+	}
+	if r.job.asOf {
+		if err := r.createAsOfTable(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -567,7 +584,7 @@ func (s *simAttempt) choose() (simStep, int) {
 			opts.add(stepTableWrite, 0, 1)
 		}
 	}
-	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() {
+	if !s.stopAsked && r.steps >= r.faultSteps && len(r.pending) == 0 && s.readAll() && (!r.job.asOf || r.tableWrites >= asOfTableWrites) {
 		opts.add(stepStop, 0, 1)
 	}
 	if s.savepoint == nil && !s.stopAsked && r.savepointsAsked < 3 {
@@ -736,6 +753,10 @@ func (s *simAttempt) do(step simStep, arg int) error {
 		// The table's task applies what one poll of its topic returns.
 		return s.g.tables.tasks[arg].poll(s.ctx)
 	case stepTableWrite:
+		if r.job.asOf {
+			r.writeAsOfTable()
+			break
+		}
 		r.writeTable()
 	default:
 		return s.step(step, arg)
@@ -764,6 +785,9 @@ func (s *simAttempt) savepointAnswered() error {
 }
 
 func (r *simRun) savepointDone(dir string, err error) error {
+	if r.job.asOf {
+		return r.asOfSavepointDone(err)
+	}
 	if err != nil {
 		r.w.log("savepoint failed: %v", err)
 		if r.w.crashP == 0 {
@@ -837,6 +861,8 @@ type committedView struct {
 	// committed result (their order).
 	pairs    map[simPair]int
 	lastPair map[string]simPair
+	// join as of event time: how many times each input was committed.
+	asOf map[int64]int
 }
 
 type simAgg struct{ count, sum int64 }
@@ -883,6 +909,9 @@ func (r *simRun) catchUp() error {
 	}
 	if r.job.interval {
 		return r.catchUpPairs()
+	}
+	if r.job.asOf {
+		return r.catchUpAsOf()
 	}
 	outputs := []simExtra{{topic: "out"}}
 	outputs = append(outputs, r.job.extra...)
@@ -933,6 +962,9 @@ func (r *simRun) check(when string) error {
 	}
 	if r.job.interval {
 		return r.checkPairs(when)
+	}
+	if r.job.asOf {
+		return r.checkAsOf(when)
 	}
 	offsets, _, err := r.committedCut(when, false)
 	if err != nil {
@@ -1164,9 +1196,13 @@ func TestSimulation(t *testing.T) {
 			guarantees = []config.Guarantee{config.ExactlyOnce, config.AtLeastOnce}
 		}
 		for _, g := range guarantees {
+			n := seeds
+			if job.seedShare > 0 {
+				n = max(seeds*job.seedShare/100, 1)
+			}
 			t.Run(job.name+"/"+string(g), func(t *testing.T) {
 				t.Parallel()
-				runSeeds(t, job, g, seeds, noPlantedBug)
+				runSeeds(t, job, g, n, noPlantedBug)
 			})
 		}
 	}

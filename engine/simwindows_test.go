@@ -301,6 +301,15 @@ func (r *simRun) checkWindows(when string) error {
 		}
 		want.bad -= base.bad
 	}
+	// A join as of event time holds its late inputs too: to the late
+	// topic once released.
+	held, err := heldInputs(v.newest.Record)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", errViolation, when, err)
+	}
+	for tp := range held {
+		delete(want.late, tp)
+	}
 	exact := r.guarantee == config.ExactlyOnce
 	lateness := r.lateness()
 	fired := map[simWin]simAgg{}
@@ -360,7 +369,17 @@ func (r *simRun) checkEventTime(when string, rec *checkpoint.Record, want window
 	}
 	expect := r.committed.watermark
 	if least := slices.Min(want.maxTime); least != window.NoWatermark {
-		expect = max(expect, least-simOutOfOrder)
+		wm := least - simOutOfOrder
+		// A join as of event time holds the watermark at its least held
+		// record (asof.go).
+		held, ok, err := heldMin(rec)
+		if err != nil {
+			return fmt.Errorf("%w at %s: checkpoint %d: %v", errViolation, when, rec.ID, err)
+		}
+		if ok {
+			wm = min(wm, held)
+		}
+		expect = max(expect, wm)
 	}
 	if wm := rec.EventTime.Watermark; wm != expect {
 		return fmt.Errorf("%w at %s: checkpoint %d has watermark %d; the previous one and its partitions say %d", errViolation, when, rec.ID, wm, expect)

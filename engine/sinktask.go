@@ -14,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/internal/fault"
 	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 )
@@ -250,6 +251,13 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	}
 	state := mergeState(b.state)
 	rec := s.newRecord(b.id, b.offsets, state, et)
+	if len(b.held) > 0 {
+		var h operator.Hold
+		for _, r := range b.held {
+			h.Add(r)
+		}
+		rec.Held = operator.AppendHold(nil, &h)
+	}
 	var tableCommits []checkpoint.SourceOffset
 	if s.tables != nil {
 		var dls []*kgo.Record

@@ -89,6 +89,11 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 
 	if len(pending) > 0 {
 		for _, id := range pending {
+			// The held records the tables' event time has passed go
+			// first: they belong to this epoch (asof.go).
+			if on, err := s.release(ctx, out, to); !on || err != nil {
+				return on, err
+			}
 			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
 				return on, err
 			}
@@ -217,6 +222,7 @@ func (s *sourceTask) barrierBatches(id checkpoint.ID) []batch {
 	for w := range out {
 		out[w] = batch{from: s.index, msgs: []message{{kind: msgBarrier, barrier: b}}}
 	}
+	s.router.hold.atBarrier(b)
 	if s.planted == plantedLostBarrier && id%4 == 0 {
 		out[0].msgs = nil // the bug: worker 0 never gets barrier id
 	}

@@ -114,6 +114,9 @@ type tableTask struct {
 	// duty says whether this process writes the dead letters of a
 	// partition's records (group mode: one member per partition; nil: all).
 	duty func(partition int32) bool
+	// asOf is the table's versioned side, when a join reads it as of
+	// event time (asof.go; nil otherwise).
+	asOf *asOfTable
 
 	mu struct {
 		sync.Mutex
@@ -150,9 +153,15 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 	}
 	set := &tableSet{}
 	byID := map[string]*operator.Table{}
+	versioned := map[string]*operator.VersionedTable{}
+	a.asOf = j.newAsOfJoins()
 	for i, cfg := range j.cfg.Tables {
 		tt := &tableTask{cfg: cfg, path: fmt.Sprintf("tables[%d]", i), table: operator.NewTable(cfg), metrics: j.metrics, log: j.log.With("table", cfg.ID), plan: j.plan}
 		tt.table.SetDecoders(j.plan.schemas.Table(cfg.ID))
+		if tt.asOf = a.asOf.table(cfg.ID); tt.asOf != nil {
+			tt.asOf.vt = operator.NewVersionedTable(tt.table)
+			versioned[cfg.ID] = tt.asOf.vt
+		}
 		tt.floor, tt.duty = floorOf(a.latest, cfg), a.tableDuty
 		if a.tableFloors != nil {
 			tt.floor = a.tableFloors[cfg.Topic]
@@ -184,6 +193,9 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 			return fmt.Errorf("reading table %s (topic %s) to its end: %w", cfg.ID, cfg.Topic, err)
 		}
 		took := j.now().Sub(start)
+		if tt.asOf != nil {
+			tt.asOf.begin(ends)
+		}
 		tt.mu.next, tt.mu.deadLetters = ends, dls
 		tt.checkAgainst(a.latest, a.tablesFrom)
 		offsets := map[source.TopicPartition]int64{}
@@ -204,6 +216,9 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 		byID[cfg.ID] = tt.table
 	}
 	if err := j.plan.graph.BindTables(byID, func(step string) operator.JoinCounter { return j.metrics.Join(step) }); err != nil {
+		return err
+	}
+	if err := j.plan.graph.BindVersioned(versioned); err != nil {
 		return err
 	}
 	a.tables = set
@@ -288,6 +303,9 @@ func (tt *tableTask) apply(r *kgo.Record, dls []*kgo.Record) []*kgo.Record {
 	skip, rerr := tt.table.Apply(r.Key, r.Value)
 	if skip == "" {
 		tt.counters.Updates.Inc()
+		if tt.asOf != nil {
+			tt.asOf.apply(r)
+		}
 		return dls
 	}
 	rerr.Step = tt.path

@@ -12,6 +12,7 @@ type tables struct {
 	keys, bytes, lag, restore *prometheus.GaugeVec
 	updates, skipped          *prometheus.CounterVec
 	joined                    *prometheus.CounterVec
+	held                      *prometheus.GaugeVec
 }
 
 func newTables(f factory) tables {
@@ -23,6 +24,7 @@ func newTables(f factory) tables {
 		updates: f.counterVec("table_updates_total", "Records of each table's topic applied (values and tombstones), the reads to the end at starts and restores included.", "table"),
 		skipped: f.counterVec("table_skipped_records_total", "Records of each table's topic that could not be applied, by reason: no_key, key (key_format json: not a string, number or bool) or decode (the value is not JSON); the key keeps its value.", "table", "reason"),
 		joined:  f.counterVec("join_records_total", "Records each join step (operator: its id) looked up, by result: matched (the table held the key) or missed (it did not: dropped under how: inner, joined with nil under left).", "operator", "result"),
+		held:    f.gaugeVec("join_held_records", "Stream records each source task (task: its id) holds for joins as of event time, until the tables' event time passes theirs; state of every checkpoint.", "task"),
 	}
 }
 
@@ -73,4 +75,10 @@ func (c JoinCounter) Joined(matched bool) {
 // Join returns the counter of join step step, both results at 0.
 func (m *Metrics) Join(step string) JoinCounter {
 	return JoinCounter{matched: m.tb.joined.WithLabelValues(step, "matched"), missed: m.tb.joined.WithLabelValues(step, "missed")}
+}
+
+// SetJoinHeld sets how many records source task task holds for joins as
+// of event time.
+func (m *Metrics) SetJoinHeld(task string, n int) {
+	m.tb.held.WithLabelValues(task).Set(float64(n))
 }

@@ -59,6 +59,14 @@ func (h *Hold) Min() (at int64, ok bool) {
 	return h.h[0].At, true
 }
 
+// Records returns a copy of the records h holds, in release order.
+func (h *Hold) Records() []HeldRecord {
+	recs := make([]HeldRecord, len(h.h))
+	copy(recs, h.h)
+	sortHeld(recs)
+	return recs
+}
+
 // Release removes and returns, in order, every record before the table's
 // event time wm. Strictly before: a table record at the held record's own
 // event time may still come (and replace a version at that time, rule 2

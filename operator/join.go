@@ -34,6 +34,12 @@ type joinStep struct {
 	inner bool
 	t     *Table
 	count JoinCounter
+	// asOf: the join is as of event time (time: event_time): it looks a
+	// record up as of Record.AsOf in vt, versioned, instead of in t;
+	// history is how far behind the watermark its versions are kept (ms).
+	asOf    bool
+	history int64
+	vt      *VersionedTable
 }
 
 // JoinCounter counts the records one join step looked up.
@@ -95,7 +101,8 @@ func compileJoin(i int, s config.Step) (*step, []error) {
 	if id == "" {
 		id = fmt.Sprintf("join-%d", i)
 	}
-	js := &joinStep{id: id, path: path, table: j.Table, as: j.As, inner: j.How != config.JoinLeft}
+	js := &joinStep{id: id, path: path, table: j.Table, as: j.As, inner: j.How != config.JoinLeft,
+		asOf: j.Time == config.JoinEventTime, history: j.History.Milliseconds()}
 	return &step{kind: config.StepJoin, path: path, index: i, expr: e, join: js}, nil
 }
 
@@ -129,11 +136,17 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 		if kerr != nil {
 			return false, kerr.withStep(key.path)
 		}
-		if j.t == nil {
+		switch {
+		case j.asOf && j.vt != nil:
+			// As of the record's event time (a late record, before the
+			// table's horizon, finds nothing: VersionedTable rule 4).
+			found, raw, ok, _ = j.vt.LookupAsOf(k, r.AsOf)
+		case j.asOf || j.t == nil:
 			// Unreachable: the runtime binds every join before it runs.
 			return false, &RecordError{Step: j.path, Code: CodeEval, Reason: "table " + j.table + " is not loaded"}
+		default:
+			found, raw, ok = j.t.lookupRaw(k)
 		}
-		found, raw, ok = j.t.lookupRaw(k)
 	}
 	if j.count != nil {
 		j.count.Joined(ok)
@@ -141,7 +154,7 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 	if !ok && j.inner {
 		return false, nil
 	}
-	if ok && j.t.decimals {
+	if ok && j.t != nil && j.t.decimals {
 		r.decimals = true // a schema format's value may hold Decimals
 	}
 	r.joined = append(r.joined, joinedValue{name: j.as, value: found, raw: raw, found: ok})
@@ -216,13 +229,52 @@ func (r *Record) restoreJoined(hid []hidden) {
 func (g *Graph) Joins() []JoinDesc {
 	var out []JoinDesc
 	for _, j := range g.joins {
-		out = append(out, JoinDesc{Step: j.id, Table: j.table})
+		out = append(out, JoinDesc{Step: j.id, Table: j.table, AsOf: j.asOf, History: j.history})
 	}
 	return out
 }
 
-// JoinDesc names one join step and its table.
-type JoinDesc struct{ Step, Table string }
+// JoinDesc names one join step and its table. AsOf: the join is as of
+// event time, keeping History (ms) of versions behind the watermark.
+type JoinDesc struct {
+	Step, Table string
+	AsOf        bool
+	History     int64
+}
+
+// BindVersioned gives every join as of event time the versioned table it
+// looks records up in, by table id. Call it once, before the first
+// NewBranches.
+func (g *Graph) BindVersioned(tables map[string]*VersionedTable) error {
+	for _, j := range g.joins {
+		if !j.asOf {
+			continue
+		}
+		vt, ok := tables[j.table]
+		if !ok {
+			return fmt.Errorf("%s: no versioned table %q", j.path, j.table)
+		}
+		j.vt = vt
+	}
+	return nil
+}
+
+// AsOfSources reports, by source index, whether some route of the
+// source's records goes through a join as of event time: the runtime
+// holds those records until the tables' event time has passed theirs.
+func (g *Graph) AsOfSources() []bool {
+	out := make([]bool, len(g.routes))
+	for src, rs := range g.routes {
+		for _, r := range rs {
+			for i := range r.chain.steps {
+				if j := r.chain.steps[i].join; j != nil && j.asOf {
+					out[src] = true
+				}
+			}
+		}
+	}
+	return out
+}
 
 // BindTables gives every join step the table it looks records up in, by
 // id, and counter(step id), if counter is set, to count its lookups. Call

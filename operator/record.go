@@ -39,6 +39,9 @@ type Record struct {
 	// left record of a left join, which matches nothing).
 	JoinSide  JoinSide
 	JoinNoKey bool
+	// AsOf is the record's event time, set by the runtime: a join as of
+	// event time looks the record up as of it.
+	AsOf int64
 	// keyKind is the JSON type of the key_by result, for the aggregate's
 	// output.
 	keyKind keyKind

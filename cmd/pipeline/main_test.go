@@ -253,6 +253,13 @@ func crashes(t *testing.T, j *job, total int64, randomKills int, seed uint64) in
 // after each kill, while feed writes a piece of input each call.
 func crashLoop(t *testing.T, j *job, feed func(), randomKills int, rng *rand.Rand) {
 	t.Helper()
+	crashLoopAt(t, j, fault.Points, feed, randomKills, rng)
+}
+
+// crashLoopAt is crashLoop visiting the given fault points only (a job
+// without keyed state never passes fault.WhileWritingState).
+func crashLoopAt(t *testing.T, j *job, points []fault.Point, feed func(), randomKills int, rng *rand.Rand) {
+	t.Helper()
 	feedUntil := func(stop func() bool) {
 		deadline := time.Now().Add(time.Minute)
 		for !stop() {
@@ -271,7 +278,7 @@ func crashLoop(t *testing.T, j *job, feed func(), randomKills int, rng *rand.Ran
 			return false
 		}
 	}
-	for _, p := range fault.Points {
+	for _, p := range points {
 		j.start(fmt.Sprintf("%s=%s@%d", fault.EnvVar, p, 2+rng.IntN(2)))
 		feedUntil(dead)
 		if !strings.Contains(j.output(), "fault: killing the process at "+string(p)) {
