@@ -65,6 +65,11 @@ import (
 type shuffle struct {
 	repartition, state string
 	partitions, groups int
+	// byKey: the input is already partitioned by the group key
+	// (scale.key_by_is_record_key): no repartition topic; the owner of
+	// source partition p runs the keyed operator on it, and its state is
+	// partition p of the state topic (copartition.go).
+	byKey bool
 }
 
 func newShuffle(cfg *config.Config) *shuffle {
@@ -74,6 +79,7 @@ func newShuffle(cfg *config.Config) *shuffle {
 	return &shuffle{
 		repartition: RepartitionTopic(cfg.Name), state: GroupStateTopic(cfg.Name),
 		partitions: cfg.Scale.Partitions, groups: cfg.Checkpoint.KeyGroups,
+		byKey: cfg.Scale.KeyByIsRecordKey,
 	}
 }
 
@@ -96,9 +102,18 @@ func (s *shuffle) partitionOf(kg state.KeyGroup) int32 {
 func (s *shuffle) place(rec *kgo.Record) {
 	rec.Topic = s.state
 	if k, err := state.DecodeChangelogKey(rec.Key); err == nil {
-		rec.Partition = s.partitionOf(k.Group)
+		if s.byKey {
+			rec.Partition = kafkaPartition(k.Key, s.partitions)
+		} else {
+			rec.Partition = s.partitionOf(k.Group)
+		}
 	}
 }
+
+// repartitions reports whether the job's keyed records cross the
+// repartition topic: a keyed group-mode job whose input is not already
+// partitioned by the group key.
+func (s *shuffle) repartitions(keyed bool) bool { return s != nil && keyed && !s.byKey }
 
 // assignment is one generation's share of a process: the partitions the
 // group gave it (sorted) and who it is in that generation. Each attempt

@@ -195,7 +195,7 @@ func (s *gsim) checkWindows(end bool) error {
 // to do instead, before it pauses anyone: its export would leave the
 // windows and the partitions' event times out.
 func TestGroupSavepointWithEventTimeRefused(t *testing.T) {
-	s := newGsim(t, 1, noPlantedBug, t.TempDir(), true)
+	s := newGsim(t, 1, noPlantedBug, t.TempDir(), gsimWindows)
 	p := s.procs[0]
 	if err := s.start(p); err != nil {
 		t.Fatal(err)

@@ -122,7 +122,7 @@ func (p *plan) bare() bool {
 // out (by worker): nothing when every route filtered it out. The messages,
 // and the operator.Records they carry, are the receiving worker's.
 func (r *router) route(rec *kgo.Record, out [][]message) {
-	if sh := r.p.shuffle; sh != nil && r.p.keyed {
+	if sh := r.p.shuffle; sh.repartitions(r.p.keyed) {
 		if rec.Topic != sh.repartition {
 			r.shuffleOut(sh, rec, out)
 		} else {
@@ -275,6 +275,14 @@ func (r *router) deliver(t int, rec *kgo.Record, op *operator.Record, slab *reco
 	m := message{kind: msgRecord, rec: rec, op: op, slab: slab, at: at, wm: wm, target: uint16(t)}
 	var w int
 	if tg.keyed() {
+		if sh := r.p.shuffle; sh != nil && sh.byKey {
+			// Not repartitioned: rec must be where its key's state is.
+			if rerr := sh.checkKey(rec, op.GroupKey); rerr != nil {
+				r.p.recycle(op)
+				r.dead(out, rec, rerr)
+				return
+			}
+		}
 		m.hash = state.HashOf([]byte(op.GroupKey))
 		w = state.WorkerOf(m.hash.Group(r.groups), r.workers, r.groups)
 		if win := tg.window; win != nil && win.Late(at, wm) {
@@ -379,7 +387,7 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		}
 		s := shuffled{
 			target: t, in: *rec, at: at, wm: wm, timed: r.clocks != nil,
-			groupKey: []byte(rop.GroupKey), kind: rop.GroupKeyKind(),
+			groupKey: rop.GroupKey, kind: rop.GroupKeyKind(),
 		}
 		var berr *operator.RecordError
 		if tg.interval != nil {
@@ -395,7 +403,7 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 			return
 		}
 		r.scratch = s.body[:0]
-		kg := state.KeyGroupOf(s.groupKey, r.groups)
+		kg := state.KeyGroupOf([]byte(s.groupKey), r.groups)
 		out[worker] = append(out[worker], message{kind: msgShuffle, rec: &kgo.Record{
 			Topic: sh.repartition, Partition: sh.partitionOf(kg),
 			Value: appendShuffled(make([]byte, 0, shuffledSize(&s)), &s), Timestamp: rec.Timestamp,
@@ -472,9 +480,9 @@ func (r *router) unshuffle(rec *kgo.Record, out [][]message) {
 	if s.interval {
 		op.Value, op.Format = s.body, config.FormatJSON
 		op.JoinSide, op.JoinNoKey = s.joinSide, s.noJoinKey
-		op.SetShuffled(string(s.groupKey), s.kind, nil)
+		op.SetShuffled(s.groupKey, s.kind, nil)
 	} else {
-		op.SetShuffled(string(s.groupKey), s.kind, s.body)
+		op.SetShuffled(s.groupKey, s.kind, s.body)
 	}
 	r.deliver(s.target, in, op, slab, s.at, s.wm, out)
 }

@@ -61,7 +61,7 @@ type shuffled struct {
 	in       kgo.Record
 	at, wm   int64 // wm is window.NoWatermark without one
 	timed    bool
-	groupKey []byte
+	groupKey string
 	kind     operator.KeyKind
 	// body: the aggregate's values, or (interval) the record as JSON.
 	body      []byte
@@ -101,7 +101,7 @@ func appendShuffled(dst []byte, s *shuffled) []byte {
 	if flags&shuffleWatermark != 0 {
 		dst = binary.AppendVarint(dst, s.wm)
 	}
-	dst = appendBytes(dst, s.groupKey)
+	dst = appendBytes(dst, []byte(s.groupKey))
 	dst = append(dst, byte(s.kind))
 	dst = appendBytes(dst, s.body)
 	dst = appendNullable(dst, s.in.Key)
@@ -244,7 +244,7 @@ func decodeShuffled(v []byte, s *shuffled) error {
 	if flags&shuffleWatermark != 0 {
 		s.wm = r.varint("watermark")
 	}
-	s.groupKey = r.bytes("group key")
+	s.groupKey = string(r.bytes("group key"))
 	s.kind = operator.KeyKind(r.byte("key kind"))
 	if r.err == nil && !operator.ValidKeyKind(s.kind) {
 		r.fail("key kind", fmt.Sprintf("unknown kind %d", s.kind))

@@ -17,15 +17,15 @@ func shuffledCases() []shuffled {
 	ts := time.UnixMilli(1_764_688_090_123)
 	return []shuffled{
 		{target: 0, in: kgo.Record{Topic: "in", Partition: 3, Offset: 42, Timestamp: ts, Key: []byte("k"), Value: []byte(`{"key":"a","amount":5}`)},
-			wm: window.NoWatermark, groupKey: []byte("a"), body: []byte{4, 10}},
+			wm: window.NoWatermark, groupKey: "a", body: []byte{4, 10}},
 		{target: 2, in: kgo.Record{Topic: "orders", Partition: 0, Offset: 0, Timestamp: ts, Value: []byte{}},
-			timed: true, at: -5, wm: window.NoWatermark, groupKey: []byte(""), kind: 1},
+			timed: true, at: -5, wm: window.NoWatermark, groupKey: "", kind: 1},
 		{target: 7, in: kgo.Record{Topic: "t", Partition: 1<<31 - 1, Offset: 1 << 62, Timestamp: ts,
 			Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "", Value: nil}, {Key: "e", Value: []byte{}}}},
-			timed: true, at: 1_764_688_090_000, wm: 1_764_688_089_000, groupKey: []byte("3"), kind: 2,
+			timed: true, at: 1_764_688_090_000, wm: 1_764_688_089_000, groupKey: "3", kind: 2,
 			interval: true, joinSide: operator.SideRight, noJoinKey: true, body: []byte(`{"x":1}`)},
 		{target: 1, in: kgo.Record{Topic: "in", Timestamp: ts, Key: []byte{}, Value: nil},
-			interval: true, joinSide: operator.SideLeft, wm: window.NoWatermark, groupKey: []byte("k\x00\xff"), body: []byte(`{}`)},
+			interval: true, joinSide: operator.SideLeft, wm: window.NoWatermark, groupKey: "k\x00\xff", body: []byte(`{}`)},
 	}
 }
 
@@ -54,9 +54,6 @@ func normShuffled(s shuffled) shuffled {
 	s.in.Timestamp = time.UnixMilli(s.in.Timestamp.UnixMilli())
 	if len(s.body) == 0 {
 		s.body = nil
-	}
-	if len(s.groupKey) == 0 {
-		s.groupKey = nil
 	}
 	if len(s.in.Headers) == 0 {
 		s.in.Headers = nil

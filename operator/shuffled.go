@@ -41,6 +41,18 @@ const (
 // AppendInputs evaluates the aggregate's values on r, after the stateless
 // steps, and appends their encoding to dst (see above).
 func (a *Aggregator) AppendInputs(dst []byte, r *Record) ([]byte, *RecordError) {
+	if r.intsRead && a.ints != nil {
+		// The chain read r by the integer path: its integers are the
+		// values, and nothing else of r is decoded (nor needs to be).
+		for i, e := range a.args {
+			if e == nil {
+				dst = append(dst, inAbsent)
+				continue
+			}
+			dst = binary.AppendVarint(append(dst, inInt), r.ints[a.ints.arg[i]])
+		}
+		return dst, nil
+	}
 	if err := r.decode(&a.dec, a.path); err != nil {
 		return dst, err
 	}

@@ -82,9 +82,18 @@ func TestShuffledInputsTakeTheIntegerPath(t *testing.T) {
 	agg := c.Aggregator()
 	ints, st := agg.NewIntState(), agg.NewState()
 	ints.Reset()
+	general := mustCompile(t, keyByStep("k+''"), steps[1]) // not the integer path's shape
+	ref := general.Aggregator().NewState()
 	for _, v := range []string{`{"k":"a","x":5}`, `{"k":"a","x":-7}`, `{"k":"a","x":40}`} {
 		s, rerr := shuffleThrough(t, c, v)
 		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		r := jsonRecord(v)
+		if _, rerr := general.Process(r); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if _, rerr := general.Aggregator().Add(ref, r); rerr != nil {
 			t.Fatal(rerr)
 		}
 		if _, ok := agg.AddInts(ints, s); !ok {
@@ -94,8 +103,8 @@ func TestShuffledInputsTakeTheIntegerPath(t *testing.T) {
 			t.Fatal(rerr)
 		}
 	}
-	if g, w := string(ints.AppendOutput(nil, "a")), string(st.Output("a")); g != w {
-		t.Fatalf("integer path %s, general %s", g, w)
+	if g, w, e := string(ints.AppendOutput(nil, "a")), string(st.Output("a")), string(ref.Output("a")); g != w || w != e {
+		t.Fatalf("integer path %s, shuffled values added %s, evaluated %s", g, w, e)
 	}
 	// A float is not for the integer path: it declines, and Add takes it.
 	s, _ := shuffleThrough(t, c, `{"k":"a","x":1.5}`)
