@@ -204,9 +204,11 @@ func (r *shuffleReader) nullable(field string) []byte {
 	return r.take(field, n-1)
 }
 
-// decodeShuffled decodes v, a repartition record's value. The slices of
-// s alias v.
+// decodeShuffled decodes v, a repartition record's value, into s. The
+// slices of s alias v; the source topic is s's own (kept from the record
+// s held before when it is the same: most are).
 func decodeShuffled(v []byte, s *shuffled) error {
+	prevTopic := s.in.Topic
 	switch {
 	case len(v) < 2 || v[0] != shuffleMagic:
 		return fmt.Errorf("%w: not written by a source side of this version (no magic byte)", errShuffled)
@@ -230,7 +232,11 @@ func decodeShuffled(v []byte, s *shuffled) error {
 		r.fail("target", fmt.Sprintf("%d out of range", target))
 	}
 	s.target = int(target)
-	s.in.Topic = string(r.bytes("source topic"))
+	if topic := r.bytes("source topic"); string(topic) == prevTopic {
+		s.in.Topic = prevTopic
+	} else {
+		s.in.Topic = string(topic)
+	}
 	part := r.varint("source partition")
 	if part < 0 || part > 1<<31-1 {
 		r.fail("source partition", fmt.Sprintf("%d out of range", part))

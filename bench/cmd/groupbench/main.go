@@ -90,7 +90,7 @@ func main() {
 	fmt.Fprintf(&md, "# Group mode (scale.mode: group), %s\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&md, "Keyed sum (`%s`, exactly_once, 1 s checkpoints), %d input partitions, scale.partitions 8, session timeout %v, on this machine (%d CPUs: every process and the broker share them).\n\n", o.job, o.partitions, o.sessionTimeout, cpus())
 
-	fmt.Fprintf(&md, "## Throughput: %d records, %d keys\n\n| round | mode | processes | seconds | records/s | vs single |\n|---|---|---|---|---|---|\n", o.n, o.keys)
+	fmt.Fprintf(&md, "## Throughput: %d records, %d keys\n\n| round | mode | processes | seconds | records/s | vs single | pipeline CPU s | CPU vs single |\n|---|---|---|---|---|---|---|---|\n", o.n, o.keys)
 	type contender struct {
 		name, mode string
 		procs      int
@@ -101,26 +101,29 @@ func main() {
 		contenders = append(contenders, contender{"group", "group", p, false})
 	}
 	contenders = append(contenders, contender{"group, key_by_is_record_key", "group", 1, true})
-	ratios := make([][]float64, len(contenders))
+	ratios, cpuRatios := make([][]float64, len(contenders)), make([][]float64, len(contenders))
 	for round := 1; round <= o.rounds; round++ {
 		single, err := throughput(o, "single", 1, false)
 		if err != nil {
 			log.Fatalf("groupbench: single: %v", err)
 		}
-		fmt.Fprintf(&md, "| %d | single | 1 | %.1f | %.0f | 1.00 |\n", round, single.Seconds(), float64(o.n)/single.Seconds())
+		fmt.Fprintf(&md, "| %d | single | 1 | %.1f | %.0f | 1.00 | %.1f | 1.00 |\n", round, single.wall.Seconds(), float64(o.n)/single.wall.Seconds(), single.cpu.Seconds())
 		for i, c := range contenders {
 			d, err := throughput(o, c.mode, c.procs, c.copart)
 			if err != nil {
 				log.Fatalf("groupbench: %s x%d: %v", c.name, c.procs, err)
 			}
-			ratios[i] = append(ratios[i], single.Seconds()/d.Seconds())
-			fmt.Fprintf(&md, "| %d | %s | %d | %.1f | %.0f | %.2f |\n", round, c.name, c.procs, d.Seconds(), float64(o.n)/d.Seconds(), single.Seconds()/d.Seconds())
+			ratios[i] = append(ratios[i], single.wall.Seconds()/d.wall.Seconds())
+			cpuRatios[i] = append(cpuRatios[i], d.cpu.Seconds()/single.cpu.Seconds())
+			fmt.Fprintf(&md, "| %d | %s | %d | %.1f | %.0f | %.2f | %.1f | %.2f |\n", round, c.name, c.procs, d.wall.Seconds(), float64(o.n)/d.wall.Seconds(),
+				single.wall.Seconds()/d.wall.Seconds(), d.cpu.Seconds(), d.cpu.Seconds()/single.cpu.Seconds())
 		}
 	}
-	fmt.Fprintf(&md, "\n| mode | processes | vs single, min | median | max |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&md, "\n| mode | processes | throughput vs single: min | median | max | pipeline CPU vs single: min | median | max |\n|---|---|---|---|---|---|---|---|\n")
 	for i, c := range contenders {
 		r := slices.Sorted(slices.Values(ratios[i]))
-		fmt.Fprintf(&md, "| %s | %d | %.2f | %.2f | %.2f |\n", c.name, c.procs, r[0], r[len(r)/2], r[len(r)-1])
+		u := slices.Sorted(slices.Values(cpuRatios[i]))
+		fmt.Fprintf(&md, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.name, c.procs, r[0], r[len(r)/2], r[len(r)-1], u[0], u[len(u)/2], u[len(u)-1])
 	}
 
 	if o.kills > 0 {
@@ -271,34 +274,45 @@ func (r *run) awaitCaughtUp(n int, limit time.Duration) error {
 	}
 }
 
-func throughput(o options, mode string, procs int, copart bool) (time.Duration, error) {
+// result is one throughput run: its wall time, and the CPU time its
+// pipeline processes used (user + system, from /proc), which the other
+// loads of a shared machine do not inflate as they do the wall time.
+type result struct {
+	wall, cpu time.Duration
+}
+
+func throughput(o options, mode string, procs int, copart bool) (result, error) {
 	tag := fmt.Sprintf("%s%d", mode, procs)
 	if copart {
 		tag += "c"
 	}
 	r, err := newRun(o, mode, tag, copart)
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer r.close()
 	if err := r.produce(o.n, o.keys); err != nil {
-		return 0, err
+		return result{}, err
 	}
 	start := time.Now()
 	for i := range procs {
 		id := fmt.Sprintf("p%d", i)
 		p, err := startProc(o, r.env, id)
 		if err != nil {
-			return 0, err
+			return result{}, err
 		}
 		r.procs[id] = p
 	}
 	if err := r.awaitCaughtUp(o.n, 10*time.Minute); err != nil {
-		return 0, err
+		return result{}, err
 	}
 	d := time.Since(start)
-	log.Printf("groupbench: %s x%d (key_by_is_record_key %v): %d records in %v", mode, procs, copart, o.n, d.Round(time.Millisecond))
-	return d, nil
+	var cpu time.Duration
+	for _, p := range r.procs {
+		cpu += p.cpu()
+	}
+	log.Printf("groupbench: %s x%d (key_by_is_record_key %v): %d records in %v, %v of CPU", mode, procs, copart, o.n, d.Round(time.Millisecond), cpu)
+	return result{wall: d, cpu: cpu}, nil
 }
 
 // recovery runs 3 processes with input flowing, kills the one owning the
@@ -436,6 +450,25 @@ func restore(o options) (time.Duration, int64, error) {
 }
 
 // proc is one pipeline process.
+// cpu is the CPU time the process has used so far (utime + stime of
+// /proc/<pid>/stat, at the usual 100 ticks a second); 0 where /proc
+// cannot tell.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
 type proc struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
