@@ -70,10 +70,12 @@ type router struct {
 
 	// Group mode's shuffle: aggs are the router's copies of the keyed
 	// targets' aggregates (source side), scratch the buffer their values
-	// are encoded in, dec the repartition record being read (keyed side).
-	aggs    []*operator.Aggregator
-	scratch []byte
-	dec     shuffled
+	// are encoded in, shuffleOp the record a linear job's steps run on
+	// there; dec the repartition record being read (keyed side).
+	aggs      []*operator.Aggregator
+	scratch   []byte
+	dec       shuffled
+	shuffleOp operator.Record
 }
 
 func (p *plan) newRouter(workers int) *router {
@@ -353,7 +355,14 @@ func (r *router) record() *operator.Record {
 // letters are written here, once.
 func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	format, src := r.formatOf(rec.Topic)
-	op := &operator.Record{
+	// A linear keyed job's record goes no further than this call (what
+	// crosses is encoded): the router's own Record will do. A graph's
+	// may reach an output, whose worker keeps it.
+	op := &r.shuffleOp
+	if r.lin == nil {
+		op = new(operator.Record)
+	}
+	*op = operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: format,
