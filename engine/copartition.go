@@ -83,7 +83,8 @@ func murmur2(data []byte) int32 {
 
 // checkCopartitioned refuses a job that does not repartition when its
 // source topic does not have scale.partitions partitions: partition p's
-// keys are state partition p's.
+// keys are state partition p's. The job stops (ErrUnfit): a restart
+// cannot change it.
 func checkCopartitioned(ctx context.Context, adm *kadm.Client, s *shuffle, sources []string) error {
 	if len(sources) != 1 {
 		// config.Validate refuses it; not reached.
@@ -99,7 +100,7 @@ func checkCopartitioned(ctx context.Context, adm *kadm.Client, s *shuffle, sourc
 		return fmt.Errorf("describing the source topic %s: %v", topic, td.Err)
 	}
 	if n := len(td.Partitions); n != s.partitions {
-		return fmt.Errorf("scale.key_by_is_record_key: the source topic %s has %d partitions but scale.partitions is %d: they must be equal (the keys of source partition p are kept in state partition p); set scale.partitions: %d", topic, n, s.partitions, n)
+		return fmt.Errorf("%w: scale.key_by_is_record_key: the source topic %s has %d partitions but scale.partitions is %d: they must be equal (the keys of source partition p are kept in state partition p); set scale.partitions: %d", ErrUnfit, topic, n, s.partitions, n)
 	}
 	return nil
 }
