@@ -553,6 +553,20 @@ type Scale struct {
 	// others. Default 10s; the brokers allow 6s to 30m by default
 	// (group.min/max.session.timeout.ms). Kafka: session.timeout.ms.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// KeyByIsRecordKey says the input is already partitioned by the
+	// group key: the key of every source record is its key_by value (as
+	// text), and the record is in the partition Kafka's default
+	// partitioner gives that key. Group mode then runs the keyed operator
+	// where the record is read, with no repartition topic: each source
+	// partition's keys are its state partition's (so scale.partitions
+	// must equal the source topic's partition count). Checked for every
+	// record: one whose key or partition does not fit is a dead letter
+	// (code key_mismatch), never counted under another process's key.
+	// Group mode only; one source topic; no event time yet. Default
+	// false. Flink: DataStreamUtils.reinterpretAsKeyedStream (unchecked
+	// there); Kafka Streams skips the repartition when the key is
+	// unchanged.
+	KeyByIsRecordKey bool `yaml:"key_by_is_record_key"`
 }
 
 // ScaleMode is Scale.Mode.

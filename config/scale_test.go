@@ -62,10 +62,25 @@ func TestScaleErrors(t *testing.T) {
 		{"event time", "  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n", []string{}},
 		{"a sink on the repartition topic", "  - topic: out\n", "  - topic: job-repartition\n", []string{
 			`c.yaml:10:12: sinks[0].topic: "job-repartition" is the job's internal repartition topic`}},
+		{"co-partitioned", "  mode: group\n", "  mode: group\n  key_by_is_record_key: true\n", []string{}},
+		{"co-partitioned in single mode", "  mode: group\n", "  mode: single\n  key_by_is_record_key: true\n", []string{
+			"c.yaml:13:25: scale.key_by_is_record_key: only group mode repartitions: set scale.mode: group, or remove it"}},
+		{"co-partitioned without key_by", "  - key_by: k\n  - aggregate: {values: {n: count()}}\nsinks:\n  - topic: out\nscale:\n  mode: group\n",
+			"  - filter: n > 0\nsinks:\n  - topic: out\nscale:\n  mode: group\n  key_by_is_record_key: true\n", []string{
+				"c.yaml:12:25: scale.key_by_is_record_key: the job has no key_by step: nothing is repartitioned, remove it"}},
+		{"co-partitioned over two topics", "  - topics: [in]\n", "  - topics: [in, in2]\n", nil},
+		{"co-partitioned with event time", "  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n", nil},
 		{"stateless group job", "  - key_by: k\n  - aggregate: {values: {n: count()}}\n", "  - filter: n > 0\n", []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			yaml := strings.Replace(scaleJob, tc.old, tc.new, 1)
+			if strings.HasPrefix(tc.name, "co-partitioned ") && tc.want == nil {
+				yaml = strings.Replace(yaml, "  mode: group\n", "  mode: group\n  key_by_is_record_key: true\n", 1)
+				tc.want = map[string][]string{
+					"co-partitioned over two topics": {"c.yaml:13:25: scale.key_by_is_record_key: needs exactly one source topic (the job reads 2): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes"},
+					"co-partitioned with event time": {"c.yaml:14:25: scale.key_by_is_record_key: not with event time or windows yet: their watermark crosses the repartition topic"},
+				}[tc.name]
+			}
 			if yaml == scaleJob {
 				t.Fatal("the case changes nothing")
 			}
@@ -78,5 +93,34 @@ func TestScaleErrors(t *testing.T) {
 				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestScaleSummarySaysWhatRepartitions: pipeline validate's line tells a
+// group-mode job that repartitions from one that does not.
+func TestScaleSummarySaysWhatRepartitions(t *testing.T) {
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"keyed", "", "", "; repartitions every keyed record through job-repartition (32 partitions)"},
+		{"co-partitioned", "  mode: group\n", "  mode: group\n  key_by_is_record_key: true\n",
+			"; no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record)"},
+		{"stateless", "  - key_by: k\n  - aggregate: {values: {n: count()}}\n", "  - filter: n > 0\n",
+			"; no key_by: no repartition (each process runs the steps on the partitions it reads)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(strings.Replace(scaleJob, tc.old, tc.new, 1)), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := c.Summary(); !strings.HasSuffix(s, tc.want) {
+				t.Fatalf("summary %q does not end with %q", s, tc.want)
+			}
+		})
+	}
+	single, err := Parse("c.yaml", []byte(strings.Replace(scaleJob, "  mode: group\n", "  mode: single\n", 1)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := single.Summary(); strings.Contains(s, "repartition") {
+		t.Fatalf("single mode's summary speaks of repartitioning: %q", s)
 	}
 }

@@ -41,6 +41,7 @@ func (c *Config) Summary() string {
 		plural(len(c.Steps), "step"), plural(len(c.Sinks), "sink"),
 		checkpoints)
 	if c.Scale.Mode == ScaleGroup {
+		line += "; " + c.shuffleSummary()
 		for _, t := range c.Tables {
 			switch t.Mode {
 			case TableBroadcast:
@@ -204,6 +205,12 @@ func (c *Config) Fingerprint() string {
 			put("upsert")
 		}
 	}
+	// Where a group-mode job keeps a key's state depends on it (by key
+	// group, or by the key's source partition): only where set, as event
+	// time is.
+	if c.Scale.KeyByIsRecordKey {
+		put("key_by_is_record_key")
+	}
 	// The tables, only when there are any, so a job without them keeps
 	// the fingerprint its checkpoints were written with.
 	if len(c.Tables) > 0 {
@@ -229,4 +236,20 @@ func (c *Config) Fingerprint() string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// shuffleSummary says how a group-mode job spreads its keyed work: which
+// jobs repartition.
+func (c *Config) shuffleSummary() string {
+	keyed := false
+	for _, s := range c.Steps {
+		keyed = keyed || s.KeyBy != ""
+	}
+	switch {
+	case !keyed:
+		return "no key_by: no repartition (each process runs the steps on the partitions it reads)"
+	case c.Scale.KeyByIsRecordKey:
+		return "no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record)"
+	}
+	return fmt.Sprintf("repartitions every keyed record through %s-repartition (%d partitions)", c.Name, c.Scale.Partitions)
 }

@@ -178,10 +178,42 @@ func (v *validator) scale() {
 		v.fail("scale.session_timeout", "%s is too short: at least 1s (the brokers' default minimum is 6s)", sc.SessionTimeout)
 	}
 	if sc.Mode != ScaleGroup {
+		if sc.KeyByIsRecordKey {
+			v.fail("scale.key_by_is_record_key", "only group mode repartitions: set scale.mode: group, or remove it")
+		}
 		return
 	}
 	if v.c.Guarantee == AtMostOnce {
 		v.fail("scale.mode", "group mode needs checkpoints, which at_most_once does not take; an at_most_once job already shares its partitions among every process started with the same name (its consumer group): use scale.mode: single")
+	}
+	if sc.KeyByIsRecordKey {
+		v.copartitioned()
+	}
+}
+
+// copartitioned checks what scale.key_by_is_record_key needs: a keyed
+// operator, one source topic (the group deals each topic's partitions
+// out on its own, so a key's partitions of two topics could go to two
+// processes), and no event time (the keyed side's watermark comes across
+// the repartition topic; not yet without it).
+func (v *validator) copartitioned() {
+	const path = "scale.key_by_is_record_key"
+	keyed, timed, topics := false, false, 0
+	for _, s := range v.c.Steps {
+		keyed = keyed || s.KeyBy != ""
+		timed = timed || s.Window != nil
+	}
+	for _, s := range v.c.Sources {
+		topics += len(s.Topics)
+		timed = timed || s.EventTime != nil
+	}
+	switch {
+	case !keyed:
+		v.fail(path, "the job has no key_by step: nothing is repartitioned, remove it")
+	case topics != 1:
+		v.fail(path, "needs exactly one source topic (the job reads %d): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes", topics)
+	case timed:
+		v.fail(path, "not with event time or windows yet: their watermark crosses the repartition topic")
 	}
 }
 

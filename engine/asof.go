@@ -347,7 +347,7 @@ func (s *sourceTask) release(ctx context.Context, out [][]message, to links) (bo
 		}
 	}
 	for i, rec := range recs {
-		s.router.released = &shuffledAt{at: held[i].At, wm: wms[i]}
+		s.router.released = &heldAt{at: held[i].At, wm: wms[i]}
 		s.router.route(rec, out)
 	}
 	s.router.released = nil
@@ -456,19 +456,24 @@ func appendHeldInput(dst []byte, rec *kgo.Record, wm int64) []byte {
 	dst = append(dst, heldInputVersion)
 	dst = binary.AppendVarint(dst, wm)
 	dst = binary.AppendVarint(dst, rec.Timestamp.UnixMilli())
-	dst = appendNullable(dst, rec.Key)
-	dst = appendNullable(dst, rec.Value)
+	dst = appendHeldBytes(dst, rec.Key)
+	dst = appendHeldBytes(dst, rec.Value)
 	dst = binary.AppendUvarint(dst, uint64(len(rec.Headers)))
 	for _, h := range rec.Headers {
-		dst = appendNullable(dst, []byte(h.Key))
-		dst = appendNullable(dst, h.Value)
+		dst = appendHeldBytes(dst, []byte(h.Key))
+		dst = appendHeldBytes(dst, h.Value)
 	}
 	return dst
 }
 
 const heldInputVersion = 1
 
-func appendNullable(dst, b []byte) []byte {
+// heldAt is where a held record was placed in event time when it was
+// read: its event time and its partition's watermark before it. Its
+// release routes it from there, not from the partition's clock now.
+type heldAt struct{ at, wm int64 }
+
+func appendHeldBytes(dst, b []byte) []byte {
 	if b == nil {
 		return append(dst, 0)
 	}
@@ -493,10 +498,10 @@ func decodeHeldInput(hr operator.HeldRecord) (*kgo.Record, int64, error) {
 	}
 	rec := &kgo.Record{Topic: hr.Topic, Partition: hr.Partition, Offset: hr.Offset, Timestamp: time.UnixMilli(ts)}
 	var err error
-	if rec.Key, err = readNullable(rd); err != nil {
+	if rec.Key, err = readHeldBytes(rd); err != nil {
 		return nil, 0, err
 	}
-	if rec.Value, err = readNullable(rd); err != nil {
+	if rec.Value, err = readHeldBytes(rd); err != nil {
 		return nil, 0, err
 	}
 	n, err := binary.ReadUvarint(rd)
@@ -504,11 +509,11 @@ func decodeHeldInput(hr operator.HeldRecord) (*kgo.Record, int64, error) {
 		return nil, 0, errHeldInput
 	}
 	for range n {
-		k, err := readNullable(rd)
+		k, err := readHeldBytes(rd)
 		if err != nil {
 			return nil, 0, err
 		}
-		v, err := readNullable(rd)
+		v, err := readHeldBytes(rd)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -520,7 +525,7 @@ func decodeHeldInput(hr operator.HeldRecord) (*kgo.Record, int64, error) {
 	return rec, wm, nil
 }
 
-func readNullable(rd *bytes.Reader) ([]byte, error) {
+func readHeldBytes(rd *bytes.Reader) ([]byte, error) {
 	set, err := rd.ReadByte()
 	if err != nil || set > 1 {
 		return nil, errHeldInput

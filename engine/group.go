@@ -16,12 +16,15 @@ import (
 // job's consumer group decides who owns what:
 //
 //   - a source partition: its owner reads it, runs the stateless steps
-//     and, for a keyed job, writes each record unchanged to the partition
-//     of <job>-repartition that owns the record's key group (a fixed,
+//     and, for a keyed job, writes what the keyed operator reads of each
+//     result (shufflecodec.go: the group key, the aggregate's values
+//     evaluated or an interval join's record, event time, the source
+//     position and the input for dead letters) to the partition of
+//     <job>-repartition that owns the record's key group (a fixed,
 //     contiguous range of key groups per partition, as workers have);
-//   - a repartition partition q: its owner reads it, runs the steps again
-//     (they are deterministic) and the keyed operator; its state is
-//     partition q of <job>-group-state.
+//   - a repartition partition q: its owner reads it and runs the keyed
+//     operator, no step again; its state is partition q of
+//     <job>-group-state.
 //
 // Each process runs the single-mode task graph over what it owns, with a
 // transactional id of its own (<job>-<instance>): one transaction per
@@ -62,6 +65,11 @@ import (
 type shuffle struct {
 	repartition, state string
 	partitions, groups int
+	// byKey: the input is already partitioned by the group key
+	// (scale.key_by_is_record_key): no repartition topic; the owner of
+	// source partition p runs the keyed operator on it, and its state is
+	// partition p of the state topic (copartition.go).
+	byKey bool
 }
 
 func newShuffle(cfg *config.Config) *shuffle {
@@ -71,6 +79,7 @@ func newShuffle(cfg *config.Config) *shuffle {
 	return &shuffle{
 		repartition: RepartitionTopic(cfg.Name), state: GroupStateTopic(cfg.Name),
 		partitions: cfg.Scale.Partitions, groups: cfg.Checkpoint.KeyGroups,
+		byKey: cfg.Scale.KeyByIsRecordKey,
 	}
 }
 
@@ -93,29 +102,18 @@ func (s *shuffle) partitionOf(kg state.KeyGroup) int32 {
 func (s *shuffle) place(rec *kgo.Record) {
 	rec.Topic = s.state
 	if k, err := state.DecodeChangelogKey(rec.Key); err == nil {
-		rec.Partition = s.partitionOf(k.Group)
+		if s.byKey {
+			rec.Partition = kafkaPartition(k.Key, s.partitions)
+		} else {
+			rec.Partition = s.partitionOf(k.Group)
+		}
 	}
 }
 
-// Repartition headers: where a shuffled record was read, so the keyed
-// side rebuilds the input record exactly (its dead letters name it).
-const (
-	headerSourceTopic     = "pipeline.source.topic"
-	headerSourcePartition = "pipeline.source.partition"
-	headerSourceOffset    = "pipeline.source.offset"
-	// headerRoute is the route the record took to its keyed operator
-	// (operator.Graph), in a job that is a graph: its owner runs that
-	// route alone. A linear job's records have none (route 0).
-	headerRoute = "pipeline.route"
-	// headerJoinPrefix + a join's name (as) carries what the join found
-	// at the source side: 1 and the bytes of the table record's value,
-	// or 0 for none (a left join's miss). The keyed side's join shows
-	// the record that, rather than looking the key up in its own copy of
-	// the table, which may have moved on (broadcast) or not hold the key
-	// (partitioned): the record's group key and values are computed from
-	// one lookup, the source side's.
-	headerJoinPrefix = "pipeline.join."
-)
+// repartitions reports whether the job's keyed records cross the
+// repartition topic: a keyed group-mode job whose input is not already
+// partitioned by the group key.
+func (s *shuffle) repartitions(keyed bool) bool { return s != nil && keyed && !s.byKey }
 
 // assignment is one generation's share of a process: the partitions the
 // group gave it (sorted) and who it is in that generation. Each attempt

@@ -18,9 +18,9 @@ import (
 // Event time in group mode. The source side of a source partition p
 // keeps p's clock as single mode does (eventtime.go) and judges each
 // record's lateness there, against p's own watermark Wp, before the
-// record crosses the repartition topic with its event time and Wp in
-// headers (headerEventTime, headerPartitionWatermark). A record late for
-// every window goes to the late topic from the source side, once.
+// record crosses the repartition topic with its event time and Wp
+// (shufflecodec.go). A record late for every window goes to the late
+// topic from the source side, once.
 //
 // The keyed side learns the watermarks through the repartition topic:
 //
@@ -61,17 +61,9 @@ import (
 // member always holds the time of each partition at the group's committed
 // offset, whoever committed it last.
 
-// Headers of group mode's event time.
-const (
-	// headerEventTime is a repartition record's event time, Unix ms.
-	headerEventTime = "pipeline.event.time"
-	// headerPartitionWatermark is the watermark of the record's source
-	// partition just before it, Unix ms (absent: none yet).
-	headerPartitionWatermark = "pipeline.event.watermark"
-	// headerEventTimes marks a repartition record that carries source
-	// partitions' event times (encodeTimes), not an input.
-	headerEventTimes = "pipeline.event.times"
-)
+// headerEventTimes marks a repartition record that carries source
+// partitions' event times (encodeTimes), not an input.
+const headerEventTimes = "pipeline.event.times"
 
 // groupTimeKey is the key, in each group-state partition q, of what q's
 // owner knows of event time (encodeQueueTime). It is no changelog key:

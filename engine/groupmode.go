@@ -165,7 +165,7 @@ func (j *Job) beforeJoining(ctx context.Context) error {
 func (m *groupMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error) {
 	j := a.j
 	shuffleTopics := func(ctx context.Context) error {
-		return ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, j.cfg.Checkpoint.ReplicationFactor)
+		return ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, j.groupTopics(), j.cfg.Checkpoint.ReplicationFactor)
 	}
 	// The group's own check (checkGroupStart) ran before the process
 	// joined; a restart of an attempt is the group's.
@@ -174,17 +174,30 @@ func (m *groupMode) prepare(ctx context.Context, a *attempt) (*savepoint.Restore
 	return plan, err
 }
 
-// ensureShuffleTopics creates the repartition topic and the compacted
-// group-state topic of a keyed job with s.partitions partitions each, and
-// refuses existing ones with another count.
-func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keyed bool, replication int) error {
+// ensureShuffleTopics creates the repartition topic (unless the input is
+// partitioned by the group key) and the compacted group-state topic of a
+// keyed job with s.partitions partitions each, and refuses existing ones
+// with another count; a job that does not repartition also needs its
+// source topic (sources, its only one) to have that many.
+func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keyed bool, sources []string, replication int) error {
 	if !keyed {
 		return nil
 	}
-	for _, t := range []struct {
+	type topic struct {
 		name    string
 		configs map[string]*string
-	}{{s.repartition, nil}, {s.state, kstore.TopicConfigs()}} {
+	}
+	internal := []topic{{s.state, kstore.TopicConfigs()}}
+	if s.repartitions(keyed) {
+		internal = append(internal, topic{s.repartition, nil})
+	} else if err := checkCopartitioned(ctx, adm, s, sources); err != nil {
+		return err
+	}
+	names := make([]string, len(internal))
+	for i, t := range internal {
+		names[i] = t.name
+	}
+	for _, t := range internal {
 		if _, _, err := createTopic(ctx, adm, t.name, s.partitions, replication, t.configs); err != nil {
 			return fmt.Errorf("creating internal topic %s: %w", t.name, err)
 		}
@@ -194,11 +207,11 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 	var md kadm.Metadata
 	for try := 0; ; try++ {
 		var err error
-		if md, err = adm.Metadata(ctx, s.repartition, s.state); err != nil {
+		if md, err = adm.Metadata(ctx, names...); err != nil {
 			return fmt.Errorf("describing the internal topics: %w", err)
 		}
 		missing := ""
-		for _, name := range []string{s.repartition, s.state} {
+		for _, name := range names {
 			if td, ok := md.Topics[name]; !ok || td.Err != nil || len(td.Partitions) == 0 {
 				missing = name
 			}
@@ -215,7 +228,7 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	for _, name := range []string{s.repartition, s.state} {
+	for _, name := range names {
 		td := md.Topics[name]
 		if n := len(td.Partitions); n != s.partitions {
 			return fmt.Errorf("%w: internal topic %s has %d partitions but scale.partitions is %d: it is fixed for the job's life (set it back to %d, or move the job to a new name through a savepoint)",
@@ -232,7 +245,10 @@ func (m *groupMode) recover(ctx context.Context, a *attempt) error {
 	j := a.j
 	var internal []string
 	if j.plan.keyed {
-		internal = []string{j.shuffle.repartition, j.shuffle.state}
+		internal = []string{j.shuffle.state}
+		if j.shuffle.repartitions(true) {
+			internal = append(internal, j.shuffle.repartition)
+		}
 	}
 	txn, err := a.adapters.memberTxn(a, internal)
 	if err != nil {
@@ -354,6 +370,11 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 			owned = append(owned, tp.Partition)
 			a.offsets[tp] = max(off, 0)
 			continue
+		}
+		if j.plan.keyed && j.shuffle.byKey {
+			// Not repartitioned: the state of source partition p's keys
+			// is state partition p (copartition.go).
+			owned = append(owned, tp.Partition)
 		}
 		if off >= 0 {
 			a.offsets[tp] = off
@@ -607,7 +628,7 @@ func (m *groupMode) groupStop(a *attempt, g *graph) *groupStop {
 			}
 		},
 		drained: func(offsets []checkpoint.SourceOffset) (bool, error) {
-			if !j.plan.keyed {
+			if !j.shuffle.repartitions(j.plan.keyed) {
 				return true, nil // no repartition topic
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -695,6 +716,8 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 		if stale, err = liveStateKeys(ctx, read, nil); err != nil {
 			return err
 		}
+	}
+	if j.shuffle.repartitions(j.plan.keyed) {
 		ends, err := a.adm.ListEndOffsets(ctx, j.shuffle.repartition)
 		if err != nil {
 			return fmt.Errorf("listing the end offsets of %s: %w", j.shuffle.repartition, err)

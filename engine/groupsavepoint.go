@@ -260,7 +260,7 @@ func (j *Job) pausedAndDrained(ctx context.Context, c cluster, id string) (bool,
 	if len(members) == 0 || len(waiting) > 0 {
 		return false, fmt.Sprintf("members %v have not paused", waiting), nil
 	}
-	if !j.plan.keyed {
+	if !j.shuffle.repartitions(j.plan.keyed) {
 		return true, "", nil
 	}
 	return j.repartitionDrainedForGroup(ctx, c)

@@ -130,8 +130,12 @@ type gsim struct {
 	// allowed lateness.
 	windowed   bool
 	windowKind simWindowKind
-	lateness   int64
-	wview      gsimWindowView
+	// copartitioned: the input is keyed by the group key and the job
+	// does not repartition (scale.key_by_is_record_key); one in 40
+	// inputs is keyed or placed otherwise, and must become a dead letter.
+	copartitioned bool
+	lateness      int64
+	wview         gsimWindowView
 }
 
 // gproc is one process: a Job with its own instance id, and its member
@@ -171,9 +175,33 @@ type gsimView struct {
 	tableDead map[string]bool
 }
 
-// windows is the job's kind of windows: "" (the keyed sum, no windows),
-// "tumbling", "hopping" or "session".
-func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, windows string) *gsim {
+// gsimKind is the job the simulation runs: the keyed sum through the
+// repartition topic, parity-windows with tumbling, hopping or session
+// windows, or the keyed sum of an input already partitioned by its key.
+type gsimKind int
+
+const (
+	gsimSums gsimKind = iota
+	gsimWindows
+	gsimHopping
+	gsimSessions
+	gsimCopartitioned
+)
+
+// windows reports whether kind is a windowed job, and its windows.
+func (kind gsimKind) windows() (simWindowKind, bool) {
+	switch kind {
+	case gsimWindows:
+		return simTumbling, true
+	case gsimHopping:
+		return simHopping, true
+	case gsimSessions:
+		return simSessions, true
+	}
+	return 0, false
+}
+
+func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind) *gsim {
 	rng := rand.New(rand.NewPCG(seed, 0x6e0))
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	s := &gsim{t: t, clock: start, began: start, plantedBug: m, dir: dir, burst: 1, faults: true,
@@ -190,11 +218,18 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, windows string
 		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "3", "SESSION_TIMEOUT": gsimSession.String(),
 	}
 	base := paritySumYAML
-	if windows != "" {
-		base = s.windowsConfig(env, windows)
+	if w, ok := kind.windows(); ok {
+		base = s.windowsConfig(env, w)
 	}
 	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
+	if kind == gsimCopartitioned {
+		// One state partition per input partition.
+		env["SCALE_PARTITIONS"] = strconv.Itoa(gsimInParts)
+	}
 	s.cfg = parseConfig(t, []byte(yaml), env)
+	if kind == gsimCopartitioned {
+		s.copartitioned, s.cfg.Scale.KeyByIsRecordKey = true, true
+	}
 	s.cfg.Workers = 1 + rng.IntN(2)
 	s.cfg.Checkpoint.KeyGroups = 12
 	s.cfg.Checkpoint.Timeout = 4 * time.Second // a group savepoint's pause: 8s
@@ -361,7 +396,9 @@ func (s *gsim) assignment(p *gproc) *assignment {
 		all = append(all, source.TopicPartition{Topic: "in", Partition: i})
 	}
 	for i := range int32(s.cfg.Scale.Partitions) {
-		all = append(all, source.TopicPartition{Topic: RepartitionTopic(gsimJob), Partition: i})
+		if !s.copartitioned {
+			all = append(all, source.TopicPartition{Topic: RepartitionTopic(gsimJob), Partition: i})
+		}
 	}
 	a := &assignment{member: sink.GroupMember{Group: gsimJob, MemberID: p.member.MemberID, InstanceID: p.id, Generation: p.member.Generation}, members: ids}
 	for i, tp := range all {
@@ -663,7 +700,12 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 				in.ts = s.eventTime(in.n)
 			}
 			p := s.w.rng.IntN(gsimInParts)
-			if _, err := s.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: simJob{}.inputValue(in), Timestamp: s.clock}); err != nil {
+			rec := memkafka.Record{Topic: "in", Partition: int32(p), Value: simJob{}.inputValue(in), Timestamp: s.clock}
+			if s.copartitioned {
+				s.keyInput(&rec, &in)
+				p = int(rec.Partition)
+			}
+			if _, err := s.w.kafka.Append(rec); err != nil {
 				panic(err)
 			}
 			s.inputs[p] = append(s.inputs[p], in)
@@ -1184,8 +1226,8 @@ func gsimSeeds(full int) (first uint64, n int) {
 
 // gsimPlay runs one seed of a schedule (printing its trace when it is the
 // one -sim.seed asks for).
-func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error, windows string) (*gsim, error) {
-	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)), windows)
+func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error, kind gsimKind) (*gsim, error) {
+	s := newGsim(t, seed, m, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)), kind)
 	err := play(s)
 	if *simSeed != 0 {
 		for _, line := range s.w.trace {
@@ -1202,20 +1244,22 @@ func gsimPlay(t *testing.T, seed uint64, m plantedBug, play func(s *gsim) error,
 // one ends with exactly one failure-free run's outputs.
 func TestSimulationGroupMode(t *testing.T) {
 	for _, c := range []struct {
-		name    string
-		play    func(*gsim) error
-		full    int
-		windows string
-	}{{"faults", playFaults, 250, ""}, {"stop_with_savepoint", playStop, 150, ""}, {"live_savepoint", playLive, 150, ""},
-		{"table", playTable, 150, ""}, {"table_live_savepoint", playTableLive, 100, ""},
-		{"windows", playFaults, 250, "tumbling"}, {"hopping_windows", playFaults, 100, "hopping"},
-		{"session_windows", playFaults, 100, "session"}, {"windows_live_savepoint", playLive, 100, "tumbling"},
-		{"session_windows_live_savepoint", playLive, 60, "session"}} {
+		name string
+		play func(*gsim) error
+		full int
+		kind gsimKind
+	}{{"faults", playFaults, 250, gsimSums}, {"stop_with_savepoint", playStop, 150, gsimSums}, {"live_savepoint", playLive, 150, gsimSums},
+		{"table", playTable, 150, gsimSums}, {"table_live_savepoint", playTableLive, 100, gsimSums},
+		{"windows", playFaults, 250, gsimWindows}, {"hopping_windows", playFaults, 100, gsimHopping},
+		{"session_windows", playFaults, 100, gsimSessions}, {"windows_live_savepoint", playLive, 100, gsimWindows},
+		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
+		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
+		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
 			for seed := first; seed < first+uint64(n); seed++ {
-				s, err := gsimPlay(t, seed, noPlantedBug, c.play, c.windows)
+				s, err := gsimPlay(t, seed, noPlantedBug, c.play, c.kind)
 				if err != nil {
 					t.Fatalf("seed %d (%d steps): %v\nreplay: go test ./engine -run 'TestSimulationGroupMode/%s' -sim.seed=%d -v\n%s",
 						seed, s.steps, err, c.name, seed, strings.Join(lastLines(s.w.trace, 60), "\n"))
@@ -1236,18 +1280,18 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for _, windows := range []string{"", "tumbling", "session"} {
+	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {
-				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, windows)
+				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, kind)
 				if err != nil {
-					t.Fatalf("seed %d (windows %q): %v", seed, windows, err)
+					t.Fatalf("seed %d (job %d): %v", seed, kind, err)
 				}
 				hashes[i] = s.w.hash
 			}
 			if hashes[0] != hashes[1] {
-				t.Fatalf("seed %d (windows %q) ran two different schedules (%x, %x)", seed, windows, hashes[0], hashes[1])
+				t.Fatalf("seed %d (job %d) ran two different schedules (%x, %x)", seed, kind, hashes[0], hashes[1])
 			}
 		}
 	}
@@ -1262,24 +1306,24 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		plantedBug plantedBug
 		play       func(*gsim) error
 		seeds      uint64
-		windows    string
+		kind       gsimKind
 	}{
-		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100, ""},
-		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100, ""},
+		{"offsets committed without the member's generation", plantedMemberlessCommit, playFaults, 100, gsimSums},
+		{"a restart on an assignment restores its first offsets", plantedOffsetsAtAssignment, playFaults, 100, gsimSums},
 		// 16 to 19 schedules in 1000 find it (markers must reach a
 		// state partition late, just as its new owner restores it): 400
 		// leave a change of schedule little chance to miss it.
-		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, ""},
-		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, ""},
-		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, ""},
-		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, "tumbling"},
-		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, "tumbling"},
-		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, "session"},
-		{"a moved partition's clock starts over, hopping windows", plantedOwnClocksOnly, playFaults, 100, "hopping"},
+		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, gsimSums},
+		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, gsimSums},
+		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, gsimSums},
+		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimWindows},
+		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, gsimWindows},
+		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimSessions},
+		{"a moved partition's clock starts over, hopping windows", plantedOwnClocksOnly, playFaults, 100, gsimHopping},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
-				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, c.windows); err != nil {
+				if _, err := gsimPlay(t, seed, c.plantedBug, c.play, c.kind); err != nil {
 					t.Logf("seed %d found it: %v", seed, err)
 					return
 				}
@@ -1294,4 +1338,23 @@ func lastLines(lines []string, n int) []string {
 		return lines
 	}
 	return lines[len(lines)-n:]
+}
+
+// keyInput keys input in (rec, about to be appended) by its group key and
+// puts it in that key's partition, as Kafka's default partitioner would;
+// one in 40 gets another key, or lands in another partition, and must
+// become a dead letter (in.bad), counted nowhere.
+func (s *gsim) keyInput(rec *memkafka.Record, in *simInput) {
+	key := gsimKey(in.n)
+	rec.Key = []byte(key)
+	rec.Partition = kafkaPartition(rec.Key, gsimInParts)
+	switch s.w.rng.IntN(80) {
+	case 0:
+		rec.Key = []byte("x" + key)
+		rec.Partition = kafkaPartition(rec.Key, gsimInParts)
+		in.bad = true
+	case 1:
+		rec.Partition = (rec.Partition + 1) % gsimInParts
+		in.bad = true
+	}
 }

@@ -46,8 +46,8 @@ type gsimWindowView struct {
 // simulation's jobs have them), its settings in env: 200 ms windows
 // (hopping every 100 ms; sessions with a 15 ms gap), 50 ms out of order,
 // an allowed lateness drawn per seed.
-func (s *gsim) windowsConfig(env map[string]string, kind string) string {
-	s.windowed = true
+func (s *gsim) windowsConfig(env map[string]string, kind simWindowKind) string {
+	s.windowed, s.windowKind = true, kind
 	s.lateness = []int64{0, 100}[s.w.rng.IntN(2)]
 	env["LATE_TOPIC"] = simLateTopic
 	env["WINDOW"] = fmt.Sprintf("%dms", simWindow)
@@ -56,17 +56,13 @@ func (s *gsim) windowsConfig(env map[string]string, kind string) string {
 	env["LATENESS"] = fmt.Sprintf("%dms", s.lateness)
 	env["INPUT_TOPIC"] = "in"
 	switch kind {
-	case "tumbling":
-		return parityWindowsJob.config
-	case "hopping":
-		s.windowKind = simHopping
+	case simHopping:
 		return hoppingWindowsJob.config
-	case "session":
-		s.windowKind = simSessions
+	case simSessions:
 		env["WINDOW"] = fmt.Sprintf("%dms", simGap)
 		return sessionWindowsJob.config
 	}
-	panic("no window kind " + kind)
+	return parityWindowsJob.config
 }
 
 // eventTime is input n's event time: 10 ms apart in order, moved back by

@@ -141,7 +141,7 @@ func (j *Job) groupTopics() []string {
 	for _, src := range j.cfg.Sources {
 		topics = append(topics, src.Topics...)
 	}
-	if j.plan.keyed {
+	if j.shuffle.repartitions(j.plan.keyed) {
 		topics = append(topics, RepartitionTopic(j.cfg.Name))
 	}
 	return topics

@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -46,7 +43,7 @@ type router struct {
 	// released is where a held record being released was placed in
 	// event time when it was read.
 	hold     *sourceHold
-	released *shuffledAt
+	released *heldAt
 
 	// slab is where each input's operator.Record comes from: next is its
 	// first unused record, sent the number of its records sent on to a
@@ -76,6 +73,15 @@ type router struct {
 	}
 	onRouteFn func(route, target int, op *operator.Record, err *operator.RecordError)
 	forkFn    func() *operator.Record
+
+	// Group mode's shuffle: aggs are the router's copies of the keyed
+	// targets' aggregates (source side), scratch the buffer their values
+	// are encoded in, shuffleOp the record a linear job's steps run on
+	// there; dec the repartition record being read (keyed side).
+	aggs      []*operator.Aggregator
+	scratch   []byte
+	dec       shuffled
+	shuffleOp operator.Record
 }
 
 func (p *plan) newRouter(workers int) *router {
@@ -124,38 +130,14 @@ func (p *plan) bare() bool {
 // out (by worker): nothing when every route filtered it out. The messages,
 // and the operator.Records they carry, are the receiving worker's.
 func (r *router) route(rec *kgo.Record, out [][]message) {
-	only := -1 // group mode's keyed side: the one route rec took
-	// carried (group mode's keyed side): what the source side's joins
-	// found; given, where it placed the record in event time.
-	var carried []kgo.RecordHeader
 	given := r.released // a held record, placed when it was read (asof.go)
-	if sh := r.p.shuffle; sh != nil && r.p.keyed {
+	if sh := r.p.shuffle; sh.repartitions(r.p.keyed) {
 		if rec.Topic != sh.repartition {
 			r.shuffleOut(sh, rec, out)
-			return
+		} else {
+			r.unshuffle(rec, out)
 		}
-		orig, route, joins, at, err := unshuffle(rec)
-		if errors.Is(err, errTimesRecord) {
-			if r.shuffled != nil { // else the job no longer has event time
-				err = r.shuffled.observe(rec.Partition, rec.Value)
-			} else {
-				err = nil
-			}
-			if err != nil {
-				r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
-			}
-			return
-		}
-		if err == nil && r.clocks != nil && at == nil {
-			err = fmt.Errorf("repartition record without the header %s, but the job has event time", headerEventTime)
-		}
-		if err != nil {
-			// Not written by this job's source side: a dead letter,
-			// never a silent drop.
-			r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
-			return
-		}
-		rec, only, carried, given = orig, route, joins, at
+		return
 	}
 	if r.bare {
 		w := partitionWorker(rec.Topic, rec.Partition, r.workers)
@@ -168,7 +150,7 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		return
 	}
 	copies := 0 // a graph's branches each take a copy of the record but one
-	if r.lin == nil && only < 0 {
+	if r.lin == nil {
 		copies = r.p.graph.Records(src)
 	}
 	forksInSlab := r.reserve(1 + copies)
@@ -179,12 +161,9 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: format,
 	}
-	for _, h := range carried {
-		op.CarryJoin(strings.TrimPrefix(h.Key, headerJoinPrefix), h.Value[1:], h.Value[0] == 1)
-	}
 	var at, wm int64
 	if given != nil {
-		// Placed on the source side, against its partition's clock.
+		// Placed when it was read, against its partition's clock.
 		at, wm = given.at, given.wm
 	} else {
 		var ok bool
@@ -194,16 +173,6 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 	}
 	op.AsOf = at
 	switch {
-	case only >= 0:
-		t, keep, rerr := r.branches.ProcessRoute(src, only, op)
-		switch {
-		case rerr != nil:
-			// The source side passed it down this route: only a changed
-			// configuration fails it here. Never a silent drop.
-			r.dead(out, rec, rerr)
-		case keep:
-			r.deliver(t, rec, op, slab, at, wm, out)
-		}
 	case r.lin != nil:
 		keep, rerr := r.lin.Process(op)
 		if rerr != nil || !keep {
@@ -326,6 +295,14 @@ func (r *router) deliver(t int, rec *kgo.Record, op *operator.Record, slab *reco
 	m := message{kind: msgRecord, rec: rec, op: op, slab: slab, at: at, wm: wm, target: uint16(t)}
 	var w int
 	if tg.keyed() {
+		if sh := r.p.shuffle; sh != nil && sh.byKey {
+			// Not repartitioned: rec must be where its key's state is.
+			if rerr := sh.checkKey(rec, op.GroupKey); rerr != nil {
+				r.p.recycle(op)
+				r.dead(out, rec, rerr)
+				return
+			}
+		}
 		m.hash = state.HashOf([]byte(op.GroupKey))
 		w = state.WorkerOf(m.hash.Group(r.groups), r.workers, r.groups)
 		if win := tg.window; win != nil && win.Late(at, wm) {
@@ -387,14 +364,23 @@ func (r *router) record() *operator.Record {
 
 // shuffleOut is the source side of a group-mode keyed job: the stateless
 // steps decide whether rec goes on, down which routes and to which key
-// group; for each route to a keyed operator it goes, unchanged, to the
-// repartition partition that owns its key group (through any worker,
-// which passes it to the sink), and its owner runs that route's steps
-// again and the keyed operator. A route to an output is written from
-// here, as in single mode. Dead letters are written here, once.
+// group, and run here alone. For each route to a keyed operator, what
+// that operator reads of the result (shufflecodec.go: the group key, the
+// aggregate's values evaluated, or an interval join's record) goes to
+// the repartition partition that owns the key group (through any worker,
+// which passes it to the sink), and its owner runs the keyed operator. A
+// route to an output is written from here, as in single mode. Dead
+// letters are written here, once.
 func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	format, src := r.formatOf(rec.Topic)
-	op := &operator.Record{
+	// A linear keyed job's record goes no further than this call (what
+	// crosses is encoded): the router's own Record will do. A graph's
+	// may reach an output, whose worker keeps it.
+	op := &r.shuffleOp
+	if r.lin == nil {
+		op = new(operator.Record)
+	}
+	*op = operator.Record{
 		Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp,
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: format,
@@ -407,52 +393,47 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	if !ok {
 		return
 	}
-	emit := func(route, t int, rop *operator.Record, rerr *operator.RecordError) {
+	emit := func(_, t int, rop *operator.Record, rerr *operator.RecordError) {
 		if rerr != nil {
 			r.dead(out, rec, rerr)
 			return
 		}
-		if !r.p.targets[t].keyed() {
+		tg := r.p.targets[t]
+		if !tg.keyed() {
 			w := partitionWorker(rec.Topic, rec.Partition, r.workers)
 			out[w] = append(out[w], message{kind: msgRecord, rec: rec, op: rop, target: uint16(t)})
 			return
 		}
-		kg := state.KeyGroupOf([]byte(rop.GroupKey), r.groups)
-		if win := r.p.targets[t].window; win != nil && win.Late(at, wm) {
+		defer r.p.recycle(rop)
+		if win := tg.window; win != nil && win.Late(at, wm) {
 			// Late for every window: to the late topic from here, once.
-			r.p.recycle(rop)
 			if late := win.LateRecord(r.env, rec, at, wm); late != nil {
 				out[worker] = append(out[worker], message{kind: msgLate, rec: late})
 			}
 			return
 		}
-		headers := append(slices.Clip(rec.Headers),
-			kgo.RecordHeader{Key: headerSourceTopic, Value: []byte(rec.Topic)},
-			kgo.RecordHeader{Key: headerSourcePartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
-			kgo.RecordHeader{Key: headerSourceOffset, Value: strconv.AppendInt(nil, rec.Offset, 10)},
-		)
-		rop.Joins(func(name string, raw []byte, found bool) {
-			v := []byte{0}
-			if found {
-				v = append([]byte{1}, raw...)
-			}
-			headers = append(headers, kgo.RecordHeader{Key: headerJoinPrefix + name, Value: v})
-		})
-		r.p.recycle(rop)
-		if r.clocks != nil {
-			headers = append(headers, kgo.RecordHeader{Key: headerEventTime, Value: strconv.AppendInt(nil, at, 10)})
-			if wm != window.NoWatermark {
-				headers = append(headers, kgo.RecordHeader{Key: headerPartitionWatermark, Value: strconv.AppendInt(nil, wm, 10)})
-			}
+		s := shuffled{
+			target: t, in: *rec, at: at, wm: wm, timed: r.clocks != nil,
+			groupKey: rop.GroupKey, kind: rop.GroupKeyKind(),
 		}
-		if r.lin == nil {
-			// A linear job's records keep the form they always had: its
-			// one route is route 0.
-			headers = append(headers, kgo.RecordHeader{Key: headerRoute, Value: strconv.AppendInt(nil, int64(route), 10)})
+		var berr *operator.RecordError
+		if tg.interval != nil {
+			s.interval, s.joinSide, s.noJoinKey = true, rop.JoinSide, rop.JoinNoKey
+			s.body, berr = rop.AppendValue(r.scratch[:0], config.FormatJSON)
+		} else {
+			s.body, berr = r.aggregator(t).AppendInputs(r.scratch[:0], rop)
 		}
+		if berr != nil {
+			// What the keyed operator would have failed on first: its
+			// dead letter, written here.
+			r.dead(out, rec, berr)
+			return
+		}
+		r.scratch = s.body[:0]
+		kg := state.KeyGroupOf([]byte(s.groupKey), r.groups)
 		out[worker] = append(out[worker], message{kind: msgShuffle, rec: &kgo.Record{
 			Topic: sh.repartition, Partition: sh.partitionOf(kg),
-			Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: headers,
+			Value: appendShuffled(make([]byte, 0, shuffledSize(&s)), &s), Timestamp: rec.Timestamp,
 		}})
 	}
 	if r.lin != nil {
@@ -474,85 +455,91 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	}
 }
 
-// shuffledAt is where the source side placed a repartition record in
-// event time: its event time and its partition's watermark before it.
-type shuffledAt struct{ at, wm int64 }
+// aggregator is the router's own copy of target t's aggregate (an
+// Aggregator evaluates with a VM of its own).
+func (r *router) aggregator(t int) *operator.Aggregator {
+	if r.aggs == nil {
+		r.aggs = make([]*operator.Aggregator, len(r.p.targets))
+	}
+	if r.aggs[t] == nil {
+		r.aggs[t] = r.p.targets[t].agg.Clone()
+	}
+	return r.aggs[t]
+}
 
-// errTimesRecord is unshuffle's answer for a record of source partitions'
-// event times (groupeventtime.go), which carries no input.
-var errTimesRecord = errors.New("a record of event times")
-
-// unshuffle rebuilds the input record a repartition record carries: its
-// key, value, timestamp and headers, where it was read, the route it
-// took (0 when the record names none: a linear job's), what its joins
-// found (headerJoinPrefix), and where it is in event time (nil: the job
-// has none).
-func unshuffle(rec *kgo.Record) (*kgo.Record, int, []kgo.RecordHeader, *shuffledAt, error) {
-	orig := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
-	var (
-		found, route int
-		joins        []kgo.RecordHeader
-		placed       *shuffledAt
-		timed        bool
-	)
+// unshuffle is the keyed side of a group-mode keyed job: rec is a
+// repartition record (shufflecodec.go), or a record of source partitions'
+// event times (groupeventtime.go). The keyed operator takes what the
+// source side evaluated; no step runs again.
+func (r *router) unshuffle(rec *kgo.Record, out [][]message) {
 	for _, h := range rec.Headers {
-		switch h.Key {
-		case headerEventTimes:
-			return nil, 0, nil, nil, errTimesRecord
-		case headerEventTime, headerPartitionWatermark:
-			v, err := strconv.ParseInt(string(h.Value), 10, 64)
-			if err != nil {
-				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
+		if h.Key == headerEventTimes {
+			if r.shuffled == nil { // the job no longer has event time
+				return
 			}
-			if placed == nil {
-				placed = &shuffledAt{wm: window.NoWatermark}
+			if err := r.shuffled.observe(rec.Partition, rec.Value); err != nil {
+				r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
 			}
-			if h.Key == headerEventTime {
-				placed.at, timed = v, true
-			} else {
-				placed.wm = v
-			}
-		case headerSourceTopic:
-			orig.Topic = string(h.Value)
-			found++
-		case headerSourcePartition:
-			p, err := strconv.ParseInt(string(h.Value), 10, 32)
-			if err != nil {
-				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
-			}
-			orig.Partition = int32(p)
-			found++
-		case headerSourceOffset:
-			o, err := strconv.ParseInt(string(h.Value), 10, 64)
-			if err != nil {
-				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
-			}
-			orig.Offset = o
-			found++
-		case headerRoute:
-			rt, err := strconv.ParseUint(string(h.Value), 10, 16)
-			if err != nil {
-				return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: %w", h.Key, err)
-			}
-			route = int(rt)
-		default:
-			if strings.HasPrefix(h.Key, headerJoinPrefix) {
-				if len(h.Value) == 0 || h.Value[0] > 1 || h.Value[0] == 0 && len(h.Value) > 1 {
-					return nil, 0, nil, nil, fmt.Errorf("repartition record: header %s: not a join's result", h.Key)
-				}
-				joins = append(joins, h)
-				continue
-			}
-			orig.Headers = append(orig.Headers, h)
+			return
 		}
 	}
-	if found != 3 {
-		return nil, 0, nil, nil, fmt.Errorf("repartition record without the headers %s, %s and %s", headerSourceTopic, headerSourcePartition, headerSourceOffset)
+	r.reserve(1)
+	op := r.record()
+	slab := r.slab
+	s := &r.dec
+	err := decodeShuffled(rec.Value, s)
+	if err == nil {
+		err = r.checkShuffled(s)
 	}
-	if placed != nil && !timed {
-		return nil, 0, nil, nil, fmt.Errorf("repartition record with the header %s but not %s", headerPartitionWatermark, headerEventTime)
+	if err != nil {
+		// Not written by this job's source side: a dead letter, never a
+		// silent drop.
+		*op = operator.Record{}
+		r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
+		return
 	}
-	return orig, route, joins, placed, nil
+	in := new(kgo.Record)
+	*in = s.in
+	*op = operator.Record{
+		Key: in.Key, Timestamp: in.Timestamp,
+		Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
+	}
+	if s.interval {
+		op.Value, op.Format = s.body, config.FormatJSON
+		op.JoinSide, op.JoinNoKey = s.joinSide, s.noJoinKey
+		op.SetShuffled(s.groupKey, s.kind, nil)
+	} else {
+		op.SetShuffled(s.groupKey, s.kind, s.body)
+	}
+	r.deliver(s.target, in, op, slab, s.at, s.wm, out)
+}
+
+// checkShuffled refuses a repartition record that does not fit the job
+// as this process runs it (a source side with another configuration).
+func (r *router) checkShuffled(s *shuffled) error {
+	if s.target >= len(r.p.targets) || !r.p.targets[s.target].keyed() {
+		return fmt.Errorf("%w: operator %d is not a keyed operator of this job", errShuffled, s.target)
+	}
+	tg := r.p.targets[s.target]
+	if s.interval != (tg.interval != nil) {
+		return fmt.Errorf("%w: operator %d (%s) is not what the record was written for", errShuffled, s.target, tg.id)
+	}
+	if r.clocks != nil && !s.timed {
+		return fmt.Errorf("%w: no event time, but the job has event time", errShuffled)
+	}
+	return nil
+}
+
+// shuffledSize is the encoding's size at most: appendShuffled allocates
+// once.
+func shuffledSize(s *shuffled) int {
+	n := 2 + 3*binary.MaxVarintLen64 + 4*binary.MaxVarintLen64 + 1 +
+		len(s.in.Topic) + len(s.groupKey) + len(s.body) + len(s.in.Key) + len(s.in.Value) +
+		5*binary.MaxVarintLen64
+	for _, h := range s.in.Headers {
+		n += len(h.Key) + len(h.Value) + 2*binary.MaxVarintLen64
+	}
+	return n
 }
 
 // eventTime is rec's event time: its source's timestamp expression, or

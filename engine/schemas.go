@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -71,38 +70,11 @@ func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record, to li
 	if set == nil {
 		return nil
 	}
-	sh := s.router.p.shuffle
-	origin := func(rec *kgo.Record) string {
-		if sh == nil || rec.Topic != sh.repartition {
-			return rec.Topic
-		}
-		for _, h := range rec.Headers {
-			if h.Key == headerSourceTopic {
-				return string(h.Value)
-			}
-		}
-		return rec.Topic
-	}
-	// The table values the source side's joins found (group mode).
-	var joined [][]byte
-	if sh != nil {
-		for _, rec := range recs {
-			if rec.Topic != sh.repartition {
-				continue
-			}
-			for _, h := range rec.Headers {
-				if strings.HasPrefix(h.Key, headerJoinPrefix) && len(h.Value) > 1 {
-					joined = append(joined, h.Value[1:])
-				}
-			}
-		}
-	}
+	// A repartition record needs no schema: the source side decoded the
+	// input (shufflecodec.go), and the repartition topic is no source's.
 	backoff := 100 * time.Millisecond
 	for {
-		err := set.Prefetch(ctx, recs, origin)
-		if err == nil {
-			err = set.PrefetchTables(ctx, joined)
-		}
+		err := set.Prefetch(ctx, recs, nil)
 		if err == nil || !schema.Unavailable(err) {
 			return err
 		}

@@ -140,7 +140,7 @@ func TestCreatingATopicThatNowExistsIsSuccess(t *testing.T) {
 			t.Fatalf("%s: a sink topic created meanwhile by another process: %v", cfg.Name, err)
 		}
 		if j.shuffle != nil {
-			if err := ensureShuffleTopics(ctx, adm, j.shuffle, true, -1); err != nil {
+			if err := ensureShuffleTopics(ctx, adm, j.shuffle, true, j.groupTopics(), -1); err != nil {
 				t.Fatalf("internal topics created meanwhile by another process: %v", err)
 			}
 		}

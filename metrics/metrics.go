@@ -83,7 +83,7 @@ func restartReasons() []string {
 }
 
 func deadLetterCodes() []string {
-	return []string{"decode", "missing_field", "eval", "type", "overflow", "future", "schema", "too_large"}
+	return []string{"decode", "missing_field", "eval", "type", "overflow", "future", "schema", "key_mismatch", "too_large"}
 }
 
 // New registers the metrics of the job named job on reg and returns them.

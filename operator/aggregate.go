@@ -216,21 +216,30 @@ func (a *Aggregator) Add(st *AggregateState, r *Record) (changed bool, err *Reco
 	if st.layout != a.layout {
 		panic("operator: AggregateState of another Aggregator")
 	}
-	if err := r.decode(&a.dec, a.path); err != nil {
-		return false, err
-	}
 	vals := a.vals[:0]
-	for _, e := range a.args {
-		var v any
-		if e != nil {
-			out, err := e.run(&a.vm, r)
-			if err != nil {
-				clear(a.vals)
-				return false, err
-			}
-			v = r.detach(out)
+	if r.inputs != nil {
+		// Evaluated where the record was read (group mode's shuffle).
+		var derr error
+		if vals, derr = a.decodeInputs(r.inputs, vals); derr != nil {
+			clear(vals)
+			return false, &RecordError{Step: a.path, Code: CodeDecode, Reason: derr.Error()}
 		}
-		vals = append(vals, v)
+	} else {
+		if err := r.decode(&a.dec, a.path); err != nil {
+			return false, err
+		}
+		for _, e := range a.args {
+			var v any
+			if e != nil {
+				out, err := e.run(&a.vm, r)
+				if err != nil {
+					clear(a.vals)
+					return false, err
+				}
+				v = r.detach(out)
+			}
+			vals = append(vals, v)
+		}
 	}
 	a.vals = vals
 	defer clear(a.vals) // do not pin record values until the next record

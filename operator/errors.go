@@ -40,11 +40,15 @@ const (
 	// or an output does not fit the sink's schema. The dead letter's
 	// headers carry the schema id (HeaderSchemaID) when there is one.
 	CodeSchema Code = "schema"
+	// CodeKeyMismatch: a group-mode job that does not repartition
+	// (scale.key_by_is_record_key) read a record whose key is not its
+	// key_by value, or that is not in its key's partition.
+	CodeKeyMismatch Code = "key_mismatch"
 )
 
 // Codes lists every Code, for pre-registering metric label values.
 func Codes() []Code {
-	return []Code{CodeDecode, CodeMissingField, CodeEval, CodeType, CodeOverflow, CodeFuture, CodeSchema}
+	return []Code{CodeDecode, CodeMissingField, CodeEval, CodeType, CodeOverflow, CodeFuture, CodeSchema, CodeKeyMismatch}
 }
 
 // RecordError is why one record could not be processed. It is data, not a

@@ -349,7 +349,7 @@ func (s *IntState) AppendOutput(dst []byte, groupKey string) []byte {
 // (its integers are not there), or a sum would overflow, which only Add
 // reports (CodeOverflow). Then Add takes r.
 func (a *Aggregator) AddInts(s *IntState, r *Record) (changed, ok bool) {
-	if !r.intsRead || a.ints == nil {
+	if a.ints == nil || !r.intsRead && (r.inputs == nil || !a.intsFromInputs(r)) {
 		return false, false
 	}
 	funcs := a.layout.funcs

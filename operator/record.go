@@ -99,6 +99,10 @@ type Record struct {
 	// carried are joins' results found by another process (CarryJoin),
 	// by name: the joins use them instead of their tables.
 	carried map[string]carriedJoin
+	// inputs are its aggregate's values as the source side of group
+	// mode's shuffle evaluated them (SetShuffled): Add takes them as they
+	// are.
+	inputs []byte
 }
 
 // fieldShare counts the copies of a record that read one decoded map.

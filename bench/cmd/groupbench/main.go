@@ -2,11 +2,14 @@
 // the keyed sum (bench/jobs/keyed-sum.yaml, exactly_once, 1 s checkpoints):
 //
 //   - throughput: n pre-produced records with -keys distinct keys, read by
-//     1, 2, ... processes of one group-mode job, beside the same job in
-//     single mode in the same run (the baseline). A run is done when the
-//     job's consumer group has committed the end offset of every input
-//     partition: everything before is committed output. records/s = n /
-//     (done - start), start-up included, as the other benchmarks count it.
+//     1, 2, ... processes of one group-mode job, and by one process of the
+//     job with scale.key_by_is_record_key (the input is produced keyed by
+//     its group key, so it does not repartition), beside the same job in
+//     single mode in the same round (the baseline); -rounds rounds, and
+//     the spread of each ratio over them. A run is done when the
+//     processes have written one output per input (counted as they became
+//     visible). records/s = n / (done - start), start-up included, as the
+//     other benchmarks count it.
 //
 //   - recovery: with 3 processes running and input flowing at -rate, one is
 //     SIGKILLed and stays dead; the time until the group's committed offset
@@ -34,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,7 +53,7 @@ import (
 
 type options struct {
 	brokers, pipeline, job, out string
-	n, keys, partitions         int
+	n, keys, partitions, rounds int
 	procs                       []int
 	rate, kills, restoreKeys    int
 	sessionTimeout              time.Duration
@@ -70,6 +74,7 @@ func main() {
 	flag.IntVar(&o.keys, "keys", 100_000, "distinct keys of the throughput runs")
 	flag.IntVar(&o.partitions, "partitions", 8, "input partitions")
 	flag.StringVar(&procs, "procs", "1,2,3", "process counts of the throughput runs")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds of the throughput runs (each with its own single-mode baseline)")
 	flag.IntVar(&o.rate, "rate", 20_000, "input records/s during the recovery runs")
 	flag.IntVar(&o.kills, "kills", 3, "SIGKILLs measured (each on a fresh job)")
 	flag.IntVar(&o.restoreKeys, "restore-keys", 1_000_000, "keys of state for the restore measurement (0: skip)")
@@ -126,23 +131,47 @@ func main() {
 }
 
 func throughputs(o options, md *strings.Builder) {
-	fmt.Fprintf(md, "## Throughput: %d records, %d keys\n\n| mode | processes | seconds | records/s | vs single |\n|---|---|---|---|---|\n", o.n, o.keys)
-	single, err := throughput(o, "single", 1)
-	if err != nil {
-		log.Fatalf("groupbench: single: %v", err)
+	fmt.Fprintf(md, "## Throughput: %d records, %d keys\n\n| round | mode | processes | seconds | records/s | vs single | pipeline CPU s | CPU vs single |\n|---|---|---|---|---|---|---|---|\n", o.n, o.keys)
+	type contender struct {
+		name, mode string
+		procs      int
+		copart     bool
 	}
-	fmt.Fprintf(md, "| single | 1 | %.1f | %.0f | 1.00 |\n", single.Seconds(), float64(o.n)/single.Seconds())
+	contenders := []contender{}
 	for _, p := range o.procs {
-		d, err := throughput(o, "group", p)
+		contenders = append(contenders, contender{"group", "group", p, false})
+	}
+	contenders = append(contenders, contender{"group, key_by_is_record_key", "group", 1, true})
+	ratios, cpuRatios := make([][]float64, len(contenders)), make([][]float64, len(contenders))
+	for round := 1; round <= o.rounds; round++ {
+		single, err := throughput(o, "single", 1, false)
 		if err != nil {
-			log.Fatalf("groupbench: group x%d: %v", p, err)
+			log.Fatalf("groupbench: single: %v", err)
 		}
-		fmt.Fprintf(md, "| group | %d | %.1f | %.0f | %.2f |\n", p, d.Seconds(), float64(o.n)/d.Seconds(), single.Seconds()/d.Seconds())
+		fmt.Fprintf(md, "| %d | single | 1 | %.1f | %.0f | 1.00 | %.1f | 1.00 |\n", round, single.wall.Seconds(), float64(o.n)/single.wall.Seconds(), single.cpu.Seconds())
+		for i, c := range contenders {
+			d, err := throughput(o, c.mode, c.procs, c.copart)
+			if err != nil {
+				log.Fatalf("groupbench: %s x%d: %v", c.name, c.procs, err)
+			}
+			ratios[i] = append(ratios[i], single.wall.Seconds()/d.wall.Seconds())
+			cpuRatios[i] = append(cpuRatios[i], d.cpu.Seconds()/single.cpu.Seconds())
+			fmt.Fprintf(md, "| %d | %s | %d | %.1f | %.0f | %.2f | %.1f | %.2f |\n", round, c.name, c.procs, d.wall.Seconds(), float64(o.n)/d.wall.Seconds(),
+				single.wall.Seconds()/d.wall.Seconds(), d.cpu.Seconds(), d.cpu.Seconds()/single.cpu.Seconds())
+		}
+	}
+	fmt.Fprintf(md, "\n| mode | processes | throughput vs single: min | median | max | pipeline CPU vs single: min | median | max |\n|---|---|---|---|---|---|---|---|\n")
+	for i, c := range contenders {
+		r := slices.Sorted(slices.Values(ratios[i]))
+		u := slices.Sorted(slices.Values(cpuRatios[i]))
+		fmt.Fprintf(md, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.name, c.procs, r[0], r[len(r)/2], r[len(r)-1], u[0], u[len(u)/2], u[len(u)-1])
 	}
 }
 
 func recoveries(o options, md *strings.Builder) {
-	fmt.Fprintf(md, "\n## Recovery: SIGKILL of one of 3 processes, input at %d records/s\n\n| kill | repartition partitions it owned | SIGKILL → first new committed output for them, s | vs session timeout |\n|---|---|---|---|\n", o.rate)
+	if o.kills > 0 {
+		fmt.Fprintf(md, "\n## Recovery: SIGKILL of one of 3 processes, input at %d records/s\n\n| kill | repartition partitions it owned | SIGKILL → first new committed output for them, s | vs session timeout |\n|---|---|---|---|\n", o.rate)
+	}
 	for i := range o.kills {
 		parts, d, err := recovery(o, i)
 		if err != nil {
@@ -172,7 +201,7 @@ type run struct {
 	procs         map[string]*proc
 }
 
-func newRun(o options, mode string, tag string) (*run, error) {
+func newRun(o options, mode string, tag string, copart bool) (*run, error) {
 	name := fmt.Sprintf("groupbench-%s-%d", tag, time.Now().UnixNano())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -182,7 +211,7 @@ func newRun(o options, mode string, tag string) (*run, error) {
 	r.env = []string{
 		"KAFKA_BROKERS=" + o.brokers, "JOB_NAME=" + name, "INPUT_TOPIC=" + r.in, "OUTPUT_TOPIC=" + r.out,
 		"SCALE_MODE=" + mode, "SCALE_PARTITIONS=8", "SESSION_TIMEOUT=" + o.sessionTimeout.String(),
-		"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info",
+		"ADMIN_LISTEN=127.0.0.1:0", "LOG_LEVEL=info", "KEY_BY_IS_RECORD_KEY=" + strconv.FormatBool(copart),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -272,37 +301,52 @@ func (r *run) awaitCaughtUp(n int, limit time.Duration) error {
 	}
 }
 
-func throughput(o options, mode string, procs int) (time.Duration, error) {
-	r, err := newRun(o, mode, fmt.Sprintf("%s%d", mode, procs))
+// result is one throughput run: its wall time, and the CPU time its
+// pipeline processes used (user + system, from /proc), which the other
+// loads of a shared machine do not inflate as they do the wall time.
+type result struct {
+	wall, cpu time.Duration
+}
+
+func throughput(o options, mode string, procs int, copart bool) (result, error) {
+	tag := fmt.Sprintf("%s%d", mode, procs)
+	if copart {
+		tag += "c"
+	}
+	r, err := newRun(o, mode, tag, copart)
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer r.close()
 	if err := r.produce(o.n, o.keys); err != nil {
-		return 0, err
+		return result{}, err
 	}
 	start := time.Now()
 	for i := range procs {
 		id := fmt.Sprintf("p%d", i)
 		p, err := startProc(o, r.env, id)
 		if err != nil {
-			return 0, err
+			return result{}, err
 		}
 		r.procs[id] = p
 	}
 	if err := r.awaitCaughtUp(o.n, 10*time.Minute); err != nil {
-		return 0, err
+		return result{}, err
 	}
 	d := time.Since(start)
-	log.Printf("groupbench: %s x%d: %d records in %v", mode, procs, o.n, d.Round(time.Millisecond))
-	return d, nil
+	var cpu time.Duration
+	for _, p := range r.procs {
+		cpu += p.cpu()
+	}
+	log.Printf("groupbench: %s x%d (key_by_is_record_key %v): %d records in %v, %v of CPU", mode, procs, copart, o.n, d.Round(time.Millisecond), cpu)
+	return result{wall: d, cpu: cpu}, nil
 }
 
 // recovery runs 3 processes with input flowing, kills the one owning the
 // most repartition partitions, and times until the group's committed
 // offset of any of them moves.
 func recovery(o options, i int) ([]int32, time.Duration, error) {
-	r, err := newRun(o, "group", fmt.Sprintf("kill%d", i))
+	r, err := newRun(o, "group", fmt.Sprintf("kill%d", i), false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -400,7 +444,7 @@ func (r *run) produceSteadily(ctx context.Context, rate int) {
 // restore: one process reads keys records with distinct keys, stops
 // (final checkpoint), and starts again; the second restore's took.
 func restore(o options) (time.Duration, int64, error) {
-	r, err := newRun(o, "group", "restore")
+	r, err := newRun(o, "group", "restore", false)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -433,6 +477,25 @@ func restore(o options) (time.Duration, int64, error) {
 }
 
 // proc is one pipeline process.
+// cpu is the CPU time the process has used so far (utime + stime of
+// /proc/<pid>/stat, at the usual 100 ticks a second); 0 where /proc
+// cannot tell.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
 type proc struct {
 	cmd     *exec.Cmd
 	done    chan struct{}

@@ -109,7 +109,7 @@ func (s *checkpointSampler) completedAfter(id string, t time.Time) bool {
 }
 
 func rebalance(o options) ([]rebalanceRow, error) {
-	r, err := newRun(o, "group", "rebalance")
+	r, err := newRun(o, "group", "rebalance", false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/window"
+)
+
+// The repartition record (group mode's shuffle, router.shuffleOut). The
+// stateless steps run once, where a record is read; what crosses the
+// repartition topic is what the keyed side needs of the result, in one
+// binary value (the Kafka record has no key and no headers):
+//
+//	byte     shuffleMagic
+//	byte     shuffleVersion (1)
+//	uvarint  flags (shuffleTimed, shuffleWatermark, shuffleInterval, shuffleNoJoinKey, shuffleRightSide)
+//	uvarint  target: the index of the keyed operator (plan.targets)
+//	bytes    source topic      } where the input was read: its dead letters and
+//	varint   source partition  } late records name it, an interval join orders
+//	varint   source offset     } its buffers by it
+//	varint   input timestamp, Unix ms
+//	varint   event time, Unix ms            (shuffleTimed)
+//	varint   partition watermark before it  (shuffleWatermark)
+//	bytes    group key
+//	byte     its JSON kind (operator.KeyKind)
+//	bytes    body: an aggregate's or a window's values, evaluated
+//	         (operator.Aggregator.AppendInputs); an interval join's record
+//	         as JSON (shuffleInterval)
+//	nbytes   input key      } the input as read, for the dead letters and
+//	nbytes   input value    } late records the keyed side writes: they
+//	uvarint  header count   } carry it exactly as single mode's do
+//	  bytes, nbytes  each header's key and value
+//
+// bytes is a uvarint length and the bytes; nbytes the same with the
+// length plus one, 0 for nil (a tombstone's value, a null key). A record
+// that does not parse is a dead letter of the keyed side with the reason,
+// never a silent drop. A later format takes the next version; a reader
+// refuses versions it does not know.
+const (
+	shuffleMagic   byte = 0xE5
+	shuffleVersion byte = 1
+
+	shuffleTimed     = 1 << 0
+	shuffleWatermark = 1 << 1
+	shuffleInterval  = 1 << 2
+	shuffleNoJoinKey = 1 << 3
+	shuffleRightSide = 1 << 4
+	shuffleFlags     = 1<<5 - 1
+)
+
+// shuffled is one repartition record, decoded.
+type shuffled struct {
+	target int
+	// in is the input as read: key, value, headers, timestamp, and where.
+	in       kgo.Record
+	at, wm   int64 // wm is window.NoWatermark without one
+	timed    bool
+	groupKey string
+	kind     operator.KeyKind
+	// body: the aggregate's values, or (interval) the record as JSON.
+	body      []byte
+	interval  bool
+	noJoinKey bool
+	joinSide  operator.JoinSide
+}
+
+// appendShuffled appends s's encoding to dst.
+func appendShuffled(dst []byte, s *shuffled) []byte {
+	var flags uint64
+	if s.timed {
+		flags |= shuffleTimed
+		if s.wm != window.NoWatermark {
+			flags |= shuffleWatermark
+		}
+	}
+	if s.interval {
+		flags |= shuffleInterval
+		if s.noJoinKey {
+			flags |= shuffleNoJoinKey
+		}
+		if s.joinSide == operator.SideRight {
+			flags |= shuffleRightSide
+		}
+	}
+	dst = append(dst, shuffleMagic, shuffleVersion)
+	dst = binary.AppendUvarint(dst, flags)
+	dst = binary.AppendUvarint(dst, uint64(s.target))
+	dst = appendBytes(dst, []byte(s.in.Topic))
+	dst = binary.AppendVarint(dst, int64(s.in.Partition))
+	dst = binary.AppendVarint(dst, s.in.Offset)
+	dst = binary.AppendVarint(dst, s.in.Timestamp.UnixMilli())
+	if flags&shuffleTimed != 0 {
+		dst = binary.AppendVarint(dst, s.at)
+	}
+	if flags&shuffleWatermark != 0 {
+		dst = binary.AppendVarint(dst, s.wm)
+	}
+	dst = appendBytes(dst, []byte(s.groupKey))
+	dst = append(dst, byte(s.kind))
+	dst = appendBytes(dst, s.body)
+	dst = appendNullable(dst, s.in.Key)
+	dst = appendNullable(dst, s.in.Value)
+	dst = binary.AppendUvarint(dst, uint64(len(s.in.Headers)))
+	for _, h := range s.in.Headers {
+		dst = appendBytes(dst, []byte(h.Key))
+		dst = appendNullable(dst, h.Value)
+	}
+	return dst
+}
+
+func appendBytes(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+func appendNullable(dst, b []byte) []byte {
+	if b == nil {
+		return append(dst, 0)
+	}
+	return append(binary.AppendUvarint(dst, uint64(len(b))+1), b...)
+}
+
+// errShuffled: a repartition record that is not this format.
+var errShuffled = errors.New("malformed repartition record")
+
+// shuffleReader reads a repartition record's fields in order; the first
+// failure sticks, naming the field.
+type shuffleReader struct {
+	b   []byte
+	err error
+}
+
+func (r *shuffleReader) fail(field, why string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s: %s", errShuffled, field, why)
+	}
+	r.b = nil
+}
+
+func (r *shuffleReader) uvarint(field string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(field, "truncated or overlong varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *shuffleReader) varint(field string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(field, "truncated or overlong varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *shuffleReader) byte(field string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail(field, "truncated")
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *shuffleReader) take(field string, n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail(field, fmt.Sprintf("length %d beyond the record's end", n))
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *shuffleReader) bytes(field string) []byte { return r.take(field, r.uvarint(field)) }
+
+func (r *shuffleReader) nullable(field string) []byte {
+	n := r.uvarint(field)
+	if n == 0 || r.err != nil {
+		return nil
+	}
+	return r.take(field, n-1)
+}
+
+// decodeShuffled decodes v, a repartition record's value, into s. The
+// slices of s alias v; the source topic is s's own (kept from the record
+// s held before when it is the same: most are).
+func decodeShuffled(v []byte, s *shuffled) error {
+	prevTopic := s.in.Topic
+	switch {
+	case len(v) < 2 || v[0] != shuffleMagic:
+		return fmt.Errorf("%w: not written by a source side of this version (no magic byte)", errShuffled)
+	case v[1] != shuffleVersion:
+		return fmt.Errorf("%w: version %d, this process reads version %d (run every process of the job on one version)", errShuffled, v[1], shuffleVersion)
+	}
+	r := shuffleReader{b: v[2:]}
+	flags := r.uvarint("flags")
+	if flags&^shuffleFlags != 0 {
+		r.fail("flags", fmt.Sprintf("unknown flags %#x", flags&^shuffleFlags))
+	}
+	if flags&shuffleWatermark != 0 && flags&shuffleTimed == 0 {
+		r.fail("flags", "a watermark without an event time")
+	}
+	if flags&(shuffleNoJoinKey|shuffleRightSide) != 0 && flags&shuffleInterval == 0 {
+		r.fail("flags", "a join side without an interval join")
+	}
+	*s = shuffled{wm: window.NoWatermark}
+	target := r.uvarint("target")
+	if target > 1<<16 {
+		r.fail("target", fmt.Sprintf("%d out of range", target))
+	}
+	s.target = int(target)
+	if topic := r.bytes("source topic"); string(topic) == prevTopic {
+		s.in.Topic = prevTopic
+	} else {
+		s.in.Topic = string(topic)
+	}
+	part := r.varint("source partition")
+	if part < 0 || part > 1<<31-1 {
+		r.fail("source partition", fmt.Sprintf("%d out of range", part))
+	}
+	s.in.Partition = int32(part)
+	s.in.Offset = r.varint("source offset")
+	s.in.Timestamp = time.UnixMilli(r.varint("timestamp"))
+	if flags&shuffleTimed != 0 {
+		s.timed, s.at = true, r.varint("event time")
+	}
+	if flags&shuffleWatermark != 0 {
+		s.wm = r.varint("watermark")
+	}
+	s.groupKey = string(r.bytes("group key"))
+	s.kind = operator.KeyKind(r.byte("key kind"))
+	if r.err == nil && !operator.ValidKeyKind(s.kind) {
+		r.fail("key kind", fmt.Sprintf("unknown kind %d", s.kind))
+	}
+	s.body = r.bytes("body")
+	s.interval = flags&shuffleInterval != 0
+	s.noJoinKey = flags&shuffleNoJoinKey != 0
+	if s.interval {
+		s.joinSide = operator.SideLeft
+		if flags&shuffleRightSide != 0 {
+			s.joinSide = operator.SideRight
+		}
+	}
+	s.in.Key = r.nullable("input key")
+	s.in.Value = r.nullable("input value")
+	n := r.uvarint("header count")
+	if n > uint64(len(r.b)) { // each header takes two bytes at least
+		r.fail("header count", fmt.Sprintf("%d headers in %d bytes", n, len(r.b)))
+	}
+	if n > 0 && r.err == nil {
+		s.in.Headers = make([]kgo.RecordHeader, 0, n)
+		for range n {
+			k := r.bytes("header key")
+			s.in.Headers = append(s.in.Headers, kgo.RecordHeader{Key: string(k), Value: r.nullable("header value")})
+		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("end", fmt.Sprintf("%d bytes after the last field", len(r.b)))
+	}
+	return r.err
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/window"
+)
+
+func shuffledCases() []shuffled {
+	ts := time.UnixMilli(1_764_688_090_123)
+	return []shuffled{
+		{target: 0, in: kgo.Record{Topic: "in", Partition: 3, Offset: 42, Timestamp: ts, Key: []byte("k"), Value: []byte(`{"key":"a","amount":5}`)},
+			wm: window.NoWatermark, groupKey: "a", body: []byte{4, 10}},
+		{target: 2, in: kgo.Record{Topic: "orders", Partition: 0, Offset: 0, Timestamp: ts, Value: []byte{}},
+			timed: true, at: -5, wm: window.NoWatermark, groupKey: "", kind: 1},
+		{target: 7, in: kgo.Record{Topic: "t", Partition: 1<<31 - 1, Offset: 1 << 62, Timestamp: ts,
+			Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "", Value: nil}, {Key: "e", Value: []byte{}}}},
+			timed: true, at: 1_764_688_090_000, wm: 1_764_688_089_000, groupKey: "3", kind: 2,
+			interval: true, joinSide: operator.SideRight, noJoinKey: true, body: []byte(`{"x":1}`)},
+		{target: 1, in: kgo.Record{Topic: "in", Timestamp: ts, Key: []byte{}, Value: nil},
+			interval: true, joinSide: operator.SideLeft, wm: window.NoWatermark, groupKey: "k\x00\xff", body: []byte(`{}`)},
+	}
+}
+
+// TestShuffledRoundTrip: what the source side writes, the keyed side
+// reads back exactly: nil and empty kept apart, every flag, extreme
+// positions and times.
+func TestShuffledRoundTrip(t *testing.T) {
+	for i, want := range shuffledCases() {
+		enc := appendShuffled(nil, &want)
+		if len(enc) > shuffledSize(&want) {
+			t.Errorf("case %d: %d bytes, more than the %d shuffledSize allows", i, len(enc), shuffledSize(&want))
+		}
+		var got shuffled
+		if err := decodeShuffled(enc, &got); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(normShuffled(got), normShuffled(want)) {
+			t.Errorf("case %d:\n got %+v\nwant %+v", i, got, want)
+		}
+	}
+}
+
+// normShuffled makes two equal records compare equal: times by their
+// instant, and an empty body as nil (it is read back as an empty slice).
+func normShuffled(s shuffled) shuffled {
+	s.in.Timestamp = time.UnixMilli(s.in.Timestamp.UnixMilli())
+	if len(s.body) == 0 {
+		s.body = nil
+	}
+	if len(s.in.Headers) == 0 {
+		s.in.Headers = nil
+	}
+	return s
+}
+
+// TestShuffledMalformed: a record the source side did not write in this
+// format is refused with an error naming what is wrong, never a panic or a
+// half-read record taken as whole.
+func TestShuffledMalformed(t *testing.T) {
+	good := appendShuffled(nil, &shuffledCases()[2])
+	for _, c := range []struct {
+		name string
+		v    []byte
+		want string
+	}{
+		{"empty", nil, "no magic byte"},
+		{"old format (the input value)", []byte(`{"key":"a"}`), "no magic byte"},
+		{"next version", append([]byte{shuffleMagic, shuffleVersion + 1}, good[2:]...), "version 2"},
+		{"trailing byte", append(append([]byte{}, good...), 0), "bytes after the last field"},
+		{"unknown flag", []byte{shuffleMagic, shuffleVersion, 1 << 5}, "unknown flags"},
+		{"watermark without time", []byte{shuffleMagic, shuffleVersion, shuffleWatermark}, "watermark without an event time"},
+		{"join side without join", []byte{shuffleMagic, shuffleVersion, shuffleRightSide}, "join side without an interval join"},
+		{"length past the end", []byte{shuffleMagic, shuffleVersion, 0, 0, 100, 'a'}, "source topic: length 100 beyond the record's end"},
+		{"negative partition", []byte{shuffleMagic, shuffleVersion, 0, 0, 0, 1}, "source partition: -1 out of range"},
+		{"bad key kind", append([]byte{shuffleMagic, shuffleVersion, 0, 0, 0, 0, 0, 0, 0}, 9), "key kind: unknown kind 9"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s shuffled
+			err := decodeShuffled(c.v, &s)
+			if !errors.Is(err, errShuffled) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an errShuffled saying %q", err, c.want)
+			}
+		})
+	}
+	// Every cut of a good record fails.
+	for n := range len(good) {
+		var s shuffled
+		if err := decodeShuffled(good[:n], &s); !errors.Is(err, errShuffled) {
+			t.Fatalf("the first %d of %d bytes: got %v, want errShuffled", n, len(good), err)
+		}
+	}
+}
+
+// FuzzShuffled: decoding never panics, and what it accepts encodes to a
+// record that decodes the same.
+func FuzzShuffled(f *testing.F) {
+	for _, c := range shuffledCases() {
+		f.Add(appendShuffled(nil, &c))
+	}
+	f.Add([]byte{shuffleMagic, shuffleVersion})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		var s shuffled
+		if err := decodeShuffled(v, &s); err != nil {
+			if !errors.Is(err, errShuffled) {
+				t.Fatalf("error %v is not errShuffled", err)
+			}
+			return
+		}
+		var again shuffled
+		if err := decodeShuffled(appendShuffled(nil, &s), &again); err != nil {
+			t.Fatalf("re-encoded record refused: %v", err)
+		}
+		if !reflect.DeepEqual(normShuffled(s), normShuffled(again)) {
+			t.Fatalf("round trip changed it:\n%+v\n%+v", s, again)
+		}
+	})
+}
