@@ -251,7 +251,18 @@ func tryClaimMode(ctx context.Context, conn []kgo.Opt, job string, want config.S
 	rec := &kgo.Record{Topic: checkpoint.TopicName(job), Key: []byte(modeKey(job)), Value: []byte(want)}
 	err = cl.ProduceSync(ctx, rec).FirstErr()
 	if err == nil {
-		return want, cl.EndTransaction(ctx, kgo.TryCommit)
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			if errors.Is(err, kerr.UnknownServerError) {
+				// Kafka 4.1 answers a commit that races another
+				// claimer's initialization of the transactional id this
+				// way (IllegalStateException: PREPARE_COMMIT while
+				// PREPARE_EPOCH_FENCE is pending); the fence aborts the
+				// transaction. The next pass reads what was claimed.
+				return "", fmt.Errorf("%w: %w", errClaimUnsettled, err)
+			}
+			return "", err
+		}
+		return want, nil
 	}
 	if aerr := cl.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort); aerr != nil && !fencedClaim(aerr) {
 		err = errors.Join(err, aerr)
@@ -259,9 +270,13 @@ func tryClaimMode(ctx context.Context, conn []kgo.Opt, job string, want config.S
 	return "", err
 }
 
+// errClaimUnsettled: a claim's commit failed in a way that leaves its
+// outcome to be read again.
+var errClaimUnsettled = errors.New("the claim's commit raced another claimer")
+
 // fencedClaim reports whether err is the brokers' answer to a claimer
 // whose epoch another claimer's initialization ended.
 func fencedClaim(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+	return errors.Is(err, errClaimUnsettled) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kgo.ErrAborting)
 }

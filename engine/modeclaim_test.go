@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/kstore"
@@ -219,5 +222,44 @@ func TestSingleModeStopsWhenTheGroupHasMembers(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("single mode runs on while the job's group has a member:\n%s", r.logs.String())
+	}
+}
+
+// Kafka 4.1 answers a claim's commit that races another claimer's
+// InitProducerId with UNKNOWN_SERVER_ERROR (its coordinator throws
+// IllegalStateException: PREPARE_COMMIT while PREPARE_EPOCH_FENCE is
+// pending), which TestClaimModeRace met on the real broker. The claim's
+// outcome is then unknown: the claimer reads the claim again, and its
+// next pass claims.
+func TestClaimRetriesACommitTheBrokerFailed(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	failed := 0
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		ereq := req.(*kmsg.EndTxnRequest)
+		if !ereq.Commit || failed > 0 {
+			return nil, nil, false
+		}
+		failed++
+		resp := ereq.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	conn := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kstore.Ensure(ctx, kadm.NewClient(kafkatest.Client(t, c.ListenAddrs())), "job", -1); err != nil {
+		t.Fatal(err)
+	}
+	won, err := claimMode(ctx, conn, "job", config.ScaleGroup, false, time.Minute, func(d time.Duration) time.Duration { return d })
+	if err != nil || won != config.ScaleGroup || failed != 1 {
+		t.Fatalf("claim: %q, %v (commits failed: %d)", won, err, failed)
+	}
+	recs, err := readJobRecords(ctx, conn, "job")
+	if err != nil || recs.claim != config.ScaleGroup {
+		t.Fatalf("the job's claim after the retry: %q %v", recs.claim, err)
 	}
 }
