@@ -74,7 +74,7 @@ func (s *sourceTask) awaitSchemas(ctx context.Context, recs []*kgo.Record, to li
 	// input (shufflecodec.go), and the repartition topic is no source's.
 	backoff := 100 * time.Millisecond
 	for {
-		err := set.Prefetch(ctx, recs, nil)
+		err := set.Prefetch(ctx, recs)
 		if err == nil || !schema.Unavailable(err) {
 			return err
 		}

@@ -282,7 +282,7 @@ func (tt *tableTask) prefetch(ctx context.Context, recs []*kgo.Record) error {
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		err := set.Prefetch(ctx, recs, nil)
+		err := set.Prefetch(ctx, recs)
 		if err == nil || !schema.Unavailable(err) {
 			return err
 		}

@@ -400,7 +400,7 @@ func recycle(maps *fieldMaps, r *Record) {
 	// record: with the last hold on it, when branches share it.
 	r.release(maps, r.order == nil || r.changed)
 	r.fields, r.order, r.decoded, r.changed, r.metaSet, r.partial, r.compact = nil, nil, false, false, 0, nil, false
-	r.intsRead, r.joined, r.carried = false, nil, nil
+	r.intsRead, r.joined = false, nil
 	r.key, r.keyDecoded, r.tombstone, r.skip, r.decimals = nil, false, false, false, false
 	r.clearSlots()
 }

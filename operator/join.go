@@ -48,40 +48,11 @@ type JoinCounter interface {
 	Joined(matched bool)
 }
 
-// joinedValue is a table value a join shows the later steps of a record,
-// and the bytes it was decoded from (raw; found false: none, a left
-// join's nil).
+// joinedValue is a table value a join shows the later steps of a record
+// (found false: none, a left join's nil).
 type joinedValue struct {
 	name  string
 	value any
-	raw   []byte
-	found bool
-}
-
-// Joins calls fn with each table value a join showed r: its name, the
-// bytes of the table record's value it was decoded from, and whether
-// there was one (false: a left join's miss). Group mode's source side
-// carries them to the keyed side (CarryJoin), which must see what the
-// source side saw, not look the key up again.
-func (r *Record) Joins(fn func(name string, raw []byte, found bool)) {
-	for _, jv := range r.joined {
-		fn(jv.name, jv.raw, jv.found)
-	}
-}
-
-// CarryJoin makes the join named name show r the table value raw
-// decodes to (found false: none) instead of looking its key up: what
-// another process's join found for the record (Joins).
-func (r *Record) CarryJoin(name string, raw []byte, found bool) {
-	if r.carried == nil {
-		r.carried = map[string]carriedJoin{}
-	}
-	r.carried[name] = carriedJoin{raw: raw, found: found}
-}
-
-// carriedJoin is one join's result, found by another process.
-type carriedJoin struct {
-	raw   []byte
 	found bool
 }
 
@@ -113,25 +84,9 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 	if err != nil {
 		return false, err
 	}
-	var (
-		found any
-		raw   []byte
-	)
+	var found any
 	ok := false
-	if c, carried := r.carried[j.as]; carried {
-		// The source side's result, not this process's table's.
-		if c.found {
-			if j.t == nil {
-				return false, &RecordError{Step: j.path, Code: CodeEval, Reason: "table " + j.table + " is not loaded"}
-			}
-			dv, derr := j.t.decode(c.raw)
-			if derr != nil {
-				derr.Step = j.path
-				return false, derr
-			}
-			found, raw, ok = dv, c.raw, true
-		}
-	} else if v != nil {
+	if v != nil {
 		k, kerr := KeyString(v)
 		if kerr != nil {
 			return false, kerr.withStep(key.path)
@@ -140,12 +95,12 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 		case j.asOf && j.vt != nil:
 			// As of the record's event time (a late record, before the
 			// table's horizon, finds nothing: VersionedTable rule 4).
-			found, raw, ok, _ = j.vt.LookupAsOf(k, r.AsOf)
+			found, _, ok, _ = j.vt.LookupAsOf(k, r.AsOf)
 		case j.asOf || j.t == nil:
 			// Unreachable: the runtime binds every join before it runs.
 			return false, &RecordError{Step: j.path, Code: CodeEval, Reason: "table " + j.table + " is not loaded"}
 		default:
-			found, raw, ok = j.t.lookupRaw(k)
+			found, ok = j.t.Lookup(k)
 		}
 	}
 	if j.count != nil {
@@ -157,7 +112,7 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 	if ok && j.t != nil && j.t.decimals {
 		r.decimals = true // a schema format's value may hold Decimals
 	}
-	r.joined = append(r.joined, joinedValue{name: j.as, value: found, raw: raw, found: ok})
+	r.joined = append(r.joined, joinedValue{name: j.as, value: found, found: ok})
 	return true, nil
 }
 

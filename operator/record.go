@@ -96,9 +96,6 @@ type Record struct {
 	// joined are the table values join steps showed the record's later
 	// steps, in join order (join.go); never part of its value.
 	joined []joinedValue
-	// carried are joins' results found by another process (CarryJoin),
-	// by name: the joins use them instead of their tables.
-	carried map[string]carriedJoin
 	// inputs are its aggregate's values as the source side of group
 	// mode's shuffle evaluated them (SetShuffled): Add takes them as they
 	// are.

@@ -47,11 +47,10 @@ type tableShard struct {
 	_  [32]byte // with the lock and the map, a cache line of its own
 }
 
-// tableEntry is one key's latest value, the bytes of the record value it
-// was decoded from (raw), and the bytes of its key and value (size).
+// tableEntry is one key's latest value, decoded, and the bytes of its
+// key and value as read (size).
 type tableEntry struct {
 	value any
-	raw   []byte
 	size  int64
 }
 
@@ -121,7 +120,7 @@ func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
 		t.delete(k)
 		return "", nil
 	}
-	t.put(k, tableEntry{value: v, raw: value, size: int64(len(key) + len(value))})
+	t.put(k, tableEntry{value: v, size: int64(len(key) + len(value))})
 	return "", nil
 }
 
@@ -184,14 +183,6 @@ func (t *Table) decodeWith(dec *decoder, value []byte) (any, *RecordError) {
 	return v, nil
 }
 
-// decode decodes the bytes of a table value another process found
-// (Record.CarryJoin), as Apply decoded them there. Safe for concurrent
-// use: it has a JSON decoder of its own.
-func (t *Table) decode(raw []byte) (any, *RecordError) {
-	var dec decoder
-	return t.decodeWith(&dec, raw)
-}
-
 func (t *Table) shard(k string) *tableShard {
 	return &t.shards[maphash.String(t.seed, k)%tableShards]
 }
@@ -223,15 +214,9 @@ func (t *Table) delete(k string) {
 // Lookup returns the latest value of key and whether the table holds one.
 // The value is shared: read it, never change it.
 func (t *Table) Lookup(key string) (any, bool) {
-	v, _, ok := t.lookupRaw(key)
-	return v, ok
-}
-
-// lookupRaw is Lookup, with the bytes the value was decoded from.
-func (t *Table) lookupRaw(key string) (any, []byte, bool) {
 	s := t.shard(key)
 	s.mu.RLock()
 	e, ok := s.m[key]
 	s.mu.RUnlock()
-	return e.value, e.raw, ok
+	return e.value, ok
 }

@@ -266,7 +266,7 @@ sinks:
 			t.Fatal(err)
 		}
 		rec := &operator.Record{Topic: "events", Value: b, Format: config.FormatAvro}
-		if err := set.Prefetch(context.Background(), []*kgo.Record{{Topic: "events", Value: b}}, nil); err != nil {
+		if err := set.Prefetch(context.Background(), []*kgo.Record{{Topic: "events", Value: b}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, rerr := chain.Process(rec); rerr != nil {

@@ -68,7 +68,7 @@ sinks:
 	small := encodeAvro(t, id, debeziumAvro, map[string]any{"before": nil, "after": row(2, "9.99"), "source": src, "op": "c", "ts_ms": nil})
 	del := encodeAvro(t, id, debeziumAvro, map[string]any{"before": row(1, "12.50"), "after": nil, "source": src, "op": "d", "ts_ms": int64(6)})
 	recs := []*kgo.Record{{Topic: "orders", Value: update}, {Topic: "orders", Value: small}, {Topic: "orders", Value: del}, {Topic: "orders", Key: []byte("k")}}
-	if err := set.Prefetch(context.Background(), recs, nil); err != nil {
+	if err := set.Prefetch(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
 	var out []string

@@ -118,7 +118,7 @@ func TestProtobufRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &kgo.Record{Topic: "payments", Value: b}
-	if err := set.Prefetch(context.Background(), []*kgo.Record{rec}, nil); err != nil {
+	if err := set.Prefetch(context.Background(), []*kgo.Record{rec}); err != nil {
 		t.Fatal(err)
 	}
 	dec, rerr := set.Inputs()["payments"].Value.DecodeObject(b)
@@ -232,7 +232,7 @@ func TestJSONSchemaReadAndWrite(t *testing.T) {
 	invalid := frame(`{"n":1,"parity":"maybe","amount":1}`)
 	notJSON := frame(`{"n":1,`)
 	recs := []*kgo.Record{{Topic: "payments", Value: good}, {Topic: "payments", Value: invalid}, {Topic: "payments", Value: notJSON}}
-	if err := set.Prefetch(context.Background(), recs, nil); err != nil {
+	if err := set.Prefetch(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
 	dec := set.Inputs()["payments"].Value

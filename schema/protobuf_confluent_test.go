@@ -113,7 +113,7 @@ func TestProtobufReadsConfluentPythonSerializer(t *testing.T) {
 			framed, _ := header.AppendEncode(nil, id, nil) // this registry's id
 			framed = append(framed, rec[5:]...)
 			kr := &kgo.Record{Topic: "payments", Value: framed}
-			if err := set.Prefetch(context.Background(), []*kgo.Record{kr}, nil); err != nil {
+			if err := set.Prefetch(context.Background(), []*kgo.Record{kr}); err != nil {
 				t.Fatal(err)
 			}
 			dec, rerr := set.Inputs()["payments"].Value.DecodeObject(framed)

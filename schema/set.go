@@ -139,21 +139,13 @@ func (s *Set) Sink(i int) *Sink { return s.sinks[i] }
 // ErrUnavailable (wrapped) when the registry gave no answer: call it again
 // later (the records wait; they are not decoded meanwhile), or ctx's
 // error.
-//
-// origin names the topic a record was read from (nil: its own topic): a
-// group-mode job reads a source's records back from its repartition
-// topic.
-func (s *Set) Prefetch(ctx context.Context, recs []*kgo.Record, origin func(*kgo.Record) string) error {
+func (s *Set) Prefetch(ctx context.Context, recs []*kgo.Record) error {
 	if s == nil || s.reg == nil || len(s.framed) == 0 {
 		return nil
 	}
 	last := -1 // most records of a poll name the same id
 	for _, rec := range recs {
-		topic := rec.Topic
-		if origin != nil {
-			topic = origin(rec)
-		}
-		f, ok := s.framed[topic]
+		f, ok := s.framed[rec.Topic]
 		if !ok {
 			continue
 		}
@@ -166,29 +158,6 @@ func (s *Set) Prefetch(ctx context.Context, recs []*kgo.Record, origin func(*kgo
 			if err := s.reg.fetch(ctx, id); err != nil {
 				return err
 			}
-		}
-	}
-	return nil
-}
-
-// PrefetchTables makes sure the schema ids that the table values vals
-// name are in the cache (vals: bytes of a table record's value, or not
-// framed at all), as Prefetch does for records: a group-mode job's keyed
-// side decodes the table values its source side found. Nil without
-// tables in a schema format.
-func (s *Set) PrefetchTables(ctx context.Context, vals [][]byte) error {
-	if s == nil || s.reg == nil || len(s.tables) == 0 {
-		return nil
-	}
-	last := -1
-	for _, b := range vals {
-		id, ok := schemaID(b)
-		if !ok || id == last {
-			continue
-		}
-		last = id
-		if err := s.reg.fetch(ctx, id); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -128,7 +128,7 @@ func TestAvroSumsThroughTheChain(t *testing.T) {
 	garbage := &kgo.Record{Topic: "payments", Value: append(append([]byte(nil), recs[0].Value[:5]...), 0xff)}
 	notFramed := &kgo.Record{Topic: "payments", Value: []byte(`{"n":1}`)}
 	recs = append(recs, unknown, garbage, notFramed)
-	if err := set.Prefetch(context.Background(), recs, nil); err != nil {
+	if err := set.Prefetch(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -199,7 +199,7 @@ func TestPrefetchWaitsForAnUnreachableRegistry(t *testing.T) {
 	}
 	rec := &kgo.Record{Topic: "payments", Value: encodeAvro(t, id, paymentV1, map[string]any{"n": int64(1), "parity": "odd", "amount": decimal(t, "1.00"), "ts": time.Now()})}
 	for range 3 {
-		if err := set.Prefetch(context.Background(), []*kgo.Record{rec}, nil); !Unavailable(err) {
+		if err := set.Prefetch(context.Background(), []*kgo.Record{rec}); !Unavailable(err) {
 			t.Fatalf("Prefetch while down: %v, want ErrUnavailable", err)
 		}
 	}
@@ -210,7 +210,7 @@ func TestPrefetchWaitsForAnUnreachableRegistry(t *testing.T) {
 		t.Errorf("waiting = %v during the outage", got)
 	}
 	down.Store(false)
-	if err := set.Prefetch(context.Background(), []*kgo.Record{rec}, nil); err != nil {
+	if err := set.Prefetch(context.Background(), []*kgo.Record{rec}); err != nil {
 		t.Fatal(err)
 	}
 	if e := set.reg.cached(id); e == nil || e.err != nil {
@@ -231,7 +231,7 @@ func TestPrefetchWaitsForAnUnreachableRegistry(t *testing.T) {
 	// A closed registry (connection refused) is an outage too.
 	reg.Close()
 	other := &kgo.Record{Topic: "payments", Value: []byte{0, 0, 0, 0, 99, 0}}
-	if err := set.Prefetch(context.Background(), []*kgo.Record{other}, nil); !Unavailable(err) {
+	if err := set.Prefetch(context.Background(), []*kgo.Record{other}); !Unavailable(err) {
 		t.Fatalf("Prefetch with the registry gone: %v", err)
 	}
 }
@@ -429,7 +429,7 @@ func TestRegistryAuthAndTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = set.Prefetch(context.Background(), []*kgo.Record{rec}, nil)
+			err = set.Prefetch(context.Background(), []*kgo.Record{rec})
 			if right && err != nil {
 				t.Errorf("%s: %v", tt.auth, err)
 			}
