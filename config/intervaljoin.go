@@ -92,10 +92,7 @@ func (v *validator) intervalJoin(kpath string, i int, g *Graph, n int, upstream 
 			}
 		}
 	}
-	switch {
-	case v.c.Scale.Mode == ScaleGroup:
-		v.fail(kpath, "interval joins are not supported in group mode yet (issue 35: both streams repartitioned by the join key): use scale.mode: single")
-	case v.c.Guarantee == AtMostOnce:
+	if v.c.Guarantee == AtMostOnce {
 		v.fail(kpath, "an interval join emits when a checkpoint's watermark closes a record's interval, and guarantee: %s takes no checkpoints: use guarantee: %s or %s",
 			AtMostOnce, AtLeastOnce, ExactlyOnce)
 	}

@@ -145,10 +145,9 @@ func TestIntervalJoinErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "group mode and late topics",
+			name: "group mode runs it; late topics",
 			yaml: strings.Replace(matched, "as: o, how: left}", "as: o, how: left, late_records: drop, late_topic: x}", 1) + "scale: {mode: group}\n",
 			want: []string{
-				"c.yaml:14:5: steps[0].join: interval joins are not supported in group mode yet (issue 35: both streams repartitioned by the join key): use scale.mode: single",
 				"c.yaml:14:138: steps[0].join.late_topic: late_records: drop writes no late topic: remove late_topic, or set late_records: side_output",
 			},
 		},
@@ -198,5 +197,17 @@ sinks:
 				t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestIntervalJoinInGroupMode: group mode runs an interval join, and
+// pipeline validate says both streams cross the repartition topic.
+func TestIntervalJoinInGroupMode(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(matched+"scale: {mode: group}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "; repartitions every keyed record through job-repartition (32 partitions)"; !strings.HasSuffix(c.Summary(), want) {
+		t.Fatalf("summary %q does not end with %q", c.Summary(), want)
 	}
 }

@@ -243,7 +243,7 @@ func (c *Config) Fingerprint() string {
 func (c *Config) shuffleSummary() string {
 	keyed := false
 	for _, s := range c.Steps {
-		keyed = keyed || s.KeyBy != ""
+		keyed = keyed || s.KeyBy != "" || s.Join != nil && s.Join.Interval()
 	}
 	switch {
 	case !keyed:

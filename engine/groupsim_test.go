@@ -136,6 +136,10 @@ type gsim struct {
 	copartitioned bool
 	lateness      int64
 	wview         gsimWindowView
+	// joined: the job is the interval join (groupsimintervaljoin_test.go),
+	// judged by its oracle.
+	joined bool
+	pview  gsimPairView
 }
 
 // gproc is one process: a Job with its own instance id, and its member
@@ -177,7 +181,8 @@ type gsimView struct {
 
 // gsimKind is the job the simulation runs: the keyed sum through the
 // repartition topic, parity-windows with tumbling, hopping or session
-// windows, or the keyed sum of an input already partitioned by its key.
+// windows, the keyed sum of an input already partitioned by its key, or
+// the interval join of two streams.
 type gsimKind int
 
 const (
@@ -186,6 +191,7 @@ const (
 	gsimHopping
 	gsimSessions
 	gsimCopartitioned
+	gsimIntervalJoin
 )
 
 // windows reports whether kind is a windowed job, and its windows.
@@ -220,6 +226,9 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind)
 	base := paritySumYAML
 	if w, ok := kind.windows(); ok {
 		base = s.windowsConfig(env, w)
+	}
+	if kind == gsimIntervalJoin {
+		base = s.intervalJoinConfig(env)
 	}
 	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
 	if kind == gsimCopartitioned {
@@ -696,7 +705,7 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 		for k := 1 + s.w.rng.IntN(s.burst); k > 0 && s.fed < s.want; k-- {
 			s.fed++
 			in := simInput{n: int64(s.fed), bad: s.w.rng.IntN(40) == 0}
-			if s.windowed {
+			if s.windowed || s.joined {
 				in.ts = s.eventTime(in.n)
 			}
 			p := s.w.rng.IntN(gsimInParts)
@@ -806,6 +815,9 @@ func (s *gsim) check() error {
 	if s.windowed {
 		return s.checkWindows(false)
 	}
+	if s.joined {
+		return s.checkPairs(false)
+	}
 	v := &s.view
 	if v.next == nil {
 		v.next, v.last, v.counted, v.dead, v.tableDead = map[memkafka.TP]int64{}, map[string]simAgg{}, map[string]map[int64]bool{}, map[string]bool{}, map[string]bool{}
@@ -906,6 +918,12 @@ func (s *gsim) checkEnd() error {
 	}
 	if s.windowed {
 		if err := s.checkWindows(true); err != nil {
+			return err
+		}
+		return s.stalled
+	}
+	if s.joined {
+		if err := s.checkPairs(true); err != nil {
 			return err
 		}
 		return s.stalled
@@ -1254,7 +1272,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows", playFaults, 100, gsimSessions}, {"windows_live_savepoint", playLive, 100, gsimWindows},
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
-		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned}} {
+		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
+		{"interval_join", playFaults, 100, gsimIntervalJoin}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
@@ -1280,7 +1299,7 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned} {
+	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimIntervalJoin} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {

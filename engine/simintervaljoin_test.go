@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/window"
 )
@@ -55,6 +56,10 @@ sinks:
   - {from: pairs, topic: "${OUTPUT_TOPIC}"}
 admin:
   listen: ${ADMIN_LISTEN}
+scale:
+  mode: ${SCALE_MODE:-single}
+  partitions: ${SCALE_PARTITIONS:-32}
+  session_timeout: ${SESSION_TIMEOUT:-10s}
 `
 
 const simBefore, simAfter = 30, 60 // ms
@@ -84,11 +89,23 @@ type simPair struct {
 // pairOracle is what the inputs before offsets give: every result, the
 // late inputs, the bad ones, and each partition's largest event time.
 func (r *simRun) pairOracle(offsets []int64) (map[simPair]bool, windowOracle) {
-	o := windowOracle{late: map[simTP]bool{}, maxTime: make([]int64, simPartitions)}
-	var lefts, rights []simInput
+	ins := make([][]simInput, len(offsets))
 	for p, off := range offsets {
+		ins[p] = r.inputs[p][:off]
+	}
+	return pairsOf(ins, r.job.keyOf)
+}
+
+// pairsOf is the interval join's results of inputs (by partition, each
+// in offset order) by the documented rules, keyed by keyOf, with the late
+// inputs, the bad ones and each partition's largest event time: the
+// oracle of the single-mode and the group simulation.
+func pairsOf(inputs [][]simInput, keyOf func(int64) string) (map[simPair]bool, windowOracle) {
+	o := windowOracle{late: map[simTP]bool{}, maxTime: make([]int64, len(inputs))}
+	var lefts, rights []simInput
+	for p, ins := range inputs {
 		max := int64(window.NoWatermark)
-		for i, in := range r.inputs[p][:off] {
+		for i, in := range ins {
 			if in.bad {
 				o.bad++
 				continue
@@ -110,7 +127,7 @@ func (r *simRun) pairOracle(offsets []int64) (map[simPair]bool, windowOracle) {
 	for _, l := range lefts {
 		matched := false
 		for _, rt := range rights {
-			if r.job.keyOf(l.n) == r.job.keyOf(rt.n) && l.ts-simBefore <= rt.ts && rt.ts <= l.ts+simAfter {
+			if keyOf(l.n) == keyOf(rt.n) && l.ts-simBefore <= rt.ts && rt.ts <= l.ts+simAfter {
 				results[simPair{l.n, rt.n, maxInt(l.ts, rt.ts)}] = true
 				matched = true
 			}
@@ -135,36 +152,10 @@ func (r *simRun) catchUpPairs() error {
 		}
 	}
 	for _, out := range v.tail(r.w, "out") {
-		var o struct {
-			N   int64 `json:"n"`
-			TS  int64 `json:"ts"`
-			Odd *struct {
-				N  int64 `json:"n"`
-				TS int64 `json:"ts"`
-			} `json:"odd"`
+		p, err := decodePair(out, r.job.keyOf, v.lastPair)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal(out.Value, &o); err != nil {
-			return fmt.Errorf("output %s: %v", out.Value, err)
-		}
-		p := simPair{left: o.N, closes: o.TS + simAfter}
-		if o.Odd != nil {
-			p = simPair{o.N, o.Odd.N, max(o.TS, o.Odd.TS)}
-		}
-		ts := out.Timestamp.UnixMilli()
-		if want := max(o.TS, p.closes-simAfter); o.Odd == nil && ts != o.TS || o.Odd != nil && ts != p.closes {
-			return fmt.Errorf("output %s: timestamp %d, want %d", out.Value, ts, want)
-		}
-		key := string(out.Key)
-		if key != r.job.keyOf(o.N) {
-			return fmt.Errorf("output %s: key %q, want the join key %q", out.Value, key, r.job.keyOf(o.N))
-		}
-		// One key's results go to one output partition, in the order
-		// they close (then by the left input's time and place): a
-		// replay writes them in the same order.
-		if last, ok := v.lastPair[key]; ok && last.closes > p.closes {
-			return fmt.Errorf("key %s: result %+v committed after %+v, which closes later", key, p, last)
-		}
-		v.lastPair[key] = p
 		v.pairs[p]++
 	}
 	for _, rec := range v.tail(r.w, simLateTopic) {
@@ -178,6 +169,44 @@ func (r *simRun) catchUpPairs() error {
 	}
 	v.dead += len(v.tail(r.w, r.cfg.Sinks[0].DeadLetterTopic))
 	return nil
+}
+
+// decodePair is the result an output of the interval join holds, checked
+// against what a result must be: its timestamp its close, its key the
+// join key, and each key's results in the order they close. last is
+// each key's result before (updated).
+func decodePair(out memkafka.Record, keyOf func(int64) string, last map[string]simPair) (simPair, error) {
+	var o struct {
+		N   int64 `json:"n"`
+		TS  int64 `json:"ts"`
+		Odd *struct {
+			N  int64 `json:"n"`
+			TS int64 `json:"ts"`
+		} `json:"odd"`
+	}
+	if err := json.Unmarshal(out.Value, &o); err != nil {
+		return simPair{}, fmt.Errorf("output %s: %v", out.Value, err)
+	}
+	p := simPair{left: o.N, closes: o.TS + simAfter}
+	if o.Odd != nil {
+		p = simPair{o.N, o.Odd.N, max(o.TS, o.Odd.TS)}
+	}
+	ts := out.Timestamp.UnixMilli()
+	if want := max(o.TS, p.closes-simAfter); o.Odd == nil && ts != o.TS || o.Odd != nil && ts != p.closes {
+		return simPair{}, fmt.Errorf("output %s: timestamp %d, want %d", out.Value, ts, want)
+	}
+	key := string(out.Key)
+	if key != keyOf(o.N) {
+		return simPair{}, fmt.Errorf("output %s: key %q, want the join key %q", out.Value, key, keyOf(o.N))
+	}
+	// One key's results go to one output partition, in the order they
+	// close (then by the left input's time and place): a replay writes
+	// them in the same order.
+	if l, ok := last[key]; ok && l.closes > p.closes {
+		return simPair{}, fmt.Errorf("key %s: result %+v committed after %+v, which closes later", key, p, l)
+	}
+	last[key] = p
+	return p, nil
 }
 
 // checkPairs is check for the interval join.

@@ -45,7 +45,10 @@ const HeaderLateJoinSide = "pipeline.late.join_side"
 //  2. Any other record is buffered under its key and matched against the
 //     other side's buffer: a left record remembers that it matched.
 //  3. At barrier N, with the job's watermark W(N), the operator emits every
-//     pair whose time max(t, t') is in [W(N-1), W(N)), then, under how:
+//     pair of a key whose time max(t, t') is in [F, W(N)), F the
+//     watermark the key last fired at (W(N-1) in single mode; in group
+//     mode the key group's previous owner may have fired it at another
+//     watermark than this process resumes from), then, under how:
 //     left, every left record that never matched and whose interval closed
 //     (t+after < W(N)), at time t; all sorted by (the time the result
 //     closed, the key, the left record's time and place, the right
@@ -57,9 +60,10 @@ const HeaderLateJoinSide = "pipeline.late.join_side"
 // first stays buffered until the watermark passes every time a partner
 // could have, and a partner arriving later is at or above that watermark.
 // And a pair's time is at most both records' expiry, so it is emitted
-// before either is dropped. The buffers are the state: checkpointed as the
-// other keyed operators' are, and restored exactly; the output of an epoch
-// depends on W(N-1) and W(N) only, which the checkpoint holds.
+// before either is dropped. The buffers, with each key's F, are the state:
+// checkpointed as the other keyed operators' are, and restored exactly;
+// the output of an epoch depends on each key's F and W(N) only, which the
+// checkpoint holds.
 type IntervalJoin struct {
 	env   *Env
 	sinks Sinks
@@ -105,9 +109,21 @@ func (o *IntervalJoin) Summary() checkpoint.StateSummary {
 	return checkpoint.StateSummary{Operator: o.spec.ID, Keys: uint64(o.store.Len()), Bytes: uint64(max(0, o.store.ApproxBytes()))}
 }
 
-// JoinBuffers are one key's buffered records, each side in arrival order.
+// JoinBuffers are one key's buffered records, each side in arrival order,
+// and the watermark its results were emitted below.
 type JoinBuffers struct {
 	Left, Right []JoinEntry
+	// Fired is the watermark of the last barrier that fired the key:
+	// its results that close below it were emitted (window.NoWatermark:
+	// none yet). It is the key's own, not the operator's: in group mode
+	// a key group's results were fired at the watermark of the process
+	// that owned it, which may be below or above the watermark this one
+	// resumes from (the least of its repartition partitions').
+	Fired int64
+	// firedAtResume: state of the first format, which had no Fired; the
+	// operator's resumed watermark stands for it (single mode, where one
+	// watermark fires every key).
+	firedAtResume bool
 }
 
 // JoinEntry is one buffered record.
@@ -153,7 +169,7 @@ func (o *IntervalJoin) Process(in *Input) Result {
 	slot := o.store.Slot(key)
 	b, ok := slot.Get()
 	if !ok {
-		b = &JoinBuffers{}
+		b = &JoinBuffers{Fired: window.NoWatermark}
 	}
 	if left {
 		for _, r := range b.Right {
@@ -251,8 +267,11 @@ func (o *IntervalJoin) Barrier(watermark int64) (Result, []state.ChangelogRecord
 	o.buildTimers()
 	prev := o.watermark
 	var res Result
-	if watermark != window.NoWatermark && watermark > prev {
-		o.watermark = watermark
+	// Not only when the watermark moves: a key may have fired below it
+	// (group mode: its key group's previous owner fired at a lower
+	// watermark), and its timer says so.
+	if watermark != window.NoWatermark {
+		o.watermark = max(prev, watermark)
 		o.due = o.due[:0]
 		o.keys = o.timers.PopUntil(watermark-1, o.keys[:0])
 		for _, key := range o.keys {
@@ -277,14 +296,16 @@ func (o *IntervalJoin) Barrier(watermark int64) (Result, []state.ChangelogRecord
 	return res, o.store.Snapshot().Records(), []checkpoint.StateSummary{o.Summary()}
 }
 
-// fire collects key's results that close in [prev, wm), drops what wm
-// expires, and re-arms the key's timer.
+// fire collects key's results that close in [the key's Fired, wm), drops
+// what wm expires, and re-arms the key's timer. prev is the operator's
+// watermark before this barrier.
 func (o *IntervalJoin) fire(key string, prev, wm int64) {
 	kb := []byte(key)
 	b, ok := o.store.Get(kb)
 	if !ok {
 		return
 	}
+	prev = o.fired(b, prev)
 	for i := range b.Left {
 		l := &b.Left[i]
 		if l.NoKey {
@@ -299,7 +320,7 @@ func (o *IntervalJoin) fire(key string, prev, wm int64) {
 	}
 	// The results point into b's arrays: what is kept goes to new ones,
 	// and b's are left as they are until the results are written.
-	var kept JoinBuffers
+	kept := JoinBuffers{Fired: max(prev, wm)}
 	for i := range b.Left {
 		l := &b.Left[i]
 		if o.leftExpiry(l) >= wm {
@@ -315,7 +336,7 @@ func (o *IntervalJoin) fire(key string, prev, wm int64) {
 			kept.Right = append(kept.Right, b.Right[i])
 		}
 	}
-	changed := len(kept.Left) != len(b.Left) || len(kept.Right) != len(b.Right)
+	changed := len(kept.Left) != len(b.Left) || len(kept.Right) != len(b.Right) || kept.Fired != b.Fired || b.firedAtResume
 	b = &kept
 	if len(b.Left) == 0 && len(b.Right) == 0 {
 		o.store.Delete(kb)
@@ -324,9 +345,18 @@ func (o *IntervalJoin) fire(key string, prev, wm int64) {
 	if changed {
 		o.store.Put(kb, b)
 	}
-	if next, ok := o.next(b, wm); ok {
+	if next, ok := o.next(b, kept.Fired); ok {
 		o.timers.Add(next, key)
 	}
+}
+
+// fired is the watermark b's results were emitted below; watermark stands
+// for it in state of the first format.
+func (o *IntervalJoin) fired(b *JoinBuffers, watermark int64) int64 {
+	if b.firedAtResume {
+		return watermark
+	}
+	return b.Fired
 }
 
 // next is the earliest time something of b is due after watermark wm: a
@@ -367,7 +397,10 @@ func (o *IntervalJoin) buildTimers() {
 		if !ok {
 			continue
 		}
-		if next, ok := o.next(b, o.watermark); ok {
+		// From the key's own watermark: a result of a key group that
+		// its previous owner fired below this one's watermark is due at
+		// the first barrier.
+		if next, ok := o.next(b, o.fired(b, o.watermark)); ok {
 			o.timers.Add(next, string(e.Key))
 		}
 	}

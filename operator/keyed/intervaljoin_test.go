@@ -127,6 +127,32 @@ func (h *ijHarness) barrier(w int64) []string {
 	return out
 }
 
+// restore replaces the join with a new one restored from its state,
+// resuming from watermark.
+func (h *ijHarness) restore(watermark int64) {
+	h.t.Helper()
+	restored := h.newOp()
+	rs, err := state.NewRestorer(h.groups, state.RangeFor(0, 1, h.groups))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := rs.Register(restored.Store()); err != nil {
+		h.t.Fatal(err)
+	}
+	for e := range h.op.Store().All() {
+		for _, rec := range h.op.Store().EntryRecords(e) {
+			if err := rs.Add(rec); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+	if err := rs.Finish(); err != nil {
+		h.t.Fatal(err)
+	}
+	restored.Resume(watermark)
+	h.op = restored
+}
+
 func TestIntervalJoinBounds(t *testing.T) {
 	h := newIJHarness(t, "inner")
 	nw := int64(window.NoWatermark)
@@ -254,27 +280,7 @@ func TestIntervalJoinRestore(t *testing.T) {
 		}
 		out := h.barrier(101)
 		if restore {
-			h2 := newIJHarness(t, "left")
-			restored := h2.op
-			rs, err := state.NewRestorer(h.groups, state.RangeFor(0, 1, h.groups))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := rs.Register(restored.Store()); err != nil {
-				t.Fatal(err)
-			}
-			for e := range h.op.Store().All() {
-				for _, rec := range h.op.Store().EntryRecords(e) {
-					if err := rs.Add(rec); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if err := rs.Finish(); err != nil {
-				t.Fatal(err)
-			}
-			restored.Resume(101)
-			h.op = restored
+			h.restore(101)
 		}
 		for _, r := range second {
 			h.send(r.topic, r.value, r.at, 101)
@@ -342,8 +348,60 @@ func TestIntervalJoinArrivalOrder(t *testing.T) {
 	}
 }
 
+// In group mode a key group moves between processes that fire at
+// different watermarks (each the least of its repartition partitions'),
+// so a restored join resumes at a watermark above or below the one each
+// key fired at. Each key's results are emitted once all the same: none
+// again, none lost, at the first barrier.
+func TestIntervalJoinResumesEachKeyWhereItFired(t *testing.T) {
+	nw := int64(window.NoWatermark)
+	run := func(resume, next int64) []string {
+		h := newIJHarness(t, "inner")
+		h.send("payments", `{"p":1,"order":"a"}`, 100, nw)
+		h.send("orders", `{"id":"a","n":1}`, 95, nw)
+		h.send("payments", `{"p":2,"order":"b"}`, 104, nw)
+		h.send("orders", `{"id":"b","n":2}`, 103, nw)
+		out := h.barrier(101)
+		if resume != 0 {
+			h.restore(resume)
+		}
+		return append(out, h.barrier(next)...)
+	}
+	// Resumed at 110, the next barrier at 110 too: the watermark does
+	// not move, but key b has fired below it only.
+	for _, c := range []struct{ resume, next int64 }{{nw, 130}, {50, 130}, {101, 130}, {110, 130}, {110, 110}} {
+		want := run(0, c.next)
+		if len(want) != 2 {
+			t.Fatalf("the run without a restore: %q", want)
+		}
+		if got := run(c.resume, c.next); !slices.Equal(got, want) {
+			t.Errorf("resumed at %d, then a barrier at %d:\n%q\nwant\n%q", c.resume, c.next, got, want)
+		}
+	}
+}
+
+// State of the first format (no watermark per key) fired at the
+// watermark the operator resumes from.
+func TestJoinCodecReadsTheFirstFormat(t *testing.T) {
+	b := &JoinBuffers{Fired: 7, Left: []JoinEntry{{At: 3, Value: []byte(`{}`)}}}
+	enc := joinCodec{}.Append(nil, b)
+	v1 := append([]byte{joinCodecV1}, enc[2:]...) // without the varint 7
+	got, err := joinCodec{}.Decode(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.firedAtResume || len(got.Left) != 1 || got.Left[0].At != 3 {
+		t.Errorf("decoded %+v", got)
+	}
+	o := &IntervalJoin{}
+	if f := o.fired(got, 42); f != 42 {
+		t.Errorf("fired at %d, want the resumed 42", f)
+	}
+}
+
 func TestJoinCodecRoundTrip(t *testing.T) {
 	b := &JoinBuffers{
+		Fired: -3,
 		Left:  []JoinEntry{{At: -5, Topic: "p", Partition: 3, Offset: 9, Matched: true, Value: []byte(`{"a":1}`)}, {At: 7, NoKey: true, Value: []byte(`{}`)}},
 		Right: []JoinEntry{{At: 1 << 40, Topic: "o", Offset: 1, Value: []byte(`"x"`)}},
 	}

@@ -8,14 +8,20 @@ import (
 	"io"
 )
 
-// joinCodec stores a key's buffers in the changelog: a version byte, then
-// each side as a count and its entries.
+// joinCodec stores a key's buffers in the changelog: a version byte, the
+// watermark the key fired at (varint; version 2), then each side as a
+// count and its entries. Version 1, without the watermark, is read as
+// fired at the watermark the operator resumes from.
 type joinCodec struct{}
 
-const joinCodecVersion = 1
+const (
+	joinCodecV1      = 1
+	joinCodecVersion = 2
+)
 
 func (joinCodec) Append(dst []byte, b *JoinBuffers) []byte {
 	dst = append(dst, joinCodecVersion)
+	dst = binary.AppendVarint(dst, b.Fired)
 	for _, side := range [][]JoinEntry{b.Left, b.Right} {
 		dst = binary.AppendUvarint(dst, uint64(len(side)))
 		for _, e := range side {
@@ -47,8 +53,14 @@ func (joinCodec) Decode(src []byte) (*JoinBuffers, error) {
 	if err != nil {
 		return nil, errJoinState
 	}
-	if v != joinCodecVersion {
-		return nil, fmt.Errorf("interval join state: version %d, this build reads %d", v, joinCodecVersion)
+	if v != joinCodecVersion && v != joinCodecV1 {
+		return nil, fmt.Errorf("interval join state: version %d, this build reads %d and %d", v, joinCodecV1, joinCodecVersion)
+	}
+	b := &JoinBuffers{firedAtResume: v == joinCodecV1}
+	if v == joinCodecVersion {
+		if b.Fired, err = binary.ReadVarint(r); err != nil {
+			return nil, errJoinState
+		}
 	}
 	bytesOf := func() ([]byte, error) {
 		n, err := binary.ReadUvarint(r)
@@ -59,7 +71,6 @@ func (joinCodec) Decode(src []byte) (*JoinBuffers, error) {
 		_, err = io.ReadFull(r, b)
 		return b, err
 	}
-	b := &JoinBuffers{}
 	for side := range 2 {
 		n, err := binary.ReadUvarint(r)
 		if err != nil || n > uint64(r.Len()) {
