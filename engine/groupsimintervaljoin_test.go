@@ -2,10 +2,7 @@ package engine
 
 import (
 	"fmt"
-	"strconv"
 
-	"github.com/eoflow/pipeline/internal/testkit/memkafka"
-	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -30,11 +27,9 @@ import (
 // gsimPairView is what the interval join's oracle has read of the
 // committed outputs.
 type gsimPairView struct {
-	next  map[memkafka.TP]int64
+	gsimTail
 	pairs map[simPair]bool
 	last  map[string]simPair
-	late  map[simTP]bool
-	dead  map[string]bool
 }
 
 // intervalJoinConfig is the single-mode simulation's interval join job,
@@ -50,20 +45,11 @@ func (s *gsim) intervalJoinConfig(env map[string]string) string {
 // by the oracle; at the end (drained), the whole of it.
 func (s *gsim) checkPairs(end bool) error {
 	v := &s.pview
-	if v.next == nil {
-		v.next, v.pairs, v.last, v.late, v.dead = map[memkafka.TP]int64{}, map[simPair]bool{}, map[string]simPair{}, map[simTP]bool{}, map[string]bool{}
-	}
-	tail := func(topic string) []memkafka.Record {
-		tp := memkafka.TP{Topic: topic}
-		recs, next, err := s.w.kafka.ReadCommitted(tp, v.next[tp], 1<<20)
-		if err != nil {
-			panic(err)
-		}
-		v.next[tp] = next
-		return recs
+	if v.pairs == nil {
+		v.pairs, v.last = map[simPair]bool{}, map[string]simPair{}
 	}
 	results, o := pairsOf(s.inputs, intervalJoinSimJob.keyOf)
-	for _, r := range tail("out") {
+	for _, r := range v.read(s, "out") {
 		p, err := decodePair(r, intervalJoinSimJob.keyOf, v.last)
 		switch {
 		case err != nil:
@@ -75,40 +61,13 @@ func (s *gsim) checkPairs(end bool) error {
 		}
 		v.pairs[p] = true
 	}
-	for _, r := range tail(simLateTopic) {
-		kr := fromModel(r)
-		p, err1 := strconv.ParseInt(sink.Header(kr, sink.HeaderPartition), 10, 32)
-		off, err2 := strconv.ParseInt(sink.Header(kr, sink.HeaderOffset), 10, 64)
-		if err1 != nil || err2 != nil {
-			return s.violation("late record %s without its source partition and offset", r.Value)
-		}
-		tp := simTP{int32(p), off}
-		switch {
-		case v.late[tp]:
-			return s.violation("input %+v committed twice to the late topic", tp)
-		case !o.late[tp]:
-			return s.violation("input %+v committed to the late topic; from the input alone it is not late", tp)
-		}
-		v.late[tp] = true
-	}
-	for _, r := range tail(s.cfg.Sinks[0].DeadLetterTopic) {
-		kr := fromModel(r)
-		at := sink.Header(kr, sink.HeaderPartition) + "/" + sink.Header(kr, sink.HeaderOffset)
-		if v.dead[at] {
-			return s.violation("input %s dead-lettered twice", at)
-		}
-		v.dead[at] = true
+	if err := v.lateAndDead(s, o.late); err != nil {
+		return err
 	}
 	if !end {
 		return nil
 	}
-	least := int64(window.NoWatermark)
-	for p, largest := range o.maxTime {
-		wm := window.PartitionClock{Max: largest}.Watermark(simOutOfOrder)
-		if p == 0 || wm < least {
-			least = wm
-		}
-	}
+	least := leastWatermark(o.maxTime)
 	for p := range results {
 		if !v.pairs[p] && least != window.NoWatermark && p.closes < least {
 			return s.violation("result %+v never committed, though every partition's watermark passed its close (least %d)", p, least)
@@ -119,13 +78,8 @@ func (s *gsim) checkPairs(end bool) error {
 			return s.violation("result %+v committed, though a partition's watermark (least %d) never passed its close", p, least)
 		}
 	}
-	for tp := range o.late {
-		if !v.late[tp] {
-			return s.violation("late input %+v never committed to the late topic", tp)
-		}
-	}
-	if len(v.dead) != o.bad {
-		return s.violation("%d dead letters committed for %d bad inputs", len(v.dead), o.bad)
+	if err := v.allLateAndDead(s, o.late, o.bad); err != nil {
+		return err
 	}
 	s.counts["results committed"] += len(v.pairs)
 	s.counts["late inputs"] += len(v.late)

@@ -35,10 +35,89 @@ import (
 // gsimWindowView is what the windowed oracle has read of the committed
 // outputs.
 type gsimWindowView struct {
-	next    map[memkafka.TP]int64
+	gsimTail
 	windows map[simWin]simAgg
-	late    map[simTP]bool
-	dead    map[string]bool
+}
+
+// gsimTail is what the check of an event-time job (windows, the interval
+// join) has read of the committed topics: where it is in each, and the
+// late records and dead letters so far.
+type gsimTail struct {
+	next map[memkafka.TP]int64
+	late map[simTP]bool
+	dead map[string]bool
+}
+
+// read returns topic's records committed since the last read.
+func (t *gsimTail) read(s *gsim, topic string) []memkafka.Record {
+	if t.next == nil {
+		t.next, t.late, t.dead = map[memkafka.TP]int64{}, map[simTP]bool{}, map[string]bool{}
+	}
+	tp := memkafka.TP{Topic: topic}
+	recs, next, err := s.w.kafka.ReadCommitted(tp, t.next[tp], 1<<20)
+	if err != nil {
+		panic(err)
+	}
+	t.next[tp] = next
+	return recs
+}
+
+// lateAndDead judges the late records and dead letters committed since
+// the last call: each late record one the oracle calls late (late), once;
+// no input dead-lettered twice.
+func (t *gsimTail) lateAndDead(s *gsim, late map[simTP]bool) error {
+	for _, r := range t.read(s, simLateTopic) {
+		kr := fromModel(r)
+		p, err1 := strconv.ParseInt(sink.Header(kr, sink.HeaderPartition), 10, 32)
+		off, err2 := strconv.ParseInt(sink.Header(kr, sink.HeaderOffset), 10, 64)
+		if err1 != nil || err2 != nil {
+			return s.violation("late record %s without its source partition and offset", r.Value)
+		}
+		tp := simTP{int32(p), off}
+		switch {
+		case t.late[tp]:
+			return s.violation("input %+v committed twice to the late topic", tp)
+		case !late[tp]:
+			return s.violation("input %+v committed to the late topic; from the input alone it is not late", tp)
+		}
+		t.late[tp] = true
+	}
+	for _, r := range t.read(s, s.cfg.Sinks[0].DeadLetterTopic) {
+		kr := fromModel(r)
+		at := sink.Header(kr, sink.HeaderPartition) + "/" + sink.Header(kr, sink.HeaderOffset)
+		if t.dead[at] {
+			return s.violation("input %s dead-lettered twice", at)
+		}
+		t.dead[at] = true
+	}
+	return nil
+}
+
+// allLateAndDead: at the end, every input the oracle calls late went to
+// the late topic, and every bad input (bad of them) to the dead letters.
+func (t *gsimTail) allLateAndDead(s *gsim, late map[simTP]bool, bad int) error {
+	for tp := range late {
+		if !t.late[tp] {
+			return s.violation("late input %+v never committed to the late topic", tp)
+		}
+	}
+	if len(t.dead) != bad {
+		return s.violation("%d dead letters committed for %d bad inputs", len(t.dead), bad)
+	}
+	return nil
+}
+
+// leastWatermark is the least partition watermark of the partitions'
+// largest event times (window.NoWatermark if a partition has none).
+func leastWatermark(maxTime []int64) int64 {
+	least := int64(window.NoWatermark)
+	for p, largest := range maxTime {
+		wm := window.PartitionClock{Max: largest}.Watermark(simOutOfOrder)
+		if p == 0 || wm < least {
+			least = wm
+		}
+	}
+	return least
 }
 
 // windowsConfig is parity-windows' configuration with windows of the
@@ -82,34 +161,18 @@ func (s *gsim) eventTime(n int64) int64 {
 // input).
 func (s *gsim) windowOracle() (windows map[simWin]simAgg, late map[simTP]bool, bad int, least int64) {
 	o := windowsOf(s.inputs, gsimKey, s.windowKind, s.lateness)
-	least = window.NoWatermark
-	for p, largest := range o.maxTime {
-		wm := window.PartitionClock{Max: largest}.Watermark(simOutOfOrder)
-		if p == 0 || wm < least {
-			least = wm
-		}
-	}
-	return o.windows, o.late, o.bad, least
+	return o.windows, o.late, o.bad, leastWatermark(o.maxTime)
 }
 
 // checkWindows reads what was committed since its last call and judges
 // it by the oracle; at the end (drained), the whole of it.
 func (s *gsim) checkWindows(end bool) error {
 	v := &s.wview
-	if v.next == nil {
-		v.next, v.windows, v.late, v.dead = map[memkafka.TP]int64{}, map[simWin]simAgg{}, map[simTP]bool{}, map[string]bool{}
-	}
-	tail := func(topic string) []memkafka.Record {
-		tp := memkafka.TP{Topic: topic}
-		recs, next, err := s.w.kafka.ReadCommitted(tp, v.next[tp], 1<<20)
-		if err != nil {
-			panic(err)
-		}
-		v.next[tp] = next
-		return recs
+	if v.windows == nil {
+		v.windows = map[simWin]simAgg{}
 	}
 	windows, late, bad, least := s.windowOracle()
-	for _, r := range tail("out") {
+	for _, r := range v.read(s, "out") {
 		var o struct {
 			Key         string `json:"key"`
 			WindowStart string `json:"window_start"`
@@ -135,29 +198,8 @@ func (s *gsim) checkWindows(end bool) error {
 		}
 		v.windows[w] = got
 	}
-	for _, r := range tail(simLateTopic) {
-		kr := fromModel(r)
-		p, err1 := strconv.ParseInt(sink.Header(kr, sink.HeaderPartition), 10, 32)
-		off, err2 := strconv.ParseInt(sink.Header(kr, sink.HeaderOffset), 10, 64)
-		if err1 != nil || err2 != nil {
-			return s.violation("late record %s without its source partition and offset", r.Value)
-		}
-		tp := simTP{int32(p), off}
-		switch {
-		case v.late[tp]:
-			return s.violation("input %+v committed twice to the late topic", tp)
-		case !late[tp]:
-			return s.violation("input %+v committed to the late topic; from the input alone it is not late", tp)
-		}
-		v.late[tp] = true
-	}
-	for _, r := range tail(s.cfg.Sinks[0].DeadLetterTopic) {
-		kr := fromModel(r)
-		at := sink.Header(kr, sink.HeaderPartition) + "/" + sink.Header(kr, sink.HeaderOffset)
-		if v.dead[at] {
-			return s.violation("input %s dead-lettered twice", at)
-		}
-		v.dead[at] = true
+	if err := v.lateAndDead(s, late); err != nil {
+		return err
 	}
 	if !end {
 		return nil
@@ -172,13 +214,8 @@ func (s *gsim) checkWindows(end bool) error {
 			return s.violation("window %+v committed, though a partition's watermark (least %d) never passed its end", w, least)
 		}
 	}
-	for tp := range late {
-		if !v.late[tp] {
-			return s.violation("late input %+v never committed to the late topic", tp)
-		}
-	}
-	if len(v.dead) != bad {
-		return s.violation("%d dead letters committed for %d bad inputs", len(v.dead), bad)
+	if err := v.allLateAndDead(s, late, bad); err != nil {
+		return err
 	}
 	s.counts["windows committed"] += len(v.windows)
 	s.counts["late inputs"] += len(v.late)
