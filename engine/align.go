@@ -3,8 +3,6 @@ package engine
 import (
 	"fmt"
 
-	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -67,8 +65,7 @@ func (a *aligner) arrive(from int, b *barrier) (*barrier, error) {
 	} else if a.aligning.pausedFor != b.pausedFor {
 		a.aligning.pausedFor = "" // paused only when every input was
 	}
-	a.aligning.held = unionHeld(a.aligning.held, a.aligning.offsets, b)
-	a.aligning.offsets = unionOffsets(a.aligning.offsets, b)
+	a.aligning.unionPartitions(b)
 	a.aligning.times = unionTimes(a.aligning.times, b.times)
 	a.aligning.shuffled = unionShuffled(a.aligning.shuffled, b.shuffled)
 	a.aligning.watermark = max(a.aligning.watermark, b.watermark) // the same from every worker
@@ -92,43 +89,30 @@ func (a *aligner) release() []batch {
 	return held
 }
 
-// unionOffsets adds b's offsets to have, once per partition. Each source
-// contributes its own partitions; the workers' barriers reaching the sink
-// each carry all of them.
-func unionOffsets(have []checkpoint.SourceOffset, b *barrier) []checkpoint.SourceOffset {
-	if len(have) == 0 {
-		return append(have, b.offsets...)
+// unionPartitions adds b's source offsets and held records (asof.go) to
+// the union so far, once per partition: a source's barrier carries its
+// own partitions', and the workers' barriers reaching the sink each carry
+// every source's.
+func (u *barrier) unionPartitions(b *barrier) {
+	if len(u.offsets) == 0 {
+		u.offsets = append(u.offsets, b.offsets...)
+		u.held = append(u.held, b.held...)
+		return
 	}
-	seen := make(map[partitionKey]bool, len(have))
-	for _, o := range have {
+	seen := make(map[partitionKey]bool, len(u.offsets))
+	for _, o := range u.offsets {
 		seen[partitionKey{o.Topic, o.Partition}] = true
 	}
 	for _, o := range b.offsets {
 		if !seen[partitionKey{o.Topic, o.Partition}] {
-			have = append(have, o)
+			u.offsets = append(u.offsets, o)
 		}
-	}
-	return have
-}
-
-// unionHeld adds b's held records to have, those of the partitions that
-// offsets (the union so far) does not list yet: a source's barrier holds
-// the records of its own partitions, and the workers' barriers reaching
-// the sink each carry every source's.
-func unionHeld(have []operator.HeldRecord, offsets []checkpoint.SourceOffset, b *barrier) []operator.HeldRecord {
-	if len(b.held) == 0 {
-		return have
-	}
-	seen := make(map[partitionKey]bool, len(offsets))
-	for _, o := range offsets {
-		seen[partitionKey{o.Topic, o.Partition}] = true
 	}
 	for _, r := range b.held {
 		if !seen[partitionKey{r.Topic, r.Partition}] {
-			have = append(have, r)
+			u.held = append(u.held, r)
 		}
 	}
-	return have
 }
 
 type partitionKey struct {
