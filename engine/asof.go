@@ -341,27 +341,14 @@ func (s *sourceTask) release(ctx context.Context, out [][]message, to links) (bo
 	if err := s.awaitSchemas(ctx, recs, to); err != nil {
 		return true, err
 	}
-	for w := range out {
-		if out[w] == nil {
-			out[w] = newBatch(batchRoom(len(recs) / len(out)))
-		}
-	}
+	makeRoom(out, len(recs))
 	for i, rec := range recs {
 		s.router.released = &heldAt{at: held[i].At, wm: wms[i]}
 		s.router.route(rec, out)
 	}
 	s.router.released = nil
 	s.router.flushSteps()
-	for w, msgs := range out {
-		if len(msgs) == 0 {
-			continue
-		}
-		if !to.toWorker(ctx, w, batch{from: s.index, msgs: msgs}) {
-			return false, nil
-		}
-		out[w] = nil
-	}
-	return true, nil
+	return s.send(ctx, out, to), nil
 }
 
 // atBarrier puts what the task holds into barrier b (steps 3 to 5

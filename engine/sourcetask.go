@@ -121,16 +121,32 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 	if err := s.route(recs, out); err != nil {
 		return true, err
 	}
+	return s.send(ctx, out, to), nil
+}
+
+// send hands each worker its batch of out, and reports false when ctx
+// ended first.
+func (s *sourceTask) send(ctx context.Context, out [][]message, to links) bool {
 	for w, msgs := range out {
 		if len(msgs) == 0 {
 			continue
 		}
 		if !to.toWorker(ctx, w, batch{from: s.index, msgs: msgs}) {
-			return false, nil
+			return false
 		}
 		out[w] = nil
 	}
-	return true, nil
+	return true
+}
+
+// makeRoom gives each worker's batch of out room for its share of n
+// records.
+func makeRoom(out [][]message, n int) {
+	for w := range out {
+		if out[w] == nil {
+			out[w] = newBatch(batchRoom(n / len(out)))
+		}
+	}
 }
 
 // injectBarrier records the partitions' next offsets and sends barrier id,
@@ -174,11 +190,7 @@ func (s *sourceTask) route(recs []*kgo.Record, out [][]message) error {
 		// positions the checkpoints kept.
 		return errPauseEnded
 	}
-	for w := range out { // each worker's batch: room for its share
-		if out[w] == nil {
-			out[w] = newBatch(batchRoom(len(recs) / len(out)))
-		}
-	}
+	makeRoom(out, len(recs))
 	for _, rec := range recs {
 		if draining && s.gate.holds(rec.Topic) {
 			s.dropped = true
