@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
@@ -173,23 +171,10 @@ func (s *gsim) checkWindows(end bool) error {
 	}
 	windows, late, bad, least := s.windowOracle()
 	for _, r := range v.read(s, "out") {
-		var o struct {
-			Key         string `json:"key"`
-			WindowStart string `json:"window_start"`
-			WindowEnd   string `json:"window_end"`
-			Count       int64  `json:"count"`
-			Sum         int64  `json:"sum"`
+		w, got, err := decodeWindow(r)
+		if err != nil {
+			return s.violation("%v", err)
 		}
-		if err := json.Unmarshal(r.Value, &o); err != nil {
-			return s.violation("output %s: %v", r.Value, err)
-		}
-		start, err1 := time.Parse(time.RFC3339Nano, o.WindowStart)
-		wend, err2 := time.Parse(time.RFC3339Nano, o.WindowEnd)
-		if err1 != nil || err2 != nil {
-			return s.violation("output %s: bad window times", r.Value)
-		}
-		w := simWin{o.Key, start.UnixMilli(), wend.UnixMilli()}
-		got := simAgg{o.Count, o.Sum}
 		switch want, ok := windows[w]; {
 		case v.windows[w] != (simAgg{}):
 			return s.violation("window %+v committed twice (%+v, then %+v)", w, v.windows[w], got)

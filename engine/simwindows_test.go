@@ -13,6 +13,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
+	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/window"
 )
@@ -238,6 +239,27 @@ func windowsOf(inputs [][]simInput, keyOf func(int64) string, kind simWindowKind
 	return o
 }
 
+// decodeWindow is parity-windows' committed output out: its window and
+// aggregate, its record key being the window's key.
+func decodeWindow(out memkafka.Record) (simWin, simAgg, error) {
+	var o struct {
+		Key         string `json:"key"`
+		WindowStart string `json:"window_start"`
+		WindowEnd   string `json:"window_end"`
+		Count       int64  `json:"count"`
+		Sum         int64  `json:"sum"`
+	}
+	if err := json.Unmarshal(out.Value, &o); err != nil {
+		return simWin{}, simAgg{}, fmt.Errorf("output %s: %v", out.Value, err)
+	}
+	start, err1 := time.Parse(time.RFC3339Nano, o.WindowStart)
+	end, err2 := time.Parse(time.RFC3339Nano, o.WindowEnd)
+	if err1 != nil || err2 != nil || string(out.Key) != o.Key {
+		return simWin{}, simAgg{}, fmt.Errorf("output %s (key %q): bad window times or key", out.Value, out.Key)
+	}
+	return simWin{o.Key, start.UnixMilli(), end.UnixMilli()}, simAgg{o.Count, o.Sum}, nil
+}
+
 // catchUpWindows reads the committed window outputs, late records and
 // dead letters since the last call.
 func (r *simRun) catchUpWindows() error {
@@ -249,23 +271,11 @@ func (r *simRun) catchUpWindows() error {
 		}
 	}
 	for _, out := range v.tail(r.w, "out") {
-		var o struct {
-			Key         string `json:"key"`
-			WindowStart string `json:"window_start"`
-			WindowEnd   string `json:"window_end"`
-			Count       int64  `json:"count"`
-			Sum         int64  `json:"sum"`
+		w, a, err := decodeWindow(out)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal(out.Value, &o); err != nil {
-			return fmt.Errorf("output %s: %v", out.Value, err)
-		}
-		start, err1 := time.Parse(time.RFC3339Nano, o.WindowStart)
-		end, err2 := time.Parse(time.RFC3339Nano, o.WindowEnd)
-		if err1 != nil || err2 != nil || string(out.Key) != o.Key {
-			return fmt.Errorf("output %s (key %q): bad window times or key", out.Value, out.Key)
-		}
-		w := simWin{o.Key, start.UnixMilli(), end.UnixMilli()}
-		v.windows[w] = append(v.windows[w], simAgg{o.Count, o.Sum})
+		v.windows[w] = append(v.windows[w], a)
 	}
 	for _, rec := range v.tail(r.w, simLateTopic) {
 		kr := fromModel(rec)
