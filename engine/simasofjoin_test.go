@@ -192,21 +192,7 @@ func (r *simRun) writeAsOfTable() {
 		r.appendVersion(simVersion{key: key, ts: r.asOfTS})
 	case 1:
 		// An aborted transaction: a read_committed table never shows it.
-		p, err := r.w.kafka.InitProducer("tiers-writer", time.Minute)
-		if err != nil {
-			panic(err)
-		}
-		rec := memkafka.Record{Topic: "tiers", Key: []byte(key), Value: []byte(`{"tier":"platinum"}`), Timestamp: time.UnixMilli(r.asOfTS)}
-		rec.Partition = r.w.toModel(fromModel(rec)).Partition
-		if err := p.Begin(); err != nil {
-			panic(err)
-		}
-		if _, err := p.Produce(rec); err != nil {
-			panic(err)
-		}
-		if err := p.End(false); err != nil {
-			panic(err)
-		}
+		r.writeAbortedTier(key, time.UnixMilli(r.asOfTS))
 	default:
 		r.appendVersion(simVersion{key: key, tier: []string{"gold", "silver", "bronze"}[rng.IntN(3)], ts: r.asOfTS})
 	}

@@ -97,24 +97,29 @@ func (r *simRun) writeTable() {
 	case 2:
 		r.appendTable("zz", "")
 	case 3:
-		// An aborted transaction: a read_committed table never shows it.
-		p, err := r.w.kafka.InitProducer("tiers-writer", time.Minute)
-		if err != nil {
-			panic(err)
-		}
-		rec := memkafka.Record{Topic: "tiers", Key: []byte("k0"), Value: []byte(`{"tier":"platinum"}`), Timestamp: r.clock}
-		rec.Partition = r.w.toModel(fromModel(rec)).Partition
-		if err := p.Begin(); err != nil {
-			panic(err)
-		}
-		if _, err := p.Produce(rec); err != nil {
-			panic(err)
-		}
-		if err := p.End(false); err != nil {
-			panic(err)
-		}
+		r.writeAbortedTier("k0", r.clock)
 	}
 	r.w.log("table write %d", v)
+}
+
+// writeAbortedTier writes key's tier "platinum" to the table's topic in a
+// transaction that aborts: a read_committed table never shows it.
+func (r *simRun) writeAbortedTier(key string, ts time.Time) {
+	p, err := r.w.kafka.InitProducer("tiers-writer", time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	rec := memkafka.Record{Topic: "tiers", Key: []byte(key), Value: []byte(`{"tier":"platinum"}`), Timestamp: ts}
+	rec.Partition = r.w.toModel(fromModel(rec)).Partition
+	if err := p.Begin(); err != nil {
+		panic(err)
+	}
+	if _, err := p.Produce(rec); err != nil {
+		panic(err)
+	}
+	if err := p.End(false); err != nil {
+		panic(err)
+	}
 }
 
 // tableReader opens the simulation's readers of a table's partitions.
