@@ -50,8 +50,9 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 			err        error
 		}
 		res := make(chan result, 1)
+		yield := make(chan struct{})
 		go func() {
-			p, err := j.groupAttempt(actx, a)
+			p, err := j.groupAttempt(actx, a, yield)
 			res <- result{p, err}
 		}()
 		for {
@@ -59,18 +60,29 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 			case r := <-res:
 				return r.progressed, memberVerdict(r.err)
 			case done := <-m.revoked:
+				// The attempt commits what it did (coordinatorLoop.onYield)
+				// while the group waits for this member; one that cannot
+				// within yieldWait is cancelled, its epoch aborted.
+				close(yield)
+				var r result
+				select {
+				case r = <-res:
+				case <-time.After(yieldWait(j.cfg.Checkpoint.Timeout)):
+					j.log.Warn("the final checkpoint of a revoked assignment did not complete in time; aborting it")
+					cancel()
+					r = <-res
+				}
 				cancel()
-				r := <-res
 				m.current = nil
 				j.endOwnTransaction(ctx, "after a rebalance")
 				close(done)
-				if r.err != nil && !errors.Is(r.err, errStopped) && actx.Err() == nil {
+				if r.err != nil && !errors.Is(r.err, errStopped) && !errors.Is(r.err, errYielded) && actx.Err() == nil {
 					return r.progressed, memberVerdict(r.err)
 				}
 				if errors.Is(r.err, errStopped) {
 					return r.progressed, r.err
 				}
-				return r.progressed, errRebalanced
+				return r.progressed || errors.Is(r.err, errYielded), errRebalanced
 			case err := <-m.fatal:
 				cancel()
 				<-res
@@ -78,6 +90,14 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 			}
 		}
 	}
+}
+
+// yieldWait bounds how long a revoked member waits for its attempt's
+// final checkpoint: the checkpoint timeout, at most 10 s, since the whole
+// group waits for the member to rejoin (and the coordinator for the
+// rebalance timeout, a minute by default).
+func yieldWait(checkpointTimeout time.Duration) time.Duration {
+	return min(checkpointTimeout, 10*time.Second)
 }
 
 // endOwnTransaction makes sure no transaction of this process's
@@ -128,16 +148,23 @@ type groupMode struct {
 	// drains the repartition topic, or a group savepoint's pause is in
 	// force.
 	gate *groupGate
+	// yield is closed when the group revokes asg (coordinatorLoop.onYield).
+	yield <-chan struct{}
 }
 
-// groupAttempt runs the task graph once over assignment asg.
-func (j *Job) groupAttempt(ctx context.Context, asg *assignment) (progressed bool, err error) {
+// groupAttempt runs the task graph once over assignment asg; closing
+// yield asks it to commit and end (the group revoked asg).
+func (j *Job) groupAttempt(ctx context.Context, asg *assignment, yield <-chan struct{}) (progressed bool, err error) {
 	if len(asg.tps) == 0 {
 		j.log.Info("the group assigned nothing to this process (more processes than partitions); waiting", "generation", asg.member.Generation)
-		<-ctx.Done()
-		return false, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-yield:
+			return false, errYielded
+		}
 	}
-	return j.runAttempt(ctx, &groupMode{asg: asg})
+	return j.runAttempt(ctx, &groupMode{asg: asg, yield: yield})
 }
 
 // beforeJoining refuses what checkGroupStart refuses, then creates the
@@ -327,6 +354,7 @@ func (m *groupMode) wire(a *attempt, g *graph) {
 		s.gate = m.gate
 	}
 	g.loop.group = m.groupStop(a, g)
+	g.loop.yield = m.yield
 }
 
 func (m *groupMode) finish(a *attempt, err error) error { return a.endEpoch(err) }

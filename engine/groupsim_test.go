@@ -379,6 +379,11 @@ func (s *gsim) fenceFailed() bool { return s.faults && s.w.rng.Float64() < s.fen
 // dropped it replaces itself in its generation; anyone else starts a new
 // one.
 func (s *gsim) join(p *gproc) {
+	if !p.in {
+		// A new member: the group rebalances, and its members commit
+		// first.
+		s.yieldAll(p.id + " joins")
+	}
 	m, err := s.w.kafka.JoinGroup(gsimJob, p.id)
 	if err != nil {
 		panic(err)
@@ -441,6 +446,45 @@ func (s *gsim) rebalance() {
 	s.log("generation %d: %v", gen, s.members())
 }
 
+// yieldSteps bounds the steps of a revoked attempt's final checkpoint
+// (groupRun's yieldWait): one still running after them is cancelled, its
+// epoch aborted, when the rebalance revokes it.
+const yieldSteps = 300
+
+// yieldAll: the coordinator is about to form a new generation (why), and
+// every responsive member of the current one learns it first: its
+// running attempt commits what it did while its generation still holds
+// (coordinatorLoop.onYield, asked by groupRun on the revocation), within
+// yieldSteps of its own. Members do that concurrently in the real group;
+// here one after the other, the others waiting, which is one of those
+// orders. Paused members and zombies do not hear of it, and an attempt
+// still restoring is cancelled at the revocation (rebalance) instead.
+func (s *gsim) yieldAll(why string) {
+	for _, p := range s.procs {
+		if !p.in || !p.up || p.paused || s.stale(p) || p.att == nil || p.att.s == nil {
+			continue
+		}
+		s.log("%s: %s; the group revokes its assignment, and its attempt commits first", p.id, why)
+		err := s.as(p, func() error {
+			if err := p.att.s.g.loop.onYield(); err != nil {
+				return s.ended(p, err)
+			}
+			for range yieldSteps {
+				if p.att == nil || p.att.s == nil {
+					return nil
+				}
+				if err := s.graphStep(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && s.broken == nil {
+			s.broken = err
+		}
+	}
+}
+
 // stale reports whether p is a member of an old generation: it missed
 // the rebalances since.
 func (s *gsim) stale(p *gproc) bool {
@@ -496,6 +540,7 @@ func (s *gsim) expire() {
 		if p.in && (!p.up || p.paused) && s.clock.Sub(p.since) > gsimSession {
 			s.log("the group drops %s after the session timeout", p.id)
 			s.counts["members dropped"]++
+			s.yieldAll(p.id + " is dropped")
 			_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
 			p.in = false
 			s.rebalance()
@@ -574,6 +619,9 @@ func (s *gsim) ended(p *gproc, err error) error {
 	at := p.att
 	p.att = nil
 	s.log("%s: the attempt ends: %v", p.id, err)
+	if errors.Is(err, errYielded) {
+		s.counts["attempts committed at the revocation"]++
+	}
 	if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
 		s.counts["commits refused"]++
 	}
@@ -1044,6 +1092,7 @@ func (s *gsim) runStop(inputs, faultSteps int) error {
 			_ = s.as(o, func() error { s.revoke(o, "it stops"); return nil })
 		}
 		if o.up && !o.paused && o.in {
+			s.yieldAll(o.id + " leaves")
 			_ = s.w.kafka.LeaveGroup(gsimJob, o.member)
 			o.in = false
 			s.rebalance()
