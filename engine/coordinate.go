@@ -117,8 +117,10 @@ type coordinatorLoop struct {
 	// open; announced is the newest open epoch it knows of.
 	opened    chan checkpoint.ID
 	announced checkpoint.ID
-	trigger   func(checkpoint.ID)
-	tick      time.Duration
+	// trigger asks the sources for barrier id; final says that nothing
+	// follows it (finalBarrier).
+	trigger func(id checkpoint.ID, final bool)
+	tick    time.Duration
 	// onCompleted is told about every completed checkpoint of the graph,
 	// onAborted the id, reason and error of every aborted one, committed
 	// the offsets of every completed one.
@@ -436,7 +438,7 @@ func (l *coordinatorLoop) act() error {
 			case twophase.ActTrigger:
 				l.epoch(a.Epoch).triggered, l.lastTriggered = l.now(), a.Epoch
 				if l.trigger != nil {
-					l.trigger(a.Epoch)
+					l.trigger(a.Epoch, l.finalBarrier(a.Epoch))
 				}
 			case twophase.ActCompleted:
 				if err := l.checkpointCompleted(a.Epoch); err != nil {

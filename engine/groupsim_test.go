@@ -157,6 +157,7 @@ type gproc struct {
 	asg              *assignment // its share of a generation, until revoked
 	att              *gsimAttempt
 	watched          int64       // where its pause watch reads the checkpoint topic
+	rejoinAt         time.Time   // left behind by a rebalance: joins again from then on
 	pause            *groupPause // the group savepoint it asked for
 	exporting        bool
 }
@@ -482,6 +483,18 @@ func (s *gsim) yieldAll(why string) {
 		if err != nil && s.broken == nil {
 			s.broken = err
 		}
+		if p.up && p.in && p.att == nil && s.faults && s.w.rng.IntN(5) == 0 {
+			// Its commit outlasted the rebalance timeout: the coordinator
+			// forms the next generation without it, and it joins again
+			// later, its kept state a generation behind.
+			s.log("%s: its commit outlasts the rebalance timeout; the group goes on without it", p.id)
+			s.counts["members left behind by a rebalance"]++
+			_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
+			p.in, p.asg = false, nil
+			// It learns so at its next heartbeat, a second later.
+			p.rejoinAt = s.clock.Add(time.Second)
+			s.departed(p)
+		}
 	}
 }
 
@@ -609,6 +622,10 @@ func (s *gsim) restore(p *gproc) error {
 	at.s = newSimGraph(s.w, at.a, g)
 	at.s.committed = func(checkpoint.ID) error { return s.check() }
 	s.log("%s: restored at %v", p.id, at.a.offsets)
+	if at.m.continued {
+		s.counts["attempts that kept their state"]++
+		s.log("%s: kept the state of %v from the last generation", p.id, at.m.owned)
+	}
 	return s.askStop(p)
 }
 
@@ -668,6 +685,8 @@ func (s *gsim) step(p *gproc) error {
 			// assignment.
 			s.counts["zombies"]++
 			s.revoke(p, "it learns the group moved on")
+		case !p.in && s.clock.Before(p.rejoinAt):
+			// Left behind by a rebalance; it has not heard yet.
 		case (!p.in || s.stale(p)) && p.asg == nil:
 			s.join(p)
 		case p.att == nil && p.asg != nil:
@@ -1388,6 +1407,10 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, gsimWindows},
 		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimSessions},
 		{"a moved partition's clock starts over, hopping windows", plantedOwnClocksOnly, playFaults, 100, gsimHopping},
+		{"state kept across a generation in between", plantedKeptAcrossGenerations, playFaults, 100, gsimSums},
+		{"state kept across a generation in between, windows", plantedKeptAcrossGenerations, playFaults, 100, gsimWindows},
+		{"kept state holds the partitions that moved away", plantedKeptMovedAway, playFaults, 100, gsimWindows},
+		{"kept state holds the partitions that moved away, sessions", plantedKeptMovedAway, playFaults, 100, gsimSessions},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

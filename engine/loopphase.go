@@ -210,6 +210,19 @@ func (l *coordinatorLoop) finalCheckpoint(withSavepoint bool) error {
 	return nil
 }
 
+// finalBarrier reports whether barrier id is the last of the attempt: the
+// final checkpoint of a stop or a revocation. No epoch opens after it,
+// so the sources read nothing more: what they would read belongs to no
+// checkpoint, and a revoked member's kept state (groupmode.go) must be
+// exactly what that checkpoint committed.
+func (l *coordinatorLoop) finalBarrier(id checkpoint.ID) bool {
+	switch l.state.phase {
+	case phaseStopping, phaseYielding:
+		return id == l.state.final
+	}
+	return false
+}
+
 // onYield: the consumer group revokes the assignment (membership's
 // onRevoked, group mode). Rather than abort the open epoch and leave its
 // work to be done again, the attempt commits it as a final checkpoint
