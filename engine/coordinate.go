@@ -22,6 +22,10 @@ import (
 // graceful stop, not a failure.
 var errStopped = errors.New("stopped after a final checkpoint")
 
+// errYielded ends a group member's attempt whose assignment the group
+// revoked, after its final checkpoint committed (coordinatorLoop.onYield).
+var errYielded = errors.New("the consumer group revoked the assignment; its work is committed")
+
 // stoppedError is errStopped with the outcome of the final checkpoint's
 // savepoint (StopWithSavepoint): nil if none was asked for or it was
 // written.
@@ -113,8 +117,10 @@ type coordinatorLoop struct {
 	// open; announced is the newest open epoch it knows of.
 	opened    chan checkpoint.ID
 	announced checkpoint.ID
-	trigger   func(checkpoint.ID)
-	tick      time.Duration
+	// trigger asks the sources for barrier id; final says that nothing
+	// follows it (finalBarrier).
+	trigger func(id checkpoint.ID, final bool)
+	tick    time.Duration
 	// onCompleted is told about every completed checkpoint of the graph,
 	// onAborted the id, reason and error of every aborted one, committed
 	// the offsets of every completed one.
@@ -126,6 +132,9 @@ type coordinatorLoop struct {
 	// the final checkpoint goes as a savepoint ("" for none).
 	stop          <-chan struct{}
 	stopSavepoint func() string
+	// yield is closed when the consumer group revokes the assignment
+	// (group mode; nil in single mode): see onYield.
+	yield <-chan struct{}
 	// savepointReqs are Job.Savepoint's requests; exportReports the
 	// workers' answers; sp the savepoints being taken.
 	savepointReqs <-chan *savepointRequest
@@ -295,7 +304,7 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 		l.c.run(ctx)
 	}()
 	defer l.sp.abandon(errors.New("the job stopped or failed before the savepoint was complete; take it again once the job runs"))
-	stop := l.stop
+	stop, yield := l.stop, l.yield
 	for {
 		send, next := l.c.next()
 		select {
@@ -309,6 +318,11 @@ func (l *coordinatorLoop) run(ctx context.Context) error {
 		case <-stop:
 			stop = nil // once
 			if err := l.onStop(); err != nil {
+				return err
+			}
+		case <-yield:
+			yield = nil // once
+			if err := l.onYield(); err != nil {
 				return err
 			}
 		case req := <-l.savepointReqs:
@@ -424,7 +438,7 @@ func (l *coordinatorLoop) act() error {
 			case twophase.ActTrigger:
 				l.epoch(a.Epoch).triggered, l.lastTriggered = l.now(), a.Epoch
 				if l.trigger != nil {
-					l.trigger(a.Epoch)
+					l.trigger(a.Epoch, l.finalBarrier(a.Epoch))
 				}
 			case twophase.ActCompleted:
 				if err := l.checkpointCompleted(a.Epoch); err != nil {

@@ -193,9 +193,9 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 	l.stopSavepoint = func() string { return j.stopSavepoint }
 	l.savepointReqs, l.exportReports = j.savepoints, exportReports
 	l.sp = &savepoints{job: j, registry: exports, workers: len(ops)}
-	l.trigger = func(id checkpoint.ID) {
+	l.trigger = func(id checkpoint.ID, final bool) {
 		for _, s := range g.sources {
-			s.trigger(id)
+			s.trigger(id, final)
 		}
 	}
 	l.tick = max(time.Millisecond, min(cfg.Checkpoint.Interval/10, 100*time.Millisecond))

@@ -21,7 +21,7 @@ func TestFirstCheckpointComesEarly(t *testing.T) {
 		now := start
 		var triggered []checkpoint.ID
 		l := runningLoop(t, twophase.Config{Interval: interval}, func() time.Time { return now }, scheduleStart(start, interval), "t")
-		l.trigger = func(id checkpoint.ID) { triggered = append(triggered, id) }
+		l.trigger = func(id checkpoint.ID, _ bool) { triggered = append(triggered, id) }
 		tick := func(at time.Duration) []checkpoint.ID {
 			triggered, now = nil, start.Add(at)
 			l.onTick()

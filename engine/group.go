@@ -43,12 +43,14 @@ import (
 // its topics (beforeJoining); every attempt checks again, since state
 // partitions move between processes (checkMembers).
 //
-// Rebalances, first version: the group uses an eager protocol, so every
-// rebalance revokes every partition; the revocation ends the attempt
-// (its open epoch aborted, never a transaction open across a restore) and
-// the next assignment starts a new one, which fetches the group's stable
-// offsets (a pending transactional commit is waited for) and restores the
-// state partitions it owns up to their last stable offset. When a member
+// Rebalances: the group uses an eager protocol, so every rebalance
+// revokes every partition; the revocation ends the attempt after a final
+// checkpoint commits its open epoch (coordinatorLoop.onYield; aborted if
+// it cannot, never a transaction open across a restore) and the next
+// assignment starts a new one, which fetches the group's stable offsets
+// (a pending transactional commit is waited for), keeps the state of the
+// partitions it still owns when its generation follows (keptstate.go),
+// and restores the others up to their last stable offset. When a member
 // leaves the group without ending its transaction (killed), the others
 // fence its transactional id when they are assigned its partitions,
 // before they fetch the offsets, every process fences its own before it
@@ -102,12 +104,16 @@ func (s *shuffle) partitionOf(kg state.KeyGroup) int32 {
 func (s *shuffle) place(rec *kgo.Record) {
 	rec.Topic = s.state
 	if k, err := state.DecodeChangelogKey(rec.Key); err == nil {
-		if s.byKey {
-			rec.Partition = kafkaPartition(k.Key, s.partitions)
-		} else {
-			rec.Partition = s.partitionOf(k.Group)
-		}
+		rec.Partition = s.statePartition(k.Group, k.Key)
 	}
+}
+
+// statePartition is the state partition of key, of key group kg.
+func (s *shuffle) statePartition(kg state.KeyGroup, key []byte) int32 {
+	if s.byKey {
+		return kafkaPartition(key, s.partitions)
+	}
+	return s.partitionOf(kg)
 }
 
 // repartitions reports whether the job's keyed records cross the

@@ -46,12 +46,20 @@ func paritySumGroup(t *testing.T, env map[string]string) *config.Config {
 }
 
 // Two members of one job, in one test process: each input once, exact
-// sums, through the repartition topic; the status says who owns what.
+// sums, through the repartition topic; the status says who owns what;
+// the first keeps its state across the second's arrival.
 func TestGroupModeTwoMembers(t *testing.T) {
 	e := newTestEnv(t, "exactly_once")
 	groupEnv(e)
 	e.numbers(1, 2000)
 	a := startWith(t, paritySumGroup(t, e.env), WithInstanceID("a"))
+	// b joins once a runs: a's assignment is revoked while it works.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(a.logs.String(), "checkpoint completed"); {
+		if time.Now().After(deadline) {
+			t.Fatal("a completed no checkpoint within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	jb, logs := newJob(t, paritySumGroup(t, e.env), WithInstanceID("b"))
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &running{cancel: cancel, done: make(chan error, 1), logs: logs}
@@ -76,6 +84,23 @@ func TestGroupModeTwoMembers(t *testing.T) {
 			t.Fatalf("status of b: %+v", g)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// b took partitions from a: a committed its open epoch at the
+	// revocation (the coordinator takes the commit while it prepares the
+	// rebalance), and kept the state of what it still owned instead of
+	// restoring it.
+	for _, want := range []string{"committing a final checkpoint before the rebalance", "final checkpoint committed", "kept the state of the partitions this process still owns"} {
+		for !strings.Contains(a.logs.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("a did not log %q", want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// On top of the kept state, every sum goes on exactly.
+	e.numbers(4001, 2000)
+	if rep := e.awaitFinal(6000, a); !rep.Exact() {
+		t.Fatalf("not exactly once after the rebalance: %v", rep)
 	}
 	for _, r := range []*running{a, b} {
 		if err := r.stop(); err != nil {
@@ -659,7 +684,7 @@ func TestPauseEndsTheAttemptOnQuietInput(t *testing.T) {
 	go func() { done <- s.run(context.Background()) }()
 	time.Sleep(50 * time.Millisecond) // it polled, dropped the record, and waits
 	paused.Store("")
-	s.trigger(1) // a barrier wakes the poll, as every checkpoint does
+	s.trigger(1, false) // a barrier wakes the poll, as every checkpoint does
 	select {
 	case err := <-done:
 		if !errors.Is(err, errPauseEnded) {

@@ -50,8 +50,9 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 			err        error
 		}
 		res := make(chan result, 1)
+		yield := make(chan struct{})
 		go func() {
-			p, err := j.groupAttempt(actx, a)
+			p, err := j.groupAttempt(actx, a, yield)
 			res <- result{p, err}
 		}()
 		for {
@@ -59,18 +60,29 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 			case r := <-res:
 				return r.progressed, memberVerdict(r.err)
 			case done := <-m.revoked:
+				// The attempt commits what it did (coordinatorLoop.onYield)
+				// while the group waits for this member; one that cannot
+				// within yieldWait is cancelled, its epoch aborted.
+				close(yield)
+				var r result
+				select {
+				case r = <-res:
+				case <-time.After(yieldWait(j.cfg.Checkpoint.Timeout)):
+					j.log.Warn("the final checkpoint of a revoked assignment did not complete in time; aborting it")
+					cancel()
+					r = <-res
+				}
 				cancel()
-				r := <-res
 				m.current = nil
 				j.endOwnTransaction(ctx, "after a rebalance")
 				close(done)
-				if r.err != nil && !errors.Is(r.err, errStopped) && actx.Err() == nil {
+				if r.err != nil && !errors.Is(r.err, errStopped) && !errors.Is(r.err, errYielded) && actx.Err() == nil {
 					return r.progressed, memberVerdict(r.err)
 				}
 				if errors.Is(r.err, errStopped) {
 					return r.progressed, r.err
 				}
-				return r.progressed, errRebalanced
+				return r.progressed || errors.Is(r.err, errYielded), errRebalanced
 			case err := <-m.fatal:
 				cancel()
 				<-res
@@ -78,6 +90,14 @@ func (j *Job) groupRun(m *membership) func(ctx context.Context) (bool, error) {
 			}
 		}
 	}
+}
+
+// yieldWait bounds how long a revoked member waits for its attempt's
+// final checkpoint: the checkpoint timeout, at most 10 s, since the whole
+// group waits for the member to rejoin (and the coordinator for the
+// rebalance timeout, a minute by default).
+func yieldWait(checkpointTimeout time.Duration) time.Duration {
+	return min(checkpointTimeout, 10*time.Second)
 }
 
 // endOwnTransaction makes sure no transaction of this process's
@@ -128,16 +148,30 @@ type groupMode struct {
 	// drains the repartition topic, or a group savepoint's pause is in
 	// force.
 	gate *groupGate
+	// yield is closed when the group revokes asg (coordinatorLoop.onYield).
+	yield <-chan struct{}
+	// owned are the state partitions the attempt restored, own its
+	// records' writer (wire): what it keeps when revoked (keptstate.go).
+	owned []int32
+	own   *memberRecords
+	// continued: the attempt continued from the state the previous
+	// generation's attempt kept, restoring only what moved here.
+	continued bool
 }
 
-// groupAttempt runs the task graph once over assignment asg.
-func (j *Job) groupAttempt(ctx context.Context, asg *assignment) (progressed bool, err error) {
+// groupAttempt runs the task graph once over assignment asg; closing
+// yield asks it to commit and end (the group revoked asg).
+func (j *Job) groupAttempt(ctx context.Context, asg *assignment, yield <-chan struct{}) (progressed bool, err error) {
 	if len(asg.tps) == 0 {
 		j.log.Info("the group assigned nothing to this process (more processes than partitions); waiting", "generation", asg.member.Generation)
-		<-ctx.Done()
-		return false, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-yield:
+			return false, errYielded
+		}
 	}
-	return j.runAttempt(ctx, &groupMode{asg: asg})
+	return j.runAttempt(ctx, &groupMode{asg: asg, yield: yield})
 }
 
 // beforeJoining refuses what checkGroupStart refuses, then creates the
@@ -304,6 +338,7 @@ func (m *groupMode) restore(ctx context.Context, a *attempt, plan *savepoint.Res
 			return err
 		}
 		if !imported {
+			j.kept = nil // the savepoint's state replaces everything
 			return m.importMember(ctx, a, plan)
 		}
 	}
@@ -321,15 +356,25 @@ func (m *groupMode) readers(a *attempt) ([]recordReader, error) { return a.check
 func (m *groupMode) wire(a *attempt, g *graph) {
 	j := a.j
 	m.gate = &groupGate{repartition: j.shuffle.repartition, pausedBy: j.pauses.pausedFor}
-	g.sink.own = &memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance),
+	m.own = &memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance),
 		timed: j.plan.keyed && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{}}
+	g.sink.own = m.own
 	for _, s := range g.sources {
 		s.gate = m.gate
 	}
 	g.loop.group = m.groupStop(a, g)
+	g.loop.yield = m.yield
 }
 
-func (m *groupMode) finish(a *attempt, err error) error { return a.endEpoch(err) }
+// finish ends the epoch in flight; an attempt the group revoked after its
+// final checkpoint committed leaves its state to the next (keptstate.go).
+func (m *groupMode) finish(a *attempt, err error) error {
+	err = a.endEpoch(err)
+	if errors.Is(err, errYielded) {
+		a.j.kept = m.keep(a)
+	}
+	return err
+}
 
 // restoreMember sets the start offset of every assigned partition (the
 // group's committed offset; else the source's start position, or the
@@ -389,26 +434,65 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	if err := a.startFresh(ctx, fresh); err != nil {
 		return err
 	}
+	if owned == nil {
+		owned = []int32{} // restored: none (nil is "not restored", for keep)
+	}
+	m.owned = owned
+	// The state partitions to read: those that moved here, when the
+	// state of the others is kept from the previous generation.
+	kept := m.takeKept(a)
+	restoring := owned
+	if kept != nil {
+		restoring = nil
+		for _, p := range owned {
+			if !slices.Contains(kept.owned, p) {
+				restoring = append(restoring, p)
+			}
+		}
+	}
 	if j.plantedBug != plantedRestoreBeforeMarkers {
-		if err := a.cluster.AwaitSettled(ctx, j.shuffle.state, owned, j.cfg.Kafka.TransactionTimeout); err != nil {
+		if err := a.cluster.AwaitSettled(ctx, j.shuffle.state, restoring, j.cfg.Kafka.TransactionTimeout); err != nil {
 			return err
 		}
 	}
 	if a.groupTime, err = m.restoreTime(ctx, a); err != nil {
 		return err
 	}
-	read := func(ctx context.Context, fn func(key, value []byte) error) error {
-		if len(owned) == 0 {
-			return nil
-		}
-		return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error {
-			if isGroupTime(r.Key) {
-				return a.groupTime.restoreQueue(r)
+	reader := func(partitions []int32) stateReader {
+		return func(ctx context.Context, fn func(key, value []byte) error) error {
+			if len(partitions) == 0 {
+				return nil
 			}
-			return fn(r.Key, r.Value)
-		}, owned...)
+			return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error {
+				if isGroupTime(r.Key) {
+					return a.groupTime.restoreQueue(r)
+				}
+				return fn(r.Key, r.Value)
+			}, partitions...)
+		}
 	}
-	a.ops, a.restored, err = j.restoreOperators(ctx, nil, read)
+	if kept != nil {
+		if a.groupTime != nil {
+			for _, p := range owned {
+				if t := kept.queues[p]; t != nil {
+					a.groupTime.queues[p] = t
+				}
+			}
+		}
+		ops, keys, ok, err := j.regain(ctx, kept, owned, reader(restoring))
+		if err != nil || ok {
+			a.ops, a.restored, m.continued = ops, keys, ok
+			return err
+		}
+		if a.groupTime, err = m.restoreTime(ctx, a); err != nil {
+			return err
+		}
+		restoring = owned // the kept state cannot go on: everything is read
+		if err := a.cluster.AwaitSettled(ctx, j.shuffle.state, restoring, j.cfg.Kafka.TransactionTimeout); err != nil {
+			return err
+		}
+	}
+	a.ops, a.restored, err = j.restoreOperators(ctx, nil, reader(restoring))
 	return err
 }
 

@@ -157,6 +157,7 @@ type gproc struct {
 	asg              *assignment // its share of a generation, until revoked
 	att              *gsimAttempt
 	watched          int64       // where its pause watch reads the checkpoint topic
+	rejoinAt         time.Time   // left behind by a rebalance: joins again from then on
 	pause            *groupPause // the group savepoint it asked for
 	exporting        bool
 }
@@ -379,6 +380,11 @@ func (s *gsim) fenceFailed() bool { return s.faults && s.w.rng.Float64() < s.fen
 // dropped it replaces itself in its generation; anyone else starts a new
 // one.
 func (s *gsim) join(p *gproc) {
+	if !p.in {
+		// A new member: the group rebalances, and its members commit
+		// first.
+		s.yieldAll(p.id + " joins")
+	}
 	m, err := s.w.kafka.JoinGroup(gsimJob, p.id)
 	if err != nil {
 		panic(err)
@@ -441,6 +447,57 @@ func (s *gsim) rebalance() {
 	s.log("generation %d: %v", gen, s.members())
 }
 
+// yieldSteps bounds the steps of a revoked attempt's final checkpoint
+// (groupRun's yieldWait): one still running after them is cancelled, its
+// epoch aborted, when the rebalance revokes it.
+const yieldSteps = 300
+
+// yieldAll: the coordinator is about to form a new generation (why), and
+// every responsive member of the current one learns it first: its
+// running attempt commits what it did while its generation still holds
+// (coordinatorLoop.onYield, asked by groupRun on the revocation), within
+// yieldSteps of its own. Members do that concurrently in the real group;
+// here one after the other, the others waiting, which is one of those
+// orders. Paused members and zombies do not hear of it, and an attempt
+// still restoring is cancelled at the revocation (rebalance) instead.
+func (s *gsim) yieldAll(why string) {
+	for _, p := range s.procs {
+		if !p.in || !p.up || p.paused || s.stale(p) || p.att == nil || p.att.s == nil {
+			continue
+		}
+		s.log("%s: %s; the group revokes its assignment, and its attempt commits first", p.id, why)
+		err := s.as(p, func() error {
+			if err := p.att.s.g.loop.onYield(); err != nil {
+				return s.ended(p, err)
+			}
+			for range yieldSteps {
+				if p.att == nil || p.att.s == nil {
+					return nil
+				}
+				if err := s.graphStep(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && s.broken == nil {
+			s.broken = err
+		}
+		if p.up && p.in && p.att == nil && s.faults && s.w.rng.IntN(5) == 0 {
+			// Its commit outlasted the rebalance timeout: the coordinator
+			// forms the next generation without it, and it joins again
+			// later, its kept state a generation behind.
+			s.log("%s: its commit outlasts the rebalance timeout; the group goes on without it", p.id)
+			s.counts["members left behind by a rebalance"]++
+			_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
+			p.in, p.asg = false, nil
+			// It learns so at its next heartbeat, a second later.
+			p.rejoinAt = s.clock.Add(time.Second)
+			s.departed(p)
+		}
+	}
+}
+
 // stale reports whether p is a member of an old generation: it missed
 // the rebalances since.
 func (s *gsim) stale(p *gproc) bool {
@@ -496,6 +553,7 @@ func (s *gsim) expire() {
 		if p.in && (!p.up || p.paused) && s.clock.Sub(p.since) > gsimSession {
 			s.log("the group drops %s after the session timeout", p.id)
 			s.counts["members dropped"]++
+			s.yieldAll(p.id + " is dropped")
 			_ = s.w.kafka.LeaveGroup(gsimJob, p.member)
 			p.in = false
 			s.rebalance()
@@ -564,6 +622,10 @@ func (s *gsim) restore(p *gproc) error {
 	at.s = newSimGraph(s.w, at.a, g)
 	at.s.committed = func(checkpoint.ID) error { return s.check() }
 	s.log("%s: restored at %v", p.id, at.a.offsets)
+	if at.m.continued {
+		s.counts["attempts that kept their state"]++
+		s.log("%s: kept the state of %v from the last generation", p.id, at.m.owned)
+	}
 	return s.askStop(p)
 }
 
@@ -574,6 +636,9 @@ func (s *gsim) ended(p *gproc, err error) error {
 	at := p.att
 	p.att = nil
 	s.log("%s: the attempt ends: %v", p.id, err)
+	if errors.Is(err, errYielded) {
+		s.counts["attempts committed at the revocation"]++
+	}
 	if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
 		s.counts["commits refused"]++
 	}
@@ -620,6 +685,8 @@ func (s *gsim) step(p *gproc) error {
 			// assignment.
 			s.counts["zombies"]++
 			s.revoke(p, "it learns the group moved on")
+		case !p.in && s.clock.Before(p.rejoinAt):
+			// Left behind by a rebalance; it has not heard yet.
 		case (!p.in || s.stale(p)) && p.asg == nil:
 			s.join(p)
 		case p.att == nil && p.asg != nil:
@@ -1044,6 +1111,7 @@ func (s *gsim) runStop(inputs, faultSteps int) error {
 			_ = s.as(o, func() error { s.revoke(o, "it stops"); return nil })
 		}
 		if o.up && !o.paused && o.in {
+			s.yieldAll(o.id + " leaves")
 			_ = s.w.kafka.LeaveGroup(gsimJob, o.member)
 			o.in = false
 			s.rebalance()
@@ -1339,6 +1407,10 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, gsimWindows},
 		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimSessions},
 		{"a moved partition's clock starts over, hopping windows", plantedOwnClocksOnly, playFaults, 100, gsimHopping},
+		{"state kept across a generation in between", plantedKeptAcrossGenerations, playFaults, 100, gsimSums},
+		{"state kept across a generation in between, windows", plantedKeptAcrossGenerations, playFaults, 100, gsimWindows},
+		{"kept state holds the partitions that moved away", plantedKeptMovedAway, playFaults, 100, gsimWindows},
+		{"kept state holds the partitions that moved away, sessions", plantedKeptMovedAway, playFaults, 100, gsimSessions},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

@@ -63,8 +63,12 @@ type Job struct {
 	// plantedBug is a known mistake a test put into the job's code paths
 	// (plantedbug.go); none outside tests.
 	plantedBug plantedBug
-	metrics    *metrics.Metrics
-	status     *status
+	// kept is what a group member's attempt revoked after its final
+	// checkpoint left the next attempt (keptstate.go); nil: nothing.
+	// Attempts run one after the other: the next takes it.
+	kept    *keptState
+	metrics *metrics.Metrics
+	status  *status
 	// stopping is closed by Stop: finish with a final checkpoint, exported
 	// as a savepoint into stopSavepoint if that is set (StopWithSavepoint).
 	stopping      chan struct{}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -19,9 +20,11 @@ import (
 //	running, restarting --stop--> stopping --final checkpoint done, savepoints written--> errStopped
 //	running, restarting --stop with a savepoint, group, this process alone--> draining --repartition topic drained--> stopping
 //	running, restarting --stop with a savepoint, group, others running--> group savepoint --written or failed--> stopping
+//	running, restarting, restart due --the group revokes the assignment--> yielding --final checkpoint done--> errYielded
 //
 // A stop wins over a restart: added partitions are read by the next start
-// anyway.
+// anyway, and over a revocation: its final checkpoint commits all the
+// same, and the process ends.
 type loopPhase int
 
 const (
@@ -48,11 +51,17 @@ const (
 	// attempt ends once it is done everywhere (the machine is Stopped)
 	// and no savepoint waits (errStopped).
 	phaseStopping
+	// phaseYielding: the consumer group revoked the assignment (group
+	// mode): a final checkpoint (final) commits what the attempt did so
+	// far, in the generation that is ending, and the attempt ends once it
+	// is done (errYielded), without waiting for savepoints.
+	phaseYielding
 )
 
 var loopPhaseNames = [...]string{
 	phaseRunning: "running", phaseRestarting: "restarting", phaseRestartDue: "restart due",
 	phaseDraining: "draining", phaseGroupSavepoint: "group savepoint", phaseStopping: "stopping",
+	phaseYielding: "yielding",
 }
 
 func (m loopPhase) String() string {
@@ -68,17 +77,18 @@ type loopState struct {
 	added       []source.TopicPartition // restarting, restart due
 	pausedAfter checkpoint.ID           // draining
 	remote      chan error              // group savepoint
-	final       checkpoint.ID           // stopping
+	final       checkpoint.ID           // stopping, yielding
 }
 
 // allowed lists the phases each phase may change to.
 var allowed = map[loopPhase][]loopPhase{
-	phaseRunning:        {phaseRestarting, phaseDraining, phaseGroupSavepoint, phaseStopping},
-	phaseRestarting:     {phaseRestarting, phaseRestartDue, phaseDraining, phaseGroupSavepoint, phaseStopping},
-	phaseRestartDue:     {phaseDraining, phaseGroupSavepoint, phaseStopping},
+	phaseRunning:        {phaseRestarting, phaseDraining, phaseGroupSavepoint, phaseStopping, phaseYielding},
+	phaseRestarting:     {phaseRestarting, phaseRestartDue, phaseDraining, phaseGroupSavepoint, phaseStopping, phaseYielding},
+	phaseRestartDue:     {phaseDraining, phaseGroupSavepoint, phaseStopping, phaseYielding},
 	phaseDraining:       {phaseStopping},
 	phaseGroupSavepoint: {phaseStopping},
 	phaseStopping:       {},
+	phaseYielding:       {phaseStopping},
 }
 
 // enter changes the loop's phase to next, if the diagram allows it.
@@ -98,7 +108,7 @@ func (l *coordinatorLoop) enter(next loopState) error {
 // taken then, and added partitions wait for the next start.
 func (l *coordinatorLoop) stopping() bool {
 	switch l.state.phase {
-	case phaseDraining, phaseGroupSavepoint, phaseStopping:
+	case phaseDraining, phaseGroupSavepoint, phaseStopping, phaseYielding:
 		return true
 	}
 	return false
@@ -107,6 +117,15 @@ func (l *coordinatorLoop) stopping() bool {
 // onStop takes the final checkpoint of a graceful stop, as a savepoint if
 // one was asked for.
 func (l *coordinatorLoop) onStop() error {
+	if l.state.phase == phaseYielding {
+		// The final checkpoint of the revocation is under way: it is the
+		// stop's. A savepoint would need the group's (the assignment is
+		// being taken back): the stop goes on without it.
+		if l.stopSavepoint() != "" {
+			l.sp.finalErr = errors.New("the consumer group rebalanced as the stop began: no savepoint was taken; start the job again and stop it with a savepoint once it runs")
+		}
+		return l.enter(loopState{phase: phaseStopping, final: l.state.final})
+	}
 	if l.group == nil || l.stopSavepoint() == "" {
 		return l.finalCheckpoint(true)
 	}
@@ -191,6 +210,40 @@ func (l *coordinatorLoop) finalCheckpoint(withSavepoint bool) error {
 	return nil
 }
 
+// finalBarrier reports whether barrier id is the last of the attempt: the
+// final checkpoint of a stop or a revocation. No epoch opens after it,
+// so the sources read nothing more: what they would read belongs to no
+// checkpoint, and a revoked member's kept state (groupmode.go) must be
+// exactly what that checkpoint committed.
+func (l *coordinatorLoop) finalBarrier(id checkpoint.ID) bool {
+	switch l.state.phase {
+	case phaseStopping, phaseYielding:
+		return id == l.state.final
+	}
+	return false
+}
+
+// onYield: the consumer group revokes the assignment (membership's
+// onRevoked, group mode). Rather than abort the open epoch and leave its
+// work to be done again, the attempt commits it as a final checkpoint
+// while its generation still holds (the coordinator accepts the commit
+// until the group's next generation is formed, and waits for this member
+// to rejoin), then ends: the staying processes lose no work to the
+// rebalance, and their committed output pauses for the rebalance and
+// the restore only. A stop under way wins (its final checkpoint commits
+// too); so does a failure (the epoch aborts).
+func (l *coordinatorLoop) onYield() error {
+	if l.stopping() || l.state.phase == phaseYielding {
+		return nil
+	}
+	if err := l.m.Step(twophase.Msg{Type: twophase.MsgStop, Now: l.now()}); err != nil {
+		return err
+	}
+	id := l.m.Promised()
+	l.log.Info("the consumer group revoked the assignment: committing a final checkpoint before the rebalance", "checkpoint", id)
+	return l.enter(loopState{phase: phaseYielding, final: id})
+}
+
 // onPartitionsAdded ends the attempt after the next checkpoint, so that
 // the next one reads the added partitions. A stop under way wins.
 func (l *coordinatorLoop) onPartitionsAdded(added []source.TopicPartition) error {
@@ -209,7 +262,7 @@ func (l *coordinatorLoop) onPartitionsAdded(added []source.TopicPartition) error
 // epochDone: epoch id is committed everywhere.
 func (l *coordinatorLoop) epochDone(id checkpoint.ID) error {
 	switch l.state.phase {
-	case phaseStopping:
+	case phaseStopping, phaseYielding:
 		if id == l.state.final {
 			l.log.Info("final checkpoint committed", "checkpoint", id)
 		}
@@ -221,8 +274,13 @@ func (l *coordinatorLoop) epochDone(id checkpoint.ID) error {
 
 // done ends the attempt once what it waited for happened and no savepoint
 // is pending on it: the final checkpoint of a graceful stop is done, or a
-// checkpoint after partitions were added.
+// checkpoint after partitions were added. A revoked attempt ends once its
+// final checkpoint is done: the group waits for it, and a savepoint in
+// progress is abandoned (its asker is told to take it again).
 func (l *coordinatorLoop) done() error {
+	if l.state.phase == phaseYielding && l.m.State() == twophase.StateStopped {
+		return errYielded
+	}
 	if len(l.sp.pending) > 0 {
 		return nil
 	}

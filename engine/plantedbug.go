@@ -52,6 +52,14 @@ const (
 	// partition that moved to it starts its clock over, and judges
 	// lateness from its later records alone.
 	plantedOwnClocksOnly
+	// plantedKeptAcrossGenerations: a member keeps its state across a
+	// rebalance (keptstate.go) whatever generation comes next: another
+	// member may have changed it in a generation between.
+	plantedKeptAcrossGenerations
+	// plantedKeptMovedAway: a member that keeps its state across a
+	// rebalance keeps the state partitions that moved away too: stale
+	// state that fires windows twice when they come back.
+	plantedKeptMovedAway
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -386,7 +386,7 @@ func TestLongExportDelaysCheckpointTimeouts(t *testing.T) {
 		7: {id: 7, d: d, w: w, started: now(), waiting: 1, completed: true},
 	}}
 	reports := make(chan exportReport, 1)
-	loop.reports, loop.trigger, loop.tick, loop.log = make(chan taskReport), func(checkpoint.ID) {}, time.Millisecond, job.log
+	loop.reports, loop.trigger, loop.tick, loop.log = make(chan taskReport), func(checkpoint.ID, bool) {}, time.Millisecond, job.log
 	loop.stop, loop.exportReports, loop.sp = make(chan struct{}), reports, sp
 	done := make(chan error, 1)
 	go func() { done <- loop.run(context.Background()) }()

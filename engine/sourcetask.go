@@ -43,22 +43,30 @@ type sourceTask struct {
 	gate sourceGate
 	// dropped: records were dropped unread while paused.
 	dropped bool
+	// ended: the task sent the attempt's final barrier, and reads no
+	// more (coordinatorLoop.finalBarrier).
+	ended bool
 	// planted is a bug a test put in (plantedbug.go; none outside tests).
 	planted plantedBug
 
 	mu struct {
 		sync.Mutex
 		pending    []checkpoint.ID    // barriers to inject, in order
+		final      checkpoint.ID      // the last barrier (0: not known yet)
 		cancelPoll context.CancelFunc // wakes a poll waiting for records
 	}
 }
 
-// trigger asks the task to inject barrier id. Safe from any goroutine; it
+// trigger asks the task to inject barrier id, the attempt's last when
+// final (the task reads nothing after it). Safe from any goroutine; it
 // interrupts a poll that waits for records, so an idle input never holds a
 // checkpoint back.
-func (s *sourceTask) trigger(id checkpoint.ID) {
+func (s *sourceTask) trigger(id checkpoint.ID, final bool) {
 	s.mu.Lock()
 	s.mu.pending = append(s.mu.pending, id)
+	if final {
+		s.mu.final = id
+	}
 	if s.mu.cancelPoll != nil {
 		s.mu.cancelPoll()
 	}
@@ -72,6 +80,10 @@ func (s *sourceTask) run(ctx context.Context) error {
 		if on, err := s.step(ctx, out, to); !on || err != nil {
 			return err
 		}
+		if s.ended {
+			<-ctx.Done() // the attempt ends once the final checkpoint is done
+			return nil
+		}
 	}
 }
 
@@ -80,13 +92,16 @@ func (s *sourceTask) run(ctx context.Context) error {
 // (out holds each worker's share). It reports false when ctx ended.
 func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool, error) {
 	s.mu.Lock()
-	pending := s.mu.pending
+	pending, final := s.mu.pending, s.mu.final
 	s.mu.pending = nil
 	pollCtx, cancel := context.WithCancel(ctx)
 	s.mu.cancelPoll = cancel
 	s.mu.Unlock()
 	defer cancel()
 
+	if s.ended {
+		return true, nil
+	}
 	if len(pending) > 0 {
 		for _, id := range pending {
 			// The held records the tables' event time has passed go
@@ -96,6 +111,12 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 			}
 			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
 				return on, err
+			}
+			if id == final {
+				// Nothing after the final barrier belongs to a
+				// checkpoint: the task reads no more.
+				s.ended = true
+				return true, nil
 			}
 		}
 		return true, nil // a trigger may have arrived meanwhile: look again first

@@ -111,6 +111,19 @@ func runCompactDifferential(seed uint64) error {
 			if c.ApproxBytes() != ref.ApproxBytes() {
 				return fmt.Errorf("step %d: ApproxBytes %d, Store %d", step, c.ApproxBytes(), ref.ApproxBytes())
 			}
+		case r < 97:
+			// A rebalance that keeps state: the last snapshot took every
+			// change, some key groups move away (Retain) and come back
+			// (restored from the log into what was kept), as a group-mode
+			// worker does across consecutive generations.
+			d1, d2 := ref.Snapshot(), c.Snapshot()
+			if err := sameSnapshot(d2, d1); err != nil {
+				return fmt.Errorf("step %d: snapshot: %w", step, err)
+			}
+			log = append(log, d1.Records()...)
+			if err := retainAndRegain(ref, c, log, groups, rng, rnd.Uint32()); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
 		default:
 			// A restart: both restored from the log written so far.
 			ref, c, err = restoreBoth(log, groups, rng)
@@ -131,6 +144,113 @@ func runCompactDifferential(seed uint64) error {
 		return fmt.Errorf("last snapshot: %w", err)
 	}
 	return sameExport(c, ref)
+}
+
+// retainAndRegain lets ref and c go of the key groups whose bit of moved
+// is set, checks each against a restore of only the groups kept, then
+// restores the groups that moved from log into each and checks them
+// against a restore of everything. Neither has a change for its next
+// Snapshot after either step.
+func retainAndRegain(ref *Store[[]byte], c *Compact, log []ChangelogRecord, groups int, rng Range, moved uint32) error {
+	away := func(kg KeyGroup) bool { return moved>>(uint(kg)%32)&1 == 1 }
+	keep := func(kg KeyGroup, key []byte) bool {
+		if KeyGroupOf(key, groups) != kg {
+			panic(fmt.Sprintf("Retain: key %q is in key group %d, not %d", key, KeyGroupOf(key, groups), kg))
+		}
+		return !away(kg)
+	}
+	if _, err := ref.Retain(keep); err != nil {
+		return err
+	}
+	if _, err := c.Retain(keep); err != nil {
+		return err
+	}
+	var kept, regained []ChangelogRecord
+	for _, rec := range log {
+		k, err := DecodeChangelogKey(rec.Key)
+		if err != nil {
+			return err
+		}
+		if away(k.Group) {
+			regained = append(regained, rec)
+		} else {
+			kept = append(kept, rec)
+		}
+	}
+	wantRef, wantC, err := restoreBoth(kept, groups, rng)
+	if err != nil {
+		return err
+	}
+	if err := sameExport(c, wantRef); err != nil {
+		return fmt.Errorf("after Retain: %w", err)
+	}
+	if err := sameExport(wantC, ref); err != nil {
+		return fmt.Errorf("after Retain, Store: %w", err)
+	}
+	if c.KeysInPieces() != wantC.KeysInPieces() || ref.KeysInPieces() != wantRef.KeysInPieces() {
+		return fmt.Errorf("after Retain: %d and %d keys in pieces, restored %d and %d", c.KeysInPieces(), ref.KeysInPieces(), wantC.KeysInPieces(), wantRef.KeysInPieces())
+	}
+	for _, s := range []Restorable{ref, c} {
+		r, err := NewRestorer(groups, rng)
+		if err != nil {
+			return err
+		}
+		if err := r.RegisterRetained(s); err != nil {
+			return err
+		}
+		for _, rec := range regained {
+			if err := r.Add(rec); err != nil {
+				return err
+			}
+		}
+		if err := r.Finish(); err != nil {
+			return err
+		}
+	}
+	if wantRef, _, err = restoreBoth(log, groups, rng); err != nil {
+		return err
+	}
+	if err := sameExport(c, wantRef); err != nil {
+		return fmt.Errorf("after regaining: %w", err)
+	}
+	if err := sameExport(c, ref); err != nil {
+		return fmt.Errorf("after regaining, Store: %w", err)
+	}
+	if c.DirtyLen() != 0 || ref.DirtyLen() != 0 {
+		return fmt.Errorf("after regaining: %d and %d dirty keys", c.DirtyLen(), ref.DirtyLen())
+	}
+	return nil
+}
+
+// TestRetainRefusesUnsnapshottedChanges: a store with changes its last
+// Snapshot did not take cannot let keys go (the changelog would not hold
+// what it dropped).
+func TestRetainRefusesUnsnapshottedChanges(t *testing.T) {
+	ref, err := New[[]byte]("op", 4, RangeFor(0, 1, 4), BytesCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCompact("op", 4, RangeFor(0, 1, 4), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Put([]byte("a"), []byte("1"))
+	c.Put([]byte("a"), []byte("1"))
+	none := func(KeyGroup, []byte) bool { return false }
+	if _, err := ref.Retain(none); !errors.Is(err, ErrRetainDirty) {
+		t.Fatalf("Store.Retain with a change pending: %v", err)
+	}
+	if _, err := c.Retain(none); !errors.Is(err, ErrRetainDirty) {
+		t.Fatalf("Compact.Retain with a change pending: %v", err)
+	}
+	ref.Snapshot()
+	c.Snapshot()
+	if n, err := ref.Retain(none); err != nil || n != 1 || ref.Len() != 0 {
+		t.Fatalf("Store.Retain: %d, %v, %d left", n, err, ref.Len())
+	}
+	if n, err := c.Retain(none); err != nil || n != 1 || c.Len() != 0 {
+		t.Fatalf("Compact.Retain: %d, %v, %d left", n, err, c.Len())
+	}
 }
 
 func restoreBoth(log []ChangelogRecord, groups int, rng Range) (*Store[[]byte], *Compact, error) {

@@ -175,3 +175,12 @@ func (p *splitter) restored(operator string, kg KeyGroup, key []byte, n int) {
 	}
 	p.counts[string(ChangelogKey{Operator: operator, Group: kg, Key: key}.Append(nil))] = n
 }
+
+// forget drops what the splitter knows of key of kg: the store let go of
+// it (Retain), so its pieces are another store's to know of.
+func (p *splitter) forget(operator string, kg KeyGroup, key []byte) {
+	if len(p.counts) == 0 {
+		return
+	}
+	delete(p.counts, string(ChangelogKey{Operator: operator, Group: kg, Key: key}.Append(nil)))
+}

@@ -93,14 +93,32 @@ func NewRestorer(groups int, r Range) (*Restorer, error) {
 // Register adds an empty store to be filled with its operator's records.
 // It must have the Restorer's key-group count and range.
 func (r *Restorer) Register(s Restorable) error {
+	if s.Len() != 0 || s.DirtyLen() != 0 {
+		return fmt.Errorf("state: restore operator %q: store is not empty", s.Operator())
+	}
+	return r.register(s)
+}
+
+// RegisterRetained adds a store that holds what Retain kept, to be
+// filled with the records of the key groups it let go of and now holds
+// again (a rebalance of a group-mode job gave them back, or gave it new
+// ones). The records added must be of those key groups only: a record of
+// a key the store kept would replace its value with an older one. The
+// store must have no change its last Snapshot did not take.
+func (r *Restorer) RegisterRetained(s Restorable) error {
+	if s.DirtyLen() != 0 {
+		return fmt.Errorf("state: restore operator %q: %w", s.Operator(), ErrRetainDirty)
+	}
+	return r.register(s)
+}
+
+func (r *Restorer) register(s Restorable) error {
 	op := s.Operator()
 	switch {
 	case s.KeyGroups() != r.groups:
 		return fmt.Errorf("state: restore operator %q: store has %d key groups, restore has %d", op, s.KeyGroups(), r.groups)
 	case s.Range() != r.rng:
 		return fmt.Errorf("state: restore operator %q: store holds key groups %v, restore is for %v", op, s.Range(), r.rng)
-	case s.Len() != 0 || s.DirtyLen() != 0:
-		return fmt.Errorf("state: restore operator %q: store is not empty", op)
 	}
 	if _, dup := r.stores[op]; dup {
 		return fmt.Errorf("state: restore operator %q: registered twice", op)

@@ -11,6 +11,7 @@ import (
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/state"
+	"github.com/eoflow/pipeline/window"
 )
 
 // Aggregate is a running aggregate over the key groups of one worker.
@@ -75,6 +76,16 @@ func NewAggregate(env *Env, sinks Sinks, agg *operator.Aggregator, groups int, r
 
 // ID is the aggregate's operator id.
 func (o *Aggregate) ID() string { return o.agg.ID() }
+
+// Retain is Stateful.Retain: the TTL's timers are armed again from the
+// store at the next barrier.
+func (o *Aggregate) Retain(keep func(kg state.KeyGroup, key []byte) bool) (int, error) {
+	n, err := o.store.Retain(keep)
+	if err == nil && o.expiry != nil {
+		o.expiry.timers, o.expiry.built = window.Timers{}, false
+	}
+	return n, err
+}
 
 // Store is the aggregate's keyed state.
 func (o *Aggregate) Store() Store { return o.store }

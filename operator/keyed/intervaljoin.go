@@ -101,6 +101,16 @@ func (o *IntervalJoin) Resume(watermark int64) { o.watermark = watermark }
 // ID is the join's operator id.
 func (o *IntervalJoin) ID() string { return o.spec.ID }
 
+// Retain is Stateful.Retain: the timers are rebuilt from the store on
+// first use.
+func (o *IntervalJoin) Retain(keep func(kg state.KeyGroup, key []byte) bool) (int, error) {
+	n, err := o.store.Retain(keep)
+	if err == nil {
+		o.timers, o.timersBuilt = window.Timers{}, false
+	}
+	return n, err
+}
+
 // Store is the join's keyed state.
 func (o *IntervalJoin) Store() Store { return o.store }
 

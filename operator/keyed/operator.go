@@ -24,6 +24,12 @@ type Stateful interface {
 	ID() string
 	Store() Store
 	Summary() checkpoint.StateSummary
+	// Retain lets go of the keys keep refuses, right after a barrier
+	// (state.Store.Retain: no tombstones), and forgets what it derived
+	// from them (timers are rebuilt from the store, as after a restore):
+	// a group-mode worker keeps its state across a rebalance, minus the
+	// key groups that moved away. It returns how many keys it dropped.
+	Retain(keep func(kg state.KeyGroup, key []byte) bool) (int, error)
 }
 
 // Prefetcher is an operator that can ready the state of a batch of inputs

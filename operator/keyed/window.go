@@ -167,6 +167,24 @@ func (o *Window) Resume(watermark int64) { o.watermark = watermark }
 // ID is the window's operator id.
 func (o *Window) ID() string { return o.agg.ID() }
 
+// Retain is Stateful.Retain. The timers are rebuilt from the store on
+// first use, which counts every key's windows as open again: what they
+// counted so far is taken back first.
+func (o *Window) Retain(keep func(kg state.KeyGroup, key []byte) bool) (int, error) {
+	if o.store.DirtyLen() > 0 {
+		return 0, state.ErrRetainDirty
+	}
+	if o.timersBuilt {
+		for e := range o.store.All() {
+			if ws, ok := o.store.Get(e.Key); ok {
+				o.open.Add(-int64(len(ws.Windows)))
+			}
+		}
+	}
+	o.timers, o.timersBuilt = window.Timers{}, false
+	return o.store.Retain(keep)
+}
+
 // Store is the window's keyed state.
 func (o *Window) Store() Store { return o.store }
 

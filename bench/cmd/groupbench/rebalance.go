@@ -33,11 +33,11 @@ import (
 
 // rebalanceRow is one staying process's view of one event.
 type rebalanceRow struct {
-	event, proc string
-	pause       time.Duration
-	kept, moved int
-	keys        int64
-	took        time.Duration
+	event, proc    string
+	pause          time.Duration
+	kept, moved    int
+	keys, keptKeys int64
+	took           time.Duration
 }
 
 // checkpointSampler polls each process's last completed checkpoint time
@@ -164,7 +164,7 @@ func rebalance(o options) ([]rebalanceRow, error) {
 		for _, id := range []string{"a", "b"} {
 			row := rebalanceRow{event: event, proc: id, pause: s.pause(id, at, time.Now())}
 			var err error
-			row.kept, row.moved, row.keys, row.took, err = r.procs[id].assignmentsAfter(at)
+			row.kept, row.moved, row.keys, row.keptKeys, row.took, err = r.procs[id].assignmentsAfter(at)
 			if err != nil {
 				return nil, err
 			}
@@ -235,28 +235,41 @@ func (p *proc) lastCheckpoint(ctx context.Context) (time.Time, error) {
 var (
 	assignmentLine = regexp.MustCompile(`^time=(\S+) .*msg="group assignment" .*kept=(\d+) moved_here=(\d+)`)
 	restoredAtLine = regexp.MustCompile(`^time=(\S+) .*msg=restored .*state_keys=(\d+) .*took=(\S+)`)
+	keptLine       = regexp.MustCompile(`^time=(\S+) .*msg="kept the state of the partitions this process still owns" .*kept_keys=(\d+) restored_keys=(\d+)`)
 )
 
 // assignmentsAfter reads the process's log for the assignments it got
 // after t (summed: a rebalance may take more than one generation) and
 // the last restore after t.
-func (p *proc) assignmentsAfter(t time.Time) (kept, moved int, keys int64, took time.Duration, err error) {
+func (p *proc) assignmentsAfter(t time.Time) (kept, moved int, keys, keptKeys int64, took time.Duration, err error) {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
+	var continued bool
 	for _, line := range strings.Split(string(data), "\n") {
 		if m := assignmentLine.FindStringSubmatch(line); m != nil && after(m[1], t) {
 			k, _ := strconv.Atoi(m[2])
 			n, _ := strconv.Atoi(m[3])
 			kept, moved = k, moved+n
 		}
+		if m := keptLine.FindStringSubmatch(line); m != nil && after(m[1], t) {
+			// The attempt kept the state of what it still owned: what
+			// it read is only what moved here.
+			keptKeys, _ = strconv.ParseInt(m[2], 10, 64)
+			keys, _ = strconv.ParseInt(m[3], 10, 64)
+			continued = true
+		}
 		if m := restoredAtLine.FindStringSubmatch(line); m != nil && after(m[1], t) {
-			keys, _ = strconv.ParseInt(m[2], 10, 64)
+			if !continued {
+				keys, _ = strconv.ParseInt(m[2], 10, 64)
+				keptKeys = 0
+			}
 			took, _ = time.ParseDuration(m[3])
+			continued = false
 		}
 	}
-	return kept, moved, keys, took, nil
+	return kept, moved, keys, keptKeys, took, nil
 }
 
 func after(stamp string, t time.Time) bool {
@@ -269,9 +282,9 @@ func rebalanceTable(o options, rows []rebalanceRow) string {
 	var md strings.Builder
 	fmt.Fprintf(&md, "\n## Rebalances: %d keys of state over 2 processes, input at %d records/s\n\n", o.rebalanceKeys, o.rate)
 	md.WriteString("A third process joins, then leaves (SIGTERM). Per staying process: the longest gap between its completed checkpoints around the event (its committed output stops for as long), and what its new assignments kept, what moved to it, and what it restored. Checkpoint interval 1 s.\n\n")
-	md.WriteString("| event | process | longest gap between checkpoints, s | vs interval | partitions kept | moved here | keys restored | restore took |\n|---|---|---|---|---|---|---|---|\n")
+	md.WriteString("| event | process | longest gap between checkpoints, s | vs interval | partitions kept | moved here | keys kept in memory | keys restored | restore took |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range slices.Clone(rows) {
-		fmt.Fprintf(&md, "| %s | %s | %.2f | %.1fx | %d | %d | %d | %v |\n", r.event, r.proc, r.pause.Seconds(), r.pause.Seconds(), r.kept, r.moved, r.keys, r.took)
+		fmt.Fprintf(&md, "| %s | %s | %.2f | %.1fx | %d | %d | %d | %d | %v |\n", r.event, r.proc, r.pause.Seconds(), r.pause.Seconds(), r.kept, r.moved, r.keptKeys, r.keys, r.took)
 	}
 	return md.String()
 }

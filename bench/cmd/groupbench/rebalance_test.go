@@ -19,9 +19,21 @@ time=2026-12-06T10:00:11.000Z level=INFO msg=restored job=j checkpoint=9 state_k
 		t.Fatal(err)
 	}
 	p := &proc{logPath: path}
-	kept, moved, keys, took, err := p.assignmentsAfter(time.Date(2026, 12, 6, 10, 0, 5, 0, time.UTC))
-	if err != nil || kept != 10 || moved != 1 || keys != 600000 || took != 1500*time.Millisecond {
-		t.Fatalf("kept %d moved %d keys %d took %v err %v", kept, moved, keys, took, err)
+	kept, moved, keys, keptKeys, took, err := p.assignmentsAfter(time.Date(2026, 12, 6, 10, 0, 5, 0, time.UTC))
+	if err != nil || kept != 10 || moved != 1 || keys != 600000 || keptKeys != 0 || took != 1500*time.Millisecond {
+		t.Fatalf("kept %d moved %d keys %d kept keys %d took %v err %v", kept, moved, keys, keptKeys, took, err)
+	}
+	// An attempt that kept its state says what it kept and what it read.
+	more := `time=2026-12-06T10:00:20.000Z level=INFO msg="group assignment" job=j generation=4 kept=10 moved_here=3
+time=2026-12-06T10:00:20.300Z level=INFO msg="kept the state of the partitions this process still owns" job=j kept_partitions="[0 1]" dropped_keys=0 kept_keys=500000 restored_keys=150000
+time=2026-12-06T10:00:20.400Z level=INFO msg=restored job=j checkpoint=19 state_keys=650000 partitions=13 workers=2 took=400ms
+`
+	if err := os.WriteFile(path, []byte(log+more), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kept, moved, keys, keptKeys, took, err = p.assignmentsAfter(time.Date(2026, 12, 6, 10, 0, 15, 0, time.UTC))
+	if err != nil || kept != 10 || moved != 3 || keys != 150000 || keptKeys != 500000 || took != 400*time.Millisecond {
+		t.Fatalf("kept %d moved %d keys %d kept keys %d took %v err %v", kept, moved, keys, keptKeys, took, err)
 	}
 }
 
