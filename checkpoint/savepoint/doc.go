@@ -85,8 +85,9 @@
 //     ErrCorrupt that names the file and the byte; never a panic.
 //  3. A reader reads every version ever written. Version 1 is pinned by
 //     testdata/v1, and its window and event time fields by
-//     testdata/v1-windows; version 2 by testdata/v2-held; a change to either encoding is a new version with a new
-//     golden directory, and the old one keeps passing.
+//     testdata/v1-windows; version 2 by testdata/v2-held. A change to
+//     any encoding is a new version with a new golden directory, and the
+//     old ones keep passing.
 //  4. Reader.ID, the SHA-256 of the manifest, identifies the content: it
 //     covers every data file through their SHA-256, wherever the copy is.
 //
