@@ -238,7 +238,8 @@ func TestAsOfJoinSavepointRestoresHeldRecords(t *testing.T) {
 
 	sp := filepath.Join(j.env["SAVEPOINT_DIR"], "held")
 	addr := "http://" + adminAddr.FindStringSubmatch(j.output())[1]
-	if code, stdout, stderr := j.pipelineCmd("savepoint", "create", "-admin", addr, sp); code != 0 || !strings.Contains(stdout, "savepoint written: "+sp) {
+	if code, stdout, stderr := j.pipelineCmd("savepoint", "create", "-admin", addr, sp); code != 0 || !strings.Contains(stdout, "savepoint written: "+sp) ||
+		!strings.Contains(stdout, fmt.Sprintf("held:       %d records", orders)) {
 		t.Fatalf("savepoint create: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr := j.pipelineCmd("savepoint", "inspect", sp)
