@@ -1188,6 +1188,9 @@ func (s *gsim) liveStep(p *gproc) error {
 	if s.windowed {
 		return s.checkWindowSavepoint(l.dir, p.j)
 	}
+	if s.joined {
+		return s.checkIntervalJoinSavepoint(l.dir)
+	}
 	_, err = s.checkSavepoint(l.dir, p.j)
 	return err
 }
@@ -1273,7 +1276,7 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
-		{"interval_join", playFaults, 100, gsimIntervalJoin}} {
+		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 100, gsimIntervalJoin}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
