@@ -1338,6 +1338,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, gsimSums},
 		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, gsimSums},
 		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, gsimSums},
+		{"a live savepoint's export not rechecked, interval join", plantedExportWithoutRecheck, playLive, 100, gsimIntervalJoin},
 		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimWindows},
 		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, gsimWindows},
 		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimSessions},
