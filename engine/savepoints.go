@@ -493,6 +493,9 @@ type savepointRestore struct {
 // checkSavepoint decides whether the job can start from its savepoint on
 // this cluster, before anything is changed there.
 func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.RestorePlan, error) {
+	if err := j.refuseHeldRestore(); err != nil {
+		return nil, err
+	}
 	var topics []string
 	for _, src := range j.cfg.Sources {
 		topics = append(topics, src.Topics...)
@@ -508,16 +511,22 @@ func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.
 			opts.Partitions[t] = len(td.Partitions)
 		}
 	}
-	m := j.from.r.Manifest()
-	if h := m.Held; h != nil && j.shuffle != nil {
-		return nil, fmt.Errorf("%w: savepoint %s holds %d records a join as of event time held (taken in single mode); a group-mode job cannot restore them yet: start the job from it with scale.mode: single, which joins them, then take a new savepoint",
-			savepoint.ErrIncompatible, j.from.r.Dir(), h.Records)
-	}
-	plan, err := savepoint.CheckRestore(m, savepoint.DescribeConfig(j.cfg), opts)
+	plan, err := savepoint.CheckRestore(j.from.r.Manifest(), savepoint.DescribeConfig(j.cfg), opts)
 	if err != nil {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// refuseHeldRestore refuses a group-mode start from a savepoint that
+// holds records for joins as of event time (taken in single mode): a
+// group's members restore from Kafka, where those records are not.
+func (j *Job) refuseHeldRestore() error {
+	if h := j.from.r.Manifest().Held; h != nil && j.shuffle != nil {
+		return fmt.Errorf("%w: savepoint %s holds %d records that a join as of event time held (taken in single mode); a group-mode job cannot restore them yet: start the job from it with scale.mode: single, which joins them, then take a new savepoint",
+			savepoint.ErrIncompatible, j.from.r.Dir(), h.Records)
+	}
+	return nil
 }
 
 // importSavepoint restores every worker's state from the savepoint and
