@@ -143,7 +143,8 @@
 //     store.All()) and reports the result to whoever commits.
 //  3. When checkpoint N completed and every worker reported: offs, err :=
 //     d.SourceOffsets(record.Offsets); w.Source(id, offs[id]) for each
-//     source; m, err := w.Commit(). If N aborted or an export failed:
+//     source; w.SetHeld(the records record N holds, record.Held, if
+//     any); m, err := w.Commit(). If N aborted or an export failed:
 //     w.Abort(). Log Progress lines while it runs.
 //
 // Restoring (run --from-savepoint PATH):
@@ -153,7 +154,9 @@
 //     On error print it and start nothing. Log plan.Notes.
 //  2. Each worker: r.Restore(restorer, its range, plan.Restore) into
 //     empty stores registered with a state.Restorer. Sources start at
-//     plan.Offsets; plan.NewTopics at their start position.
+//     plan.Offsets; plan.NewTopics at their start position. The held
+//     records, r.HeldRecords(plan), go back to the source tasks that
+//     read their partitions (after the offsets: they are read already).
 //  3. The job's own state topic must then hold exactly the savepoint's
 //     state before anything else commits: restored keys are clean and
 //     would otherwise never reach the changelog. runtime imports it in one
