@@ -1276,7 +1276,7 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
-		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 100, gsimIntervalJoin}} {
+		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
