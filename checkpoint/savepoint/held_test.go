@@ -162,6 +162,10 @@ func TestHeldRecordsRemap(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("held\n got: %+v\nwant: %+v", got, want)
 	}
+	if !slices.ContainsFunc(plan.Notes, func(n string) bool { return strings.HasPrefix(n, "3 records that a join as of event time held") }) ||
+		!slices.Contains(plan.Notes, "1 held records of topics whose offsets are dropped are dropped with them (--allow-dropped-state)") {
+		t.Fatalf("the plan's notes do not say the held records go back: %q", plan.Notes)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
