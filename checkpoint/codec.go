@@ -98,7 +98,9 @@ const recordV2 = 2
 //	  varint offset)
 //
 // Format v6 (a record with Held: the stream records joins as of event
-// time hold) is v5 followed by
+// time hold) is v5, whose tables may be none (t = 0: a job started from a
+// savepoint with held records whose configuration has no table), followed
+// by
 //
 //	string  held (not empty): the records, as the runtime encodes them
 //	        (operator.AppendHold), opaque here
@@ -361,7 +363,7 @@ func decodePayload(b []byte, version byte) (*Record, error) {
 		}
 	}
 	if version >= 5 {
-		r.Tables = d.tables()
+		r.Tables = d.tables(version)
 	}
 	if version >= 6 {
 		if held := d.string("held", -1); held != "" {
@@ -507,10 +509,17 @@ func (d *decoder) eventTime() *EventTime {
 
 // tables reads the v5 tables: at least one (v4 is the one encoding of a
 // record without).
-func (d *decoder) tables() []TableOffsets {
+func (d *decoder) tables(version byte) []TableOffsets {
 	n := d.count("tables", -1)
-	if d.err == nil && n == 0 {
+	if d.err == nil && n == 0 && version == recordV5 {
+		// v4 is the one encoding of a record without tables or held
+		// records; a v6 record's held records may come without a table
+		// (a job started from a savepoint whose configuration has none:
+		// it releases them at its first checkpoint).
 		d.fail("tables", -1, "none in a v5 record")
+		return nil
+	}
+	if n == 0 {
 		return nil
 	}
 	out := make([]TableOffsets, 0, n)

@@ -296,9 +296,6 @@ func (r *Record) Validate() error {
 	errs = append(errs, r.validateOperators()...)
 	errs = append(errs, r.validateEventTime()...)
 	errs = append(errs, r.validateTables()...)
-	if len(r.Held) > 0 && len(r.Tables) == 0 {
-		errs = append(errs, errors.New("held: join records held without any table (format v6 extends v5, which has tables)"))
-	}
 	for i, s := range r.State {
 		if s.Operator == "" {
 			errs = append(errs, fmt.Errorf("state[%d]: empty operator", i))

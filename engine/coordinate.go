@@ -57,6 +57,10 @@ type sealedEpoch struct {
 	eventTime *checkpoint.EventTime // nil: the job has none
 	// tables are where the job's tables stood, as the record says.
 	tables []checkpoint.TableOffsets
+	// held are the records joins as of event time held, as the record
+	// says (checkpoint.Record.Held): a savepoint of the checkpoint takes
+	// them.
+	held []byte
 	// tableCommits (group mode) are the table positions the epoch's
 	// transaction commits to the group beside offsets: those of the
 	// partitions whose dead letters the member writes.
@@ -535,7 +539,7 @@ func (l *coordinatorLoop) checkpointCompleted(id checkpoint.ID) error {
 	if l.group != nil {
 		offsets = l.group.keep(offsets)
 	}
-	l.sp.completed(id, offsets, res.eventTime, res.tables)
+	l.sp.completed(id, offsets, res.eventTime, res.tables, se.held)
 	return l.onDrainedCheck(id, res.offsets)
 }
 

@@ -1256,6 +1256,9 @@ func (s *gsim) liveStep(p *gproc) error {
 	if s.windowed {
 		return s.checkWindowSavepoint(l.dir, p.j)
 	}
+	if s.joined {
+		return s.checkIntervalJoinSavepoint(l.dir)
+	}
 	_, err = s.checkSavepoint(l.dir, p.j)
 	return err
 }
@@ -1341,7 +1344,7 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
-		{"interval_join", playFaults, 100, gsimIntervalJoin}} {
+		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
@@ -1403,6 +1406,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"state restored before its markers", plantedRestoreBeforeMarkers, playFaults, 400, gsimSums},
 		{"a stop drains without pausing the sources", plantedStopWithoutPause, playStop, 100, gsimSums},
 		{"a live savepoint's export not rechecked", plantedExportWithoutRecheck, playLive, 100, gsimSums},
+		{"a live savepoint's export not rechecked, interval join", plantedExportWithoutRecheck, playLive, 100, gsimIntervalJoin},
 		{"windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimWindows},
 		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, gsimWindows},
 		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimSessions},

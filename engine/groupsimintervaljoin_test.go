@@ -3,6 +3,9 @@ package engine
 import (
 	"fmt"
 
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/operator/keyed"
+	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -83,5 +86,80 @@ func (s *gsim) checkPairs(end bool) error {
 	}
 	s.counts["results committed"] += len(v.pairs)
 	s.counts["late inputs"] += len(v.late)
+	return nil
+}
+
+// checkIntervalJoinSavepoint: a savepoint of the running group, of the
+// interval join, holds exactly the buffers its source offsets call for:
+// every buffered record is an input before the offsets, not late, on its
+// side under its key, once; and every such input that the savepoint's
+// watermark has not expired (a left one while t + after is at or above
+// it, a right one while t + before is) is buffered. A restore then pairs
+// each of them as the group would have.
+func (s *gsim) checkIntervalJoinSavepoint(dir string) error {
+	r, err := savepoint.Open(dir)
+	if err != nil {
+		return s.violation("opening savepoint %s: %v", dir, err)
+	}
+	offsets := make([]int64, gsimInParts)
+	for _, o := range r.Manifest().Offsets() {
+		offsets[o.Partition] = o.Offset
+	}
+	ins := make([][]simInput, gsimInParts)
+	for p := range ins {
+		ins[p] = s.inputs[p][:offsets[p]]
+	}
+	_, o := pairsOf(ins, intervalJoinSimJob.keyOf)
+	wm := int64(window.NoWatermark)
+	if et := r.Manifest().EventTime.Checkpoint(); et != nil {
+		wm = et.Watermark
+	}
+	buffered := map[simTP]bool{}
+	err = r.Scan("pairs", state.Range{End: state.KeyGroup(s.cfg.Checkpoint.KeyGroups)}, func(e savepoint.Entry) error {
+		b, err := keyed.DecodeJoinBuffers(e.Value)
+		if err != nil {
+			return err
+		}
+		for side, entries := range [][]keyed.JoinEntry{b.Left, b.Right} {
+			for _, je := range entries {
+				tp := simTP{je.Partition, je.Offset}
+				switch {
+				case je.Topic != "in" || je.Partition < 0 || int(je.Partition) >= gsimInParts || je.Offset < 0 || je.Offset >= offsets[je.Partition]:
+					return fmt.Errorf("key %q buffers %s/%d@%d, beyond the savepoint's offsets %v", e.Key, je.Topic, je.Partition, je.Offset, offsets)
+				case buffered[tp]:
+					return fmt.Errorf("input %v buffered twice", tp)
+				}
+				in := ins[je.Partition][je.Offset]
+				switch {
+				case in.bad || o.late[tp]:
+					return fmt.Errorf("key %q buffers input %v, which is bad or late", e.Key, tp)
+				case (in.n%2 == 0) != (side == 0) || intervalJoinSimJob.keyOf(in.n) != string(e.Key) || je.At != in.ts:
+					return fmt.Errorf("key %q buffers input %v (n %d at %d) on side %d at %d", e.Key, tp, in.n, in.ts, side, je.At)
+				}
+				buffered[tp] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.violation("savepoint %s: %v", dir, err)
+	}
+	for p, part := range ins {
+		for i, in := range part {
+			tp := simTP{int32(p), int64(i)}
+			if in.bad || o.late[tp] || buffered[tp] {
+				continue
+			}
+			expiry := in.ts + simBefore
+			if in.n%2 == 0 {
+				expiry = in.ts + simAfter
+			}
+			if wm == window.NoWatermark || expiry >= wm {
+				return s.violation("savepoint %s (watermark %d): input %v (n %d at %d) is not buffered, though the watermark has not expired it", dir, wm, tp, in.n, in.ts)
+			}
+		}
+	}
+	s.counts["join records in savepoints"] += len(buffered)
+	s.log("savepoint %s buffers exactly the join's inputs before %v", dir, offsets)
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/eoflow/pipeline/checkpoint/kstore"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/internal/mutant"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/source"
 )
@@ -150,21 +152,25 @@ func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summa
 	return sum, nil
 }
 
-// ErrSavepointHeld is wrapped (with ErrSavepoint) when the job joins a
-// table as of event time: the stream records such a join holds are
-// state of every checkpoint (checkpoint.Record.Held), and the savepoint
-// format has no place for them yet.
-var ErrSavepointHeld = errors.New("a job with a join as of event time (time: event_time) takes no savepoints yet: the savepoint format has no place for the records the join holds; stop the job without a savepoint and restart it from its last checkpoint (same name), or change the join to processing time first")
+// ErrSavepointHeld is wrapped (with ErrSavepoint) when a group-mode job
+// joins a table as of event time: a group savepoint is written from
+// Kafka (groupSavepoint), which does not hold the records such a join
+// holds in its members' source tasks. A single-mode job's savepoint takes
+// them at its barrier, as its checkpoint does (savepoint format v2).
+var ErrSavepointHeld = errors.New("a group-mode job with a join as of event time (time: event_time) takes no savepoints yet: a group savepoint has no place for the records the join holds; stop the job without a savepoint and restart it from its last checkpoint (same name), or change the join to processing time first")
 
-// refuseHeldSavepoint refuses a savepoint of a job that holds records
-// for joins as of event time.
+// refuseHeldSavepoint refuses a savepoint of a group-mode job that holds
+// records for joins as of event time.
 func (j *Job) refuseHeldSavepoint() error {
-	for _, d := range j.plan.graph.Joins() {
-		if d.AsOf {
-			return fmt.Errorf("%w: %w", ErrSavepoint, ErrSavepointHeld)
-		}
+	if j.shuffle != nil && j.joinsAsOf() {
+		return fmt.Errorf("%w: %w", ErrSavepoint, ErrSavepointHeld)
 	}
 	return nil
+}
+
+// joinsAsOf reports whether the job joins a table as of event time.
+func (j *Job) joinsAsOf() bool {
+	return slices.ContainsFunc(j.plan.graph.Joins(), func(d operator.JoinDesc) bool { return d.AsOf })
 }
 
 // savepointRequest is one call of Job.Savepoint, handed to the running
@@ -252,9 +258,11 @@ type pendingSavepoint struct {
 	started time.Time
 	waiting int   // workers yet to report
 	err     error // the first export failure
-	// offsets of the checkpoint, once it completed.
+	// offsets of the checkpoint, once it completed, and the records
+	// joins as of event time held at its barrier (operator.AppendHold).
 	completed bool
 	offsets   []checkpoint.SourceOffset
+	held      []byte
 }
 
 // savepoints is the coordinator loop's part in taking savepoints.
@@ -326,10 +334,12 @@ func (s *savepoints) exporting() bool {
 }
 
 // completed is told that checkpoint id committed, with its offsets, its
-// event time and its tables' positions.
-func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime, tables []checkpoint.TableOffsets) {
+// event time, its tables' positions and the records its joins as of
+// event time held (checkpoint.Record.Held): what its barrier carried, as
+// the checkpoint record has them.
+func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime, tables []checkpoint.TableOffsets, held []byte) {
 	if p := s.pending[id]; p != nil {
-		p.completed, p.offsets = true, offsets
+		p.completed, p.offsets, p.held = true, offsets, held
 		p.w.SetEventTime(et)
 		p.w.SetTables(tables)
 		s.maybeFinish(p)
@@ -414,10 +424,54 @@ func (s *savepoints) commit(p *pendingSavepoint) (savepoint.Summary, error) {
 			return savepoint.Summary{}, err
 		}
 	}
+	held, err := savepointHeld(p.held)
+	if err != nil {
+		return savepoint.Summary{}, fmt.Errorf("checkpoint %d: %w", p.id, err)
+	}
+	if mutant.On("savepoint-drops-held") {
+		// The bug: the savepoint keeps the offsets, which are past the
+		// held records, but not the records: a start from it never
+		// joins them.
+		held = nil
+	}
+	if err := p.w.SetHeld(held); err != nil {
+		return savepoint.Summary{}, err
+	}
 	if _, err := p.w.Commit(); err != nil {
 		return savepoint.Summary{}, err
 	}
 	return savepoint.Inspect(p.w.Dir())
+}
+
+// savepointHeld is a checkpoint's held records (operator.AppendHold's
+// encoding; empty: none) as a savepoint holds them.
+func savepointHeld(b []byte) ([]savepoint.HeldRecord, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	h, err := operator.DecodeHold(b)
+	if err != nil {
+		return nil, err
+	}
+	recs := h.Records()
+	out := make([]savepoint.HeldRecord, len(recs))
+	for i, r := range recs {
+		out[i] = savepoint.HeldRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, At: r.At, Key: r.Key, Record: r.Record}
+	}
+	return out, nil
+}
+
+// heldOfSavepoint is held records of a savepoint as a checkpoint record
+// holds them (nil: none).
+func heldOfSavepoint(recs []savepoint.HeldRecord) []byte {
+	if len(recs) == 0 {
+		return nil
+	}
+	var h operator.Hold
+	for _, r := range recs {
+		h.Add(operator.HeldRecord{At: r.At, Key: r.Key, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Record: r.Record})
+	}
+	return operator.AppendHold(nil, &h)
 }
 
 // ---- starting from a savepoint ----
@@ -439,6 +493,9 @@ type savepointRestore struct {
 // checkSavepoint decides whether the job can start from its savepoint on
 // this cluster, before anything is changed there.
 func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.RestorePlan, error) {
+	if err := j.refuseHeldRestore(); err != nil {
+		return nil, err
+	}
 	var topics []string
 	for _, src := range j.cfg.Sources {
 		topics = append(topics, src.Topics...)
@@ -459,6 +516,17 @@ func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.
 		return nil, err
 	}
 	return plan, nil
+}
+
+// refuseHeldRestore refuses a group-mode start from a savepoint that
+// holds records for joins as of event time (taken in single mode): a
+// group's members restore from Kafka, where those records are not.
+func (j *Job) refuseHeldRestore() error {
+	if h := j.from.r.Manifest().Held; h != nil && j.shuffle != nil {
+		return fmt.Errorf("%w: savepoint %s holds %d records that a join as of event time held (taken in single mode); a group-mode job cannot restore them yet: start the job from it with scale.mode: single, which joins them, then take a new savepoint",
+			savepoint.ErrIncompatible, j.from.r.Dir(), h.Records)
+	}
+	return nil
 }
 
 // importSavepoint restores every worker's state from the savepoint and
@@ -506,6 +574,20 @@ func (a *attempt) importSavepoint(ctx context.Context, plan *savepoint.RestorePl
 	// The tables are read after the import (loadTables): the record
 	// carries the savepoint's positions, which that read must reach.
 	rec.Tables = plan.Tables
+	// The records joins as of event time held at the savepoint are read
+	// already (its offsets are past them): the record holds them, and the
+	// source tasks get them back from it (restoreHeld), or release them
+	// all at the first checkpoint if the configuration no longer joins as
+	// of event time.
+	held, err := r.HeldRecords(plan)
+	if err != nil {
+		return fail(err)
+	}
+	rec.Held = heldOfSavepoint(held)
+	if n := r.Manifest().Held; n != nil {
+		j.log.Info("restoring the records a join as of event time held at the savepoint", "savepoint", r.Dir(),
+			"records", len(held), "dropped", int(n.Records)-len(held), "still_joined_as_of_event_time", j.joinsAsOf())
+	}
 	rec.Normalize()
 	a.tablesFrom = "savepoint " + r.Dir()
 	crs, err := checkpointRecords(rec, "", a.limits, j.metrics)

@@ -225,6 +225,11 @@ type simRun struct {
 	asOfTS       int64
 	// asOfHeld is the most records a committed checkpoint held.
 	asOfHeld int
+	// baseHeld (a continuation of a join as of event time) are the
+	// inputs the savepoint's checkpoint held, as its record in the run
+	// before says: below base, only these are the continuation's to
+	// commit.
+	baseHeld map[simTP]bool
 }
 
 const (
@@ -311,6 +316,12 @@ func (r *simRun) drawFaults() {
 // r's input and nothing else: its outputs must go on exactly from the
 // savepoint's checkpoint, as if the job had never stopped.
 func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
+	return r.continuationWith(t, dir, nil)
+}
+
+// continuationWith is continuation with the configuration changed by
+// change (nil: none) besides its worker count.
+func (r *simRun) continuationWith(t testing.TB, dir string, change func(*config.Config)) (*simRun, error) {
 	rd, err := savepoint.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening savepoint %s: %v", errViolation, dir, err)
@@ -324,8 +335,23 @@ func (r *simRun) continuation(t testing.TB, dir string) (*simRun, error) {
 		bug:       r.bug,
 		inputs:    r.inputs,
 	}
+	if r.job.asOf {
+		// The same table: every version the run before wrote, and the
+		// writes to come after them.
+		c.asOfVersions = slices.Clone(r.asOfVersions)
+		c.asOfTS, c.tableWrites = r.asOfTS, r.tableWrites
+		id := rd.Manifest().CheckpointID
+		held, ok := r.committed.heldAt[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: savepoint %s is of checkpoint %d, which the run never committed", errViolation, dir, id)
+		}
+		c.baseHeld = held
+	}
 	cfg := *r.cfg
 	cfg.Workers = 1 + r.cfg.Workers%3
+	if change != nil {
+		change(&cfg)
+	}
 	c.cfg = &cfg
 	opts := savepoint.RestoreOptions{Partitions: map[string]int{"in": simPartitions}}
 	if c.plan, err = savepoint.CheckRestore(rd.Manifest(), savepoint.DescribeConfig(c.cfg), opts); err != nil {
@@ -785,9 +811,6 @@ func (s *simAttempt) savepointAnswered() error {
 }
 
 func (r *simRun) savepointDone(dir string, err error) error {
-	if r.job.asOf {
-		return r.asOfSavepointDone(err)
-	}
 	if err != nil {
 		r.w.log("savepoint failed: %v", err)
 		if r.w.crashP == 0 {
@@ -861,8 +884,10 @@ type committedView struct {
 	// committed result (their order).
 	pairs    map[simPair]int
 	lastPair map[string]simPair
-	// join as of event time: how many times each input was committed.
-	asOf map[int64]int
+	// join as of event time: how many times each input was committed,
+	// and the inputs each committed checkpoint held.
+	asOf   map[int64]int
+	heldAt map[checkpoint.ID]map[simTP]bool
 }
 
 type simAgg struct{ count, sum int64 }
@@ -899,6 +924,18 @@ func (r *simRun) catchUp() error {
 	for _, rec := range v.tail(r.w, checkpoint.TopicName(r.job.name)) {
 		if err := v.newest.Add(fromModel(rec)); err != nil {
 			return err
+		}
+		if cp := v.newest.Record; r.job.asOf && cp != nil {
+			if v.heldAt == nil {
+				v.heldAt = map[checkpoint.ID]map[simTP]bool{}
+			}
+			if _, ok := v.heldAt[cp.ID]; !ok {
+				held, err := heldInputs(cp)
+				if err != nil {
+					return err
+				}
+				v.heldAt[cp.ID] = held
+			}
 		}
 	}
 	if err := v.newest.Err(); err != nil {

@@ -124,6 +124,9 @@ type SavepointInfo struct {
 	Created      time.Time `json:"created"`
 	Keys         uint64    `json:"keys"`
 	Bytes        uint64    `json:"bytes"`
+	// HeldRecords are the records joins as of event time held at its
+	// checkpoint (omitted: none).
+	HeldRecords uint64 `json:"held_records,omitempty"`
 }
 
 // NewSavepointInfo summarises what a savepoint holds.
@@ -132,6 +135,9 @@ func NewSavepointInfo(s savepoint.Summary) SavepointInfo {
 	for _, op := range s.Operators {
 		info.Keys += op.Keys
 		info.Bytes += op.Bytes
+	}
+	if s.Held != nil {
+		info.HeldRecords = s.Held.Records
 	}
 	return info
 }

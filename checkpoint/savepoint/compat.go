@@ -527,6 +527,22 @@ func (c *checker) notes() {
 	case m.EventTime == nil && timed && len(m.Operators) > 0:
 		note("the %s has no event time: the watermarks start over, each partition from its first record", c.from)
 	}
+	if h := m.Held; h != nil {
+		carried := map[string]bool{}
+		for _, t := range p.Topics {
+			carried[t.From] = true
+		}
+		var kept uint64
+		for _, hp := range h.Partitions {
+			if carried[hp.Topic] {
+				kept += hp.Records
+			}
+		}
+		note("%d records that a join as of event time held at the savepoint go back to the source tasks that read their partitions (a configuration without such a join releases them at its first checkpoint)", kept)
+		if kept < h.Records {
+			note("%d held records of topics whose offsets are dropped are dropped with them (%s)", h.Records-kept, FlagAllowDroppedState)
+		}
+	}
 	if len(p.NewTopics) == 1 {
 		note("%s starts at its source's start position", plural(p.NewTopics, "topic"))
 	} else if len(p.NewTopics) > 1 {

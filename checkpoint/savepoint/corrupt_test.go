@@ -59,8 +59,11 @@ func TestCorruptSavepoint(t *testing.T) {
 			must(t, os.Rename(a, tmp), os.Rename(b, a), os.Rename(tmp, b))
 		}, ErrCorrupt, `data file .* (is \d+ bytes, the manifest says|holds operator "sums", key groups \[8,16\) of 16; the manifest says operator "sums", key groups \[0,8\))`},
 		{"newer manifest version", rewrite(func(s string) string {
+			return strings.Replace(s, `"version": 1`, `"version": 3`, 1)
+		}), ErrUnknownVersion, `unknown savepoint format version 3: this build reads versions 1 to 2; the savepoint was written by a newer pipeline`},
+		{"version 2 without held records", rewrite(func(s string) string {
 			return strings.Replace(s, `"version": 1`, `"version": 2`, 1)
-		}), ErrUnknownVersion, `unknown savepoint format version 2: this build reads version 1; the savepoint was written by a newer pipeline`},
+		}), ErrCorrupt, `held: missing \(version 2 is the format of a savepoint with held records; one without is version 1\)`},
 		{"unknown manifest field", rewrite(func(s string) string {
 			return strings.Replace(s, `"version": 1,`, `"version": 1, "extra": true,`, 1)
 		}), ErrCorrupt, `savepoint.json: json: unknown field "extra"`},

@@ -7,7 +7,7 @@
 // The package reads and writes local files only, starts no goroutines and
 // reads no clock; the engine does the Kafka side.
 //
-// # Layout (format version 1)
+// # Layout (format versions 1 and 2)
 //
 // A savepoint is a directory:
 //
@@ -46,6 +46,14 @@
 // none of these fields and is byte for byte what it was before they
 // existed.
 //
+// Format version 2 is version 1 plus "held" and the file held.records:
+// the stream records that joins as of event time held at the checkpoint
+// (checkpoint.Record.Held), how many each source partition holds, and
+// the file's size and SHA-256 (held.go has the byte layout). Only a
+// savepoint with held records is version 2; every other is still
+// version 1, so a build that reads only version 1 refuses exactly the
+// savepoints whose held records it would lose.
+//
 // A data file holds entries (key group, key, value) in key-group then key
 // order, in CRC-32C-checked blocks between a checksummed header and
 // trailer; data.go has the byte layout. A value is exactly the bytes the
@@ -77,8 +85,9 @@
 //     ErrCorrupt that names the file and the byte; never a panic.
 //  3. A reader reads every version ever written. Version 1 is pinned by
 //     testdata/v1, and its window and event time fields by
-//     testdata/v1-windows; a change to either encoding is a new version with a new
-//     golden directory, and the old one keeps passing.
+//     testdata/v1-windows; version 2 by testdata/v2-held. A change to
+//     any encoding is a new version with a new golden directory, and the
+//     old ones keep passing.
 //  4. Reader.ID, the SHA-256 of the manifest, identifies the content: it
 //     covers every data file through their SHA-256, wherever the copy is.
 //
@@ -134,7 +143,8 @@
 //     store.All()) and reports the result to whoever commits.
 //  3. When checkpoint N completed and every worker reported: offs, err :=
 //     d.SourceOffsets(record.Offsets); w.Source(id, offs[id]) for each
-//     source; m, err := w.Commit(). If N aborted or an export failed:
+//     source; w.SetHeld(the records record N holds, record.Held, if
+//     any); m, err := w.Commit(). If N aborted or an export failed:
 //     w.Abort(). Log Progress lines while it runs.
 //
 // Restoring (run --from-savepoint PATH):
@@ -144,7 +154,9 @@
 //     On error print it and start nothing. Log plan.Notes.
 //  2. Each worker: r.Restore(restorer, its range, plan.Restore) into
 //     empty stores registered with a state.Restorer. Sources start at
-//     plan.Offsets; plan.NewTopics at their start position.
+//     plan.Offsets; plan.NewTopics at their start position. The held
+//     records, r.HeldRecords(plan), go back to the source tasks that
+//     read their partitions (after the offsets: they are read already).
 //  3. The job's own state topic must then hold exactly the savepoint's
 //     state before anything else commits: restored keys are clean and
 //     would otherwise never reach the changelog. runtime imports it in one

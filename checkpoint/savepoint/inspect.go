@@ -27,6 +27,17 @@ type Summary struct {
 	EventTime *EventTime `json:"event_time,omitempty"`
 	// Tables (jobs with tables) are where each table stood.
 	Tables []Table `json:"tables,omitempty"`
+	// Held (version 2) is how many records joins as of event time held,
+	// by source partition.
+	Held *HeldSummary `json:"held,omitempty"`
+}
+
+// HeldSummary is the held records of a savepoint.
+type HeldSummary struct {
+	Records    uint64          `json:"records"`
+	Bytes      uint64          `json:"bytes"`
+	FileBytes  int64           `json:"file_bytes"`
+	Partitions []HeldPartition `json:"partitions"`
 }
 
 // SourceSummary is one source and where its partitions resume.
@@ -65,6 +76,9 @@ func (r *Reader) Summary() Summary {
 		CheckpointID: m.CheckpointID, ConfigFingerprint: m.ConfigFingerprint,
 		KeyGroups: m.KeyGroups, Guarantee: m.Guarantee,
 		Sources: []SourceSummary{}, Operators: []OperatorSummary{}, EventTime: m.EventTime, Tables: m.Tables,
+	}
+	if h := m.Held; h != nil {
+		s.Held = &HeldSummary{Records: h.Records, Bytes: h.Bytes, FileBytes: h.Size, Partitions: h.Partitions}
 	}
 	for _, op := range m.Operators {
 		switch op.Kind {
@@ -108,6 +122,9 @@ func (s Summary) String() string {
 //	tables
 //	  customers
 //	    customers/0: 17
+//	held for joins as of event time: 3 records, 120 B (180 B on disk)
+//	    orders/0: 2
+//	    orders/1: 1
 func (s Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "savepoint %s\n", s.Dir)
@@ -163,6 +180,16 @@ func (s Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %s\n", t.ID)
 		for _, o := range t.Offsets {
 			fmt.Fprintf(&b, "    %s/%d: %d\n", t.Topic, o.Partition, o.Offset)
+		}
+	}
+	if h := s.Held; h != nil {
+		recs := "1 record"
+		if h.Records != 1 {
+			recs = fmt.Sprintf("%d records", h.Records)
+		}
+		fmt.Fprintf(&b, "held for joins as of event time: %s, %s (%s on disk)\n", recs, humanBytes(int64(h.Bytes)), humanBytes(h.FileBytes))
+		for _, p := range h.Partitions {
+			fmt.Fprintf(&b, "    %s/%d: %d\n", p.Topic, p.Partition, p.Records)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

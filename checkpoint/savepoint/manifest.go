@@ -17,10 +17,13 @@ import (
 	"github.com/eoflow/pipeline/state"
 )
 
-// Version is the savepoint format this build writes, and the only one it
-// reads so far. A reader must keep reading every version ever written
-// (testdata/v1 pins version 1).
-const Version = 1
+// Version is the newest savepoint format this build writes; it reads
+// every version from 1 to it. A reader must keep reading every version
+// ever written (testdata/v1 pins version 1, testdata/v2-held version 2).
+// Version 2 is version 1 plus "held" (held.go), written only by a job
+// whose joins as of event time held records at the checkpoint: every
+// other savepoint is still version 1.
+const Version = 2
 
 // FormatName is the "format" field of every manifest: it tells a
 // savepoint.json apart from any other JSON file.
@@ -78,6 +81,10 @@ type Manifest struct {
 	// Tables (jobs with tables only) are where each table stood at the
 	// checkpoint, sorted by id (tables.go).
 	Tables []Table `json:"tables,omitempty"`
+	// Held (version 2 only) are the stream records joins as of event time
+	// held at the checkpoint: their file and how many each source
+	// partition holds (held.go).
+	Held *Held `json:"held,omitempty"`
 }
 
 // Operator is one stateful operator of the savepoint.
@@ -162,7 +169,8 @@ func (m *Manifest) Offsets() []checkpoint.SourceOffset {
 	return out
 }
 
-// Validate reports every way m is not a complete, well-formed v1 manifest.
+// Validate reports every way m is not a complete, well-formed manifest
+// of its version.
 // Open applies it to what it reads, Commit to what it writes.
 func (m *Manifest) Validate() error {
 	var errs []error
@@ -170,8 +178,8 @@ func (m *Manifest) Validate() error {
 	if m.Format != FormatName {
 		fail("format %q: want %q", m.Format, FormatName)
 	}
-	if m.Version != Version {
-		fail("version %d: want %d", m.Version, Version)
+	if m.Version < 1 || m.Version > Version {
+		fail("version %d: want 1 to %d", m.Version, Version)
 	}
 	if m.Job == "" {
 		fail("job: required")
@@ -219,6 +227,12 @@ func (m *Manifest) Validate() error {
 	}
 	errs = append(errs, validateEventTime(m.EventTime, m.Offsets())...)
 	errs = append(errs, validateTables(m.Tables)...)
+	errs = append(errs, validateHeld(m.Version, m.Held, m.Offsets())...)
+	if m.Held != nil {
+		if other, dup := files[m.Held.File]; dup {
+			fail("held.file %q: name also used by operator %q", m.Held.File, other)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -371,11 +385,11 @@ func decodeManifest(b []byte, dir string) (*Manifest, error) {
 	if head.Format != FormatName {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrNotSavepoint, filepath.Join(dir, ManifestFile), head.Format, FormatName)
 	}
-	if head.Version != Version {
-		return nil, fmt.Errorf("%w %d: this build reads version %d; the savepoint was written by a newer pipeline", ErrUnknownVersion, head.Version, Version)
+	if head.Version < 1 || head.Version > Version {
+		return nil, fmt.Errorf("%w %d: this build reads versions 1 to %d; the savepoint was written by a newer pipeline", ErrUnknownVersion, head.Version, Version)
 	}
-	// Strict: in version 1 an unknown field is damage, not an extension
-	// (extensions bump the version).
+	// Strict: an unknown field is damage, not an extension (extensions
+	// bump the version).
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	m := &Manifest{}

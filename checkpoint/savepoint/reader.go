@@ -132,6 +132,19 @@ func open(dir string) (*Reader, error) {
 			}
 		}
 	}
+	if h := m.Held; h != nil {
+		info, err := os.Stat(filepath.Join(dir, h.File))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			errs = append(errs, corruptf("held records file %s is missing", h.File))
+		case err != nil:
+			errs = append(errs, err)
+		case !info.Mode().IsRegular():
+			errs = append(errs, corruptf("held records file %s is not a regular file", h.File))
+		case info.Size() != h.Size:
+			errs = append(errs, corruptf("held records file %s is %d bytes, the manifest says %d: truncated or damaged", h.File, info.Size(), h.Size))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -228,8 +241,12 @@ func (r *Reader) Restore(dst RecordAdder, rng state.Range, operators []string) (
 }
 
 // Verify reads every data file completely and checks everything Scan
-// checks. progress, if not nil, is called after each file.
+// checks, and the held records' file as Held does. progress, if not nil,
+// is called after each data file.
 func (r *Reader) Verify(progress func(Progress)) error {
+	if _, err := r.Held(); err != nil {
+		return err
+	}
 	var p Progress
 	for i := range r.m.Operators {
 		op := &r.m.Operators[i]

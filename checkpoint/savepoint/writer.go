@@ -83,7 +83,9 @@ type Writer struct {
 		// eventTime is the checkpoint's (SetEventTime), nil: none.
 		eventTime *EventTime
 		// tables are the checkpoint's (SetTables), nil: none.
-		tables   []Table
+		tables []Table
+		// held are the checkpoint's held records (SetHeld), nil: none.
+		held     *Held
 		open     int   // parts created, not closed
 		failed   error // the first part that failed; Commit refuses
 		done     bool  // committed or aborted
@@ -512,10 +514,13 @@ func (w *Writer) place() error {
 // manifestLocked builds the manifest of everything declared and written.
 func (w *Writer) manifestLocked() *Manifest {
 	m := &Manifest{
-		Format: FormatName, Version: Version,
+		Format: FormatName, Version: 1,
 		Job: w.meta.Job, Created: w.meta.Created, CheckpointID: w.meta.CheckpointID,
 		ConfigFingerprint: w.meta.ConfigFingerprint, KeyGroups: w.meta.KeyGroups, Guarantee: w.meta.Guarantee,
 		Operators: []Operator{}, EventTime: w.mu.eventTime, Tables: w.mu.tables,
+	}
+	if w.mu.held != nil {
+		m.Version, m.Held = 2, w.mu.held
 	}
 	for id, st := range w.mu.ops {
 		op := Operator{ID: id, Kind: st.kind}

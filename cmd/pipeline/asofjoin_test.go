@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +160,141 @@ func TestAsOfJoinExactUnderSIGKILL(t *testing.T) {
 			t.Fatalf("seed %d: after %d starts, %d of %d orders written", seed, j.started, len(got), written)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+	j.terminate()
+}
+
+// asOfConfigWith writes a copy of the orders-asof example that runs
+// workers workers, and returns its path.
+func asOfConfigWith(t *testing.T, workers int) string {
+	t.Helper()
+	data, err := os.ReadFile(asOfConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const after = "\ncheckpoint:\n"
+	if !strings.Contains(string(data), after) {
+		t.Fatalf("the orders-asof example no longer has %q", after)
+	}
+	changed := strings.Replace(string(data), after, fmt.Sprintf("\nworkers: %d\n%s", workers, after), 1)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A savepoint of a join as of event time taken while the join holds
+// records, as a user takes it: `pipeline savepoint create` while every
+// order waits for the table, `savepoint inspect` says how many are held,
+// SIGTERM; then a job of another name (so nothing but the savepoint can
+// give the records back) with another worker count starts from it, the
+// table passes the orders, and an independent reader finds each order
+// once, with its tier as of its time.
+func TestAsOfJoinSavepointRestoresHeldRecords(t *testing.T) {
+	j := newJob(t, "exactly_once")
+	j.config = asOfConfigWith(t, 1)
+	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
+	j.env["PIPELINE_ADMIN_TOKEN"] = "test-token"
+	j.env["SAVEPOINT_DIR"] = t.TempDir()
+	k := kafkatest.Broker(t)
+	customers := j.env["JOB_NAME"] + "-customers"
+	j.env["ORDERS_TOPIC"] = j.env["INPUT_TOPIC"] // 4 partitions
+	j.env["CUSTOMERS_TOPIC"] = customers
+	compact := "compact"
+	kafkatest.CreateTopic(t, k.Bootstrap(), customers, 1, map[string]*string{"cleanup.policy": &compact})
+	cl := kafkatest.Client(t, k.Bootstrap(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	produce := func(recs ...*kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	versions := []asOfVersion{{"c0", "gold", asOfT0}, {"c1", "silver", asOfT0}, {"c2", "bronze", asOfT0}}
+	table := func(vs ...asOfVersion) {
+		t.Helper()
+		for _, v := range vs {
+			r := &kgo.Record{Topic: customers, Key: []byte(v.key), Timestamp: v.at}
+			if v.tier != "" {
+				r.Value = fmt.Appendf(nil, `{"tier":%q}`, v.tier)
+			}
+			produce(r)
+		}
+	}
+	table(versions...)
+	const orders = 40
+	orderAt := func(i int64) time.Time { return asOfT0.Add(time.Duration(i) * time.Second) }
+	var recs []*kgo.Record
+	for i := int64(1); i <= orders; i++ {
+		recs = append(recs, &kgo.Record{Topic: j.env["ORDERS_TOPIC"], Partition: int32(i % 4),
+			Value: fmt.Appendf(nil, `{"id":%d,"customer":"c%d","n":%d,"ts":%d}`, i, i%4, i, orderAt(i).UnixMilli())})
+	}
+	// Every order is after the table's last record: each waits.
+	j.start()
+	produce(recs...)
+	j.awaitRead(orders)
+
+	sp := filepath.Join(j.env["SAVEPOINT_DIR"], "held")
+	addr := "http://" + adminAddr.FindStringSubmatch(j.output())[1]
+	if code, stdout, stderr := j.pipelineCmd("savepoint", "create", "-admin", addr, sp); code != 0 || !strings.Contains(stdout, "savepoint written: "+sp) ||
+		!strings.Contains(stdout, fmt.Sprintf("held:       %d records", orders)) {
+		t.Fatalf("savepoint create: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := j.pipelineCmd("savepoint", "inspect", sp)
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("held for joins as of event time: %d records", orders)) || !strings.Contains(stdout, "-in/3: 10\n") {
+		t.Fatalf("savepoint inspect: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("savepoint inspect:\n%s", stdout)
+	j.terminate()
+
+	// Another job, three workers, from the savepoint: the table passes
+	// the orders only now.
+	j.env["JOB_NAME"] = kafkatest.Topic(t, "moved")
+	j.config = asOfConfigWith(t, 3)
+	j.args = []string{"--from-savepoint", sp}
+	j.start()
+	versions = append(versions, asOfVersion{"c1", "", orderAt(20)}, asOfVersion{"zz", "far", orderAt(orders + 1000)})
+	table(versions[3:]...)
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := map[int64]int{}
+		err := kread.All(ctx, j.conn, j.env["OUTPUT_TOPIC"], func(r *kgo.Record) error {
+			var o struct {
+				ID       int64  `json:"id"`
+				Customer string `json:"customer"`
+				TS       int64  `json:"ts"`
+				Tier     string `json:"tier"`
+			}
+			if err := json.Unmarshal(r.Value, &o); err != nil {
+				return fmt.Errorf("output %s: %w", r.Value, err)
+			}
+			if want := asOfTier(versions, o.Customer, time.UnixMilli(o.TS)); o.Tier != want {
+				return fmt.Errorf("order %d (%s at %s) met tier %q, the table's records say %q", o.ID, o.Customer, time.UnixMilli(o.TS).UTC(), o.Tier, want)
+			}
+			got[o.ID]++
+			return nil
+		})
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			t.Fatal(err)
+		}
+		for id, n := range got {
+			if n > 1 || id < 1 || id > orders {
+				t.Fatalf("order %d written %d times", id, n)
+			}
+		}
+		if len(got) == orders {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d orders written after the start from the savepoint", len(got), orders)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(j.output(), "restoring the records a join as of event time held at the savepoint") {
+		t.Fatal("the start from the savepoint did not say it restored held records")
 	}
 	j.terminate()
 }

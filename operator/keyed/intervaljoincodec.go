@@ -115,3 +115,7 @@ func (joinCodec) Decode(src []byte) (*JoinBuffers, error) {
 	}
 	return b, nil
 }
+
+// DecodeJoinBuffers decodes one key's buffers as the changelog and a
+// savepoint hold them (for tools and tests that read a savepoint).
+func DecodeJoinBuffers(src []byte) (*JoinBuffers, error) { return joinCodec{}.Decode(src) }

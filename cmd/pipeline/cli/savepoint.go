@@ -143,6 +143,9 @@ func createSavepoint(args []string, stdout, stderr io.Writer) int {
 	info := answer.Savepoint
 	fmt.Fprintf(stdout, "savepoint written: %s\n  id:         %s\n  checkpoint: %d\n  state:      %d keys, %d bytes\n",
 		info.Dir, info.ID, info.CheckpointID, info.Keys, info.Bytes)
+	if info.HeldRecords > 0 {
+		fmt.Fprintf(stdout, "  held:       %d records of joins as of event time, restored with it\n", info.HeldRecords)
+	}
 	if answer.Stopped {
 		fmt.Fprintf(stdout, "the job stopped after it (its final checkpoint); to start the job, changed or not, from it:\n  pipeline run -c FILE --from-savepoint %s\n", info.Dir)
 	}
