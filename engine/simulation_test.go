@@ -219,10 +219,8 @@ type simRun struct {
 	silent bool
 	// tableWrites counts the table's changes while the job runs (join).
 	tableWrites int
-	// asOfVersions are the committed records of the table of the join as
-	// of event time, as written; asOfTS the event time of the last.
-	asOfVersions []simVersion
-	asOfTS       int64
+	// asOfTable is the table of the join as of event time, as written.
+	asOfTable asOfTableModel
 	// asOfHeld is the most records a committed checkpoint held.
 	asOfHeld int
 }
