@@ -3,6 +3,9 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -274,4 +277,42 @@ func (s *gsim) groupKey(in simInput) string {
 		return s.asOfTable.tier(asOfJoinSimJob.keyOf(in.n), in.ts)
 	}
 	return gsimKey(in.n)
+}
+
+// A group whose join is no longer as of event time releases what its
+// partitions hold: the table never changes, so every good input is held
+// while the faults last; then every process restarts with the join in
+// processing time, and each input is committed once, with the tier the
+// table held all along (the oracle's, unchanged), and nothing is left
+// held at the committed offsets.
+func TestSimulationGroupModeAsOfJoinRemoved(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		s := newGsim(t, seed, noPlantedBug, filepath.Join(simTempDir(t), strconv.FormatUint(seed, 10)), gsimAsOfJoin)
+		s.aview.closed = true // no table writes: nothing is released
+		s.want = 100
+		for s.fed < s.want || s.steps < 3000 {
+			if err := s.next(s.procs, 1); err != nil {
+				t.Fatalf("seed %d, held: %v", seed, err)
+			}
+		}
+		held, err := s.asOfHeld()
+		if err != nil || held == 0 || len(s.aview.joined) != 0 {
+			t.Fatalf("seed %d: %d records held, %d committed (%v): want every input held", seed, held, len(s.aview.joined), err)
+		}
+		cfg := *s.cfg
+		cfg.Steps = slices.Clone(cfg.Steps)
+		join := *cfg.Steps[0].Join
+		join.Time, join.History = "", 0
+		cfg.Steps[0].Join = &join
+		s.cfg = &cfg
+		for _, p := range s.procs {
+			if p.up {
+				s.kill(p) // restarted with the new configuration
+			}
+		}
+		s.log("every process restarts with the join in processing time")
+		if err := s.finish(); err != nil {
+			t.Fatalf("seed %d, released: %v\n%s", seed, err, strings.Join(lastLines(s.w.trace, 40), "\n"))
+		}
+	}
 }
