@@ -1353,6 +1353,9 @@ func TestSimulationGroupMode(t *testing.T) {
 				}
 			}
 			t.Logf("%d schedules: %v", n, counts)
+			if err := asOfExercised(c.kind, n, counts); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
