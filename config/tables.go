@@ -282,7 +282,4 @@ func (v *validator) joinTime(kpath string, j *Join, upstream []int) {
 	if len(untimed) > 0 {
 		v.fail(kpath+".time", "a join as of event time looks each record up as of its event time: add \"event_time: {}\" to %s (the Kafka record timestamp), or event_time: {timestamp: <field>}", strings.Join(untimed, " and "))
 	}
-	if v.c.Scale.Mode == ScaleGroup {
-		v.fail(kpath+".time", "joins as of event time are not supported in group mode yet (a follow-up of issue 34: the held records must move with their key groups): use scale.mode: single, or the join in processing time")
-	}
 }

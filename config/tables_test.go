@@ -312,17 +312,22 @@ func TestGroupModeBroadcastTable(t *testing.T) {
 	}
 }
 
-// A join as of event time runs in single mode: validate accepts it, with
-// event time on the stream and a history.
+// A join as of event time runs in single and group mode (with a
+// broadcast or a partitioned table): validate accepts it, with event time
+// on the stream and a history.
 func TestJoinAsOfEventTimeAccepted(t *testing.T) {
 	timed := strings.Replace(enriched, "topics: [orders]\n", "topics: [orders]\n    event_time: {}\n", 1)
 	yaml := strings.Replace(timed, "how: left}", "how: left, time: event_time, history: 1h}", 1)
-	c, err := Parse("c.yaml", []byte(yaml), env(nil))
-	if err != nil {
-		t.Fatalf("a join as of event time in single mode: %v", err)
-	}
-	if j := c.Steps[0].Join; j.Time != JoinEventTime || j.History != time.Hour {
-		t.Errorf("join: time %q, history %v", j.Time, j.History)
+	group := strings.Replace(yaml, "name: job\n", "name: job\nscale: {mode: group}\n", 1)
+	partitioned := strings.NewReplacer("topic: customers\n", "topic: customers\n    mode: partitioned\n", "key: customer,", "key: _key,").Replace(group)
+	for name, yaml := range map[string]string{"single mode": yaml, "group mode": group, "group mode, partitioned": partitioned} {
+		c, err := Parse("c.yaml", []byte(yaml), env(nil))
+		if err != nil {
+			t.Fatalf("a join as of event time in %s: %v", name, err)
+		}
+		if j := c.Steps[0].Join; j.Time != JoinEventTime || j.History != time.Hour {
+			t.Errorf("%s: join: time %q, history %v", name, j.Time, j.History)
+		}
 	}
 }
 
@@ -384,12 +389,6 @@ func TestJoinTimeErrors(t *testing.T) {
 			want: []string{
 				`c.yaml:13:90: steps[0].join.history: invalid duration "an hour": want a number with a unit (ns, us, ms, s, m, h, d), e.g. 250ms, 1s, 1m30s, 7d`,
 			},
-		},
-		{
-			name: "group mode",
-			yaml: strings.Replace(strings.Replace(timed, "how: left}", "how: left, time: event_time, history: 1h}", 1), "name: job\n", "name: job\nscale: {mode: group}\n", 1),
-			want: []string{"c.yaml:14:69: steps[0].join.time: joins as of event time are not supported in group mode yet (a follow-up of issue 34: the held records must move with their key groups): use scale.mode: single, or the join in processing time"},
-			some: true,
 		},
 		{
 			name: "on an interval join",

@@ -68,6 +68,10 @@ type attempt struct {
 	// groupTime is what a group member restored of event time
 	// (groupeventtime.go; nil in single mode or without event time).
 	groupTime *groupTime
+	// groupHeld holds the records joins as of event time held at the
+	// committed offsets of the assigned source partitions (group mode,
+	// groupheld.go; nil: single mode, or no such join).
+	groupHeld *checkpoint.Record
 
 	closers []func()
 }

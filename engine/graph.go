@@ -139,6 +139,13 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		g.workers = append(g.workers, wt)
 		tasks = append(tasks, wt.id)
 	}
+	// The records held for joins as of event time come back from the
+	// checkpoint record (single mode) or per source partition (group
+	// mode, groupheld.go).
+	held := a.latest
+	if a.groupHeld != nil {
+		held = a.groupHeld
+	}
 	for i, r := range readers {
 		st := &sourceTask{
 			index: i, id: checkpoint.TaskID(fmt.Sprintf("source-%d", i)), reader: r,
@@ -156,7 +163,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 				}
 			}
 		}
-		if a.asOf == nil && a.latest != nil && len(a.latest.Held) > 0 {
+		if a.asOf == nil && held != nil && len(held.Held) > 0 {
 			// The checkpoint holds records for a join as of event time
 			// that the configuration no longer has: they are released at
 			// the first barrier, joined as the join now says.
@@ -169,7 +176,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		tasks = append(tasks, st.id)
 	}
 	if a.asOf != nil {
-		if err := a.asOf.restoreHeld(a.latest, g.sources, j.log); err != nil {
+		if err := a.asOf.restoreHeld(held, g.sources, j.log); err != nil {
 			return nil, err
 		}
 	}

@@ -385,6 +385,9 @@ type groupTime struct {
 	// queues are what the owned repartition partitions knew, from their
 	// state partitions.
 	queues map[int32]*queueTime
+	// held are the values of the held-records keys of the checkpoint
+	// topic, by source partition (groupheld.go).
+	held map[partitionKey][]byte
 }
 
 // restoreQueue takes the groupTimeKey record of a state partition.

@@ -357,7 +357,11 @@ func (m *groupMode) wire(a *attempt, g *graph) {
 	j := a.j
 	m.gate = &groupGate{repartition: j.shuffle.repartition, pausedBy: j.pauses.pausedFor}
 	m.own = &memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance),
-		timed: j.plan.keyed && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{}}
+		timed: j.plan.keyed && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{},
+		time: j.plan.time, held: j.newMemberHeld(a.asOf)}
+	if j.plantedBug == plantedHeldPassedByWatermark {
+		m.own.time = nil
+	}
 	g.sink.own = m.own
 	for _, s := range g.sources {
 		s.gate = m.gate
@@ -458,6 +462,9 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	if a.groupTime, err = m.restoreTime(ctx, a); err != nil {
 		return err
 	}
+	if err := m.restoreGroupHeld(a); err != nil {
+		return err
+	}
 	reader := func(partitions []int32) stateReader {
 		return func(ctx context.Context, fn func(key, value []byte) error) error {
 			if len(partitions) == 0 {
@@ -485,6 +492,9 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 			return err
 		}
 		if a.groupTime, err = m.restoreTime(ctx, a); err != nil {
+			return err
+		}
+		if err := m.restoreGroupHeld(a); err != nil {
 			return err
 		}
 		restoring = owned // the kept state cannot go on: everything is read
@@ -530,7 +540,16 @@ func (m *groupMode) restoreTime(ctx context.Context, a *attempt) (*groupTime, er
 		return nil, err
 	}
 	recs := &jobRecords{}
-	if err := a.cluster.Read(ctx, cpTopic, foldJobRecords(j.cfg.Name, recs)); err != nil {
+	fold := foldJobRecords(j.cfg.Name, recs)
+	gt.held = map[partitionKey][]byte{}
+	err = a.cluster.Read(ctx, cpTopic, func(r *kgo.Record) error {
+		if k, ok := j.parseHeldKey(r.Key); ok {
+			gt.held[k] = r.Value // groupheld.go
+			return nil
+		}
+		return fold(r)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("reading the checkpoint topic: %w", err)
 	}
 	gt.sources = mergedSourceTimes(recs.members)
@@ -938,14 +957,20 @@ type memberRecords struct {
 	// partition (this attempt's).
 	told   string
 	queues map[int32]string
+	// time is the job's event time (nil: none); held writes the records
+	// joins as of event time hold, per source partition (groupheld.go;
+	// nil: none).
+	time *timePlan
+	held *memberHeld
 }
 
 func (r *memberRecords) checkpointKey() string      { return r.key }
 func (r *memberRecords) placeState(rec *kgo.Record) { r.shuffle.place(rec) }
+func (r *memberRecords) heldInRecord() bool         { return false }
 func (r *memberRecords) sealed(topic string, b *barrier) []*kgo.Record {
-	var out []*kgo.Record
+	out := r.heldRecords(topic, b)
 	if r.timed {
-		out = r.eventTimes(b)
+		out = append(out, r.eventTimes(b)...)
 	}
 	if b.pausedFor == "" {
 		return out
@@ -959,13 +984,7 @@ func (r *memberRecords) sealed(topic string, b *barrier) []*kgo.Record {
 // (groupeventtime.go): they follow the epoch's shuffled records.
 func (r *memberRecords) eventTimes(b *barrier) []*kgo.Record {
 	var out []*kgo.Record
-	var own []reportedTime
-	for _, t := range b.times {
-		if !t.carried {
-			own = append(own, reportedTime{PartitionTime: t.PartitionTime, idle: t.idle})
-		}
-	}
-	if len(own) > 0 {
+	if own := reportedTimes(r.time, b.times); len(own) > 0 {
 		slices.SortFunc(own, func(a, b reportedTime) int {
 			return checkpoint.CompareOffsets(
 				checkpoint.SourceOffset{Topic: a.Topic, Partition: a.Partition},

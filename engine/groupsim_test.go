@@ -140,6 +140,16 @@ type gsim struct {
 	// judged by its oracle.
 	joined bool
 	pview  gsimPairView
+	// asOf: the job is the join as of event time
+	// (groupsimasofjoin_test.go), its table asOfTable, judged by its
+	// oracle.
+	asOf      bool
+	asOfTable asOfTableModel
+	aview     gsimAsOfView
+	// asOfKeyed: the join as of event time is followed by the keyed sums,
+	// keyed by the tier each input met (judged by check, the sums'
+	// oracle, with groupKey).
+	asOfKeyed bool
 }
 
 // gproc is one process: a Job with its own instance id, and its member
@@ -193,6 +203,9 @@ const (
 	gsimSessions
 	gsimCopartitioned
 	gsimIntervalJoin
+	gsimAsOfJoin
+	gsimAsOfWindows
+	gsimAsOfSums
 )
 
 // windows reports whether kind is a windowed job, and its windows.
@@ -204,6 +217,8 @@ func (kind gsimKind) windows() (simWindowKind, bool) {
 		return simHopping, true
 	case gsimSessions:
 		return simSessions, true
+	case gsimAsOfWindows:
+		return simTumbling, true
 	}
 	return 0, false
 }
@@ -230,6 +245,14 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind)
 	}
 	if kind == gsimIntervalJoin {
 		base = s.intervalJoinConfig(env)
+	}
+	switch kind {
+	case gsimAsOfJoin:
+		base = s.asOfJoinConfig(env)
+	case gsimAsOfWindows:
+		base = s.withAsOfTable(asOfWindowsJob.config)
+	case gsimAsOfSums:
+		base = s.asOfSumsConfig(env)
 	}
 	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
 	if kind == gsimCopartitioned {
@@ -610,6 +633,11 @@ func (s *gsim) restore(p *gproc) error {
 	if err := s.loadTable(at.a); err != nil {
 		return s.ended(p, err)
 	}
+	if s.asOf {
+		if err := s.restoredAsOf(p, at.a); err != nil {
+			return err
+		}
+	}
 	readers, err := at.m.readers(at.a)
 	if err != nil {
 		return s.ended(p, err)
@@ -712,6 +740,13 @@ func (s *gsim) graphStep(p *gproc) error {
 	if p.pause != nil && !p.exporting {
 		opts.add(stepSavepoint, 0, 2)
 	}
+	if s.asOf {
+		// The table's task reads on: the table's event time moves
+		// within the attempt.
+		for i := range g.g.tables.tasks {
+			opts.add(stepTable, i, 2)
+		}
+	}
 	var err error
 	switch step, arg := opts.pick(s.w.rng); step {
 	case stepTick:
@@ -730,6 +765,8 @@ func (s *gsim) graphStep(p *gproc) error {
 		after()
 	case stepSavepoint:
 		return s.liveStep(p)
+	case stepTable:
+		err = g.g.tables.tasks[arg].poll(g.ctx)
 	default:
 		err = g.step(step, arg)
 	}
@@ -772,7 +809,7 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 		for k := 1 + s.w.rng.IntN(s.burst); k > 0 && s.fed < s.want; k-- {
 			s.fed++
 			in := simInput{n: int64(s.fed), bad: s.w.rng.IntN(40) == 0}
-			if s.windowed || s.joined {
+			if s.windowed || s.joined || s.asOf {
 				in.ts = s.eventTime(in.n)
 			}
 			p := s.w.rng.IntN(gsimInParts)
@@ -787,6 +824,7 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 			s.inputs[p] = append(s.inputs[p], in)
 		}
 		s.maybeMoveTier()
+		s.maybeWriteAsOf()
 	case gstepClock:
 		d := time.Duration(1+s.w.rng.IntN(60)) * time.Millisecond
 		s.clock = s.clock.Add(d)
@@ -872,6 +910,12 @@ func (s *gsim) drained() bool {
 			}
 		}
 	}
+	if s.asOf {
+		// Records held at the committed offsets are not drained.
+		if held, err := s.asOfHeld(); err != nil || held > 0 {
+			return false
+		}
+	}
 	return true
 }
 
@@ -879,11 +923,19 @@ func (s *gsim) drained() bool {
 // go 1, 2, 3... in order, each sum adds an input of the key not counted
 // before, and no input becomes two dead letters.
 func (s *gsim) check() error {
+	if s.asOf {
+		if _, err := s.asOfHeld(); err != nil {
+			return err
+		}
+	}
 	if s.windowed {
 		return s.checkWindows(false)
 	}
 	if s.joined {
 		return s.checkPairs(false)
+	}
+	if s.asOf && !s.asOfKeyed {
+		return s.checkAsOf(false)
 	}
 	v := &s.view
 	if v.next == nil {
@@ -971,8 +1023,9 @@ func (s *gsim) oracle(offsets map[int32]int64) (map[string]simAgg, int) {
 				bad++
 				continue
 			}
-			a := want[gsimKey(in.n)]
-			want[gsimKey(in.n)] = simAgg{a.count + 1, a.sum + in.n}
+			k := s.groupKey(in)
+			a := want[k]
+			want[k] = simAgg{a.count + 1, a.sum + in.n}
 		}
 	}
 	return want, bad
@@ -991,6 +1044,12 @@ func (s *gsim) checkEnd() error {
 	}
 	if s.joined {
 		if err := s.checkPairs(true); err != nil {
+			return err
+		}
+		return s.stalled
+	}
+	if s.asOf && !s.asOfKeyed {
+		if err := s.checkAsOf(true); err != nil {
 			return err
 		}
 		return s.stalled
@@ -1344,7 +1403,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
-		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin}} {
+		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin},
+		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
@@ -1364,13 +1424,16 @@ func TestSimulationGroupMode(t *testing.T) {
 				}
 			}
 			t.Logf("%d schedules: %v", n, counts)
+			if err := asOfExercised(c.kind, n, counts); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimIntervalJoin} {
+	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {
@@ -1415,6 +1478,8 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"state kept across a generation in between, windows", plantedKeptAcrossGenerations, playFaults, 100, gsimWindows},
 		{"kept state holds the partitions that moved away", plantedKeptMovedAway, playFaults, 100, gsimWindows},
 		{"kept state holds the partitions that moved away, sessions", plantedKeptMovedAway, playFaults, 100, gsimSessions},
+		{"held records stay with the member, not the partition", plantedHeldStayBehind, playFaults, 100, gsimAsOfJoin},
+		{"the watermark passes a held record", plantedHeldPassedByWatermark, playFaults, 100, gsimAsOfWindows},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

@@ -66,7 +66,7 @@ func (s *gsim) appendTable(key, value string) {
 // loadTable reads the table of the table job for attempt a, as runAttempt
 // does after the restore.
 func (s *gsim) loadTable(a *attempt) error {
-	if !s.table {
+	if !s.table && !s.asOf {
 		return nil
 	}
 	return a.loadTables(context.Background(), func(offsets map[source.TopicPartition]int64) (recordReader, error) {
@@ -111,6 +111,16 @@ func (s *gsim) keyOf(n int64, key string) bool {
 	if s.moved && gsimKey(n) == "k0" && key == "k0x" {
 		s.counts["inputs of k0 counted under k0x"]++
 		return true
+	}
+	if s.asOfKeyed {
+		for _, ins := range s.inputs {
+			for _, in := range ins {
+				if in.n == n {
+					return s.groupKey(in) == key
+				}
+			}
+		}
+		return false
 	}
 	return gsimKey(n) == key
 }

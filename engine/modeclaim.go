@@ -95,11 +95,9 @@ func foldJobRecords(job string, recs *jobRecords) func(*kgo.Record) error {
 				return fmt.Errorf("checkpoint record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
 			// A member reads the topic only up to its last stable offset
-			// and may write an id again (kstore.Newest.Member): the
-			// highest id is its newest.
-			if old := recs.members[key]; old == nil || rec.ID > old.ID {
-				recs.members[key] = rec
-			}
+			// and may write an id again (kstore.Newest.Member): its
+			// newest record is its last one, whatever its id.
+			recs.members[key] = rec
 		default:
 			if err := single.Add(r); err != nil {
 				return err

@@ -263,3 +263,31 @@ func TestClaimRetriesACommitTheBrokerFailed(t *testing.T) {
 		t.Fatalf("the job's claim after the retry: %q %v", recs.claim, err)
 	}
 }
+
+// A member's newest checkpoint record is its last one in the topic,
+// whatever its id: a member that recovered while another's open
+// transaction held the topic's last stable offset below its own newest
+// records continues from an older id, and writes ids it wrote before
+// (here 3 again, then 2 after a 4): what it wrote last is what it holds
+// now (restoreTime merges the partitions' times from it).
+func TestFoldJobRecordsTakesAMembersLastRecord(t *testing.T) {
+	var recs jobRecords
+	fold := foldJobRecords("job", &recs)
+	for i, c := range []struct {
+		id  checkpoint.ID
+		max int64
+	}{{3, 100}, {3, 200}, {4, 300}, {2, 400}} {
+		rec := &checkpoint.Record{Job: "job", ID: c.id, ConfigFingerprint: "f", KeyGroups: 8, EventTime: &checkpoint.EventTime{
+			Partitions: []checkpoint.PartitionTime{{Topic: "in", Partition: 0, MaxEventTime: c.max}}}}
+		v, err := checkpoint.EncodeRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fold(&kgo.Record{Key: []byte("job/a"), Value: v, Offset: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := recs.members["job/a"].EventTime.Partitions[0].MaxEventTime; got != c.max {
+			t.Fatalf("after record %d (id %d): the member's newest holds %d, want %d", i, c.id, got, c.max)
+		}
+	}
+}

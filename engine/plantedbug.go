@@ -60,6 +60,17 @@ const (
 	// rebalance keeps the state partitions that moved away too: stale
 	// state that fires windows twice when they come back.
 	plantedKeptMovedAway
+	// plantedHeldStayBehind: the records a join as of event time holds
+	// are written and restored under the member's key instead of their
+	// source partition's (groupheld.go): a partition that moves to
+	// another member leaves them behind, and one that comes back finds
+	// what it held when it left.
+	plantedHeldStayBehind
+	// plantedHeldPassedByWatermark: a member tells the repartition topic
+	// its source partitions' largest event times as read, not lowered to
+	// the records a join as of event time holds (reportedTimes): a
+	// window fires before a held record that belongs in it is released.
+	plantedHeldPassedByWatermark
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

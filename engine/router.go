@@ -131,12 +131,10 @@ func (p *plan) bare() bool {
 // and the operator.Records they carry, are the receiving worker's.
 func (r *router) route(rec *kgo.Record, out [][]message) {
 	given := r.released // a held record, placed when it was read (asof.go)
-	if sh := r.p.shuffle; sh.repartitions(r.p.keyed) {
-		if rec.Topic != sh.repartition {
-			r.shuffleOut(sh, rec, out)
-		} else {
-			r.unshuffle(rec, out)
-		}
+	sh := r.p.shuffle
+	shuffles := sh.repartitions(r.p.keyed)
+	if shuffles && rec.Topic == sh.repartition {
+		r.unshuffle(rec, out)
 		return
 	}
 	if r.bare {
@@ -146,7 +144,13 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 	}
 	format, src := r.formatOf(rec.Topic)
 	if r.hold != nil && given == nil && r.hold.joins.sources[src] {
+		// Group mode too: held on the source side, before the
+		// repartition topic (groupheld.go).
 		r.holdBack(src, rec, format, out) // routed when released (asof.go)
+		return
+	}
+	if shuffles {
+		r.shuffleOut(sh, rec, out)
 		return
 	}
 	copies := 0 // a graph's branches each take a copy of the record but one
@@ -388,11 +392,18 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	worker := int(uint32(rec.Partition) % uint32(r.workers))
 	// Event time is placed here, on the source side, against the
 	// partition's own clock: a record's lateness depends on its
-	// partition's records alone, whoever owns its key group.
-	at, wm, ok := r.placeInTime(src, rec, op, out)
-	if !ok {
-		return
+	// partition's records alone, whoever owns its key group. A held
+	// record was placed when it was read (asof.go).
+	var at, wm int64
+	if given := r.released; given != nil {
+		at, wm = given.at, given.wm
+	} else {
+		var ok bool
+		if at, wm, ok = r.placeInTime(src, rec, op, out); !ok {
+			return
+		}
 	}
+	op.AsOf = at
 	emit := func(_, t int, rop *operator.Record, rerr *operator.RecordError) {
 		if rerr != nil {
 			r.dead(out, rec, rerr)

@@ -134,28 +134,29 @@ type simVersion struct {
 // runs; the last change closes it (stamps every partition far ahead).
 const asOfTableWrites = 25
 
-// createAsOfTable creates the table's topic and its first versions,
-// before any number's event time: k0 gold, k1 silver, k2 gold, and a pad
-// key in each partition, so that both partitions have given a record.
-func (r *simRun) createAsOfTable() error {
-	if err := r.w.kafka.CreateTopic("tiers", 2); err != nil {
+// asOfTableModel is the table of the join as of event time as a
+// simulation writes it (the single-mode one and the group one share it):
+// the committed records of its topic "tiers" (two partitions), in the
+// order written, and the event time of the last. tier is the oracle.
+type asOfTableModel struct {
+	w        *world
+	versions []simVersion
+	ts       int64
+}
+
+// create creates the table's topic and its first versions, before any
+// number's event time (base): k0 gold, k1 silver, k2 gold, and a pad key
+// in each partition, so that both partitions have given a record.
+func (m *asOfTableModel) create(base int64) error {
+	if err := m.w.kafka.CreateTopic("tiers", 2); err != nil {
 		return err
 	}
-	if replay := r.asOfVersions; replay != nil {
-		// A continuation: the table's topic as the run before left it.
-		r.asOfVersions = nil
-		for _, v := range replay {
-			r.appendVersion(v)
-		}
-		return nil
-	}
-	base := r.clock.UnixMilli()
-	r.asOfTS = base
+	m.ts = base
 	for _, v := range []simVersion{{"k0", "gold", base - 1000}, {"k1", "silver", base - 1000}, {"k2", "gold", base - 1000}} {
-		r.appendVersion(v)
+		m.appendVersion(v)
 	}
 	for p := range int32(2) {
-		r.appendVersion(simVersion{key: asOfKeyIn(p, "pad"), tier: "pad", ts: base - 1000})
+		m.appendVersion(simVersion{key: asOfKeyIn(p, "pad"), tier: "pad", ts: base - 1000})
 	}
 	return nil
 }
@@ -174,52 +175,51 @@ func asOfKeyIn(p int32, prefix string) string {
 }
 
 // appendVersion appends v to the table's topic, committed.
-func (r *simRun) appendVersion(v simVersion) {
+func (m *asOfTableModel) appendVersion(v simVersion) {
 	rec := memkafka.Record{Topic: "tiers", Key: []byte(v.key), Timestamp: time.UnixMilli(v.ts)}
 	if v.tier != "" {
 		rec.Value = fmt.Appendf(nil, `{"tier":%q}`, v.tier)
 	}
-	rec.Partition = r.w.toModel(fromModel(rec)).Partition
-	if _, err := r.w.kafka.Append(rec); err != nil {
+	rec.Partition = m.w.toModel(fromModel(rec)).Partition
+	if _, err := m.w.kafka.Append(rec); err != nil {
 		panic(err) // the topic exists: a bug of the harness
 	}
-	r.asOfVersions = append(r.asOfVersions, v)
+	m.versions = append(m.versions, v)
 }
 
-// writeAsOfTable changes the table once: a new version of k0, k1 or k2
-// (or a tombstone) at an event time at or after every earlier one, an
-// aborted transaction, or, the last time, a far-ahead record in each
-// partition.
-func (r *simRun) writeAsOfTable() {
-	r.tableWrites++
-	rng := r.w.rng
-	if r.tableWrites >= asOfTableWrites {
+// write is the table's n-th change: a new version of k0, k1 or k2 (or a
+// tombstone) at an event time at or after every earlier one, or an
+// aborted transaction; or, from the asOfTableWrites-th on (closed), a
+// far-ahead record in each partition, after which it must not change.
+func (m *asOfTableModel) write(n int) (closed bool) {
+	rng := m.w.rng
+	if n >= asOfTableWrites {
 		for p := range int32(2) {
-			r.appendVersion(simVersion{key: asOfKeyIn(p, "close"), tier: "closed", ts: r.asOfTS + 10*3600*1000})
+			m.appendVersion(simVersion{key: asOfKeyIn(p, "close"), tier: "closed", ts: m.ts + 10*3600*1000})
 		}
-		r.tableWrites = 30 // no more: a later write would be behind these
-		r.w.log("table closed")
-		return
+		m.w.log("table closed")
+		return true
 	}
-	r.asOfTS += int64(rng.IntN(150)) // 0: two versions at one time
+	m.ts += int64(rng.IntN(150)) // 0: two versions at one time
 	key := fmt.Sprintf("k%d", rng.IntN(3))
 	switch rng.IntN(6) {
 	case 0:
-		r.appendVersion(simVersion{key: key, ts: r.asOfTS})
+		m.appendVersion(simVersion{key: key, ts: m.ts})
 	case 1:
 		// An aborted transaction: a read_committed table never shows it.
-		r.writeAbortedTier(key, time.UnixMilli(r.asOfTS))
+		m.w.writeAbortedTier(key, time.UnixMilli(m.ts))
 	default:
-		r.appendVersion(simVersion{key: key, tier: []string{"gold", "silver", "bronze"}[rng.IntN(3)], ts: r.asOfTS})
+		m.appendVersion(simVersion{key: key, tier: []string{"gold", "silver", "bronze"}[rng.IntN(3)], ts: m.ts})
 	}
-	r.w.log("table write %d at %d", r.tableWrites, r.asOfTS)
+	m.w.log("table write %d at %d", n, m.ts)
+	return false
 }
 
-// asOfTier is the oracle: the tier of key as of event time t, from the
+// tier is the oracle: the tier of key as of event time t, from the
 // table's topic alone.
-func (r *simRun) asOfTier(key string, t int64) string {
+func (m *asOfTableModel) tier(key string, t int64) string {
 	best, found := simVersion{}, false
-	for _, v := range r.asOfVersions {
+	for _, v := range m.versions {
 		if v.key == key && v.ts <= t && (!found || v.ts >= best.ts) {
 			best, found = v, true
 		}
@@ -228,6 +228,39 @@ func (r *simRun) asOfTier(key string, t int64) string {
 		return "none"
 	}
 	return best.tier
+}
+
+// replay creates the table's topic as a run before left it: versions,
+// the last written at ts (a continuation from a savepoint).
+func (m *asOfTableModel) replay(versions []simVersion, ts int64) error {
+	if err := m.w.kafka.CreateTopic("tiers", 2); err != nil {
+		return err
+	}
+	m.ts = ts
+	for _, v := range versions {
+		m.appendVersion(v)
+	}
+	return nil
+}
+
+// createAsOfTable creates the table's topic and its first versions, or,
+// in a continuation, every version the run before wrote (asOfReplay).
+func (r *simRun) createAsOfTable() error {
+	ts := r.asOfTable.ts
+	r.asOfTable = asOfTableModel{w: r.w}
+	if replay := r.asOfReplay; replay != nil {
+		r.asOfReplay = nil
+		return r.asOfTable.replay(replay, ts)
+	}
+	return r.asOfTable.create(r.clock.UnixMilli())
+}
+
+// writeAsOfTable changes the table once (asOfTableModel.write).
+func (r *simRun) writeAsOfTable() {
+	r.tableWrites++
+	if r.asOfTable.write(r.tableWrites) {
+		r.tableWrites = 30 // no more: a later write would be behind these
+	}
 }
 
 // catchUpAsOf reads the committed outputs and dead letters since the
@@ -246,7 +279,7 @@ func (r *simRun) catchUpAsOf() error {
 		if err := json.Unmarshal(out.Value, &o); err != nil {
 			return fmt.Errorf("output %s: %v", out.Value, err)
 		}
-		if want := r.asOfTier(r.job.keyOf(o.N), o.TS); o.Tier != want {
+		if want := r.asOfTable.tier(r.job.keyOf(o.N), o.TS); o.Tier != want {
 			return fmt.Errorf("output %s: tier %q, but the table's topic says %q as of %d", out.Value, o.Tier, want, o.TS)
 		}
 		v.asOf[o.N]++
@@ -459,7 +492,7 @@ func TestSimulationAsOfJoinRemovedAtSavepoint(t *testing.T) {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
 				if len(c.cfg.Tables) == 0 {
-					c.asOfVersions = nil // the oracle: no table, no tier
+					c.asOfTable.versions = nil // the oracle: no table, no tier
 				}
 				c.w.log("continued: %s", tc.name)
 				if err := c.run(); err != nil {

@@ -97,20 +97,20 @@ func (r *simRun) writeTable() {
 	case 2:
 		r.appendTable("zz", "")
 	case 3:
-		r.writeAbortedTier("k0", r.clock)
+		r.w.writeAbortedTier("k0", r.clock)
 	}
 	r.w.log("table write %d", v)
 }
 
 // writeAbortedTier writes key's tier "platinum" to the table's topic in a
 // transaction that aborts: a read_committed table never shows it.
-func (r *simRun) writeAbortedTier(key string, ts time.Time) {
-	p, err := r.w.kafka.InitProducer("tiers-writer", time.Minute)
+func (w *world) writeAbortedTier(key string, ts time.Time) {
+	p, err := w.kafka.InitProducer("tiers-writer", time.Minute)
 	if err != nil {
 		panic(err)
 	}
 	rec := memkafka.Record{Topic: "tiers", Key: []byte(key), Value: []byte(`{"tier":"platinum"}`), Timestamp: ts}
-	rec.Partition = r.w.toModel(fromModel(rec)).Partition
+	rec.Partition = w.toModel(fromModel(rec)).Partition
 	if err := p.Begin(); err != nil {
 		panic(err)
 	}

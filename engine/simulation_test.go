@@ -219,10 +219,11 @@ type simRun struct {
 	silent bool
 	// tableWrites counts the table's changes while the job runs (join).
 	tableWrites int
-	// asOfVersions are the committed records of the table of the join as
-	// of event time, as written; asOfTS the event time of the last.
-	asOfVersions []simVersion
-	asOfTS       int64
+	// asOfTable is the table of the join as of event time, as written;
+	// asOfReplay, in a continuation from a savepoint, the versions the
+	// run before wrote, for its table's topic.
+	asOfTable  asOfTableModel
+	asOfReplay []simVersion
 	// asOfHeld is the most records a committed checkpoint held.
 	asOfHeld int
 	// baseHeld (a continuation of a join as of event time) are the
@@ -338,8 +339,8 @@ func (r *simRun) continuationWith(t testing.TB, dir string, change func(*config.
 	if r.job.asOf {
 		// The same table: every version the run before wrote, and the
 		// writes to come after them.
-		c.asOfVersions = slices.Clone(r.asOfVersions)
-		c.asOfTS, c.tableWrites = r.asOfTS, r.tableWrites
+		c.asOfReplay = slices.Clone(r.asOfTable.versions)
+		c.asOfTable.ts, c.tableWrites = r.asOfTable.ts, r.tableWrites
 		id := rd.Manifest().CheckpointID
 		held, ok := r.committed.heldAt[id]
 		if !ok {

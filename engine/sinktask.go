@@ -94,12 +94,16 @@ type producer interface {
 // ownRecords lays out the job's own records in its internal topics:
 // under which key its checkpoint records go, in which partition each
 // state record goes, and what records, if any, join an epoch besides its
-// checkpoint record when the sink seals it with barrier b. Single mode
-// has one layout (singleRecords), a group member another (memberRecords).
+// checkpoint record when the sink seals it with barrier b, and whether
+// the checkpoint record holds the records joins as of event time hold
+// (heldInRecord; a group member writes them per source partition among
+// sealed's records instead: groupheld.go). Single mode has one layout
+// (singleRecords), a group member another (memberRecords).
 type ownRecords interface {
 	checkpointKey() string
 	placeState(rec *kgo.Record)
 	sealed(topic string, b *barrier) []*kgo.Record
+	heldInRecord() bool
 }
 
 // singleRecords is single mode's layout: checkpoint records under the
@@ -109,6 +113,7 @@ type singleRecords struct{}
 func (singleRecords) checkpointKey() string                 { return "" }
 func (singleRecords) placeState(*kgo.Record)                {}
 func (singleRecords) sealed(string, *barrier) []*kgo.Record { return nil }
+func (singleRecords) heldInRecord() bool                    { return true }
 
 // maxHeldWhileCommitting bounds what the sink takes in while an epoch
 // commits: past it the sink stops reading, and the graph waits as it did
@@ -251,7 +256,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	}
 	state := mergeState(b.state)
 	rec := s.newRecord(b.id, b.offsets, state, et)
-	if len(b.held) > 0 {
+	if len(b.held) > 0 && s.own.heldInRecord() {
 		var h operator.Hold
 		for _, r := range b.held {
 			h.Add(r)
