@@ -61,6 +61,10 @@ type options struct {
 	// (rebalance.go); sections the parts to run.
 	rebalanceKeys int
 	sections      map[string]bool
+	// pin runs process i on CPU i mod nproc (taskset); brokerPID is the
+	// broker's pid, whose CPU the throughput runs measure (model.go).
+	pin       bool
+	brokerPID int
 }
 
 func main() {
@@ -81,7 +85,12 @@ func main() {
 	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "scale.session_timeout of the jobs")
 	flag.IntVar(&o.rebalanceKeys, "rebalance-keys", 1_000_000, "keys of state for the rebalance measurement")
 	sections := flag.String("sections", "throughput,recovery,restore,rebalance", "the measurements to run")
+	flag.BoolVar(&o.pin, "pin", false, "run pipeline process i on CPU i mod nproc (taskset); the broker is not pinned")
+	flag.IntVar(&o.brokerPID, "broker-pid", 0, "the broker's pid, for its CPU per record (0: the first process running kafka.Kafka on this machine)")
 	flag.Parse()
+	if o.brokerPID == 0 {
+		o.brokerPID = findBroker()
+	}
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
 		o.sections[s] = true
@@ -99,6 +108,9 @@ func main() {
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Group mode (scale.mode: group), %s\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&md, "Keyed sum (`%s`, exactly_once, 1 s checkpoints), %d input partitions, scale.partitions 8, session timeout %v, on this machine (%d CPUs: every process and the broker share them).\n\n", o.job, o.partitions, o.sessionTimeout, cpus())
+	if o.pin {
+		md.WriteString("Pinned: pipeline process i ran on CPU i mod nproc (taskset); the broker was not pinned.\n\n")
+	}
 
 	if o.sections["throughput"] {
 		throughputs(o, &md)
@@ -131,7 +143,7 @@ func main() {
 }
 
 func throughputs(o options, md *strings.Builder) {
-	fmt.Fprintf(md, "## Throughput: %d records, %d keys\n\n| round | mode | processes | seconds | records/s | vs single | pipeline CPU s | CPU vs single |\n|---|---|---|---|---|---|---|---|\n", o.n, o.keys)
+	fmt.Fprintf(md, "## Throughput: %d records, %d keys\n\n| round | mode | processes | seconds | records/s | vs single | pipeline CPU s | CPU vs single | broker CPU s | repartition Kafka records per input |\n|---|---|---|---|---|---|---|---|---|---|\n", o.n, o.keys)
 	type contender struct {
 		name, mode string
 		procs      int
@@ -143,21 +155,39 @@ func throughputs(o options, md *strings.Builder) {
 	}
 	contenders = append(contenders, contender{"group, key_by_is_record_key", "group", 1, true})
 	ratios, cpuRatios := make([][]float64, len(contenders)), make([][]float64, len(contenders))
+	// The model's inputs, per contender (the last is single mode): CPU
+	// per record of the pipeline and the broker, and records/s.
+	type sample struct{ pipelineUs, brokerUs, rate []float64 }
+	samples := make([]sample, len(contenders)+1)
+	add := func(i int, d result) {
+		n := float64(o.n)
+		samples[i].pipelineUs = append(samples[i].pipelineUs, float64(d.cpu.Microseconds())/n)
+		samples[i].brokerUs = append(samples[i].brokerUs, float64(d.broker.Microseconds())/n)
+		samples[i].rate = append(samples[i].rate, n/d.wall.Seconds())
+	}
+	perInput := func(d result) string {
+		if d.repartition == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.4f", float64(d.repartition)/float64(o.n))
+	}
 	for round := 1; round <= o.rounds; round++ {
 		single, err := throughput(o, "single", 1, false)
 		if err != nil {
 			log.Fatalf("groupbench: single: %v", err)
 		}
-		fmt.Fprintf(md, "| %d | single | 1 | %.1f | %.0f | 1.00 | %.1f | 1.00 |\n", round, single.wall.Seconds(), float64(o.n)/single.wall.Seconds(), single.cpu.Seconds())
+		add(len(contenders), single)
+		fmt.Fprintf(md, "| %d | single | 1 | %.1f | %.0f | 1.00 | %.1f | 1.00 | %.1f | - |\n", round, single.wall.Seconds(), float64(o.n)/single.wall.Seconds(), single.cpu.Seconds(), single.broker.Seconds())
 		for i, c := range contenders {
 			d, err := throughput(o, c.mode, c.procs, c.copart)
 			if err != nil {
 				log.Fatalf("groupbench: %s x%d: %v", c.name, c.procs, err)
 			}
+			add(i, d)
 			ratios[i] = append(ratios[i], single.wall.Seconds()/d.wall.Seconds())
 			cpuRatios[i] = append(cpuRatios[i], d.cpu.Seconds()/single.cpu.Seconds())
-			fmt.Fprintf(md, "| %d | %s | %d | %.1f | %.0f | %.2f | %.1f | %.2f |\n", round, c.name, c.procs, d.wall.Seconds(), float64(o.n)/d.wall.Seconds(),
-				single.wall.Seconds()/d.wall.Seconds(), d.cpu.Seconds(), d.cpu.Seconds()/single.cpu.Seconds())
+			fmt.Fprintf(md, "| %d | %s | %d | %.1f | %.0f | %.2f | %.1f | %.2f | %.1f | %s |\n", round, c.name, c.procs, d.wall.Seconds(), float64(o.n)/d.wall.Seconds(),
+				single.wall.Seconds()/d.wall.Seconds(), d.cpu.Seconds(), d.cpu.Seconds()/single.cpu.Seconds(), d.broker.Seconds(), perInput(d))
 		}
 	}
 	fmt.Fprintf(md, "\n| mode | processes | throughput vs single: min | median | max | pipeline CPU vs single: min | median | max |\n|---|---|---|---|---|---|---|---|\n")
@@ -166,6 +196,15 @@ func throughputs(o options, md *strings.Builder) {
 		u := slices.Sorted(slices.Values(cpuRatios[i]))
 		fmt.Fprintf(md, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.name, c.procs, r[0], r[len(r)/2], r[len(r)-1], u[0], u[len(u)/2], u[len(u)-1])
 	}
+	rows := []modelRow{{name: "single", procs: 1}}
+	for _, c := range contenders {
+		rows = append(rows, modelRow{name: c.name, procs: c.procs})
+	}
+	for i := range rows {
+		s := samples[(i+len(contenders))%(len(contenders)+1)]
+		rows[i].pipelineUs, rows[i].brokerUs, rows[i].measured = median(s.pipelineUs), median(s.brokerUs), median(s.rate)
+	}
+	md.WriteString(modelTable(cpus(), rows))
 }
 
 func recoveries(o options, md *strings.Builder) {
@@ -305,7 +344,11 @@ func (r *run) awaitCaughtUp(n int, limit time.Duration) error {
 // pipeline processes used (user + system, from /proc), which the other
 // loads of a shared machine do not inflate as they do the wall time.
 type result struct {
-	wall, cpu time.Duration
+	// wall is the drain time, cpu the pipeline processes' CPU over it,
+	// broker the broker's (0 without its pid), repartition the Kafka
+	// records the repartition topic took (model.go).
+	wall, cpu, broker time.Duration
+	repartition       int64
 }
 
 func throughput(o options, mode string, procs int, copart bool) (result, error) {
@@ -322,6 +365,7 @@ func throughput(o options, mode string, procs int, copart bool) (result, error) 
 		return result{}, err
 	}
 	start := time.Now()
+	brokerFrom := cpuTime(o.brokerPID)
 	for i := range procs {
 		id := fmt.Sprintf("p%d", i)
 		p, err := startProc(o, r.env, id)
@@ -334,12 +378,16 @@ func throughput(o options, mode string, procs int, copart bool) (result, error) 
 		return result{}, err
 	}
 	d := time.Since(start)
+	var broker time.Duration
+	if o.brokerPID != 0 {
+		broker = cpuTime(o.brokerPID) - brokerFrom
+	}
 	var cpu time.Duration
 	for _, p := range r.procs {
 		cpu += p.cpu()
 	}
-	log.Printf("groupbench: %s x%d (key_by_is_record_key %v): %d records in %v, %v of CPU", mode, procs, copart, o.n, d.Round(time.Millisecond), cpu)
-	return result{wall: d, cpu: cpu}, nil
+	log.Printf("groupbench: %s x%d (key_by_is_record_key %v): %d records in %v, %v of CPU, broker %v", mode, procs, copart, o.n, d.Round(time.Millisecond), cpu, broker)
+	return result{wall: d, cpu: cpu, broker: broker, repartition: r.repartitionRecords()}, nil
 }
 
 // recovery runs 3 processes with input flowing, kills the one owning the
@@ -480,21 +528,7 @@ func restore(o options) (time.Duration, int64, error) {
 // cpu is the CPU time the process has used so far (utime + stime of
 // /proc/<pid>/stat, at the usual 100 ticks a second); 0 where /proc
 // cannot tell.
-func (p *proc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
+func (p *proc) cpu() time.Duration { return cpuTime(p.cmd.Process.Pid) }
 
 type proc struct {
 	cmd     *exec.Cmd
@@ -521,6 +555,11 @@ func startProc(o options, env []string, id string) (*proc, error) {
 	}
 	p := &proc{done: make(chan struct{}), logPath: logf.Name()}
 	p.cmd = exec.Command(o.pipeline, "run", "-c", o.job, "--instance-id", id)
+	if o.pin {
+		// taskset execs the pipeline in its own process: the pid (and
+		// its CPU time) stays the pipeline's.
+		p.cmd = exec.Command("taskset", "-c", strconv.Itoa(pinnedCPU(id, cpus())), o.pipeline, "run", "-c", o.job, "--instance-id", id)
+	}
 	p.cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
