@@ -288,6 +288,19 @@ func (j *Job) readStateInto(ctx context.Context, read stateReader, restorers []*
 			return nil
 		})
 	}
+	// Every feed is closed when the read ends, however it ends: a read
+	// that panics (the simulations crash a process inside its calls)
+	// would otherwise leave the restorers' goroutines waiting forever.
+	closed := false
+	closeFeeds := func() {
+		if !closed {
+			closed = true
+			for _, f := range feeds {
+				close(f)
+			}
+		}
+	}
+	defer closeFeeds()
 	pending := make([][]state.ChangelogRecord, len(restorers))
 	send := func(w int) error {
 		select {
@@ -321,8 +334,8 @@ func (j *Job) readStateInto(ctx context.Context, read stateReader, restorers []*
 		if readErr == nil && len(pending[w]) > 0 {
 			readErr = send(w)
 		}
-		close(feeds[w])
 	}
+	closeFeeds()
 	// A worker's error (a value its codec rejects) cancels the read, so
 	// it is the cause: report it first. Committed state that does not
 	// decode stays so: restarting cannot help.
