@@ -1339,6 +1339,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"a moved partition's clock starts over", plantedOwnClocksOnly, playFaults, 100, gsimWindows},
 		{"session windows fire at the watermark of the process's own sources", plantedWatermarkOfOwnSources, playFaults, 100, gsimSessions},
 		{"a moved partition's clock starts over, hopping windows", plantedOwnClocksOnly, playFaults, 100, gsimHopping},
+		{"repartition bundles sent after the barrier of their inputs", plantedBundleAfterBarrier, playFaults, 100, gsimSums},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

@@ -52,6 +52,11 @@ const (
 	// partition that moved to it starts its clock over, and judges
 	// lateness from its later records alone.
 	plantedOwnClocksOnly
+	// plantedBundleAfterBarrier: group mode's source side sends its
+	// repartition bundles after the next barrier, not with the records
+	// they were filled from: they commit with the next epoch, while the
+	// checkpoint of theirs already covers their inputs' offsets.
+	plantedBundleAfterBarrier
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

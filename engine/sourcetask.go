@@ -97,6 +97,14 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
 				return on, err
 			}
+			if s.planted == plantedBundleAfterBarrier {
+				// The bug: the bundles of the epoch's inputs go out after
+				// its barrier, into the next epoch.
+				s.router.flushShuffle(out)
+				if !s.send(ctx, out, to) {
+					return false, nil
+				}
+			}
 		}
 		return true, nil // a trigger may have arrived meanwhile: look again first
 	}
@@ -124,9 +132,13 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 	return s.send(ctx, out, to), nil
 }
 
-// send hands each worker its batch of out, and reports false when ctx
-// ended first.
+// send hands each worker its batch of out, with the repartition bundles
+// filled since the last send (group mode), and reports false when ctx
+// ended first. Everything routed goes out before the next barrier.
 func (s *sourceTask) send(ctx context.Context, out [][]message, to links) bool {
+	if s.planted != plantedBundleAfterBarrier {
+		s.router.flushShuffle(out)
+	}
 	for w, msgs := range out {
 		if len(msgs) == 0 {
 			continue
