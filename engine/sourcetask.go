@@ -10,6 +10,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
@@ -97,7 +98,7 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
 				return on, err
 			}
-			if s.planted == plantedBundleAfterBarrier {
+			if s.bundlesAfterBarrier() {
 				// The bug: the bundles of the epoch's inputs go out after
 				// its barrier, into the next epoch.
 				s.router.flushShuffle(out)
@@ -136,7 +137,7 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 // filled since the last send (group mode), and reports false when ctx
 // ended first. Everything routed goes out before the next barrier.
 func (s *sourceTask) send(ctx context.Context, out [][]message, to links) bool {
-	if s.planted != plantedBundleAfterBarrier {
+	if !s.bundlesAfterBarrier() {
 		s.router.flushShuffle(out)
 	}
 	for w, msgs := range out {
@@ -149,6 +150,13 @@ func (s *sourceTask) send(ctx context.Context, out [][]message, to links) bool {
 		out[w] = nil
 	}
 	return true
+}
+
+// bundlesAfterBarrier reports whether the bug of sending repartition
+// bundles after the barrier of their inputs is on (plantedbug.go, or the
+// mutation suite's shuffle-bundle-after-barrier).
+func (s *sourceTask) bundlesAfterBarrier() bool {
+	return s.planted == plantedBundleAfterBarrier || mutant.On("shuffle-bundle-after-barrier")
 }
 
 // makeRoom gives each worker's batch of out room for its share of n
