@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -553,16 +554,27 @@ func (r *router) unshuffle(rec *kgo.Record, out [][]message) {
 		return
 	}
 	bundled := isBundle(rec.Value)
+	// The inputs as read, one allocation for the bundle's (the workers
+	// keep them until their outputs are written; they go together), and
+	// room for the messages at once.
+	ins := make([]kgo.Record, len(frames))
+	if bundled {
+		per := batchRoom(len(frames) / len(out))
+		for w := range out {
+			out[w] = slices.Grow(out[w], per)
+		}
+	}
 	for i, f := range frames {
-		r.unshuffleFrame(rec, f, bundled, i, len(frames), out)
+		r.unshuffleFrame(rec, &ins[i], f, bundled, i, len(frames), out)
 	}
 	clear(frames) // pins no record's value
 	r.frames = frames[:0]
 }
 
 // unshuffleFrame hands the keyed operator frame i of n of rec, a
-// repartition record: of a bundle, or rec's whole value.
-func (r *router) unshuffleFrame(rec *kgo.Record, frame []byte, bundled bool, i, n int, out [][]message) {
+// repartition record (of a bundle, or rec's whole value), with in the
+// input it carries.
+func (r *router) unshuffleFrame(rec, in *kgo.Record, frame []byte, bundled bool, i, n int, out [][]message) {
 	r.reserve(1)
 	op := r.record()
 	slab := r.slab
@@ -584,7 +596,6 @@ func (r *router) unshuffleFrame(rec *kgo.Record, frame []byte, bundled bool, i, 
 		r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: reason})
 		return
 	}
-	in := new(kgo.Record)
 	*in = s.in
 	*op = operator.Record{
 		Key: in.Key, Timestamp: in.Timestamp,
