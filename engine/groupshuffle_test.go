@@ -244,8 +244,9 @@ func TestGroupShuffleBundlesAPoll(t *testing.T) {
 	}
 }
 
-// TestGroupShuffleBundleSize: a bundle holds at most maxBundleBytes; an
-// input whose frame alone is larger is a bundle of its own.
+// TestGroupShuffleBundleSize: a bundle holds at most maxBundleBytes, and
+// is sent only when the next frame would take it past them; an input
+// whose frame alone is larger is a bundle of its own.
 func TestGroupShuffleBundleSize(t *testing.T) {
 	g := groupPlan(t, "../bench/jobs/keyed-sum.yaml", "group")
 	src := g.newRouter(2)
@@ -256,8 +257,16 @@ func TestGroupShuffleBundleSize(t *testing.T) {
 	in = append(in[:20], append([]*kgo.Record{huge}, in[20:]...)...)
 	reps := repartitioned(shuffleAll(src, in))
 	frames := 0
-	for _, rep := range reps {
+	for i, rep := range reps {
 		n := countFrames(t, rep)
+		if i > 0 {
+			// Full: a bundle was sent only when the next frame would not fit.
+			prev, _ := shuffleFrames(reps[i-1].Value, nil)
+			next, _ := shuffleFrames(rep.Value, nil)
+			if len(appendFrame(slices.Clone(reps[i-1].Value), next[0])) <= maxBundleBytes {
+				t.Fatalf("bundle %d (%d frames, %d bytes) was sent with room for the first frame of the next", i-1, len(prev), len(reps[i-1].Value))
+			}
+		}
 		frames += n
 		if n > 1 && len(rep.Value) > maxBundleBytes {
 			t.Fatalf("a bundle of %d frames takes %d bytes, more than %d", n, len(rep.Value), maxBundleBytes)
