@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/state"
 )
 
 // groupPlan compiles the job file at path in the given scale mode, with
@@ -30,10 +32,12 @@ func groupPlan(t *testing.T, path, mode string) *plan {
 	return p
 }
 
-// routeOne routes rec and returns what came out, for every worker.
+// routeOne routes rec and returns what came out, for every worker, its
+// repartition bundles sent.
 func routeOne(r *router, rec *kgo.Record) []message {
 	out := make([][]message, r.workers)
 	r.route(rec, out)
+	r.flushShuffle(out)
 	return slices.Concat(out...)
 }
 
@@ -155,4 +159,192 @@ func TestGroupShuffleMalformedIsADeadLetter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shuffleAll routes recs on r as one poll and returns what came out, its
+// repartition bundles sent once, after the last.
+func shuffleAll(r *router, recs []*kgo.Record) []message {
+	out := make([][]message, r.workers)
+	for _, rec := range recs {
+		r.route(rec, out)
+	}
+	r.flushShuffle(out)
+	return slices.Concat(out...)
+}
+
+// repartitioned are the repartition records among msgs.
+func repartitioned(msgs []message) []*kgo.Record {
+	var recs []*kgo.Record
+	for _, m := range msgs {
+		if m.kind == msgShuffle {
+			recs = append(recs, m.rec)
+		}
+	}
+	return recs
+}
+
+// keyedSumInputs are n inputs of the keyed sum on partition 1 of topic,
+// over keys keys, each padded with pad bytes.
+func keyedSumInputs(topic string, n, keys, pad int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		v := fmt.Sprintf(`{"key":"k%d","amount":%d,"ts":%d,"pad":%q}`, i%keys, i, i, strings.Repeat("x", pad))
+		recs[i] = &kgo.Record{Topic: topic, Partition: 1, Offset: int64(i), Timestamp: time.UnixMilli(int64(1000 + i)), Value: []byte(v)}
+	}
+	return recs
+}
+
+// TestGroupShuffleBundlesAPoll: the source side writes the inputs of one
+// poll bound for one repartition partition as one Kafka record, a bundle;
+// the keyed side reads every input from the bundles, each with its own
+// source position, in the order read.
+func TestGroupShuffleBundlesAPoll(t *testing.T) {
+	g := groupPlan(t, "../bench/jobs/keyed-sum.yaml", "group")
+	src, dst := g.newRouter(2), g.newRouter(2)
+	in := keyedSumInputs(g.cfg.Sources[0].Topics[0], 200, 50, 0)
+	reps := repartitioned(shuffleAll(src, in))
+	if len(reps) == 0 || len(reps) > g.shuffle.partitions {
+		t.Fatalf("%d repartition records for %d inputs, want one per repartition partition (%d)", len(reps), len(in), g.shuffle.partitions)
+	}
+	seen := map[int64]bool{}
+	for _, rep := range reps {
+		if !isBundle(rep.Value) || len(rep.Headers) != 0 {
+			t.Fatalf("repartition record %+v: want a bundle without headers", rep)
+		}
+		last := int64(-1)
+		var newest time.Time
+		for _, m := range routeOne(dst, rep) {
+			if m.kind != msgRecord || m.op == nil {
+				t.Fatalf("keyed side got %+v, want records for the aggregate", m)
+			}
+			if m.rec.Offset <= last || seen[m.rec.Offset] {
+				t.Fatalf("input at offset %d after %d: out of order, or twice", m.rec.Offset, last)
+			}
+			if q := g.shuffle.partitionOf(state.KeyGroupOf([]byte(m.op.GroupKey), g.shuffle.groups)); q != rep.Partition {
+				t.Fatalf("key %q of partition %d in the bundle of partition %d", m.op.GroupKey, q, rep.Partition)
+			}
+			src := in[m.rec.Offset]
+			if m.rec.Topic != src.Topic || m.rec.Partition != src.Partition || !bytes.Equal(m.rec.Value, src.Value) {
+				t.Fatalf("the keyed side's input %+v is not the one read %+v", m.rec, src)
+			}
+			last, seen[m.rec.Offset] = m.rec.Offset, true
+			if m.rec.Timestamp.After(newest) {
+				newest = m.rec.Timestamp
+			}
+		}
+		if !rep.Timestamp.Equal(newest) {
+			t.Fatalf("bundle timestamp %v, want its newest input's %v", rep.Timestamp, newest)
+		}
+	}
+	if len(seen) != len(in) {
+		t.Fatalf("the keyed side read %d of %d inputs", len(seen), len(in))
+	}
+	if again := repartitioned(shuffleAll(src, nil)); len(again) != 0 {
+		t.Fatalf("%d bundles sent twice", len(again))
+	}
+}
+
+// TestGroupShuffleBundleSize: a bundle holds at most maxBundleBytes, and
+// is sent only when the next frame would take it past them; an input
+// whose frame alone is larger is a bundle of its own.
+func TestGroupShuffleBundleSize(t *testing.T) {
+	g := groupPlan(t, "../bench/jobs/keyed-sum.yaml", "group")
+	src := g.newRouter(2)
+	topic := g.cfg.Sources[0].Topics[0]
+	in := keyedSumInputs(topic, 40, 1, 10_000) // one key: one partition
+	huge := keyedSumInputs(topic, 1, 1, 2*maxBundleBytes)[0]
+	huge.Offset = 40
+	in = append(in[:20], append([]*kgo.Record{huge}, in[20:]...)...)
+	reps := repartitioned(shuffleAll(src, in))
+	frames := 0
+	for i, rep := range reps {
+		n := countFrames(t, rep)
+		if i > 0 {
+			// Full: a bundle was sent only when the next frame would not fit.
+			prev, _ := shuffleFrames(reps[i-1].Value, nil)
+			next, _ := shuffleFrames(rep.Value, nil)
+			if len(appendFrame(slices.Clone(reps[i-1].Value), next[0])) <= maxBundleBytes {
+				t.Fatalf("bundle %d (%d frames, %d bytes) was sent with room for the first frame of the next", i-1, len(prev), len(reps[i-1].Value))
+			}
+		}
+		frames += n
+		if n > 1 && len(rep.Value) > maxBundleBytes {
+			t.Fatalf("a bundle of %d frames takes %d bytes, more than %d", n, len(rep.Value), maxBundleBytes)
+		}
+		if len(rep.Value) > maxBundleBytes && n != 1 {
+			t.Fatalf("the huge input shares its bundle with %d others", n-1)
+		}
+	}
+	if frames != len(in) || len(reps) < 1+len(in)*10_000/maxBundleBytes {
+		t.Fatalf("%d frames in %d bundles, want %d frames in bundles of at most %d bytes", frames, len(reps), len(in), maxBundleBytes)
+	}
+}
+
+func countFrames(t *testing.T, rep *kgo.Record) int {
+	t.Helper()
+	frames, err := shuffleFrames(rep.Value, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(frames)
+}
+
+// TestGroupShuffleBundleMalformed: a frame of a bundle that does not
+// parse is a dead letter of its own, saying which frame, with the frame
+// as its value, and the bundle's other frames go on; a bundle whose
+// framing does not parse is one dead letter; a version-1 record alone
+// (a job upgraded with records of the version before in its repartition
+// topic) is read as before.
+func TestGroupShuffleBundleMalformed(t *testing.T) {
+	g := groupPlan(t, "../bench/jobs/keyed-sum.yaml", "group")
+	src, dst := g.newRouter(2), g.newRouter(2)
+	in := keyedSumInputs(g.cfg.Sources[0].Topics[0], 2, 1, 0)
+	reps := repartitioned(shuffleAll(src, in))
+	if len(reps) != 1 {
+		t.Fatalf("%d bundles of one key, want 1", len(reps))
+	}
+	frames, err := shuffleFrames(reps[0].Value, nil)
+	if err != nil || len(frames) != 2 {
+		t.Fatalf("frames %q, %v", frames, err)
+	}
+	garbage := []byte{shuffleMagic, shuffleVersion, 0, 0, 100}
+	bundle := appendFrame(appendFrame(appendFrame(nil, frames[0]), garbage), frames[1])
+	kinds := func(msgs []message) (recs int, dls []*kgo.Record) {
+		for _, m := range msgs {
+			switch m.kind {
+			case msgRecord:
+				recs++
+			case msgDeadLetter:
+				dls = append(dls, m.rec)
+			}
+		}
+		return recs, dls
+	}
+	at := func(v []byte) *kgo.Record {
+		return &kgo.Record{Topic: g.shuffle.repartition, Partition: reps[0].Partition, Offset: 7, Value: v}
+	}
+
+	recs, dls := kinds(routeOne(dst, at(bundle)))
+	if recs != 2 || len(dls) != 1 || !bytes.Equal(dls[0].Value, garbage) || !strings.Contains(deadLetterReason(dls[0]), "frame 2 of 3 of a bundle") {
+		t.Fatalf("%d records and dead letters %+v; want 2, and one of frame 2 with the frame as its value", recs, dls)
+	}
+	recs, dls = kinds(routeOne(dst, at(bundle[:len(bundle)-1])))
+	if recs != 0 || len(dls) != 1 || !bytes.Equal(dls[0].Value, bundle[:len(bundle)-1]) || !strings.Contains(deadLetterReason(dls[0]), "after 2 whole frames") {
+		t.Fatalf("a bundle cut short: %d records and dead letters %+v; want none, and the bundle one dead letter", recs, dls)
+	}
+	for i, f := range frames {
+		if recs, dls := kinds(routeOne(dst, at(f))); recs != 1 || len(dls) != 0 {
+			t.Fatalf("version-1 record %d alone: %d records, dead letters %+v", i, recs, dls)
+		}
+	}
+}
+
+// deadLetterReason is the reason header of a dead letter.
+func deadLetterReason(dl *kgo.Record) string {
+	for _, h := range dl.Headers {
+		if strings.HasSuffix(h.Key, "reason") {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

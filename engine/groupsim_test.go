@@ -1480,6 +1480,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"kept state holds the partitions that moved away, sessions", plantedKeptMovedAway, playFaults, 100, gsimSessions},
 		{"held records stay with the member, not the partition", plantedHeldStayBehind, playFaults, 100, gsimAsOfJoin},
 		{"the watermark passes a held record", plantedHeldPassedByWatermark, playFaults, 100, gsimAsOfWindows},
+		{"repartition bundles sent after the barrier of their inputs", plantedBundleAfterBarrier, playFaults, 100, gsimSums},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

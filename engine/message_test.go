@@ -9,6 +9,7 @@ import "github.com/twmb/franz-go/pkg/kgo"
 func (r *router) route1(rec *kgo.Record) ([]message, int) {
 	out := make([][]message, r.workers)
 	r.route(rec, out)
+	r.flushShuffle(out)
 	var all []message
 	first := -1
 	for w, msgs := range out {

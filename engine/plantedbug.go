@@ -71,6 +71,11 @@ const (
 	// the records a join as of event time holds (reportedTimes): a
 	// window fires before a held record that belongs in it is released.
 	plantedHeldPassedByWatermark
+	// plantedBundleAfterBarrier: group mode's source side sends its
+	// repartition bundles after the next barrier, not with the records
+	// they were filled from: they commit with the next epoch, while the
+	// checkpoint of theirs already covers their inputs' offsets.
+	plantedBundleAfterBarrier
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -82,6 +84,24 @@ type router struct {
 	scratch   []byte
 	dec       shuffled
 	shuffleOp operator.Record
+	// bundles are the repartition records being filled on the source
+	// side, by repartition partition, with the frames (frame is the one
+	// being encoded) of the inputs routed since flushShuffle; frames are
+	// a bundle's frames being read on the keyed side (shufflecodec.go).
+	bundles []shuffleBundle
+	frame   []byte
+	frames  [][]byte
+}
+
+// shuffleBundle is one repartition partition's bundle being filled.
+type shuffleBundle struct {
+	value []byte
+	// ts is the newest input timestamp of its frames: the Kafka record's,
+	// so that the topic's retention keeps it as long as its newest input.
+	ts time.Time
+	// last is the size of the partition's last bundle sent, to size the
+	// next one's buffer by.
+	last int
 }
 
 func (p *plan) newRouter(workers int) *router {
@@ -442,10 +462,7 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		}
 		r.scratch = s.body[:0]
 		kg := state.KeyGroupOf([]byte(s.groupKey), r.groups)
-		out[worker] = append(out[worker], message{kind: msgShuffle, rec: &kgo.Record{
-			Topic: sh.repartition, Partition: sh.partitionOf(kg),
-			Value: appendShuffled(make([]byte, 0, shuffledSize(&s)), &s), Timestamp: rec.Timestamp,
-		}})
+		r.addFrame(sh, sh.partitionOf(kg), &s, out)
 	}
 	if r.lin != nil {
 		keep, rerr := r.lin.Process(op)
@@ -464,6 +481,52 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		r.branches.Recycle(op)
 		r.dead(out, rec, derr)
 	}
+}
+
+// addFrame adds s, encoded, to the bundle of repartition partition q,
+// sending the bundle first if s would take it past maxBundleBytes.
+func (r *router) addFrame(sh *shuffle, q int32, s *shuffled, out [][]message) {
+	r.frame = appendShuffled(r.frame[:0], s)
+	if int(q) >= len(r.bundles) {
+		r.bundles = append(r.bundles, make([]shuffleBundle, int(q)+1-len(r.bundles))...)
+	}
+	b := &r.bundles[q]
+	if len(b.value) > 0 && len(b.value)+binary.MaxVarintLen64+len(r.frame) > maxBundleBytes {
+		r.sendBundle(sh, q, out)
+	}
+	if b.value == nil {
+		b.value = make([]byte, 0, max(b.last+b.last/8, 2+binary.MaxVarintLen64+len(r.frame)))
+		b.ts = s.in.Timestamp
+	}
+	b.value = appendFrame(b.value, r.frame)
+	if s.in.Timestamp.After(b.ts) {
+		b.ts = s.in.Timestamp
+	}
+}
+
+// flushShuffle sends every bundle the source side filled since the last
+// call, one repartition record each. The source task calls it before it
+// sends a batch to the workers: what a poll routed goes in that poll's
+// batches, so a bundle never spans a barrier, nor two epochs.
+func (r *router) flushShuffle(out [][]message) {
+	sh := r.p.shuffle
+	for q := range r.bundles {
+		if r.bundles[q].value != nil {
+			r.sendBundle(sh, int32(q), out)
+		}
+	}
+}
+
+// sendBundle sends the bundle of repartition partition q on, through the
+// worker that carries every one of q's bundles (so they reach the
+// partition in the order they were filled).
+func (r *router) sendBundle(sh *shuffle, q int32, out [][]message) {
+	b := &r.bundles[q]
+	w := int(uint32(q) % uint32(r.workers))
+	out[w] = append(out[w], message{kind: msgShuffle, rec: &kgo.Record{
+		Topic: sh.repartition, Partition: q, Value: b.value, Timestamp: b.ts,
+	}})
+	b.last, b.value = len(b.value), nil
 }
 
 // aggregator is the router's own copy of target t's aggregate (an
@@ -494,22 +557,56 @@ func (r *router) unshuffle(rec *kgo.Record, out [][]message) {
 			return
 		}
 	}
+	frames, err := shuffleFrames(rec.Value, r.frames[:0])
+	if err != nil {
+		// A bundle that does not parse: all of it a dead letter, nothing
+		// taken from it.
+		r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
+		return
+	}
+	bundled := isBundle(rec.Value)
+	// The inputs as read, one allocation for the bundle's (the workers
+	// keep them until their outputs are written; they go together), and
+	// room for the messages at once.
+	ins := make([]kgo.Record, len(frames))
+	if bundled {
+		per := batchRoom(len(frames) / len(out))
+		for w := range out {
+			out[w] = slices.Grow(out[w], per)
+		}
+	}
+	for i, f := range frames {
+		r.unshuffleFrame(rec, &ins[i], f, bundled, i, len(frames), out)
+	}
+	clear(frames) // pins no record's value
+	r.frames = frames[:0]
+}
+
+// unshuffleFrame hands the keyed operator frame i of n of rec, a
+// repartition record (of a bundle, or rec's whole value), with in the
+// input it carries.
+func (r *router) unshuffleFrame(rec, in *kgo.Record, frame []byte, bundled bool, i, n int, out [][]message) {
 	r.reserve(1)
 	op := r.record()
 	slab := r.slab
 	s := &r.dec
-	err := decodeShuffled(rec.Value, s)
+	err := decodeShuffled(frame, s)
 	if err == nil {
 		err = r.checkShuffled(s)
 	}
 	if err != nil {
 		// Not written by this job's source side: a dead letter, never a
-		// silent drop.
+		// silent drop. A bundle's frame is a dead letter of its own,
+		// the frame its value.
 		*op = operator.Record{}
-		r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: err.Error()})
+		reason := err.Error()
+		if bundled {
+			reason = fmt.Sprintf("frame %d of %d of a bundle: %s", i+1, n, reason)
+			rec = &kgo.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Value: frame}
+		}
+		r.dead(out, rec, &operator.RecordError{Code: operator.CodeDecode, Reason: reason})
 		return
 	}
-	in := new(kgo.Record)
 	*in = s.in
 	*op = operator.Record{
 		Key: in.Key, Timestamp: in.Timestamp,
@@ -539,18 +636,6 @@ func (r *router) checkShuffled(s *shuffled) error {
 		return fmt.Errorf("%w: no event time, but the job has event time", errShuffled)
 	}
 	return nil
-}
-
-// shuffledSize is the encoding's size at most: appendShuffled allocates
-// once.
-func shuffledSize(s *shuffled) int {
-	n := 2 + 3*binary.MaxVarintLen64 + 4*binary.MaxVarintLen64 + 1 +
-		len(s.in.Topic) + len(s.groupKey) + len(s.body) + len(s.in.Key) + len(s.in.Value) +
-		5*binary.MaxVarintLen64
-	for _, h := range s.in.Headers {
-		n += len(h.Key) + len(h.Value) + 2*binary.MaxVarintLen64
-	}
-	return n
 }
 
 // eventTime is rec's event time: its source's timestamp expression, or

@@ -42,9 +42,37 @@ import (
 // that does not parse is a dead letter of the keyed side with the reason,
 // never a silent drop. A later format takes the next version; a reader
 // refuses versions it does not know.
+//
+// Version 2 is a bundle: the records of many inputs bound for one
+// repartition partition in one Kafka record, so that the Kafka client's
+// cost per record (produce, compress, fetch, decompress; most of what the
+// shuffle cost, bench/results/2026-12-06-shuffle.md) is paid once per
+// bundle:
+//
+//	byte     shuffleMagic
+//	byte     shuffleBundleVersion (2)
+//	then, to the value's end, one or more frames:
+//	bytes    a version-1 record as above, whole
+//
+// Each frame keeps its own key group, times and source position, so a
+// keyed side handles a bundle as its frames one after another, in order.
+// A bundle whose framing does not parse is one dead letter (the bundle);
+// a frame that does not parse is a dead letter of its own (the frame as
+// its value), and the bundle's other frames go on. The source side fills
+// a bundle with the inputs of one poll (router.addFrame) up to
+// maxBundleBytes and sends it before the next barrier: a bundle never
+// spans two epochs. Version-1 records alone (written before bundles)
+// are still read.
 const (
-	shuffleMagic   byte = 0xE5
-	shuffleVersion byte = 1
+	shuffleMagic         byte = 0xE5
+	shuffleVersion       byte = 1
+	shuffleBundleVersion byte = 2
+
+	// maxBundleBytes bounds a bundle's value, well under the 1 MiB a
+	// Kafka record batch may hold by default (the repartition topic is
+	// created with the brokers' defaults); an input whose frame alone is
+	// larger is a bundle of one.
+	maxBundleBytes = 64 << 10
 
 	shuffleTimed     = 1 << 0
 	shuffleWatermark = 1 << 1
@@ -212,8 +240,10 @@ func decodeShuffled(v []byte, s *shuffled) error {
 	switch {
 	case len(v) < 2 || v[0] != shuffleMagic:
 		return fmt.Errorf("%w: not written by a source side of this version (no magic byte)", errShuffled)
+	case v[1] == shuffleBundleVersion:
+		return fmt.Errorf("%w: a bundle inside a bundle", errShuffled)
 	case v[1] != shuffleVersion:
-		return fmt.Errorf("%w: version %d, this process reads version %d (run every process of the job on one version)", errShuffled, v[1], shuffleVersion)
+		return fmt.Errorf("%w: version %d, this process reads versions %d and %d (run every process of the job on one version)", errShuffled, v[1], shuffleVersion, shuffleBundleVersion)
 	}
 	r := shuffleReader{b: v[2:]}
 	flags := r.uvarint("flags")
@@ -281,4 +311,47 @@ func decodeShuffled(v []byte, s *shuffled) error {
 		r.fail("end", fmt.Sprintf("%d bytes after the last field", len(r.b)))
 	}
 	return r.err
+}
+
+// appendFrame appends frame, a version-1 repartition record, to bundle,
+// starting the bundle when it is empty.
+func appendFrame(bundle, frame []byte) []byte {
+	if len(bundle) == 0 {
+		bundle = append(bundle, shuffleMagic, shuffleBundleVersion)
+	}
+	return appendBytes(bundle, frame)
+}
+
+// shuffleFrames appends to frames the repartition records in v, a
+// repartition record's value, and returns them: the frames of a bundle
+// (version 2), in order, or v itself for anything else (decodeShuffled
+// decodes it, or says why not). Only a bundle's framing is checked here:
+// one that does not parse, to its last byte, is refused whole, with
+// nothing taken from it. The frames alias v.
+func shuffleFrames(v []byte, frames [][]byte) ([][]byte, error) {
+	if !isBundle(v) {
+		return append(frames, v), nil
+	}
+	r := shuffleReader{b: v[2:]}
+	if len(r.b) == 0 {
+		r.fail("bundle", "no frames")
+	}
+	start := len(frames)
+	for len(r.b) > 0 && r.err == nil {
+		if f := r.bytes("bundle frame"); r.err == nil {
+			frames = append(frames, f)
+		}
+	}
+	if r.err != nil {
+		n := len(frames) - start
+		clear(frames[start:])
+		return frames[:start], fmt.Errorf("%w (after %d whole frames)", r.err, n)
+	}
+	return frames, nil
+}
+
+// isBundle reports whether v, a repartition record's value, is a bundle
+// (version 2).
+func isBundle(v []byte) bool {
+	return len(v) >= 2 && v[0] == shuffleMagic && v[1] == shuffleBundleVersion
 }

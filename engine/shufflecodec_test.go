@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"strings"
@@ -35,9 +36,6 @@ func shuffledCases() []shuffled {
 func TestShuffledRoundTrip(t *testing.T) {
 	for i, want := range shuffledCases() {
 		enc := appendShuffled(nil, &want)
-		if len(enc) > shuffledSize(&want) {
-			t.Errorf("case %d: %d bytes, more than the %d shuffledSize allows", i, len(enc), shuffledSize(&want))
-		}
 		var got shuffled
 		if err := decodeShuffled(enc, &got); err != nil {
 			t.Fatalf("case %d: %v", i, err)
@@ -73,7 +71,8 @@ func TestShuffledMalformed(t *testing.T) {
 	}{
 		{"empty", nil, "no magic byte"},
 		{"old format (the input value)", []byte(`{"key":"a"}`), "no magic byte"},
-		{"next version", append([]byte{shuffleMagic, shuffleVersion + 1}, good[2:]...), "version 2"},
+		{"next version", append([]byte{shuffleMagic, shuffleBundleVersion + 1}, good[2:]...), "version 3"},
+		{"a bundle as a frame", append([]byte{shuffleMagic, shuffleBundleVersion}, good[2:]...), "a bundle inside a bundle"},
 		{"trailing byte", append(append([]byte{}, good...), 0), "bytes after the last field"},
 		{"unknown flag", []byte{shuffleMagic, shuffleVersion, 1 << 5}, "unknown flags"},
 		{"watermark without time", []byte{shuffleMagic, shuffleVersion, shuffleWatermark}, "watermark without an event time"},
@@ -120,6 +119,134 @@ func FuzzShuffled(f *testing.F) {
 		}
 		if !reflect.DeepEqual(normShuffled(s), normShuffled(again)) {
 			t.Fatalf("round trip changed it:\n%+v\n%+v", s, again)
+		}
+	})
+}
+
+// shuffledBundle is a bundle of the frames of cases.
+func shuffledBundle(cases []shuffled) []byte {
+	var b []byte
+	for _, c := range cases {
+		b = appendFrame(b, appendShuffled(nil, &c))
+	}
+	return b
+}
+
+// TestShuffleBundleRoundTrip: a bundle's frames come back whole and in
+// order, each decoding to the record it was; a version-1 record alone is
+// its own one frame.
+func TestShuffleBundleRoundTrip(t *testing.T) {
+	cases := shuffledCases()
+	bundle := shuffledBundle(cases)
+	frames, err := shuffleFrames(bundle, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != len(cases) {
+		t.Fatalf("%d frames, want %d", len(frames), len(cases))
+	}
+	for i, f := range frames {
+		var got shuffled
+		if err := decodeShuffled(f, &got); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(normShuffled(got), normShuffled(cases[i])) {
+			t.Errorf("frame %d:\n got %+v\nwant %+v", i, got, cases[i])
+		}
+	}
+	one := appendShuffled(nil, &cases[0])
+	frames, err = shuffleFrames(one, frames[:0])
+	if err != nil || len(frames) != 1 || !bytes.Equal(frames[0], one) {
+		t.Fatalf("a version-1 record: frames %q, %v; want itself", frames, err)
+	}
+}
+
+// TestShuffleBundleMalformed: a bundle whose framing does not parse is
+// refused whole, saying why, with no frame taken from it; every cut of a
+// good bundle but at a frame's end is such a bundle.
+func TestShuffleBundleMalformed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    []byte
+		want string
+	}{
+		{"no frames", []byte{shuffleMagic, shuffleBundleVersion}, "no frames"},
+		{"length past the end", []byte{shuffleMagic, shuffleBundleVersion, 3, 1, 2}, "length 3 beyond the record's end"},
+		{"overlong length", append([]byte{shuffleMagic, shuffleBundleVersion}, bytes.Repeat([]byte{0xff}, 11)...), "overlong varint"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			frames, err := shuffleFrames(c.v, nil)
+			if !errors.Is(err, errShuffled) || !strings.Contains(err.Error(), c.want) || len(frames) != 0 {
+				t.Fatalf("got %d frames, %v; want none and an errShuffled saying %q", len(frames), err, c.want)
+			}
+		})
+	}
+	cases := shuffledCases()
+	bundle := shuffledBundle(cases)
+	ends := map[int]bool{}
+	for i := range cases {
+		ends[len(shuffledBundle(cases[:i+1]))] = true
+	}
+	for n := 2; n < len(bundle); n++ {
+		frames, err := shuffleFrames(bundle[:n], nil)
+		if ends[n] {
+			if err != nil {
+				t.Fatalf("cut at a frame's end (%d bytes): %v", n, err)
+			}
+			continue
+		}
+		if !errors.Is(err, errShuffled) || len(frames) != 0 {
+			t.Fatalf("the first %d of %d bytes: %d frames, %v; want none and errShuffled", n, len(bundle), len(frames), err)
+		}
+	}
+}
+
+// FuzzShuffledBundle: splitting a repartition record into frames never
+// panics and loses nothing: what it accepts is exactly its frames, which
+// framed again split into the same frames, and every frame decodes or is
+// refused with errShuffled (a dead letter of its own).
+func FuzzShuffledBundle(f *testing.F) {
+	cases := shuffledCases()
+	f.Add(shuffledBundle(cases))
+	f.Add(shuffledBundle(cases[:1]))
+	f.Add(appendShuffled(nil, &cases[2]))
+	f.Add([]byte{shuffleMagic, shuffleBundleVersion})
+	f.Add([]byte{shuffleMagic, shuffleBundleVersion, 2, shuffleMagic, shuffleBundleVersion})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		frames, err := shuffleFrames(v, nil)
+		if err != nil {
+			if !errors.Is(err, errShuffled) || len(frames) != 0 {
+				t.Fatalf("refused with %d frames and %v; want none and errShuffled", len(frames), err)
+			}
+			return
+		}
+		if !isBundle(v) {
+			if len(frames) != 1 || !bytes.Equal(frames[0], v) {
+				t.Fatalf("not a bundle, but split into %q", frames)
+			}
+		} else {
+			// The frames and their lengths are the whole bundle (a length
+			// may be written in more bytes than it needs): framed again,
+			// they split into the same frames.
+			var again []byte
+			size := 2
+			for _, fr := range frames {
+				again = appendFrame(again, fr)
+				size += 1 + len(fr)
+			}
+			if size > len(v) {
+				t.Fatalf("frames %q take more than the bundle %q", frames, v)
+			}
+			back, err := shuffleFrames(again, nil)
+			if err != nil || !reflect.DeepEqual(back, frames) {
+				t.Fatalf("frames %q framed again split into %q, %v", frames, back, err)
+			}
+		}
+		for i, fr := range frames {
+			var s shuffled
+			if err := decodeShuffled(fr, &s); err != nil && !errors.Is(err, errShuffled) {
+				t.Fatalf("frame %d: error %v is not errShuffled", i, err)
+			}
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/fault"
+	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
@@ -112,6 +113,14 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 			if on, err := s.injectBarrier(ctx, id, to); !on || err != nil {
 				return on, err
 			}
+			if s.bundlesAfterBarrier() {
+				// The bug: the bundles of the epoch's inputs go out after
+				// its barrier, into the next epoch.
+				s.router.flushShuffle(out)
+				if !s.send(ctx, out, to) {
+					return false, nil
+				}
+			}
 			if id == final {
 				// Nothing after the final barrier belongs to a
 				// checkpoint: the task reads no more.
@@ -145,9 +154,13 @@ func (s *sourceTask) step(ctx context.Context, out [][]message, to links) (bool,
 	return s.send(ctx, out, to), nil
 }
 
-// send hands each worker its batch of out, and reports false when ctx
-// ended first.
+// send hands each worker its batch of out, with the repartition bundles
+// filled since the last send (group mode), and reports false when ctx
+// ended first. Everything routed goes out before the next barrier.
 func (s *sourceTask) send(ctx context.Context, out [][]message, to links) bool {
+	if !s.bundlesAfterBarrier() {
+		s.router.flushShuffle(out)
+	}
 	for w, msgs := range out {
 		if len(msgs) == 0 {
 			continue
@@ -158,6 +171,13 @@ func (s *sourceTask) send(ctx context.Context, out [][]message, to links) bool {
 		out[w] = nil
 	}
 	return true
+}
+
+// bundlesAfterBarrier reports whether the bug of sending repartition
+// bundles after the barrier of their inputs is on (plantedbug.go, or the
+// mutation suite's shuffle-bundle-after-barrier).
+func (s *sourceTask) bundlesAfterBarrier() bool {
+	return s.planted == plantedBundleAfterBarrier || mutant.On("shuffle-bundle-after-barrier")
 }
 
 // makeRoom gives each worker's batch of out room for its share of n

@@ -25,5 +25,6 @@ var mutants = []mutantSpec{
 	{"upsert-no-tombstone", "a key deleted from an aggregate (TTL) gets no tombstone in an upsert sink: a job reading the topic as a table keeps joining with it", "./operator/keyed", ""},
 	{"group-savepoint-no-partition-times", "a live savepoint of a group with event time holds the watermark but not each partition's largest event time: after a restore the partitions' clocks start over and lateness is judged anew", "./engine", "^TestSimulationGroupMode$/^windows_live_savepoint$"},
 	{"balancer-forgets-assignment", "the group's sticky balancer is not told what each member owned (franz-go's eager client forgets it): a rebalance moves partitions that could stay, and restores them elsewhere", "./engine", "^TestRebalancesMoveOnlyWhatBalanceNeeds$"},
+	{"shuffle-bundle-after-barrier", "group mode's source side sends its repartition bundles after the barrier of their inputs: they commit with the next epoch, while the checkpoint before already covers their inputs", "./engine", "^TestSimulationGroupMode$/^faults$"},
 	{"state-moved-not-redirtied", "a dirty state record that moved to a larger place is not dirty there: the snapshot loses its change", "./state", ""},
 }
