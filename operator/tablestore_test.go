@@ -296,3 +296,29 @@ func TestTableHeapPerKey(t *testing.T) {
 	runtime.KeepAlive(tb)
 	runtime.KeepAlive(recs)
 }
+
+// A value the fast check does not take (nested deeper than it reads) is
+// decoded to be checked, and kept; one nested deeper than the decoder
+// reads is refused.
+func TestTableDeepValue(t *testing.T) {
+	tb := NewTable(config.Table{ID: "t", Format: config.FormatJSON, KeyFormat: config.FormatRaw})
+	deep := strings.Repeat("[", maxFastDepth+10) + "1" + strings.Repeat("]", maxFastDepth+10)
+	if skip, rerr := tb.Apply([]byte("c1"), []byte(deep)); skip != "" {
+		t.Fatalf("Apply of %d nested arrays: %s %v", maxFastDepth+10, skip, rerr)
+	}
+	v, ok := tb.Lookup("c1")
+	for range maxFastDepth + 10 {
+		a, isArray := v.([]any)
+		if !isArray || len(a) != 1 {
+			t.Fatalf("c1 = %v, %v; want the nested arrays", v, ok)
+		}
+		v = a[0]
+	}
+	if v != 1 {
+		t.Errorf("innermost %v, want 1", v)
+	}
+	tooDeep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	if skip, _ := tb.Apply([]byte("c1"), []byte(tooDeep)); skip != SkipDecode {
+		t.Errorf("Apply of %d nested arrays: skip %q, want %q", maxDepth+1, skip, SkipDecode)
+	}
+}
