@@ -190,6 +190,14 @@ func appendRecord(dst []byte, key string, value []byte, size int) []byte {
 	return append(dst, value...)
 }
 
+// writeRecord writes the record of key and value, n bytes long, at the
+// start of b.
+func writeRecord(b []byte, n int, key string, value []byte, size int) {
+	if w := appendRecord(b[:0:n], key, value, size); len(w) != n || unsafe.SliceData(w) != unsafe.SliceData(b) {
+		panic(fmt.Sprintf("operator: a table record of %d bytes took %d", n, len(w)))
+	}
+}
+
 // recordBytes is the length of key and value's record.
 func recordBytes(key string, value []byte, size int) int {
 	return uvarintLen(uint64(len(key))) + uvarintLen(uint64(len(value))) +
@@ -215,8 +223,7 @@ func (m *shardMemory) put(h uint32, key string, value []byte, size int) (old int
 		_, _, o, l := m.record(loc)
 		if l == n {
 			// The same length: in place (readers are locked out).
-			b := m.chunks[loc>>storeOffsetBits][loc&(storeChunk-1):]
-			appendRecord(b[:0:n], key, value, size)
+			writeRecord(m.chunks[loc>>storeOffsetBits][loc&(storeChunk-1):], n, key, value, size)
 			return o, true
 		}
 		old, m.garbage = o, m.garbage+l
@@ -235,7 +242,7 @@ func (m *shardMemory) put(h uint32, key string, value []byte, size int) (old int
 		m.live++
 	}
 	nloc, b := m.alloc(n)
-	appendRecord(b[:0:n], key, value, size)
+	writeRecord(b, n, key, value, size)
 	m.slots[slot] = uint64(h)<<32 | uint64(nloc)
 	m.compactIfWasteful()
 	return old, found

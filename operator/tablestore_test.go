@@ -322,3 +322,25 @@ func TestTableDeepValue(t *testing.T) {
 		t.Errorf("Apply of %d nested arrays: skip %q, want %q", maxDepth+1, skip, SkipDecode)
 	}
 }
+
+// recordBytes is the length appendRecord writes, across the varints'
+// one- and two-byte boundaries and keys read longer or shorter than
+// their text; record reads back what was written.
+func TestTableRecordEncoding(t *testing.T) {
+	for _, kl := range []int{0, 1, 127, 128, 300} {
+		for _, vl := range []int{0, 127, 128, 16384} {
+			for _, d := range []int{-200, -64, -63, -1, 0, 63, 64, 1000} {
+				key, value, size := strings.Repeat("k", kl), []byte(strings.Repeat("v", vl)), kl+vl+d
+				w := appendRecord([]byte{0}, key, value, size) // location 0 is none
+				if n := recordBytes(key, value, size); n != len(w)-1 {
+					t.Fatalf("key %d, value %d, size %d: recordBytes %d, written %d", kl, vl, size, n, len(w)-1)
+				}
+				m := shardMemory{chunks: [][]byte{w}}
+				k, v, sz, n := m.record(1)
+				if string(k) != key || string(v) != string(value) || sz != size || n != len(w)-1 {
+					t.Fatalf("key %d, value %d, size %d: read back %d, %d, %d, %d", kl, vl, size, len(k), len(v), sz, n)
+				}
+			}
+		}
+	}
+}
