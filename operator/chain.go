@@ -33,6 +33,9 @@ type Chain struct {
 
 	vm  vm.VM
 	dec decoder
+	// tables decodes the JSON values join steps look up (join.go): apart
+	// from dec, whose settings and caches are the input's.
+	tables decoder
 	// maps are the recycled maps (Recycle), shared with the clones; dec
 	// draws from them.
 	maps *fieldMaps
@@ -500,7 +503,7 @@ func (c *Chain) process(r *Record) (keep bool, at int, err *RecordError) {
 			r.fields, r.order, r.changed, r.metaSet, r.partial = m, s.names, true, 0, nil
 			r.clearSlots()
 		case config.StepJoin:
-			if keep, err := s.join.apply(&c.vm, s.expr, r); !keep || err != nil {
+			if keep, err := s.join.apply(&c.vm, &c.tables, s.expr, r); !keep || err != nil {
 				return false, i, err
 			}
 		case stepIntervalKey:

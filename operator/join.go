@@ -78,8 +78,9 @@ func compileJoin(i int, s config.Step) (*step, []error) {
 }
 
 // apply looks r up by key, the step's key expression, and shows the value
-// to r's later steps; keep false: an inner join found no value.
-func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *RecordError) {
+// to r's later steps; keep false: an inner join found no value. dec
+// decodes a JSON table's value.
+func (j *joinStep) apply(m *vm.VM, dec *decoder, key *Expr, r *Record) (keep bool, err *RecordError) {
 	v, err := key.run(m, r)
 	if err != nil {
 		return false, err
@@ -100,7 +101,10 @@ func (j *joinStep) apply(m *vm.VM, key *Expr, r *Record) (keep bool, err *Record
 			// Unreachable: the runtime binds every join before it runs.
 			return false, &RecordError{Step: j.path, Code: CodeEval, Reason: "table " + j.table + " is not loaded"}
 		default:
-			found, ok = j.t.Lookup(k)
+			var lerr *RecordError
+			if found, ok, lerr = j.t.lookup(dec, k); lerr != nil {
+				return false, lerr.withStep(j.path)
+			}
 		}
 	}
 	if j.count != nil {

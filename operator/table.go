@@ -1,7 +1,7 @@
 package operator
 
 import (
-	"hash/maphash"
+	"bytes"
 	"sync"
 	"sync/atomic"
 
@@ -14,17 +14,17 @@ import (
 //
 // One goroutine applies the topic's records (Apply, in offset order per
 // partition); any number look keys up meanwhile (Lookup), each seeing
-// every Apply that returned before it. The values are decoded once, when
-// applied, and shared read-only by every lookup: nothing changes a value
-// after it was stored (a record's expressions only read what a join shows
-// them).
+// every Apply that returned before it. A value is checked when applied
+// (one that does not decode is refused and the key keeps its value) and
+// kept as its bytes, as read (tablestore.go); a lookup decodes it, so
+// that a table costs the memory of its bytes rather than that of decoded
+// Go values, and every lookup gets a value of its own.
 type Table struct {
 	id     string
 	format config.Format
 	// jsonKey: the record keys are JSON values, looked up by their text.
 	jsonKey bool
-	seed    maphash.Seed
-	shards  [tableShards]tableShard
+	store   tableStore
 	// keys and bytes are the table's size: how many keys it holds, and
 	// the bytes of their keys and values as read from the topic.
 	keys, bytes atomic.Int64
@@ -37,30 +37,11 @@ type Table struct {
 	decimals   bool
 }
 
-// tableShards spreads the keys over this many locks, so that lookups on
-// many cores do not all touch one lock word.
-const tableShards = 64
-
-type tableShard struct {
-	mu sync.RWMutex
-	m  map[string]tableEntry
-	_  [32]byte // with the lock and the map, a cache line of its own
-}
-
-// tableEntry is one key's latest value, decoded, and the bytes of its
-// key and value as read (size).
-type tableEntry struct {
-	value any
-	size  int64
-}
-
 // NewTable is an empty table of cfg. A schema registry format needs its
 // decoder (SetDecoders) before the first Apply.
 func NewTable(cfg config.Table) *Table {
-	t := &Table{id: cfg.ID, format: cfg.Format, jsonKey: cfg.KeyFormat == config.FormatJSON, seed: maphash.MakeSeed()}
-	for i := range t.shards {
-		t.shards[i].m = map[string]tableEntry{}
-	}
+	t := &Table{id: cfg.ID, format: cfg.Format, jsonKey: cfg.KeyFormat == config.FormatJSON}
+	t.initStore()
 	return t
 }
 
@@ -112,15 +93,49 @@ func SkipReasons() []SkipReason { return []SkipReason{SkipNoKey, SkipKey, SkipDe
 // A schema registry format reads only the decoders' cache: the caller
 // fetches the schemas a record names first (schema.Set.Prefetch).
 func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
-	k, v, skip, rerr := t.decodeRecord(&t.dec, key, value)
+	k, skip, rerr := t.decodeKey(&t.dec, key)
 	if skip != "" {
 		return skip, rerr
 	}
 	if value == nil {
-		t.delete(k)
+		if old, had := t.store.delete(k); had {
+			t.keys.Add(-1)
+			t.bytes.Add(-int64(old))
+		}
 		return "", nil
 	}
-	t.put(k, tableEntry{value: v, size: int64(len(key) + len(value))})
+	if skip, rerr := t.check(&t.dec, value); skip != "" {
+		return skip, rerr
+	}
+	size := len(key) + len(value)
+	old, had := t.store.put(k, value, size)
+	if !had {
+		t.keys.Add(1)
+	}
+	t.bytes.Add(int64(size - old))
+	return "", nil
+}
+
+// check checks that a record value of the table's topic decodes, with
+// dec for JSON, without keeping what it decodes to.
+func (t *Table) check(dec *decoder, value []byte) (SkipReason, *RecordError) {
+	switch {
+	case t.format == config.FormatRaw && t.value == nil:
+		return "", nil
+	case t.value == nil:
+		// JSON: the scanner's fast skip accepts exactly what it decodes
+		// (skip.go); what it does not take is decoded, for the error.
+		var spaced bool
+		if end, _, ok := skipFast(value, 0, maxDepth); ok && skipSpaces(value, end, &spaced) == len(value) {
+			return "", nil
+		}
+	}
+	if _, err := t.decodeWith(dec, value); err != nil {
+		if t.value != nil {
+			return SkipSchema, err
+		}
+		return SkipDecode, err
+	}
 	return "", nil
 }
 
@@ -128,34 +143,9 @@ func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
 // the text its key is looked up by, and its value (nil for a tombstone,
 // value nil). skip "" means it decoded; otherwise rerr says why not.
 func (t *Table) decodeRecord(dec *decoder, key, value []byte) (k string, v any, skip SkipReason, rerr *RecordError) {
-	if key == nil {
-		return "", nil, SkipNoKey, &RecordError{Code: CodeDecode, Reason: "the record has no key: a table is keyed by its records' keys"}
-	}
-	k = string(key)
-	switch {
-	case t.key != nil:
-		kv, err := t.key.DecodeValue(key)
-		if err != nil {
-			return "", nil, SkipKey, err
-		}
-		s, kerr := KeyString(kv)
-		if kerr != nil {
-			return "", nil, SkipKey, kerr
-		}
-		k = s
-	case t.jsonKey:
-		kv, err := dec.decodeValue(key)
-		if err != nil {
-			return "", nil, SkipKey, &RecordError{Code: CodeDecode, Reason: "key: the key is not JSON: " + err.Error()}
-		}
-		s, kerr := KeyString(kv)
-		if kerr != nil {
-			return "", nil, SkipKey, kerr
-		}
-		k = s
-	}
-	if value == nil {
-		return k, nil, "", nil
+	k, skip, rerr = t.decodeKey(dec, key)
+	if skip != "" || value == nil {
+		return k, nil, skip, rerr
 	}
 	v, err := t.decodeWith(dec, value)
 	if err != nil {
@@ -165,6 +155,36 @@ func (t *Table) decodeRecord(dec *decoder, key, value []byte) (k string, v any, 
 		return "", nil, SkipDecode, err
 	}
 	return k, v, "", nil
+}
+
+// decodeKey decodes the key of a record of the table's topic, with dec
+// for JSON, to the text it is looked up by.
+func (t *Table) decodeKey(dec *decoder, key []byte) (k string, skip SkipReason, rerr *RecordError) {
+	if key == nil {
+		return "", SkipNoKey, &RecordError{Code: CodeDecode, Reason: "the record has no key: a table is keyed by its records' keys"}
+	}
+	var kv any
+	switch {
+	case t.key != nil:
+		v, err := t.key.DecodeValue(key)
+		if err != nil {
+			return "", SkipKey, err
+		}
+		kv = v
+	case t.jsonKey:
+		v, err := dec.decodeValue(key)
+		if err != nil {
+			return "", SkipKey, &RecordError{Code: CodeDecode, Reason: "key: the key is not JSON: " + err.Error()}
+		}
+		kv = v
+	default:
+		return string(key), "", nil
+	}
+	s, kerr := KeyString(kv)
+	if kerr != nil {
+		return "", SkipKey, kerr
+	}
+	return s, "", nil
 }
 
 // decodeWith decodes a record value of the table's topic in its format,
@@ -183,40 +203,47 @@ func (t *Table) decodeWith(dec *decoder, value []byte) (any, *RecordError) {
 	return v, nil
 }
 
-func (t *Table) shard(k string) *tableShard {
-	return &t.shards[maphash.String(t.seed, k)%tableShards]
-}
-
-func (t *Table) put(k string, e tableEntry) {
-	s := t.shard(k)
-	s.mu.Lock()
-	old, had := s.m[k]
-	s.m[k] = e
-	s.mu.Unlock()
-	if !had {
-		t.keys.Add(1)
-	}
-	t.bytes.Add(e.size - old.size)
-}
-
-func (t *Table) delete(k string) {
-	s := t.shard(k)
-	s.mu.Lock()
-	old, had := s.m[k]
-	delete(s.m, k)
-	s.mu.Unlock()
-	if had {
-		t.keys.Add(-1)
-		t.bytes.Add(-old.size)
-	}
-}
-
-// Lookup returns the latest value of key and whether the table holds one.
-// The value is shared: read it, never change it.
+// Lookup returns the latest value of key, decoded, and whether the table
+// holds one. The value is the caller's.
 func (t *Table) Lookup(key string) (any, bool) {
-	s := t.shard(key)
-	s.mu.RLock()
-	e, ok := s.m[key]
-	s.mu.RUnlock()
-	return e.value, ok
+	dec := lookupDecoders.Get().(*decoder)
+	v, ok, _ := t.lookup(dec, key)
+	lookupDecoders.Put(dec)
+	return v, ok
+}
+
+// lookupDecoders decode for Lookup; a join decodes with its chain's.
+var lookupDecoders = sync.Pool{New: func() any { return new(decoder) }}
+
+// lookup is Lookup decoding JSON with dec. An error is a value that
+// decoded when applied and does not now: it does not happen.
+func (t *Table) lookup(dec *decoder, key string) (any, bool, *RecordError) {
+	sh, h := t.store.hash(key)
+	sh.mu.RLock()
+	b, ok := sh.m.get(h, key)
+	if !ok {
+		sh.mu.RUnlock()
+		return nil, false, nil
+	}
+	switch {
+	case t.value != nil:
+		// A schema decoder may keep parts of its input (bytes fields):
+		// it gets a copy of its own, decoded outside the lock.
+		b = bytes.Clone(b)
+		sh.mu.RUnlock()
+		v, err := t.value.DecodeValue(b)
+		return v, err == nil, err
+	case t.format == config.FormatRaw:
+		v := string(b)
+		sh.mu.RUnlock()
+		return v, true, nil
+	}
+	// The JSON decoder copies what it keeps: it reads b in place, under
+	// the lock that keeps b from changing.
+	v, err := dec.decodeValue(b)
+	sh.mu.RUnlock()
+	if err != nil {
+		return nil, false, &RecordError{Code: CodeDecode, Reason: "table " + t.id + ": the value is not JSON: " + err.Error()}
+	}
+	return v, true, nil
 }
