@@ -209,6 +209,13 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 		}
 		a.closers = append(a.closers, r.Close)
 		tt.reader = r
+		// Reading the table to its end fetched every record of its topic
+		// through the heap, while the table keeps its values off it
+		// (operator.Table): what the read used is garbage now. Handed
+		// back to the system at once rather than over the next minutes:
+		// at 1M keys, ~260 of ~300 resident bytes per key
+		// (bench/results/2026-12-06-join.md).
+		debug.FreeOSMemory()
 		j.metrics.TableRestored(cfg.ID, took)
 		j.metrics.SetTable(cfg.ID, tt.table.Len(), tt.table.Bytes(), 0)
 		j.log.Info("table read to its end", "table", cfg.ID, "topic", cfg.Topic, "partitions", len(ends),
@@ -223,13 +230,6 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 		return err
 	}
 	a.tables = set
-	// Reading the tables to their ends fetched every record of their
-	// topics through the heap, while a table keeps its values off it
-	// (operator.Table): what the reads used is garbage now. Handed back
-	// to the system at once rather than over the next minutes: at 1M
-	// keys, ~260 of ~300 resident bytes per key (bench/results/
-	// 2026-12-06-join.md).
-	debug.FreeOSMemory()
 	return nil
 }
 
