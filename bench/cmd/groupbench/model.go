@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,8 +47,9 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(u+s) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// findBroker is the pid of the first process whose command line runs
-// Kafka's broker (kafka.Kafka), or 0.
+// findBroker is the pid of the one process whose command line runs
+// Kafka's broker (kafka.Kafka); 0 when there is none or several (which
+// one the runs talk to, only -broker-pid can say).
 func findBroker() int {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	var pids []int
@@ -60,10 +62,13 @@ func findBroker() int {
 			pids = append(pids, pid)
 		}
 	}
-	if len(pids) == 0 {
+	if len(pids) != 1 {
+		if len(pids) > 1 {
+			log.Printf("groupbench: %d Kafka brokers run here (pids %v): give the one at -brokers with -broker-pid to measure its CPU", len(pids), pids)
+		}
 		return 0
 	}
-	return slices.Min(pids)
+	return pids[0]
 }
 
 // pinnedCPU is the CPU process id runs on under -pin: p0, p1... and a, b,
