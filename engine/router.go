@@ -185,15 +185,9 @@ func (r *router) route(rec *kgo.Record, out [][]message) {
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		Format: format,
 	}
-	var at, wm int64
-	if given != nil {
-		// Placed when it was read, against its partition's clock.
-		at, wm = given.at, given.wm
-	} else {
-		var ok bool
-		if at, wm, ok = r.placeInTime(src, rec, op, out); !ok {
-			return
-		}
+	at, wm, ok := r.placed(given, src, rec, op, out)
+	if !ok {
+		return
 	}
 	op.AsOf = at
 	switch {
@@ -272,6 +266,16 @@ func (r *router) reserve(n int) (fits bool) {
 // newRecord is the memory of a branch's copy of a record the source side
 // of group mode evaluates (never sent to a worker's slab accounting).
 func newRecord() *operator.Record { return new(operator.Record) }
+
+// placed is rec's event time and its partition's watermark before it:
+// where it was placed when it was read, against its partition's clock,
+// for a held record released now (given, asof.go), else placeInTime's.
+func (r *router) placed(given *heldAt, src int, rec *kgo.Record, op *operator.Record, out [][]message) (at, wm int64, ok bool) {
+	if given != nil {
+		return given.at, given.wm, true
+	}
+	return r.placeInTime(src, rec, op, out)
+}
 
 // placeInTime evaluates rec's event time when its source has one (op is
 // rec's operator.Record): the event time, and its partition's watermark
@@ -414,14 +418,9 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 	// partition's own clock: a record's lateness depends on its
 	// partition's records alone, whoever owns its key group. A held
 	// record was placed when it was read (asof.go).
-	var at, wm int64
-	if given := r.released; given != nil {
-		at, wm = given.at, given.wm
-	} else {
-		var ok bool
-		if at, wm, ok = r.placeInTime(src, rec, op, out); !ok {
-			return
-		}
+	at, wm, ok := r.placed(r.released, src, rec, op, out)
+	if !ok {
+		return
 	}
 	op.AsOf = at
 	emit := func(_, t int, rop *operator.Record, rerr *operator.RecordError) {
