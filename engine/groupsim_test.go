@@ -1396,12 +1396,12 @@ func TestSimulationGroupMode(t *testing.T) {
 		play func(*gsim) error
 		full int
 		kind gsimKind
-	}{{"faults", playFaults, 250, gsimSums}, {"stop_with_savepoint", playStop, 150, gsimSums}, {"live_savepoint", playLive, 150, gsimSums},
+	}{{"faults", playFaults, 150, gsimSums}, {"stop_with_savepoint", playStop, 150, gsimSums}, {"live_savepoint", playLive, 150, gsimSums},
 		{"table", playTable, 150, gsimSums}, {"table_live_savepoint", playTableLive, 100, gsimSums},
-		{"windows", playFaults, 250, gsimWindows}, {"hopping_windows", playFaults, 100, gsimHopping},
+		{"windows", playFaults, 150, gsimWindows}, {"hopping_windows", playFaults, 100, gsimHopping},
 		{"session_windows", playFaults, 100, gsimSessions}, {"windows_live_savepoint", playLive, 100, gsimWindows},
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
-		{"copartitioned", playFaults, 250, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
+		{"copartitioned", playFaults, 150, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
 		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin},
 		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums}} {
