@@ -447,12 +447,7 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	kept := m.takeKept(a)
 	restoring := owned
 	if kept != nil {
-		restoring = nil
-		for _, p := range owned {
-			if !slices.Contains(kept.owned, p) {
-				restoring = append(restoring, p)
-			}
-		}
+		restoring = slices.DeleteFunc(slices.Clone(owned), func(p int32) bool { return slices.Contains(kept.owned, p) })
 	}
 	if j.plantedBug != plantedRestoreBeforeMarkers {
 		if err := a.cluster.AwaitSettled(ctx, j.shuffle.state, restoring, j.cfg.Kafka.TransactionTimeout); err != nil {
@@ -486,21 +481,9 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 				}
 			}
 		}
-		ops, keys, ok, err := j.regain(ctx, kept, owned, reader(restoring))
-		if err != nil || ok {
-			a.ops, a.restored, m.continued = ops, keys, ok
-			return err
-		}
-		if a.groupTime, err = m.restoreTime(ctx, a); err != nil {
-			return err
-		}
-		if err := m.restoreGroupHeld(a); err != nil {
-			return err
-		}
-		restoring = owned // the kept state cannot go on: everything is read
-		if err := a.cluster.AwaitSettled(ctx, j.shuffle.state, restoring, j.cfg.Kafka.TransactionTimeout); err != nil {
-			return err
-		}
+		a.ops, a.restored, err = j.regain(ctx, kept, owned, reader(restoring))
+		m.continued = err == nil
+		return err
 	}
 	a.ops, a.restored, err = j.restoreOperators(ctx, nil, reader(restoring))
 	return err

@@ -2,8 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/eoflow/pipeline/checkpoint"
@@ -65,10 +64,7 @@ func (m *groupMode) keep(a *attempt) *keptState {
 		owned: m.owned, ops: a.ops,
 	}
 	if gt := a.groupTime; gt != nil {
-		k.queues = map[int32]*queueTime{}
-		for q, t := range gt.queues {
-			k.queues[q] = t
-		}
+		k.queues = maps.Clone(gt.queues)
 		// What the attempt wrote of a partition since supersedes what it
 		// restored: its every epoch committed, the final one last.
 		for q, v := range m.own.queues {
@@ -106,68 +102,49 @@ func (m *groupMode) takeKept(a *attempt) *keptState {
 			"checkpoint", got, "kept_at", k.checkpoint)
 		return nil
 	}
+	for _, st := range statefulOf(k.ops) {
+		if st.Store().DirtyLen() > 0 {
+			// Its sources read on after the final barrier: the operators
+			// hold what no checkpoint does.
+			j.log.Warn("restoring every state partition: the kept state changed after its final checkpoint", "operator", st.ID())
+			return nil
+		}
+	}
 	return k
 }
 
 // regain continues from kept state k on the state partitions owned now:
 // the operators let go of those that moved away, and read, from the
-// state topic, those that moved here (gained); read reads those. It
-// returns the operators and how many keys they hold, or ok false when
-// they cannot continue (a store with changes its final checkpoint did
-// not take: the caller restores everything).
-func (j *Job) regain(ctx context.Context, k *keptState, owned []int32, read stateReader) (ops []workerOps, keys int, ok bool, err error) {
+// state topic, those that moved here (read reads those). It returns the
+// operators and how many keys they hold.
+func (j *Job) regain(ctx context.Context, k *keptState, owned []int32, read stateReader) ([]workerOps, int, error) {
 	keep := func(kg state.KeyGroup, key []byte) bool {
 		return slices.Contains(owned, j.shuffle.statePartition(kg, key))
 	}
 	if j.plantedBug == plantedKeptMovedAway {
 		keep = func(state.KeyGroup, []byte) bool { return true }
 	}
-	restorers := make([]*state.Restorer, len(k.ops))
 	dropped := 0
-	for w, wops := range k.ops {
-		for _, st := range wops.stateful() {
-			n, rerr := st.Retain(keep)
-			if errors.Is(rerr, state.ErrRetainDirty) {
-				j.log.Warn("restoring every state partition: the kept state changed after its final checkpoint", "operator", st.ID())
-				return nil, 0, false, nil
-			}
-			if rerr != nil {
-				return nil, 0, false, rerr
-			}
-			dropped += n
-			store := st.Store()
-			if restorers[w] == nil {
-				if restorers[w], err = state.NewRestorer(j.cfg.Checkpoint.KeyGroups, store.Range()); err != nil {
-					return nil, 0, false, err
-				}
-			}
-			if err := restorers[w].RegisterRetained(store); err != nil {
-				return nil, 0, false, err
-			}
+	for _, st := range statefulOf(k.ops) {
+		n, err := st.Retain(keep)
+		if err != nil {
+			return nil, 0, err
 		}
+		dropped += n
 	}
-	held := func() int {
-		n := 0
-		for _, st := range statefulOf(k.ops) {
-			n += st.Store().Len()
-		}
-		return n
+	kept, total := heldKeys(k.ops), 0
+	restorers, err := j.restorersOf(k.ops, (*state.Restorer).RegisterRetained)
+	if err != nil {
+		return nil, 0, err
 	}
-	kept := held()
-	if restorers[0] != nil {
-		if err := j.readStateInto(ctx, read, restorers); err != nil {
-			return nil, 0, false, fmt.Errorf("restoring state: %w", err)
-		}
-		for _, r := range restorers {
-			if gone := r.Unclaimed(); len(gone) > 0 {
-				return nil, 0, false, fmt.Errorf("%w: the state topic holds state of operators %v, which the configuration no longer has", ErrIncompatible, gone)
-			}
-		}
+	if restorers[0] == nil {
+		total = kept // no keyed operator: no state
+	} else if total, err = j.fillOperators(ctx, k.ops, restorers, read); err != nil {
+		return nil, 0, err
 	}
-	total := held()
 	j.log.Info("kept the state of the partitions this process still owns", "kept_partitions", intersect(k.owned, owned),
 		"dropped_keys", dropped, "kept_keys", kept, "restored_keys", total-kept)
-	return k.ops, total, true, nil
+	return k.ops, total, nil
 }
 
 // intersect is the elements of a also in b.

@@ -157,24 +157,58 @@ func (j *Job) restoringOperators(expected map[string]int) ([]workerOps, []*state
 	if !j.plan.keyed {
 		return all, nil, nil
 	}
-	restorers := make([]*state.Restorer, j.workers)
+	for _, st := range statefulOf(all) {
+		st.Store().Grow(expected[st.ID()])
+	}
+	restorers, err := j.restorersOf(all, (*state.Restorer).Register)
+	return all, restorers, err
+}
+
+// restorersOf is a Restorer per worker of all, each store registered
+// through register (Register for empty stores, RegisterRetained for
+// those that keep state: keptstate.go).
+func (j *Job) restorersOf(all []workerOps, register func(*state.Restorer, state.Restorable) error) ([]*state.Restorer, error) {
+	restorers := make([]*state.Restorer, len(all))
 	for w, ops := range all {
-		var r *state.Restorer
 		for _, st := range ops.stateful() {
 			store := st.Store()
-			store.Grow(expected[st.ID()])
-			if r == nil {
-				if r, err = state.NewRestorer(j.cfg.Checkpoint.KeyGroups, store.Range()); err != nil {
-					return nil, nil, err
+			if restorers[w] == nil {
+				r, err := state.NewRestorer(j.cfg.Checkpoint.KeyGroups, store.Range())
+				if err != nil {
+					return nil, err
 				}
+				restorers[w] = r
 			}
-			if err := r.Register(store); err != nil {
-				return nil, nil, err
+			if err := register(restorers[w], store); err != nil {
+				return nil, err
 			}
 		}
-		restorers[w] = r
 	}
-	return all, restorers, nil
+	return restorers, nil
+}
+
+// fillOperators reads the state topic (read) into all's stores through
+// restorers, and returns how many keys they hold then. A state record of
+// an operator the configuration no longer has is refused.
+func (j *Job) fillOperators(ctx context.Context, all []workerOps, restorers []*state.Restorer, read stateReader) (int, error) {
+	if err := j.readStateInto(ctx, read, restorers); err != nil {
+		return 0, fmt.Errorf("restoring state: %w", err)
+	}
+	for _, r := range restorers {
+		if gone := r.Unclaimed(); len(gone) > 0 {
+			return 0, fmt.Errorf("%w: the state topic holds state of operators %v, which the configuration no longer has", ErrIncompatible, gone)
+		}
+	}
+	return heldKeys(all), nil
+}
+
+// heldKeys counts the keys every operator of all holds.
+func heldKeys(all []workerOps) int {
+	keys := 0
+	for _, st := range statefulOf(all) {
+		keys += st.Store().Len()
+	}
+	return keys
 }
 
 // stateReader calls fn with every committed record of the job's state
@@ -202,17 +236,9 @@ func (j *Job) restoreOperators(ctx context.Context, latest *checkpoint.Record, r
 	if err := j.faults.Hit(fault.DuringRestore); err != nil {
 		return nil, 0, err
 	}
-	if err := j.readStateInto(ctx, read, restorers); err != nil {
-		return nil, 0, fmt.Errorf("restoring state: %w", err)
-	}
-	keys := 0
-	for w, ops := range all {
-		for _, st := range ops.stateful() {
-			keys += st.Store().Len()
-		}
-		if gone := restorers[w].Unclaimed(); len(gone) > 0 {
-			return nil, 0, fmt.Errorf("%w: the state topic holds state of operators %v, which the configuration no longer has", ErrIncompatible, gone)
-		}
+	keys, err := j.fillOperators(ctx, all, restorers, read)
+	if err != nil {
+		return nil, 0, err
 	}
 	return all, keys, nil
 }
