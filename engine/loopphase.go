@@ -233,7 +233,7 @@ func (l *coordinatorLoop) finalBarrier(id checkpoint.ID) bool {
 // the restore only. A stop under way wins (its final checkpoint commits
 // too); so does a failure (the epoch aborts).
 func (l *coordinatorLoop) onYield() error {
-	if l.stopping() || l.state.phase == phaseYielding {
+	if l.stopping() { // yielding already, or stopping
 		return nil
 	}
 	if err := l.m.Step(twophase.Msg{Type: twophase.MsgStop, Now: l.now()}); err != nil {
