@@ -97,17 +97,9 @@ func (s *gsim) checkPairs(end bool) error {
 // it, a right one while t + before is) is buffered. A restore then pairs
 // each of them as the group would have.
 func (s *gsim) checkIntervalJoinSavepoint(dir string) error {
-	r, err := savepoint.Open(dir)
+	r, offsets, ins, err := s.savepointInputs(dir)
 	if err != nil {
-		return s.violation("opening savepoint %s: %v", dir, err)
-	}
-	offsets := make([]int64, gsimInParts)
-	for _, o := range r.Manifest().Offsets() {
-		offsets[o.Partition] = o.Offset
-	}
-	ins := make([][]simInput, gsimInParts)
-	for p := range ins {
-		ins[p] = s.inputs[p][:offsets[p]]
+		return err
 	}
 	_, o := pairsOf(ins, intervalJoinSimJob.keyOf)
 	wm := int64(window.NoWatermark)

@@ -207,17 +207,13 @@ func (s *gsim) checkWindows(end bool) error {
 	return nil
 }
 
-// checkWindowSavepoint: a savepoint of the running group, of a windowed
-// job, holds exactly what its source offsets cover: each partition's
-// largest event time is the oracle's over the inputs before its offset,
-// and the windows state holds exactly the oracle's windows of those
-// inputs that the savepoint's watermark has not fired (end plus allowed
-// lateness after it), with their exact contents. A restore then fires
-// each of them once, as the group would have.
-func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
+// savepointInputs opens the group savepoint in dir and returns its
+// source offsets and the inputs they cover, by partition (a violation
+// when it does not open).
+func (s *gsim) savepointInputs(dir string) (*savepoint.Reader, []int64, [][]simInput, error) {
 	r, err := savepoint.Open(dir)
 	if err != nil {
-		return s.violation("opening savepoint %s: %v", dir, err)
+		return nil, nil, nil, s.violation("opening savepoint %s: %v", dir, err)
 	}
 	offsets := make([]int64, gsimInParts)
 	for _, o := range r.Manifest().Offsets() {
@@ -226,6 +222,21 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 	ins := make([][]simInput, gsimInParts)
 	for p := range ins {
 		ins[p] = s.inputs[p][:offsets[p]]
+	}
+	return r, offsets, ins, nil
+}
+
+// checkWindowSavepoint: a savepoint of the running group, of a windowed
+// job, holds exactly what its source offsets cover: each partition's
+// largest event time is the oracle's over the inputs before its offset,
+// and the windows state holds exactly the oracle's windows of those
+// inputs that the savepoint's watermark has not fired (end plus allowed
+// lateness after it), with their exact contents. A restore then fires
+// each of them once, as the group would have.
+func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
+	r, offsets, ins, err := s.savepointInputs(dir)
+	if err != nil {
+		return err
 	}
 	want := windowsOf(ins, gsimKey, s.windowKind, s.lateness)
 	et := r.Manifest().EventTime.Checkpoint()
