@@ -690,7 +690,7 @@ func (s *gsim) countLocalShuffle(a *attempt) {
 // localShuffleExercised: a keyed sums job's schedules took both the
 // local shuffle and, where records were left to read, the topic.
 func localShuffleExercised(kind gsimKind, n int, counts map[string]int) error {
-	if kind != gsimSums || n < 3 {
+	if kind != gsimSums && kind != gsimWindows || n < 3 {
 		return nil
 	}
 	if counts["attempts all local"] == 0 || counts["attempts partly local"]+counts["attempts all through the topic"] == 0 {

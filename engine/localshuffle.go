@@ -47,17 +47,22 @@ import (
 // process that is alone in the group, q is always empty after its
 // first attempt).
 //
-// Not with event time: the keyed side's watermark comes from the
-// event-time records the source side writes to q, which follow p's
-// records there (groupeventtime.go); the local path would need its own
-// argument for them. Every record of such a job crosses the topic.
+// Event time (groupeventtime.go): lateness is judged on the source side,
+// against p's own watermark, on either path. The keyed side learns p's
+// time from the event-time records p's owner writes to every q at each
+// barrier, through the topic even when q is local: such a record is read
+// only after its epoch committed, so after every record of p before its
+// barrier reached the operator in memory. What q reported of p is then
+// at most the watermark of p at any later record of p, which is the
+// condition that makes a window's contents depend on the input alone;
+// the order condition above keeps it across owners.
 
 // localShufflePartitions is the repartition partitions, among those the
 // attempt owns (starting at offsets), whose records from the attempt's
 // own source partitions take the local path: nil when none do.
 func (j *Job) localShufflePartitions(ctx context.Context, a *attempt, offsets map[source.TopicPartition]int64) ([]int32, error) {
 	sh := j.shuffle
-	if !sh.repartitions(j.plan.keyed) || (j.plan.time != nil && len(j.plan.time.byTopic) > 0) {
+	if !sh.repartitions(j.plan.keyed) {
 		return nil, nil
 	}
 	from := map[int32]int64{}
