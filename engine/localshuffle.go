@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -39,8 +40,8 @@ import (
 // of p an earlier owner of p wrote to q, still unread, would reach the
 // keyed operator after p's later records sent locally ("last" would take
 // the wrong one). So an attempt takes the local path for q only when q
-// has nothing left to read after its committed offset and no
-// transaction open on it (Unread): then no record of p is in q ahead of
+// has no input left to read after its committed offset and no
+// transaction open on it (Unread; event-time records do not count): then no record of p is in q ahead of
 // those this attempt reads, and none arrives later, since only p's owner
 // writes p's records and that is this process, for the generation.
 // Otherwise q goes through the topic for the whole attempt (for a
@@ -127,13 +128,39 @@ func unread(ctx context.Context, adm *kadm.Client, conn []kgo.Opt, topic string,
 			out[p] = false // nothing after off: no read
 			continue
 		}
-		// Records after off, or only transaction markers and aborted
-		// records: a read tells.
-		more, err := kread.After(ctx, conn, topic, map[int32]int64{p: off})
-		if err != nil {
+		// Records after off, or only transaction markers, aborted
+		// records and event-time records: a read tells.
+		err := kread.Range(ctx, conn, topic, p, off, lso.Offset, func(r *kgo.Record) error {
+			if isInput(r) {
+				return errFound
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errFound):
+			out[p] = true
+		case err != nil:
 			return nil, err
+		default:
+			out[p] = false
 		}
-		out[p] = more
 	}
 	return out, nil
+}
+
+// errFound stops unread's read at the first input.
+var errFound = errors.New("found")
+
+// isInput reports whether rec, a repartition record, carries inputs (a
+// bundle or a frame), not source partitions' event times: those may be
+// read after later inputs sent locally, since what they report only
+// grows (groupeventtime.go), and every attempt after the first finds the
+// last epoch's still unread.
+func isInput(rec *kgo.Record) bool {
+	for _, h := range rec.Headers {
+		if h.Key == headerEventTimes {
+			return false
+		}
+	}
+	return true
 }

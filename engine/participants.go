@@ -77,10 +77,10 @@ type cluster interface {
 	// RepartitionDrained reports whether no record of topic is left after
 	// the positions position gives, and why not (repartitionDrained).
 	RepartitionDrained(ctx context.Context, topic string, position func(partition int32) (int64, bool)) (bool, string, error)
-	// Unread reports, for each partition p of topic in from, whether
-	// a committed data record is left at or after from[p], or a
-	// transaction is open on p (which may hold more): it does not wait
-	// (unread).
+	// Unread reports, for each partition p of the repartition topic in
+	// from, whether a committed record of inputs is left at or after
+	// from[p] (event-time records do not count), or a transaction is
+	// open on p (which may hold more): it does not wait (unread).
 	Unread(ctx context.Context, topic string, from map[int32]int64) (map[int32]bool, error)
 	// Members are the instance ids of group's members.
 	Members(ctx context.Context, group string) ([]string, error)

@@ -346,11 +346,20 @@ func (c simCluster) Unread(_ context.Context, topic string, from map[int32]int64
 		if err != nil {
 			return nil, err
 		}
-		recs, _, err := c.w.kafka.ReadCommitted(tp, off, 1)
-		if err != nil {
-			return nil, err
+		out[p] = o.LastStable < o.HighWatermark
+		for !out[p] {
+			recs, next, err := c.w.kafka.ReadCommitted(tp, off, 100)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				out[p] = out[p] || isInput(fromModel(r))
+			}
+			if len(recs) == 0 || next <= off {
+				break
+			}
+			off = next
 		}
-		out[p] = o.LastStable < o.HighWatermark || len(recs) > 0
 	}
 	return out, nil
 }
