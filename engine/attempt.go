@@ -72,6 +72,10 @@ type attempt struct {
 	// committed offsets of the assigned source partitions (group mode,
 	// groupheld.go; nil: single mode, or no such join).
 	groupHeld *checkpoint.Record
+	// localShuffle is the repartition partitions, by partition, whose
+	// records from this process's own source partitions skip the topic
+	// (localshuffle.go; nil: none, or not group mode).
+	localShuffle []bool
 
 	closers []func()
 }

@@ -57,12 +57,15 @@
 // before it changes anything on the cluster, then imports it in one
 // transaction as its newest checkpoint.
 //
-// Group mode (scale.mode: group; group.go, membership.go,
-// groupattempt.go) runs one job on many processes: the job's consumer
-// group deals out the source partitions and the partitions of
-// <job>-repartition, each process runs the task graph above over what it
-// owns with a transactional id of its own, and commits the barrier
-// offsets to the group in each epoch's transaction, as the member of its
-// generation. Every rebalance ends the attempt; the next restores what
-// the new assignment owns.
+// Group mode (scale.mode: group; group.go, groupmode.go, membership.go)
+// runs one job on many processes: the job's consumer group deals out the
+// source partitions and the partitions of <job>-repartition, each
+// process runs the task graph above over what it owns with a
+// transactional id of its own, and commits the barrier offsets to the
+// group in each epoch's transaction, as the member of its generation.
+// Keyed records cross the repartition topic, or skip it when their key
+// group is the reading process's own (localshuffle.go). Every rebalance
+// ends the attempt after a final checkpoint; the next keeps the state of
+// what it still owns when its generation follows (keptstate.go) and
+// restores the rest.
 package engine

@@ -154,6 +154,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			blocked: taskBlocked(j.metrics, fmt.Sprintf("source-%d", i)),
 		}
 		st.router.steps = newStepCounts(j.metrics, j.plan)
+		st.router.local = a.localShuffle
 		if timed {
 			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
 			if gt != nil {

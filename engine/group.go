@@ -33,9 +33,11 @@ import (
 // offsets of every partition it reads, committed to the group on behalf
 // of its member and generation (KIP-447). A process the group has moved
 // on from cannot commit: the group coordinator refuses its offsets, and
-// it aborts. The stateless path of a keyed job always goes through the
-// repartition topic, even when the owner is the same process, so that
-// replay never depends on who owned what.
+// it aborts. A record whose key group is owned by the process that read
+// it skips the topic when the attempt could tell, at its start, that
+// nothing of its repartition partition is left to read (the local
+// shuffle, localshuffle.go): source offset and state then commit in one
+// transaction, as in single mode.
 //
 // Before it joins, a process refuses a job of the other mode or a
 // configuration that does not fit any member's checkpoint

@@ -236,31 +236,9 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 			return fmt.Errorf("creating internal topic %s: %w", t.name, err)
 		}
 	}
-	// A topic just created reaches every broker's metadata a moment
-	// later.
-	var md kadm.Metadata
-	for try := 0; ; try++ {
-		var err error
-		if md, err = adm.Metadata(ctx, names...); err != nil {
-			return fmt.Errorf("describing the internal topics: %w", err)
-		}
-		missing := ""
-		for _, name := range names {
-			if td, ok := md.Topics[name]; !ok || td.Err != nil || len(td.Partitions) == 0 {
-				missing = name
-			}
-		}
-		if missing == "" {
-			break
-		}
-		if try == 50 {
-			return fmt.Errorf("internal topic %s: not found 10s after creating it", missing)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	md, _, err := awaitTopics(ctx, adm, names)
+	if err != nil {
+		return err
 	}
 	for _, name := range names {
 		td := md.Topics[name]
@@ -270,6 +248,39 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 		}
 	}
 	return nil
+}
+
+// awaitTopics waits until the metadata shows every topic of names, just
+// created (a topic reaches every broker's metadata a moment later), and
+// says how many times it asked. kadm answers Metadata from the client's
+// cache, which keeps a topic it did not find for MetadataMinAge (5 s):
+// every ask would get the first answer, and a process joined its group
+// 5 s late. Asking for the authorized operations too is kadm's way
+// around the cache.
+func awaitTopics(ctx context.Context, adm *kadm.Client, names []string) (kadm.Metadata, int, error) {
+	for try := 1; ; try++ {
+		md, err := adm.Metadata(kadm.WithAuthorizedOps(ctx), names...)
+		if err != nil {
+			return md, try, fmt.Errorf("describing the internal topics: %w", err)
+		}
+		missing := ""
+		for _, name := range names {
+			if td, ok := md.Topics[name]; !ok || td.Err != nil || len(td.Partitions) == 0 {
+				missing = name
+			}
+		}
+		if missing == "" {
+			return md, try, nil
+		}
+		if try == 50 {
+			return md, try, fmt.Errorf("internal topic %s: not found 10s after creating it", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return md, try, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // recover opens the member's producers and fences its own
@@ -437,6 +448,15 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	}
 	if err := a.startFresh(ctx, fresh); err != nil {
 		return err
+	}
+	local, err := j.localShufflePartitions(ctx, a, a.offsets)
+	if err != nil {
+		return err
+	}
+	a.localShuffle = localSet(local, j.shuffle.partitions)
+	if j.shuffle.repartitions(j.plan.keyed) {
+		j.log.Info("local shuffle", "partitions", local)
+		j.metrics.SetLocalShuffle(len(local))
 	}
 	if owned == nil {
 		owned = []int32{} // restored: none (nil is "not restored", for keep)

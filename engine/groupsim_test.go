@@ -87,11 +87,13 @@ func gsimKey(n int64) string { return "k" + strconv.FormatInt(n%gsimKeys, 10) }
 
 // gsim is one seeded run: the model, the processes and the oracle.
 type gsim struct {
-	t          testing.TB
-	w          *world
-	clock      time.Time
-	began      time.Time
-	cfg        *config.Config
+	t     testing.TB
+	w     *world
+	clock time.Time
+	began time.Time
+	cfg   *config.Config
+	// partOf is the input partition of each input, by its number.
+	partOf     map[int64]int
 	procs      []*gproc
 	plantedBug plantedBug
 	dir        string
@@ -185,6 +187,9 @@ type gsimView struct {
 	last    map[string]simAgg         // key -> last output
 	counted map[string]map[int64]bool // key -> the inputs its sums added
 	dead    map[string]bool           // partition/offset of each dead letter
+	// lastN is, by key and input partition, the last input counted
+	// (checkOrder).
+	lastN map[string]map[int]int64
 	// tableDead are the dead letters of the table's records (the table
 	// job, groupsimjoin_test.go), by partition/offset.
 	tableDead map[string]bool
@@ -650,11 +655,49 @@ func (s *gsim) restore(p *gproc) error {
 	at.s = newSimGraph(s.w, at.a, g)
 	at.s.committed = func(checkpoint.ID) error { return s.check() }
 	s.log("%s: restored at %v", p.id, at.a.offsets)
+	s.countLocalShuffle(at.a)
 	if at.m.continued {
 		s.counts["attempts that kept their state"]++
 		s.log("%s: kept the state of %v from the last generation", p.id, at.m.owned)
 	}
 	return s.askStop(p)
+}
+
+// countLocalShuffle counts the attempts whose repartition partitions
+// all took the local shuffle (localshuffle.go), and those that found
+// records left in some of theirs, which go through the topic.
+func (s *gsim) countLocalShuffle(a *attempt) {
+	owned, local := 0, 0
+	for tp := range a.offsets {
+		if tp.Topic == RepartitionTopic(gsimJob) {
+			owned++
+			if a.localShuffle != nil && a.localShuffle[tp.Partition] {
+				local++
+			}
+		}
+	}
+	switch {
+	case owned == 0:
+	case local == owned:
+		s.counts["attempts all local"]++
+	case local > 0:
+		s.counts["attempts partly local"]++
+	default:
+		s.counts["attempts all through the topic"]++
+	}
+}
+
+// localShuffleExercised: a keyed sums job's schedules took both the
+// local shuffle and, where records were left to read, the topic.
+func localShuffleExercised(kind gsimKind, n int, counts map[string]int) error {
+	if kind != gsimSums && kind != gsimWindows || n < 3 {
+		return nil
+	}
+	if counts["attempts all local"] == 0 || counts["attempts partly local"]+counts["attempts all through the topic"] == 0 {
+		return fmt.Errorf("%d schedules: attempts all local %d, partly %d, none %d: the simulation does not exercise both paths of the shuffle",
+			n, counts["attempts all local"], counts["attempts partly local"], counts["attempts all through the topic"])
+	}
+	return nil
 }
 
 // ended ends p's attempt with err (not a crash) as attempt.run does, its
@@ -822,6 +865,10 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 				panic(err)
 			}
 			s.inputs[p] = append(s.inputs[p], in)
+			if s.partOf == nil {
+				s.partOf = map[int64]int{}
+			}
+			s.partOf[in.n] = p
 		}
 		s.maybeMoveTier()
 		s.maybeWriteAsOf()
@@ -968,6 +1015,9 @@ func (s *gsim) check() error {
 		case v.counted[o.Key][n] || s.countedElsewhere(o.Key, n):
 			return s.violation("key %s: output %+v counts input %d again", o.Key, o, n)
 		}
+		if err := s.checkOrder(o.Key, n, r.Offset); err != nil {
+			return err
+		}
 		if v.counted[o.Key] == nil {
 			v.counted[o.Key] = map[int64]bool{}
 		}
@@ -994,6 +1044,30 @@ func (s *gsim) check() error {
 		}
 		v.dead[at] = true
 	}
+	return nil
+}
+
+// checkOrder: a key's inputs of one input partition are counted in the
+// partition's order (the inputs' numbers grow along each partition), as
+// single mode counts them and Kafka Streams' repartition keeps them,
+// whichever path they took (localshuffle.go). Not for joins as of event
+// time, whose held records go on in event-time order.
+func (s *gsim) checkOrder(key string, n, offset int64) error {
+	if s.asOf {
+		return nil
+	}
+	v := &s.view
+	p := s.partOf[n]
+	if v.lastN == nil {
+		v.lastN = map[string]map[int]int64{}
+	}
+	if v.lastN[key] == nil {
+		v.lastN[key] = map[int]int64{}
+	}
+	if last := v.lastN[key][p]; n < last {
+		return s.violation("key %s: input %d of partition %d counted after input %d of the same partition (output offset %d): out of the partition's order", key, n, p, last, offset)
+	}
+	v.lastN[key][p] = n
 	return nil
 }
 
@@ -1427,6 +1501,9 @@ func TestSimulationGroupMode(t *testing.T) {
 			if err := asOfExercised(c.kind, n, counts); err != nil {
 				t.Fatal(err)
 			}
+			if err := localShuffleExercised(c.kind, n, counts); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
@@ -1481,6 +1558,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"held records stay with the member, not the partition", plantedHeldStayBehind, playFaults, 100, gsimAsOfJoin},
 		{"the watermark passes a held record", plantedHeldPassedByWatermark, playFaults, 100, gsimAsOfWindows},
 		{"repartition bundles sent after the barrier of their inputs", plantedBundleAfterBarrier, playFaults, 100, gsimSums},
+		{"the local shuffle taken over records left in the repartition topic", plantedLocalShuffleOverBacklog, playFaults, 100, gsimSums},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

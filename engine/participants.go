@@ -77,6 +77,11 @@ type cluster interface {
 	// RepartitionDrained reports whether no record of topic is left after
 	// the positions position gives, and why not (repartitionDrained).
 	RepartitionDrained(ctx context.Context, topic string, position func(partition int32) (int64, bool)) (bool, string, error)
+	// Unread reports, for each partition p of the repartition topic in
+	// from, whether a committed record of inputs is left at or after
+	// from[p] (event-time records do not count), or a transaction is
+	// open on p (which may hold more): it does not wait (unread).
+	Unread(ctx context.Context, topic string, from map[int32]int64) (map[int32]bool, error)
 	// Members are the instance ids of group's members.
 	Members(ctx context.Context, group string) ([]string, error)
 	// Write appends rec outside any transaction and waits for the ack.
@@ -137,6 +142,10 @@ func (c kafkaCluster) AwaitSettled(ctx context.Context, topic string, partitions
 
 func (c kafkaCluster) RepartitionDrained(ctx context.Context, topic string, position func(partition int32) (int64, bool)) (bool, string, error) {
 	return repartitionDrained(ctx, c.adm, c.conn, topic, position)
+}
+
+func (c kafkaCluster) Unread(ctx context.Context, topic string, from map[int32]int64) (map[int32]bool, error) {
+	return unread(ctx, c.adm, c.conn, topic, from)
 }
 
 func (c kafkaCluster) Members(ctx context.Context, group string) ([]string, error) {

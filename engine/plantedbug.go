@@ -76,6 +76,12 @@ const (
 	// they were filled from: they commit with the next epoch, while the
 	// checkpoint of theirs already covers their inputs' offsets.
 	plantedBundleAfterBarrier
+	// plantedLocalShuffleOverBacklog: an attempt takes the local shuffle
+	// for every repartition partition it owns (localshuffle.go), even
+	// one with records still to read: records of its source partitions
+	// an earlier owner wrote there reach the keyed operator after later
+	// ones sent locally, and a "last" takes the wrong value.
+	plantedLocalShuffleOverBacklog
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -91,6 +91,9 @@ type router struct {
 	bundles []shuffleBundle
 	frame   []byte
 	frames  [][]byte
+	// local is the repartition partitions whose records skip the topic
+	// (localshuffle.go; nil: none): their keyed operators run here.
+	local []bool
 }
 
 // shuffleBundle is one repartition partition's bundle being filled.
@@ -434,6 +437,12 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 			out[w] = append(out[w], message{kind: msgRecord, rec: rec, op: rop, target: uint16(t)})
 			return
 		}
+		kg := state.KeyGroupOf([]byte(rop.GroupKey), r.groups)
+		q := sh.partitionOf(kg)
+		if r.local != nil && r.local[q] {
+			r.deliverLocal(t, rec, rop, at, wm, out)
+			return
+		}
 		defer r.p.recycle(rop)
 		if win := tg.window; win != nil && win.Late(at, wm) {
 			// Late for every window: to the late topic from here, once.
@@ -460,8 +469,7 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 			return
 		}
 		r.scratch = s.body[:0]
-		kg := state.KeyGroupOf([]byte(s.groupKey), r.groups)
-		r.addFrame(sh, sh.partitionOf(kg), &s, out)
+		r.addFrame(sh, q, &s, out)
 	}
 	if r.lin != nil {
 		keep, rerr := r.lin.Process(op)
@@ -480,6 +488,22 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		r.branches.Recycle(op)
 		r.dead(out, rec, derr)
 	}
+}
+
+// deliverLocal hands rop, which reached keyed target t, to the worker of
+// its key group in this process: the local shuffle (localshuffle.go).
+// The keyed operator evaluates it as in single mode. A linear job's
+// record is the router's own (shuffleOp), reused for the next input: the
+// worker gets a copy from the slab.
+func (r *router) deliverLocal(t int, rec *kgo.Record, rop *operator.Record, at, wm int64, out [][]message) {
+	var slab *recordSlab
+	if rop == &r.shuffleOp {
+		r.reserve(1)
+		cp := r.record()
+		*cp = *rop
+		rop, slab = cp, r.slab
+	}
+	r.deliver(t, rec, rop, slab, at, wm, out)
 }
 
 // addFrame adds s, encoded, to the bundle of repartition partition q,

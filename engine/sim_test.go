@@ -336,6 +336,34 @@ func (c simCluster) RepartitionDrained(_ context.Context, topic string, position
 	return true, "", nil
 }
 
+func (c simCluster) Unread(_ context.Context, topic string, from map[int32]int64) (map[int32]bool, error) {
+	after := c.w.io("look for records left in " + topic)
+	defer after()
+	out := map[int32]bool{}
+	for p, off := range from {
+		tp := memkafka.TP{Topic: topic, Partition: p}
+		o, err := c.w.kafka.EndOffsets(tp)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = o.LastStable < o.HighWatermark
+		for !out[p] {
+			recs, next, err := c.w.kafka.ReadCommitted(tp, off, 100)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				out[p] = out[p] || isInput(fromModel(r))
+			}
+			if len(recs) == 0 || next <= off {
+				break
+			}
+			off = next
+		}
+	}
+	return out, nil
+}
+
 func (c simCluster) Members(context.Context, string) ([]string, error) {
 	c.w.io("describe the group")()
 	if c.members == nil {

@@ -70,6 +70,7 @@
 //	pipeline_group_generation{instance_id}                 SetAssignment
 //	pipeline_group_assigned_partitions{instance_id,topic}  SetAssignment
 //	pipeline_group_members{instance_id}                    SetAssignment
+//	pipeline_group_local_shuffle_partitions{instance_id}   SetLocalShuffle
 //	pipeline_kafka_*{client}                               KafkaHooks (franz-go plugin/kprom)
 //	go_*, process_*                                        the Go and process collectors
 package metrics

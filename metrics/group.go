@@ -9,6 +9,7 @@ type group struct {
 	generation *prometheus.GaugeVec
 	assigned   *prometheus.GaugeVec
 	members    *prometheus.GaugeVec
+	local      *prometheus.GaugeVec
 	instance   string
 }
 
@@ -18,6 +19,7 @@ func newGroup(f factory) group {
 		generation: f.gaugeVec("group_generation", "The consumer group generation this process's current assignment belongs to (group mode).", "instance_id"),
 		assigned:   f.gaugeVec("group_assigned_partitions", "Partitions the consumer group assigned to this process, per topic (group mode): source topics and the repartition topic.", "instance_id", "topic"),
 		members:    f.gaugeVec("group_members", "Members of the job's consumer group, as this process last saw them (group mode).", "instance_id"),
+		local:      f.gaugeVec("group_local_shuffle_partitions", "Repartition partitions of this process's current attempt whose records from its own source partitions skip the repartition topic (group mode, the local shuffle).", "instance_id"),
 	}
 }
 
@@ -38,4 +40,11 @@ func (m *Metrics) SetAssignment(generation int32, perTopic map[string]int, membe
 		m.grp.assigned.WithLabelValues(id, topic).Set(float64(n))
 	}
 	m.grp.members.WithLabelValues(id).Set(float64(members))
+}
+
+// SetLocalShuffle records how many repartition partitions the attempt
+// shuffles locally (their records from the process's own source
+// partitions skip the topic).
+func (m *Metrics) SetLocalShuffle(partitions int) {
+	m.grp.local.WithLabelValues(m.grp.instance).Set(float64(partitions))
 }

@@ -38,6 +38,7 @@ var wantFamilies = []string{
 	"pipeline_expired_keys_total",
 	"pipeline_group_assigned_partitions",
 	"pipeline_group_generation",
+	"pipeline_group_local_shuffle_partitions",
 	"pipeline_group_member_info",
 	"pipeline_group_members",
 	"pipeline_info",

@@ -26,5 +26,6 @@ var mutants = []mutantSpec{
 	{"group-savepoint-no-partition-times", "a live savepoint of a group with event time holds the watermark but not each partition's largest event time: after a restore the partitions' clocks start over and lateness is judged anew", "./engine", "^TestSimulationGroupMode$/^windows_live_savepoint$"},
 	{"balancer-forgets-assignment", "the group's sticky balancer is not told what each member owned (franz-go's eager client forgets it): a rebalance moves partitions that could stay, and restores them elsewhere", "./engine", "^TestRebalancesMoveOnlyWhatBalanceNeeds$"},
 	{"shuffle-bundle-after-barrier", "group mode's source side sends its repartition bundles after the barrier of their inputs: they commit with the next epoch, while the checkpoint before already covers their inputs", "./engine", "^TestSimulationGroupMode$/^faults$"},
+	{"local-shuffle-over-backlog", "group mode takes the local shuffle for a repartition partition with records still to read: a partition's older records, written there by its earlier owner, reach the keyed operator after its later ones", "./engine", "^TestSimulationGroupMode$/^faults$"},
 	{"state-moved-not-redirtied", "a dirty state record that moved to a larger place is not dirty there: the snapshot loses its change", "./state", ""},
 }

@@ -62,6 +62,7 @@ func Exercise(t testing.TB, m *metrics.Metrics) {
 	m.KeysExpired("sums", 1)
 	m.SetGroupMember("a")
 	m.SetAssignment(3, map[string]int{"numbers": 2, "parity-sum-repartition": 16}, 2)
+	m.SetLocalShuffle(8)
 	m.SchemaRegistryError("fetch")
 	m.SchemaRegistryWaiting(true)
 	m.SchemaRegistryWaited(time.Second)
