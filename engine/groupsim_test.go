@@ -85,6 +85,15 @@ const (
 
 func gsimKey(n int64) string { return "k" + strconv.FormatInt(n%gsimKeys, 10) }
 
+// key is input n's group key: gsimKey, or one of s.keys when the job
+// has more.
+func (s *gsim) key(n int64) string {
+	if s.keys == 0 {
+		return gsimKey(n)
+	}
+	return "k" + strconv.FormatInt(n%int64(s.keys), 10)
+}
+
 // gsim is one seeded run: the model, the processes and the oracle.
 type gsim struct {
 	t          testing.TB
@@ -134,8 +143,12 @@ type gsim struct {
 	// does not repartition (scale.key_by_is_record_key); one in 40
 	// inputs is keyed or placed otherwise, and must become a dead letter.
 	copartitioned bool
-	lateness      int64
-	wview         gsimWindowView
+	// keys is how many group keys the inputs have (0: gsimKeys): a
+	// co-partitioned windowed job has keys in every input partition, so
+	// that every partition's watermark moves.
+	keys     int
+	lateness int64
+	wview    gsimWindowView
 	// joined: the job is the interval join (groupsimintervaljoin_test.go),
 	// judged by its oracle.
 	joined bool
@@ -206,16 +219,27 @@ const (
 	gsimAsOfJoin
 	gsimAsOfWindows
 	gsimAsOfSums
+	// gsimCoWindows and gsimCoSessions are parity-windows (tumbling,
+	// sessions) on an input partitioned by its group key, not
+	// repartitioned.
+	gsimCoWindows
+	gsimCoSessions
 )
+
+// copartitioned reports whether kind's input is partitioned by its group
+// key and the job does not repartition (scale.key_by_is_record_key).
+func (kind gsimKind) copartitioned() bool {
+	return kind == gsimCopartitioned || kind == gsimCoWindows || kind == gsimCoSessions
+}
 
 // windows reports whether kind is a windowed job, and its windows.
 func (kind gsimKind) windows() (simWindowKind, bool) {
 	switch kind {
-	case gsimWindows:
+	case gsimWindows, gsimCoWindows:
 		return simTumbling, true
 	case gsimHopping:
 		return simHopping, true
-	case gsimSessions:
+	case gsimSessions, gsimCoSessions:
 		return simSessions, true
 	case gsimAsOfWindows:
 		return simTumbling, true
@@ -254,13 +278,19 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind)
 	case gsimAsOfSums:
 		base = s.asOfSumsConfig(env)
 	}
-	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, gsimKeys), 1)
-	if kind == gsimCopartitioned {
+	keys := gsimKeys
+	if kind.copartitioned() {
 		// One state partition per input partition.
 		env["SCALE_PARTITIONS"] = strconv.Itoa(gsimInParts)
+		if _, windowed := kind.windows(); windowed {
+			// k0 to k19 land in every partition of 4 (k14 and k18 in
+			// partition 3); k0 to k4 only in partitions 0 and 1.
+			s.keys, keys = 20, 20
+		}
 	}
+	yaml := strings.Replace(base, `'n % 2 == 0 ? "even" : "odd"'`, fmt.Sprintf(`'"k" + string(n %% %d)'`, keys), 1)
 	s.cfg = parseConfig(t, []byte(yaml), env)
-	if kind == gsimCopartitioned {
+	if kind.copartitioned() {
 		s.copartitioned, s.cfg.Scale.KeyByIsRecordKey = true, true
 	}
 	s.cfg.Workers = 1 + rng.IntN(2)
@@ -861,7 +891,7 @@ func (s *gsim) finish() error {
 		if err := s.next(s.procs, 2); err != nil {
 			return err
 		}
-		if i%20 == 0 && s.drained() && (s.live == nil || s.live.saved || s.live.failed != "") {
+		if i%20 == 0 && s.drained() && s.windowsDue() && (s.live == nil || s.live.saved || s.live.failed != "") {
 			return s.checkEnd()
 		}
 	}
@@ -1106,8 +1136,8 @@ func (s *gsim) checkSavepoint(dir string, j *Job) (map[string]simAgg, error) {
 		return nil, s.violation("reading savepoint %s: %v", dir, err)
 	}
 	want, _ := s.oracle(offsets)
-	for k := range gsimKeys {
-		if key := gsimKey(int64(k)); held[key] != want[key] {
+	for k := range max(s.keys, gsimKeys) {
+		if key := s.key(int64(k)); held[key] != want[key] {
 			return nil, s.violation("savepoint %s: key %s holds %+v, but its offsets %v cover %+v", dir, key, held[key], offsets, want[key])
 		}
 	}
@@ -1403,6 +1433,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 150, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
+		{"copartitioned_windows", playFaults, 150, gsimCoWindows}, {"copartitioned_session_windows", playFaults, 100, gsimCoSessions},
+		{"copartitioned_windows_live_savepoint", playLive, 60, gsimCoWindows},
 		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin},
 		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -1433,7 +1465,7 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums} {
+	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimCoWindows, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {
@@ -1481,6 +1513,8 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"held records stay with the member, not the partition", plantedHeldStayBehind, playFaults, 100, gsimAsOfJoin},
 		{"the watermark passes a held record", plantedHeldPassedByWatermark, playFaults, 100, gsimAsOfWindows},
 		{"repartition bundles sent after the barrier of their inputs", plantedBundleAfterBarrier, playFaults, 100, gsimSums},
+		{"co-partitioned windows resume at the member's last watermark", plantedResumeOwnWatermark, playFaults, 100, gsimCoWindows},
+		{"a moved partition's clock starts over, co-partitioned windows", plantedOwnClocksOnly, playFaults, 100, gsimCoWindows},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
@@ -1504,18 +1538,20 @@ func lastLines(lines []string, n int) []string {
 // keyInput keys input in (rec, about to be appended) by its group key and
 // puts it in that key's partition, as Kafka's default partitioner would;
 // one in 40 gets another key, or lands in another partition, and must
-// become a dead letter (in.bad), counted nowhere.
+// become a dead letter (in.bad), counted nowhere. Its event time moves
+// its partition's clock all the same (in.misplaced: it is placed in
+// event time before its key is checked), unless it does not decode.
 func (s *gsim) keyInput(rec *memkafka.Record, in *simInput) {
-	key := gsimKey(in.n)
+	key := s.key(in.n)
 	rec.Key = []byte(key)
 	rec.Partition = kafkaPartition(rec.Key, gsimInParts)
 	switch s.w.rng.IntN(80) {
 	case 0:
 		rec.Key = []byte("x" + key)
 		rec.Partition = kafkaPartition(rec.Key, gsimInParts)
-		in.bad = true
+		in.misplaced, in.bad = !in.bad, true
 	case 1:
 		rec.Partition = (rec.Partition + 1) % gsimInParts
-		in.bad = true
+		in.misplaced, in.bad = !in.bad, true
 	}
 }

@@ -76,6 +76,13 @@ const (
 	// they were filled from: they commit with the next epoch, while the
 	// checkpoint of theirs already covers their inputs' offsets.
 	plantedBundleAfterBarrier
+	// plantedResumeOwnWatermark: a co-partitioned member's attempt
+	// resumes its windows at the watermark of its own newest checkpoint
+	// record, as a single-mode restore does: a watermark of the
+	// partitions it owned then, which may be past the clock of a
+	// partition it owns now. Its windows fire early, and the window
+	// operator judges that partition's records late against it.
+	plantedResumeOwnWatermark
 )
 
 // withPlantedBug puts m into the job's code paths (tests).
