@@ -119,6 +119,16 @@ func TestScaleSummarySaysWhatRepartitions(t *testing.T) {
 			}
 		})
 	}
+	windows := strings.NewReplacer("  mode: group\n", "  mode: group\n  key_by_is_record_key: true\n",
+		"  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n",
+		"  - aggregate: {values: {n: count()}}\n", "  - window: {tumbling: 10s, values: {n: count()}}\n").Replace(scaleJob)
+	cw, err := Parse("c.yaml", []byte(windows), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, want := cw.Summary(), "; no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record); each process fires its windows at the least watermark of the source partitions it reads; tumbling 10s windows"; !strings.Contains(s, want) {
+		t.Fatalf("co-partitioned windows: summary %q does not say %q", s, want)
+	}
 	single, err := Parse("c.yaml", []byte(strings.Replace(scaleJob, "  mode: group\n", "  mode: single\n", 1)), env(nil))
 	if err != nil {
 		t.Fatal(err)
