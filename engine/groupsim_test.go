@@ -219,17 +219,18 @@ const (
 	gsimAsOfJoin
 	gsimAsOfWindows
 	gsimAsOfSums
-	// gsimCoWindows and gsimCoSessions are parity-windows (tumbling,
-	// sessions) on an input partitioned by its group key, not
-	// repartitioned.
+	// gsimCoWindows, gsimCoHopping and gsimCoSessions are parity-windows
+	// (tumbling, hopping, sessions) on an input partitioned by its group
+	// key, not repartitioned.
 	gsimCoWindows
+	gsimCoHopping
 	gsimCoSessions
 )
 
 // copartitioned reports whether kind's input is partitioned by its group
 // key and the job does not repartition (scale.key_by_is_record_key).
 func (kind gsimKind) copartitioned() bool {
-	return kind == gsimCopartitioned || kind == gsimCoWindows || kind == gsimCoSessions
+	return kind == gsimCopartitioned || kind == gsimCoWindows || kind == gsimCoHopping || kind == gsimCoSessions
 }
 
 // windows reports whether kind is a windowed job, and its windows.
@@ -237,7 +238,7 @@ func (kind gsimKind) windows() (simWindowKind, bool) {
 	switch kind {
 	case gsimWindows, gsimCoWindows:
 		return simTumbling, true
-	case gsimHopping:
+	case gsimHopping, gsimCoHopping:
 		return simHopping, true
 	case gsimSessions, gsimCoSessions:
 		return simSessions, true
@@ -1443,7 +1444,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"session_windows_live_savepoint", playLive, 60, gsimSessions},
 		{"copartitioned", playFaults, 150, gsimCopartitioned}, {"copartitioned_stop_with_savepoint", playStop, 100, gsimCopartitioned},
 		{"copartitioned_live_savepoint", playLive, 100, gsimCopartitioned},
-		{"copartitioned_windows", playFaults, 150, gsimCoWindows}, {"copartitioned_session_windows", playFaults, 100, gsimCoSessions},
+		{"copartitioned_windows", playFaults, 150, gsimCoWindows}, {"copartitioned_hopping_windows", playFaults, 60, gsimCoHopping},
+		{"copartitioned_session_windows", playFaults, 100, gsimCoSessions},
 		{"copartitioned_windows_live_savepoint", playLive, 60, gsimCoWindows},
 		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin},
 		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums}} {
