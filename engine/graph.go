@@ -110,9 +110,15 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		if j.plantedBug != plantedOwnClocksOnly {
 			restoredTime = gt.sources
 		}
-		watermark = gt.watermark(j.shuffle.repartition, a.offsets)
-		if !shuffledTime && j.plantedBug == plantedResumeOwnWatermark && a.latest != nil && a.latest.EventTime != nil {
+		switch {
+		case shuffledTime:
+			watermark = gt.watermark(j.shuffle.repartition, a.offsets)
+		case j.plantedBug == plantedResumeOwnWatermark && a.latest != nil && a.latest.EventTime != nil:
 			watermark = a.latest.EventTime.Watermark
+		default:
+			// Every attempt starts over: the watermark of the member's
+			// record covered the partitions it owned then.
+			watermark = window.NoWatermark
 		}
 	}
 	nSources := len(readers)

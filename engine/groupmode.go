@@ -927,10 +927,10 @@ func (g *groupGate) pausedFor() string   { return g.pausedBy() }
 // key group, and, when every source paused for a group savepoint before
 // a barrier, the member's ack of the pause with that epoch. A keyed job
 // with event time that repartitions (timed) adds what groupeventtime.go
-// says: the times of its
-// source partitions to every repartition partition, and what each of its
-// repartition partitions knows to that partition's state, each when it
-// changed since the attempt last wrote it.
+// says: the times of its source partitions to every repartition
+// partition, and what each of its repartition partitions knows to that
+// partition's state, each when it changed since the attempt last wrote
+// it.
 type memberRecords struct {
 	key     string
 	shuffle *shuffle
