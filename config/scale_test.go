@@ -70,6 +70,8 @@ func TestScaleErrors(t *testing.T) {
 				"c.yaml:12:25: scale.key_by_is_record_key: the job has no key_by step: nothing is repartitioned, remove it"}},
 		{"co-partitioned over two topics", "  - topics: [in]\n", "  - topics: [in, in2]\n", nil},
 		{"co-partitioned with event time", "  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n", nil},
+		{"co-partitioned with windows", "  - topics: [in]\nsteps:\n  - key_by: k\n  - aggregate: {values: {n: count()}}\n",
+			"  - topics: [in]\n    event_time: {idle_timeout: 1m}\nsteps:\n  - key_by: k\n  - window: {session: {gap: 10s}, allowed_lateness: 1s, late_records: side_output, late_topic: late, values: {n: count()}}\n", nil},
 		{"stateless group job", "  - key_by: k\n  - aggregate: {values: {n: count()}}\n", "  - filter: n > 0\n", []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +80,8 @@ func TestScaleErrors(t *testing.T) {
 				yaml = strings.Replace(yaml, "  mode: group\n", "  mode: group\n  key_by_is_record_key: true\n", 1)
 				tc.want = map[string][]string{
 					"co-partitioned over two topics": {"c.yaml:13:25: scale.key_by_is_record_key: needs exactly one source topic (the job reads 2): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes"},
-					"co-partitioned with event time": {"c.yaml:14:25: scale.key_by_is_record_key: not with event time or windows yet: their watermark crosses the repartition topic"},
+					"co-partitioned with event time": {},
+					"co-partitioned with windows":    {},
 				}[tc.name]
 			}
 			if yaml == scaleJob {
@@ -116,11 +119,38 @@ func TestScaleSummarySaysWhatRepartitions(t *testing.T) {
 			}
 		})
 	}
+	windows := strings.NewReplacer("  mode: group\n", "  mode: group\n  key_by_is_record_key: true\n",
+		"  - topics: [in]\n", "  - topics: [in]\n    event_time: {}\n",
+		"  - aggregate: {values: {n: count()}}\n", "  - window: {tumbling: 10s, values: {n: count()}}\n").Replace(scaleJob)
+	cw, err := Parse("c.yaml", []byte(windows), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, want := cw.Summary(), "; no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record); each process fires its windows at the least watermark of the source partitions it reads; tumbling 10s windows"; !strings.Contains(s, want) {
+		t.Fatalf("co-partitioned windows: summary %q does not say %q", s, want)
+	}
 	single, err := Parse("c.yaml", []byte(strings.Replace(scaleJob, "  mode: group\n", "  mode: single\n", 1)), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := single.Summary(); strings.Contains(s, "repartition") {
 		t.Fatalf("single mode's summary speaks of repartitioning: %q", s)
+	}
+}
+
+// A co-partitioned job runs event time and windows, but not a join as
+// of event time: validate says so, at the setting.
+func TestCopartitionedJoinAsOfEventTimeRefused(t *testing.T) {
+	timed := strings.Replace(enriched, "topics: [orders]\n", "topics: [orders]\n    event_time: {}\n", 1)
+	asOf := strings.Replace(timed, "how: left}", "how: left, time: event_time, history: 1h}", 1)
+	yaml := asOf + "scale:\n  mode: group\n  key_by_is_record_key: true\n"
+	_, err := Parse("c.yaml", []byte(yaml), env(nil))
+	want := "c.yaml:20:25: scale.key_by_is_record_key: not with a join as of event time (time: event_time) yet: the records it holds are kept out of the watermark only through the repartition topic; remove the setting to repartition"
+	if err == nil || strings.TrimSpace(err.Error()) != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	inProcessingTime := timed + "scale:\n  mode: group\n  key_by_is_record_key: true\n"
+	if _, err := Parse("c.yaml", []byte(inProcessingTime), env(nil)); err != nil {
+		t.Fatalf("a join in processing time with event time on the stream: %v", err)
 	}
 }

@@ -241,13 +241,16 @@ func (c *Config) Fingerprint() string {
 // shuffleSummary says how a group-mode job spreads its keyed work: which
 // jobs repartition.
 func (c *Config) shuffleSummary() string {
-	keyed := false
+	keyed, windowed := false, false
 	for _, s := range c.Steps {
 		keyed = keyed || s.KeyBy != "" || s.Join != nil && s.Join.Interval()
+		windowed = windowed || s.Window != nil
 	}
 	switch {
 	case !keyed:
 		return "no key_by: no repartition (each process runs the steps on the partitions it reads)"
+	case c.Scale.KeyByIsRecordKey && windowed:
+		return "no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record); each process fires its windows at the least watermark of the source partitions it reads"
 	case c.Scale.KeyByIsRecordKey:
 		return "no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record)"
 	}

@@ -98,6 +98,11 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		watermark = restoredTime.Watermark
 	}
 	gt := a.groupTime
+	// shuffledTime: the keyed side learns the watermark from the
+	// repartition topic; a co-partitioned job's keyed operator fires at
+	// the least watermark of the source partitions its process reads,
+	// as single mode does over all of them (groupeventtime.go).
+	shuffledTime := gt != nil && j.shuffle.repartitions(j.plan.keyed)
 	if gt != nil {
 		// Each member's record holds only what it read; the partitions'
 		// times are every record's, and the windows' watermark is that
@@ -105,7 +110,16 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 		if j.plantedBug != plantedOwnClocksOnly {
 			restoredTime = gt.sources
 		}
-		watermark = gt.watermark(j.shuffle.repartition, a.offsets)
+		switch {
+		case shuffledTime:
+			watermark = gt.watermark(j.shuffle.repartition, a.offsets)
+		case j.plantedBug == plantedResumeOwnWatermark && a.latest != nil && a.latest.EventTime != nil:
+			watermark = a.latest.EventTime.Watermark
+		default:
+			// Every attempt starts over: the watermark of the member's
+			// record covered the partitions it owned then.
+			watermark = window.NoWatermark
+		}
 	}
 	nSources := len(readers)
 
@@ -133,7 +147,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			id: checkpoint.TaskID(fmt.Sprintf("worker-%d", w)), index: w, ops: op,
 			inputs: workerIns[w], nInputs: nSources, sink: sinkIn, reports: reports,
 			exports: exports, exportReports: exportReports, align: newAligner(nSources),
-			timed: timed, shuffled: gt != nil && j.plan.keyed && j.plantedBug != plantedWatermarkOfOwnSources, watermark: watermark, metrics: j.metrics,
+			timed: timed, shuffled: shuffledTime && j.plantedBug != plantedWatermarkOfOwnSources, watermark: watermark, metrics: j.metrics,
 			handled: newTargetCounts(j.metrics, j.plan), blocked: taskBlocked(j.metrics, fmt.Sprintf("worker-%d", w)),
 		}
 		g.workers = append(g.workers, wt)
@@ -159,7 +173,7 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
 			if gt != nil {
 				st.router.clocks.carry = true
-				if j.plan.keyed {
+				if shuffledTime {
 					st.router.shuffled = gt.clocks(j.plan.time)
 				}
 			}

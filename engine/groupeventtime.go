@@ -60,6 +60,27 @@ import (
 // record, the largest time per partition). So the newest record of some
 // member always holds the time of each partition at the group's committed
 // offset, whoever committed it last.
+//
+// A job that does not repartition (scale.key_by_is_record_key,
+// copartition.go) has no repartition topic to carry the times, and needs
+// none: the keys of source partition p are in p alone, and p's owner runs
+// their windows. Its source side judges lateness against Wp as above,
+// and its keyed side fires, as single mode does over every partition, at
+//
+//	W(N) = max(W(N-1), min over the non-idle source partitions the process reads of Wp(N))
+//
+// (jobWatermark: the carried partitions, read by others, do not count).
+// So W <= Wp for every partition whose keys the process holds: a window
+// open for a record of p at the source has not fired, and one that fired
+// (end + L <= W <= Wp) is closed for every later record of p, late at the
+// source. Each attempt starts W over (window.NoWatermark): what fired
+// before is gone from the state, and a watermark of the partitions owned
+// then could pass the clock of a partition that moved here. A partition's
+// clock moves with it as above, through the members' checkpoint records;
+// nothing is written to the group-state topic. The windows and late
+// records are single mode's, whatever the processes, crashes and
+// rebalances; when a window fires depends on which partitions its process
+// owns with it (the least of their watermarks).
 
 // headerEventTimes marks a repartition record that carries source
 // partitions' event times (encodeTimes), not an input.

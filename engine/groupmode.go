@@ -368,7 +368,7 @@ func (m *groupMode) wire(a *attempt, g *graph) {
 	j := a.j
 	m.gate = &groupGate{repartition: j.shuffle.repartition, pausedBy: j.pauses.pausedFor}
 	m.own = &memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance),
-		timed: j.plan.keyed && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{},
+		timed: j.shuffle.repartitions(j.plan.keyed) && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{},
 		time: j.plan.time, held: j.newMemberHeld(a.asOf)}
 	if j.plantedBug == plantedHeldPassedByWatermark {
 		m.own.time = nil
@@ -946,10 +946,11 @@ func (g *groupGate) pausedFor() string   { return g.pausedBy() }
 // under its key, each state record in the group-state partition of its
 // key group, and, when every source paused for a group savepoint before
 // a barrier, the member's ack of the pause with that epoch. A keyed job
-// with event time adds what groupeventtime.go says: the times of its
-// source partitions to every repartition partition, and what each of its
-// repartition partitions knows to that partition's state, each when it
-// changed since the attempt last wrote it.
+// with event time that repartitions (timed) adds what groupeventtime.go
+// says: the times of its source partitions to every repartition
+// partition, and what each of its repartition partitions knows to that
+// partition's state, each when it changed since the attempt last wrote
+// it.
 type memberRecords struct {
 	key     string
 	shuffle *shuffle

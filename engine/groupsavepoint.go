@@ -302,7 +302,7 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 	// commit together, so while no source offset moves, no input reaches
 	// the state.
 	recheck := j.plantedBug != plantedExportWithoutRecheck
-	if j.plan.keyed && recheck {
+	if j.shuffle.repartitions(j.plan.keyed) && recheck {
 		drained, why, err := j.repartitionDrainedForGroup(ctx, c)
 		if err != nil {
 			return savepoint.Summary{}, err

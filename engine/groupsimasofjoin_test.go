@@ -271,7 +271,7 @@ func (s *gsim) groupKey(in simInput) string {
 	if s.asOfKeyed {
 		return s.asOfTable.tier(asOfJoinSimJob.keyOf(in.n), in.ts)
 	}
-	return gsimKey(in.n)
+	return s.key(in.n)
 }
 
 // A group whose join is no longer as of event time releases what its

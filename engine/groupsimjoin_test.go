@@ -122,7 +122,7 @@ func (s *gsim) keyOf(n int64, key string) bool {
 		}
 		return false
 	}
-	return gsimKey(n) == key
+	return s.key(n) == key
 }
 
 // countedElsewhere reports whether input n was counted under the other of

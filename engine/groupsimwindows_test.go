@@ -29,6 +29,13 @@ import (
 //     watermark (every partition's records are read, and the event times
 //     crossed the repartition topic), and the late records exactly the
 //     oracle's.
+//
+// A co-partitioned job (gsimCoWindows, gsimCoSessions: no repartition,
+// scale.key_by_is_record_key) is judged by the same oracle: its windows
+// and late records must be the same. Only when a window fires differs: a
+// process fires at the least watermark of the partitions it owns, so at
+// the end a window may have fired past the least partition watermark,
+// but never past the watermark of its key's own partition.
 
 // gsimWindowView is what the windowed oracle has read of the committed
 // outputs.
@@ -157,9 +164,46 @@ func (s *gsim) eventTime(n int64) int64 {
 // written so far (windowsOf, the single-mode simulation's oracle), and
 // the least partition watermark (window.NoWatermark if a partition has no
 // input).
-func (s *gsim) windowOracle() (windows map[simWin]simAgg, late map[simTP]bool, bad int, least int64) {
-	o := windowsOf(s.inputs, gsimKey, s.windowKind, s.lateness)
-	return o.windows, o.late, o.bad, leastWatermark(o.maxTime)
+func (s *gsim) windowOracle() (o windowOracle, least int64) {
+	o = windowsOf(s.inputs, s.key, s.windowKind, s.lateness)
+	return o, leastWatermark(o.maxTime)
+}
+
+// keyWatermark is the watermark of the partition that holds key's
+// inputs in a co-partitioned job, from the partitions' largest event
+// times.
+func keyWatermark(maxTime []int64, key string) int64 {
+	return window.PartitionClock{Max: maxTime[kafkaPartition([]byte(key), len(maxTime))]}.Watermark(simOutOfOrder)
+}
+
+// firedPast: w, committed, fired past the watermark it may fire at: the
+// least partition watermark, or, co-partitioned, its key's partition's.
+func (s *gsim) firedPast(w simWin, maxTime []int64, least int64) bool {
+	if s.copartitioned {
+		return w.end+s.lateness > keyWatermark(maxTime, w.key)
+	}
+	return w.end+s.lateness > least
+}
+
+// windowsDue reports whether every window the least partition watermark
+// passed has been committed: a co-partitioned process fires its
+// partitions' windows at the first checkpoint after its last records of
+// them, or of its other partitions, which may follow the group's last
+// committed offsets (the end waits for it).
+func (s *gsim) windowsDue() bool {
+	if !s.windowed || !s.copartitioned {
+		return true
+	}
+	o, least := s.windowOracle()
+	if least == window.NoWatermark {
+		return true
+	}
+	for w := range o.windows {
+		if _, ok := s.wview.windows[w]; !ok && w.end+s.lateness <= least {
+			return false
+		}
+	}
+	return true
 }
 
 // checkWindows reads what was committed since its last call and judges
@@ -169,7 +213,8 @@ func (s *gsim) checkWindows(end bool) error {
 	if v.windows == nil {
 		v.windows = map[simWin]simAgg{}
 	}
-	windows, late, bad, least := s.windowOracle()
+	o, least := s.windowOracle()
+	windows, late, bad := o.windows, o.late, o.bad
 	for _, r := range v.read(s, "out") {
 		w, got, err := decodeWindow(r)
 		if err != nil {
@@ -195,7 +240,7 @@ func (s *gsim) checkWindows(end bool) error {
 		}
 	}
 	for w := range v.windows {
-		if w.end+s.lateness > least {
+		if s.firedPast(w, o.maxTime, least) {
 			return s.violation("window %+v committed, though a partition's watermark (least %d) never passed its end", w, least)
 		}
 	}
@@ -238,7 +283,7 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 	if err != nil {
 		return err
 	}
-	want := windowsOf(ins, gsimKey, s.windowKind, s.lateness)
+	want := windowsOf(ins, s.key, s.windowKind, s.lateness)
 	et := r.Manifest().EventTime.Checkpoint()
 	if et == nil {
 		return s.violation("savepoint %s holds no event time", dir)
@@ -269,14 +314,29 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 	if err != nil {
 		return s.violation("reading savepoint %s: %v", dir, err)
 	}
+	// Open at the savepoint: not fired. Co-partitioned, a window is
+	// open while its key's partition's watermark has not passed it (its
+	// process fired at most there; whether it fired earlier depends on
+	// what else the process owned), and the savepoint's watermark must
+	// pass no partition's, since a restore resumes the windows at it.
+	open := func(w simWin) bool {
+		return et.Watermark == window.NoWatermark || w.end+s.lateness > et.Watermark
+	}
+	if s.copartitioned {
+		if least := leastWatermark(want.maxTime); et.Watermark > least {
+			return s.violation("savepoint %s: watermark %d, past the least partition watermark %d its offsets %v cover", dir, et.Watermark, least, offsets)
+		}
+		open = func(w simWin) bool { return w.end+s.lateness > keyWatermark(want.maxTime, w.key) }
+	}
 	for w, a := range want.windows {
-		open := et.Watermark == window.NoWatermark || w.end+s.lateness > et.Watermark
-		if g, ok := held[w]; open && (!ok || g != a) {
+		if g, ok := held[w]; open(w) && (!ok || g != a) {
 			return s.violation("savepoint %s (watermark %d): window %+v holds %+v (held %v); its offsets %v cover %+v", dir, et.Watermark, w, g, ok, offsets, a)
 		}
 	}
 	for w, g := range held {
-		if a, ok := want.windows[w]; !ok || et.Watermark != window.NoWatermark && w.end+s.lateness <= et.Watermark {
+		a, ok := want.windows[w]
+		closed := !s.copartitioned && !open(w)
+		if !ok || closed || g != a {
 			return s.violation("savepoint %s (watermark %d): it holds window %+v (%+v), which its offsets %v do not cover open (%+v, %v)", dir, et.Watermark, w, g, offsets, a, ok)
 		}
 	}

@@ -34,7 +34,11 @@ import (
 // (keyed.Stateful.Retain: no tombstones, the topic holds them for their
 // new owner), and only the partitions that moved here are restored into
 // them, after their markers settle. The event time of each repartition
-// partition kept is what the final checkpoint wrote of it. Anything else
+// partition kept is what the final checkpoint wrote of it; a job that
+// does not repartition keeps none: its windows start over at no
+// watermark, as every attempt's do (groupeventtime.go), since the
+// watermark they fired at covered partitions that may have moved away,
+// and a partition that moved here may be behind it. Anything else
 // (another generation, a failed final checkpoint, a crash) restores
 // everything, as before. Tables are read again by every attempt.
 

@@ -82,6 +82,13 @@ const (
 	// an earlier owner wrote there reach the keyed operator after later
 	// ones sent locally, and a "last" takes the wrong value.
 	plantedLocalShuffleOverBacklog
+	// plantedResumeOwnWatermark: a co-partitioned member's attempt
+	// resumes its windows at the watermark of its own newest checkpoint
+	// record, as a single-mode restore does: a watermark of the
+	// partitions it owned then, which may be past the clock of a
+	// partition it owns now. Its windows fire early, and the window
+	// operator judges that partition's records late against it.
+	plantedResumeOwnWatermark
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -173,6 +173,10 @@ type simInput struct {
 	n   int64
 	bad bool
 	ts  int64 // event time, epoch ms (windowed jobs)
+	// misplaced: bad, but only after its event time moved its
+	// partition's clock (a record a co-partitioned job finds in the
+	// wrong partition, or keyed otherwise; groupsim_test.go keyInput).
+	misplaced bool
 }
 
 // simRun is one seeded run of one job under one guarantee.

@@ -173,6 +173,9 @@ func windowsOf(inputs [][]simInput, keyOf func(int64) string, kind simWindowKind
 		for i, in := range ins {
 			if in.bad {
 				o.bad++
+				if in.misplaced && in.ts > max {
+					max = in.ts
+				}
 				continue
 			}
 			// Its windows: [start, start+size) for every start a

@@ -45,6 +45,12 @@ type Options struct {
 	// field: the input of a job that keys by a field (key_by: parity),
 	// such as examples/parity-sum-by-field.
 	Parity bool
+	// KeyParity keys each record by its number's parity ("even" or
+	// "odd") and places it where Kafka's default partitioner puts that
+	// key (murmur2), instead of round-robin: the input of a group-mode
+	// job with scale.key_by_is_record_key keyed by parity
+	// (parity-windows, parity-sum).
+	KeyParity bool
 	// Avro writes Avro records instead of JSON (avro.go).
 	Avro *Avro
 
@@ -77,6 +83,25 @@ func (o *Options) value(n int64) []byte {
 		b = append(b, '"')
 	}
 	return append(b, '}')
+}
+
+// record is number n's record under o.
+func (o *Options) record(n int64) *kgo.Record {
+	r := &kgo.Record{Value: o.value(n)}
+	if o.KeyParity {
+		r.Key = []byte(Parity(n))
+	}
+	return r
+}
+
+// partitioner is where o's records go: by key (Kafka's murmur2, as Java
+// producers and franz-go's default do) when they have one, else
+// round-robin.
+func (o *Options) partitioner() kgo.Partitioner {
+	if o.KeyParity {
+		return kgo.StickyKeyPartitioner(nil)
+	}
+	return kgo.RoundRobinPartitioner()
 }
 
 // Parity is "even" or "odd": the key parity-sum gives n.
@@ -117,7 +142,7 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 	opts := append(append([]kgo.Opt{}, conn...),
 		kgo.DefaultProduceTopic(o.Topic),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordPartitioner(o.partitioner()),
 	)
 	if o.Resume {
 		opts = append(opts, kgo.TransactionalID(transactionalID(o.Topic)),
@@ -177,7 +202,7 @@ func Numbers(ctx context.Context, conn []kgo.Opt, o Options) (int64, error) {
 		}
 		// Not ctx: a record handed over must not be dropped by the stop,
 		// or the count returned would lie.
-		cl.Produce(context.Background(), &kgo.Record{Value: o.value(o.From + i)}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), o.record(o.From+i), func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case failed <- err:
@@ -261,7 +286,7 @@ func numbersInTransactions(ctx context.Context, cl *kgo.Client, o Options) (int6
 			}
 			began = time.Now()
 		}
-		cl.Produce(context.Background(), &kgo.Record{Value: o.value(o.From + i)}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), o.record(o.From+i), func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case failed <- err:

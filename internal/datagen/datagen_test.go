@@ -23,6 +23,29 @@ func TestValue(t *testing.T) {
 	}
 }
 
+// KeyParity keys each record by its parity and places it where Kafka's
+// default partitioner puts the key: murmur2, as a Java producer would
+// (of 3 partitions, "even" in 2 and "odd" in 1), which a job with
+// scale.key_by_is_record_key checks per record. Without it, no key.
+func TestKeyParity(t *testing.T) {
+	o := Options{KeyParity: true}
+	for n, want := range map[int64]struct {
+		key       string
+		partition int32
+	}{4: {"even", 2}, 7: {"odd", 1}} {
+		r := o.record(n)
+		if string(r.Key) != want.key {
+			t.Errorf("record(%d) key %q, want %q", n, r.Key, want.key)
+		}
+		if p := o.partitioner().ForTopic("t").Partition(r, 3); int32(p) != want.partition {
+			t.Errorf("record(%d) (key %q) goes to partition %d of 3, want %d", n, r.Key, p, want.partition)
+		}
+	}
+	if r := (&Options{}).record(4); r.Key != nil {
+		t.Errorf("without KeyParity: key %q", r.Key)
+	}
+}
+
 // The record value under each option: "ts" and "parity" added to {"n":n}.
 func TestOptionsValue(t *testing.T) {
 	for _, c := range []struct {

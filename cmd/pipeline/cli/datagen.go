@@ -26,6 +26,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	eventTime := fs.Bool("ts", false, `add "ts": the time of writing in epoch milliseconds (the parity-windows input)`)
 	disorder := fs.Duration("disorder", 0, "with -ts: move each ts back by a random amount up to this (out-of-order input)")
 	parity := fs.Bool("parity", false, `add "parity": "even" or "odd" (the input of examples/parity-sum-by-field)`)
+	keyParity := fs.Bool("key-parity", false, `key each record "even" or "odd", its number's parity, placed by Kafka's default partitioner (murmur2): the input of a group-mode job with scale.key_by_is_record_key, e.g. KEY_BY_IS_RECORD_KEY=true in examples/parity-windows`)
 	format := fs.String("format", "json", `json, or avro: the record Number{n, parity, amount (n cents, a decimal), ts} in the Confluent wire format, its schema registered under <topic>-value`)
 	registry := fs.String("registry", envOr("SCHEMA_REGISTRY_URL", "http://127.0.0.1:8081"), "with -format avro: the schema registry's URL")
 	schemaVersion := fs.Int("schema-version", 1, `with -format avro: 1, or 2, which adds "note" (a string with a default): an evolved producer`)
@@ -50,7 +51,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	n, err := datagen.Numbers(ctx, []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}, datagen.Options{
 		Topic: *topic, Partitions: int32(*partitions), From: *from, Count: *count, Rate: *rate, Resume: *resume,
-		EventTime: *eventTime, Disorder: *disorder, Parity: *parity, Avro: avro,
+		EventTime: *eventTime, Disorder: *disorder, Parity: *parity, KeyParity: *keyParity, Avro: avro,
 		Progress: func(written int64) { fmt.Fprintf(stderr, "datagen: %d written\n", written) },
 		Started: func(first int64) {
 			if *resume {
