@@ -76,6 +76,10 @@ const (
 	// they were filled from: they commit with the next epoch, while the
 	// checkpoint of theirs already covers their inputs' offsets.
 	plantedBundleAfterBarrier
+	// plantedTableNotReadOn: a table kept across a rebalance
+	// (tablekept.go) is not read on to its topic's end: the next
+	// attempt joins with the table as it stood at the revocation.
+	plantedTableNotReadOn
 )
 
 // withPlantedBug puts m into the job's code paths (tests).
