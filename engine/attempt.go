@@ -65,6 +65,9 @@ type attempt struct {
 	// (tableduty.go).
 	tableDuty   func(partition int32) bool
 	tableFloors map[string]map[int32]int64
+	// keptTables are the tables the previous generation's attempt left
+	// this one, by id (group mode, tablekept.go; nil: none).
+	keptTables map[string]*tableTask
 	// groupTime is what a group member restored of event time
 	// (groupeventtime.go; nil in single mode or without event time).
 	groupTime *groupTime

@@ -501,6 +501,7 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 				}
 			}
 		}
+		a.keptTables = kept.tables
 		a.ops, a.restored, err = j.regain(ctx, kept, owned, reader(restoring))
 		m.continued = err == nil
 		return err

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"strings"
 
@@ -52,6 +54,7 @@ func (s *gsim) useTable() {
 		s.appendTable(key, `{"tier":"`+key+`"}`)
 	}
 	s.appendTable("zz", `{"tier":`) // not JSON: one dead letter
+	s.tableBad = 1
 }
 
 // appendTable appends one record to the table's topic.
@@ -74,17 +77,86 @@ func (s *gsim) loadTable(a *attempt) error {
 	})
 }
 
+// tablesAtEnd checks the rule every attempt start must keep, whether it
+// read its tables from the start or kept them from the last generation
+// (tablekept.go): each table stands at its topic's last stable offset,
+// every partition, and holds exactly the topic's latest value of every
+// key up to there. It counts the attempts that kept their tables.
+func (s *gsim) tablesAtEnd(p *gproc, a *attempt) error {
+	if a.tables == nil {
+		return nil
+	}
+	if a.tables.kept > 0 {
+		s.counts["attempts that kept their tables"]++
+		s.log("%s: kept %d tables from the last generation", p.id, a.tables.kept)
+	}
+	for _, tt := range a.tables.tasks {
+		n, err := s.w.kafka.Partitions(tt.cfg.Topic)
+		if err != nil {
+			return err
+		}
+		want := map[string]string{}
+		for part := range int32(n) {
+			tp := memkafka.TP{Topic: tt.cfg.Topic, Partition: part}
+			o, err := s.w.kafka.EndOffsets(tp)
+			if err != nil {
+				return err
+			}
+			if at := tt.mu.next[part]; at != o.LastStable {
+				return s.violation("%s: table %s begins the attempt at offset %d of partition %d; the topic's last stable offset is %d",
+					p.id, tt.cfg.ID, at, part, o.LastStable)
+			}
+			for from := int64(0); from < o.LastStable; {
+				recs, next, err := s.w.kafka.ReadCommitted(tp, from, 1000)
+				if err != nil {
+					return err
+				}
+				for _, r := range recs {
+					if r.Offset >= o.LastStable {
+						break
+					}
+					if skip, _ := tt.table.Check(r.Key, r.Value); skip != "" {
+						continue
+					}
+					if r.Value == nil {
+						delete(want, string(r.Key))
+					} else {
+						want[string(r.Key)] = string(r.Value)
+					}
+				}
+				if next == from {
+					break
+				}
+				from = next
+			}
+		}
+		if got := tt.table.Len(); got != int64(len(want)) {
+			return s.violation("%s: table %s begins the attempt with %d keys; its topic holds %d", p.id, tt.cfg.ID, got, len(want))
+		}
+		for k, v := range want {
+			var dec any
+			if err := json.Unmarshal([]byte(v), &dec); err != nil {
+				return err
+			}
+			if got, ok := tt.table.Lookup(k); !ok || fmt.Sprint(got) != fmt.Sprint(dec) {
+				return s.violation("%s: table %s begins the attempt with %s = %v; its topic says %s", p.id, tt.cfg.ID, k, got, v)
+			}
+		}
+	}
+	return nil
+}
+
 // tableDeadAtEnd: the table's bad record was dead-lettered once.
 func (s *gsim) tableDeadAtEnd() error {
-	if s.table && len(s.view.tableDead) != 1 {
-		return s.violation("%d dead letters of the table's records committed; it holds one bad record", len(s.view.tableDead))
+	if s.table && len(s.view.tableDead) != s.tableBad {
+		return s.violation("%d dead letters of the table's records committed; it holds %d bad records", len(s.view.tableDead), s.tableBad)
 	}
 	return nil
 }
 
 // playTable runs the faults schedule on the table job, whose table moves
 // key k0 to a new tier halfway through. The schedule steps no table
-// task (tableTask.poll): each attempt joins with the table as it read it
+// task (tableTask.poll) before every input is written: each attempt joins with the table as it read it
 // at its start, so processes whose attempts began on either side of the
 // move hold different values for k0, and a record's source side and its
 // key group's owner may disagree. The owner must use what the source side
@@ -96,8 +168,18 @@ func playTable(s *gsim) error {
 	return playFaults(s)
 }
 
-// maybeMoveTier moves k0 to tier k0x once half the input is fed.
+// maybeMoveTier moves k0 to tier k0x once half the input is fed (when
+// the schedule moves it), and writes a record that is not JSON at each
+// quarter of the input: its dead letter is due from the member on duty
+// then, which may hold the table kept from a generation before, applied
+// past the group's committed position (tablekept.go).
 func (s *gsim) maybeMoveTier() {
+	if s.table && s.tableBad < 4 && s.fed >= s.tableBad*s.want/4 {
+		key := fmt.Sprintf("zz%d", s.tableBad)
+		s.tableBad++
+		s.appendTable(key, `{"tier":`)
+		s.log("the table gets a record that is not JSON (%s)", key)
+	}
 	if s.moveTier && !s.moved && s.fed >= s.want/2 {
 		s.moved = true
 		s.appendTable("k0", `{"tier":"k0x"}`)

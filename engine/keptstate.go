@@ -40,7 +40,8 @@ import (
 // watermark they fired at covered partitions that may have moved away,
 // and a partition that moved here may be behind it. Anything else
 // (another generation, a failed final checkpoint, a crash) restores
-// everything, as before. Tables are read again by every attempt.
+// everything, as before. The tables are kept along (tablekept.go): read
+// on to their ends, not from their starts.
 
 // keptState is what a revoked attempt leaves the next one.
 type keptState struct {
@@ -55,6 +56,9 @@ type keptState struct {
 	// (groupeventtime.go) as of the final checkpoint; nil without event
 	// time.
 	queues map[int32]*queueTime
+	// tables are the attempt's tables, by id, whose task ended
+	// (tablekept.go).
+	tables map[string]*tableTask
 }
 
 // keep is what attempt a, revoked after its final checkpoint committed
@@ -65,7 +69,7 @@ func (m *groupMode) keep(a *attempt) *keptState {
 	}
 	k := &keptState{
 		generation: m.asg.member.Generation, checkpoint: a.loop.state.final,
-		owned: m.owned, ops: a.ops,
+		owned: m.owned, ops: a.ops, tables: keptTables(a.tables),
 	}
 	if gt := a.groupTime; gt != nil {
 		k.queues = maps.Clone(gt.queues)

@@ -89,6 +89,10 @@ const (
 	// partition it owns now. Its windows fire early, and the window
 	// operator judges that partition's records late against it.
 	plantedResumeOwnWatermark
+	// plantedTableNotReadOn: a table kept across a rebalance
+	// (tablekept.go) is not read on to its topic's end: the next
+	// attempt joins with the table as it stood at the revocation.
+	plantedTableNotReadOn
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

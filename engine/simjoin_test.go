@@ -129,9 +129,9 @@ func (r *simRun) tableReader(offsets map[source.TopicPartition]int64) (recordRea
 
 var _ tableCluster = simCluster{}
 
-// ReadTable reads a table's topic to its last stable offset, every
-// partition (a crash may hit it).
-func (c simCluster) ReadTable(_ context.Context, topic string, keep func(int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
+// ReadTable reads a table's topic to its last stable offset, each
+// partition from where read says (a crash may hit it).
+func (c simCluster) ReadTable(_ context.Context, topic string, read func(int32) (int64, bool), fn func(*kgo.Record) error) (map[int32]int64, error) {
 	after := c.w.io("read table " + topic)
 	n, err := c.w.kafka.Partitions(topic)
 	if err != nil {
@@ -139,7 +139,8 @@ func (c simCluster) ReadTable(_ context.Context, topic string, keep func(int32) 
 	}
 	ends := map[int32]int64{}
 	for p := range int32(n) {
-		if keep != nil && !keep(p) {
+		start, ok := read(p)
+		if !ok {
 			continue
 		}
 		tp := memkafka.TP{Topic: topic, Partition: p}
@@ -147,7 +148,7 @@ func (c simCluster) ReadTable(_ context.Context, topic string, keep func(int32) 
 		if err != nil {
 			return nil, err
 		}
-		for from := int64(0); from < o.LastStable; {
+		for from := start; from < o.LastStable; {
 			recs, next, err := c.w.kafka.ReadCommitted(tp, from, 1000)
 			if err != nil {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,7 +28,8 @@ import (
 
 // Tables in the runtime. A table's state is its topic: the job keeps no
 // copy of it (no changelog, no state records) and every attempt builds it
-// anew, in two phases:
+// anew (or, in group mode across consecutive generations, reads on the
+// one the last attempt left: tablekept.go), in two phases:
 //
 //  1. Before the task graph starts (loadTables, after the restore): each
 //     table's topic is read with read_committed from its start to its
@@ -62,15 +64,16 @@ import (
 // every committed record of topic up to its last stable offset as of the
 // call, and that offset for every partition of the topic.
 type tableCluster interface {
-	// ReadTable reads the partitions keep keeps (nil: all).
-	ReadTable(ctx context.Context, topic string, keep func(partition int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error)
+	// ReadTable reads each partition from where from says (and only
+	// those it says to read), and returns their ends.
+	ReadTable(ctx context.Context, topic string, from func(partition int32) (int64, bool), fn func(*kgo.Record) error) (map[int32]int64, error)
 }
 
 var _ tableCluster = kafkaCluster{}
 
-// ReadTable reads a table's topic to its end (kread.AllTo). A topic that
+// ReadTable reads a table's topic to its end (kread.FromTo). A topic that
 // does not exist is an error that says so.
-func (c kafkaCluster) ReadTable(ctx context.Context, topic string, keep func(int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
+func (c kafkaCluster) ReadTable(ctx context.Context, topic string, from func(int32) (int64, bool), fn func(*kgo.Record) error) (map[int32]int64, error) {
 	md, err := c.adm.Metadata(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of topic %s: %w", topic, err)
@@ -78,7 +81,7 @@ func (c kafkaCluster) ReadTable(ctx context.Context, topic string, keep func(int
 	if td, ok := md.Topics[topic]; !ok || td.Err != nil || len(td.Partitions) == 0 {
 		return nil, fmt.Errorf("topic %s does not exist: create it (compacted: cleanup.policy=compact), or name another in tables[].topic", topic)
 	}
-	return kread.AllToOf(ctx, c.conn, topic, keep, fn)
+	return kread.FromTo(ctx, c.conn, topic, from, fn)
 }
 
 // tableReader opens a reader of a table's partitions from the given
@@ -89,6 +92,9 @@ type tableReader func(offsets map[source.TopicPartition]int64) (recordReader, er
 // to keep it up to date.
 type tableSet struct {
 	tasks []*tableTask
+	// kept counts the tables read on from where the previous
+	// generation's attempt left them (tablekept.go).
+	kept int
 }
 
 // tableTask is one table of an attempt: its state, and the reader that
@@ -118,6 +124,9 @@ type tableTask struct {
 	// asOf is the table's versioned side, when a join reads it as of
 	// event time (asof.go; nil otherwise).
 	asOf *asOfTable
+	// running counts the goroutines in run: a table is kept for the next
+	// attempt only once its task ended (tablekept.go).
+	running atomic.Int32
 
 	mu struct {
 		sync.Mutex
@@ -137,7 +146,9 @@ const loggedSkips = 5
 // loadTables reads every table of the job to its end (phase 1), binds the
 // join steps to them, and opens the readers that keep them up to date
 // (open, or source.NewReader when nil). It must run before the task graph
-// is built: no source record is joined before.
+// is built: no source record is joined before. A table the previous
+// generation's attempt kept (a.keptTables, tablekept.go) is read on from
+// where it stood instead of from the start.
 func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 	j := a.j
 	if len(j.cfg.Tables) == 0 {
@@ -157,50 +168,18 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 	versioned := map[string]*operator.VersionedTable{}
 	a.asOf = j.newAsOfJoins()
 	for i, cfg := range j.cfg.Tables {
-		tt := &tableTask{cfg: cfg, path: fmt.Sprintf("tables[%d]", i), table: operator.NewTable(cfg), metrics: j.metrics, log: j.log.With("table", cfg.ID), plan: j.plan}
-		tt.table.SetDecoders(j.plan.schemas.Table(cfg.ID))
-		if tt.asOf = a.asOf.table(cfg.ID); tt.asOf != nil {
-			tt.asOf.vt = operator.NewVersionedTable(tt.table)
-			versioned[cfg.ID] = tt.asOf.vt
-		}
-		tt.floor, tt.duty = floorOf(a.latest, cfg), a.tableDuty
-		if a.tableFloors != nil {
-			tt.floor = a.tableFloors[cfg.Topic]
-		}
-		reasons := make([]string, 0, 4)
-		for _, r := range operator.SkipReasons() {
-			reasons = append(reasons, string(r))
-		}
-		tt.counters = j.metrics.Table(cfg.ID, reasons)
-		start := j.now()
-		var dls []*kgo.Record
-		// A partitioned table (group mode): only the partitions of this
-		// member's stream partitions, which are its duties too.
-		var keep func(int32) bool
-		if cfg.Mode == config.TablePartitioned {
-			keep = a.tableDuty
-		}
-		ends, err := tc.ReadTable(ctx, cfg.Topic, keep, func(r *kgo.Record) error {
-			if mutant.On("table-not-read-before-join") {
-				return nil // the bug: records are joined with what arrives from now on only
-			}
-			if err := tt.prefetch(ctx, []*kgo.Record{r}); err != nil {
-				return err
-			}
-			dls = tt.apply(r, dls)
-			return nil
-		})
+		tt, err := a.readOn(ctx, tc, a.keptTable(i, cfg))
 		if err != nil {
-			return fmt.Errorf("reading table %s (topic %s) to its end: %w", cfg.ID, cfg.Topic, err)
+			return err
 		}
-		took := j.now().Sub(start)
-		if tt.asOf != nil {
-			tt.asOf.begin(ends)
+		if tt != nil {
+			set.kept++
+		} else if tt, err = a.readTable(ctx, tc, i, cfg, versioned); err != nil {
+			return err
 		}
-		tt.mu.next, tt.mu.deadLetters = ends, dls
 		tt.checkAgainst(a.latest, a.tablesFrom)
 		offsets := map[source.TopicPartition]int64{}
-		for p, off := range ends {
+		for p, off := range tt.mu.next {
 			offsets[source.TopicPartition{Topic: cfg.Topic, Partition: p}] = off
 		}
 		r, err := open(offsets)
@@ -209,17 +188,7 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 		}
 		a.closers = append(a.closers, r.Close)
 		tt.reader = r
-		// Reading the table to its end fetched every record of its topic
-		// through the heap, while the table keeps its values off it
-		// (operator.Table): what the read used is garbage now. Handed
-		// back to the system at once rather than over the next minutes:
-		// at 1M keys, ~260 of ~300 resident bytes per key
-		// (bench/results/2026-12-06-join.md).
-		debug.FreeOSMemory()
-		j.metrics.TableRestored(cfg.ID, took)
 		j.metrics.SetTable(cfg.ID, tt.table.Len(), tt.table.Bytes(), 0)
-		j.log.Info("table read to its end", "table", cfg.ID, "topic", cfg.Topic, "partitions", len(ends),
-			"keys", tt.table.Len(), "bytes", tt.table.Bytes(), "took", took.Round(time.Millisecond))
 		set.tasks = append(set.tasks, tt)
 		byID[cfg.ID] = tt.table
 	}
@@ -231,6 +200,72 @@ func (a *attempt) loadTables(ctx context.Context, open tableReader) error {
 	}
 	a.tables = set
 	return nil
+}
+
+// newTableTask is the task of table cfg (tables[i]) for attempt a, with
+// its duties and floor in this attempt, before it reads anything.
+func (a *attempt) newTableTask(i int, cfg config.Table, table *operator.Table) *tableTask {
+	j := a.j
+	tt := &tableTask{cfg: cfg, path: fmt.Sprintf("tables[%d]", i), table: table, metrics: j.metrics, log: j.log.With("table", cfg.ID), plan: j.plan}
+	tt.floor, tt.duty = floorOf(a.latest, cfg), a.tableDuty
+	if a.tableFloors != nil {
+		tt.floor = a.tableFloors[cfg.Topic]
+	}
+	reasons := make([]string, 0, 4)
+	for _, r := range operator.SkipReasons() {
+		reasons = append(reasons, string(r))
+	}
+	tt.counters = j.metrics.Table(cfg.ID, reasons)
+	return tt
+}
+
+// readTable reads table cfg (tables[i]) from the start of its topic to
+// its end, its versioned side (a join as of event time) into versioned.
+func (a *attempt) readTable(ctx context.Context, tc tableCluster, i int, cfg config.Table, versioned map[string]*operator.VersionedTable) (*tableTask, error) {
+	j := a.j
+	tt := a.newTableTask(i, cfg, operator.NewTable(cfg))
+	tt.table.SetDecoders(j.plan.schemas.Table(cfg.ID))
+	if tt.asOf = a.asOf.table(cfg.ID); tt.asOf != nil {
+		tt.asOf.vt = operator.NewVersionedTable(tt.table)
+		versioned[cfg.ID] = tt.asOf.vt
+	}
+	start := j.now()
+	var dls []*kgo.Record
+	// A partitioned table (group mode): only the partitions of this
+	// member's stream partitions, which are its duties too.
+	read := func(int32) (int64, bool) { return 0, true }
+	if cfg.Mode == config.TablePartitioned {
+		read = func(p int32) (int64, bool) { return 0, a.tableDuty(p) }
+	}
+	ends, err := tc.ReadTable(ctx, cfg.Topic, read, func(r *kgo.Record) error {
+		if mutant.On("table-not-read-before-join") {
+			return nil // the bug: records are joined with what arrives from now on only
+		}
+		if err := tt.prefetch(ctx, []*kgo.Record{r}); err != nil {
+			return err
+		}
+		dls = tt.apply(r, dls)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading table %s (topic %s) to its end: %w", cfg.ID, cfg.Topic, err)
+	}
+	took := j.now().Sub(start)
+	if tt.asOf != nil {
+		tt.asOf.begin(ends)
+	}
+	tt.mu.next, tt.mu.deadLetters = ends, dls
+	// Reading the table to its end fetched every record of its topic
+	// through the heap, while the table keeps its values off it
+	// (operator.Table): what the read used is garbage now. Handed back to
+	// the system at once rather than over the next minutes: at 1M keys,
+	// ~260 of ~300 resident bytes per key
+	// (bench/results/2026-12-06-join.md).
+	debug.FreeOSMemory()
+	j.metrics.TableRestored(cfg.ID, took)
+	j.log.Info("table read to its end", "table", cfg.ID, "topic", cfg.Topic, "partitions", len(ends),
+		"keys", tt.table.Len(), "bytes", tt.table.Bytes(), "took", took.Round(time.Millisecond))
+	return tt, nil
 }
 
 // checkAgainst compares where the table's topic ends now with where
@@ -316,13 +351,20 @@ func (tt *tableTask) apply(r *kgo.Record, dls []*kgo.Record) []*kgo.Record {
 		}
 		return dls
 	}
-	rerr.Step = tt.path
 	tt.counters.Skipped(string(skip)).Inc()
 	if tt.skips++; tt.skips <= loggedSkips {
 		tt.log.Warn("a record of the table's topic could not be applied: it goes to the dead-letter topic, and the key keeps its value",
 			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", skip, "code", rerr.Code, "detail", rerr.Reason,
 			"note", fmt.Sprintf("only the first %d per attempt are logged; pipeline_table_skipped_records_total counts them all", loggedSkips))
 	}
+	return tt.deadLetter(r, rerr, dls)
+}
+
+// deadLetter appends the dead letters of r, a record the table could not
+// apply (rerr says why), to dls, unless they are before the floor
+// (committed already) or another member's.
+func (tt *tableTask) deadLetter(r *kgo.Record, rerr *operator.RecordError, dls []*kgo.Record) []*kgo.Record {
+	rerr.Step = tt.path
 	if floor, ok := tt.floor[r.Partition]; ok && r.Offset < floor {
 		return dls
 	}
@@ -334,6 +376,8 @@ func (tt *tableTask) apply(r *kgo.Record, dls []*kgo.Record) []*kgo.Record {
 
 // run applies the table's updates as they come (phase 2) until ctx ends.
 func (tt *tableTask) run(ctx context.Context) error {
+	tt.running.Add(1)
+	defer tt.running.Add(-1)
 	for {
 		if err := tt.poll(ctx); err != nil {
 			if ctx.Err() != nil {

@@ -11,9 +11,10 @@ import (
 
 // Tables in group mode (tables[].mode: broadcast). Every member reads
 // every partition of every table, to its end before its first record is
-// joined, on each of its attempts (every generation), as a single-mode
-// process does: a join needs no repartitioning, and a rebalance moves no
-// table state, since there is none to move.
+// joined, on each of its attempts (every generation; a table kept from
+// the generation before is read on from where it stood, tablekept.go),
+// as a single-mode process does: a join needs no repartitioning, and a
+// rebalance moves no table state, since there is none to move.
 //
 // What must not be done by every member is writing the dead letters of
 // the table records that cannot be applied: each must be committed once

@@ -60,6 +60,38 @@ func TestTableApply(t *testing.T) {
 	}
 }
 
+// TestTableCheck: Check says what Apply would, reason and error alike,
+// and changes nothing (a kept table checks records it applied already).
+func TestTableCheck(t *testing.T) {
+	tb := NewTable(config.Table{ID: "t", Format: config.FormatJSON, KeyFormat: config.FormatJSON})
+	if skip, d := tb.Apply([]byte(`"c1"`), []byte(`{"tier": "gold"}`)); skip != "" {
+		t.Fatalf("Apply: %s %s", skip, d)
+	}
+	for _, c := range []struct {
+		key, value []byte
+		want       SkipReason
+	}{
+		{[]byte(`"c1"`), []byte(`{"tier": "silver"}`), ""},
+		{[]byte(`"c1"`), nil, ""},
+		{nil, []byte(`{}`), SkipNoKey},
+		{[]byte(`{"id": 1}`), []byte(`{}`), SkipKey},
+		{[]byte(`"c1"`), []byte(`{"tier": `), SkipDecode},
+	} {
+		skip, rerr := tb.Check(c.key, c.value)
+		if skip != c.want || (skip == "") != (rerr == nil) {
+			t.Errorf("Check(%q, %q) = %q, %v; want %q", c.key, c.value, skip, rerr, c.want)
+		}
+		// Apply on a copy of the table agrees, reason and error.
+		cp := NewTable(config.Table{ID: "t", Format: config.FormatJSON, KeyFormat: config.FormatJSON})
+		if askip, aerr := cp.Apply(c.key, c.value); askip != skip || (rerr != nil && (aerr == nil || aerr.Reason != rerr.Reason)) {
+			t.Errorf("Apply(%q, %q) = %q, %v; Check said %q, %v", c.key, c.value, askip, aerr, skip, rerr)
+		}
+	}
+	if v, ok := tb.Lookup("c1"); tb.Len() != 1 || !ok || v.(map[string]any)["tier"] != "gold" {
+		t.Errorf("after Check: %d keys, c1 = %v, %v; want c1 still gold", tb.Len(), v, ok)
+	}
+}
+
 func TestTableKeyFormats(t *testing.T) {
 	js := NewTable(config.Table{ID: "t", Format: config.FormatRaw, KeyFormat: config.FormatJSON})
 	for _, c := range []struct{ key, value string }{{`"c1"`, "a"}, {`42`, "b"}, {`true`, "c"}} {

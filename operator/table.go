@@ -116,6 +116,20 @@ func (t *Table) Apply(key, value []byte) (skip SkipReason, rerr *RecordError) {
 	return "", nil
 }
 
+// Check reports what Apply would of a record, without applying it: the
+// reason it cannot be applied and its error (skip "" if it can). A table
+// kept across a rebalance tells with it the dead letters of records it
+// applied while another process was on duty for them.
+func (t *Table) Check(key, value []byte) (skip SkipReason, rerr *RecordError) {
+	if _, skip, rerr := t.decodeKey(&t.dec, key); skip != "" {
+		return skip, rerr
+	}
+	if value == nil {
+		return "", nil
+	}
+	return t.check(&t.dec, value)
+}
+
 // check checks that a record value of the table's topic decodes, with
 // dec for JSON, without keeping what it decodes to.
 func (t *Table) check(dec *decoder, value []byte) (SkipReason, *RecordError) {

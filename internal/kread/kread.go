@@ -132,7 +132,21 @@ func AllToOf(ctx context.Context, conn []kgo.Opt, topic string, keep func(partit
 
 // AllToOfOn is AllToOf on cl.
 func AllToOfOn(ctx context.Context, cl Cluster, topic string, keep func(partition int32) bool, fn func(*kgo.Record) error) (map[int32]int64, error) {
-	ranges, ends, err := listRangesTo(ctx, cl, topic, func(p int32) (int64, bool) { return 0, keep == nil || keep(p) })
+	return FromToOn(ctx, cl, topic, func(p int32) (int64, bool) { return 0, keep == nil || keep(p) }, fn)
+}
+
+// FromTo is AllToOf from a position of each partition: from gives where
+// to start reading a partition (raised to its log start), and whether to
+// read it at all. It returns the last stable offset as of the call of
+// every partition it reads (how a table kept across a rebalance reads on
+// from where it stood).
+func FromTo(ctx context.Context, conn []kgo.Opt, topic string, from func(partition int32) (int64, bool), fn func(*kgo.Record) error) (map[int32]int64, error) {
+	return FromToOn(ctx, Dial(conn), topic, from, fn)
+}
+
+// FromToOn is FromTo on cl.
+func FromToOn(ctx context.Context, cl Cluster, topic string, from func(partition int32) (int64, bool), fn func(*kgo.Record) error) (map[int32]int64, error) {
+	ranges, ends, err := listRangesTo(ctx, cl, topic, from)
 	if err != nil {
 		return nil, err
 	}
