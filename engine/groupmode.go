@@ -333,7 +333,10 @@ func (m *groupMode) recoverOn(ctx context.Context, a *attempt, txn memberTransac
 func (m *groupMode) restore(ctx context.Context, a *attempt, plan *savepoint.RestorePlan) error {
 	j := a.j
 	if j.from != nil {
-		imported, err := kstore.SavepointImported(ctx, j.conn, j.cfg.Name, j.from.r.ID())
+		read := func(fn func(*kgo.Record) error) error {
+			return a.cluster.Read(ctx, checkpoint.TopicName(j.cfg.Name), fn)
+		}
+		imported, err := kstore.SavepointImportedIn(read, j.cfg.Name, j.from.r.ID())
 		if err != nil {
 			return err
 		}
@@ -774,7 +777,7 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 		j.log.Info("waiting for the owner of the first source partition to import the savepoint", "partition", first, "savepoint", r.Dir())
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(j.importWait):
 		}
 		return errAwaitImport
 	}
@@ -792,7 +795,7 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	var stale map[string]struct{}
 	if j.plan.keyed {
 		read := func(ctx context.Context, fn func(key, value []byte) error) error {
-			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error {
+			return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error {
 				if isGroupTime(r.Key) {
 					return nil // deleted below, in every partition
 				}
@@ -804,13 +807,13 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 		}
 	}
 	if j.shuffle.repartitions(j.plan.keyed) {
-		ends, err := a.adm.ListEndOffsets(ctx, j.shuffle.repartition)
+		ends, err := a.cluster.EndOffsets(ctx, j.shuffle.repartition)
 		if err != nil {
-			return fmt.Errorf("listing the end offsets of %s: %w", j.shuffle.repartition, err)
+			return err
 		}
-		ends.Each(func(o kadm.ListedOffset) {
-			offsets[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
-		})
+		for p, end := range ends {
+			offsets[source.TopicPartition{Topic: j.shuffle.repartition, Partition: p}] = end
+		}
 	}
 	summary, err := j.produceState(ctx, txn, ops, stale, j.shuffle.place, a.limits)
 	if err != nil {
@@ -838,6 +841,28 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	}
 	for _, cr := range crs {
 		txn.Produce(ctx, cr)
+	}
+	// The records joins as of event time held at the savepoint are read
+	// already (its offsets are past them): each source partition's go
+	// where a member commits them with its offset (groupheld.go), so the
+	// members restore them as if the group had committed the savepoint's
+	// checkpoint.
+	held, err := r.HeldRecords(plan)
+	if err != nil {
+		return err
+	}
+	if n := r.Manifest().Held; n != nil {
+		j.log.Info("restoring the records a join as of event time held at the savepoint", "savepoint", r.Dir(),
+			"records", len(held), "dropped", int(n.Records)-len(held), "still_joined_as_of_event_time", j.joinsAsOf())
+		if len(held) > 0 && !j.holdsGroupRecords() {
+			j.log.Warn("the job has no event time now: the records a join as of event time held at the savepoint are dropped", "records", len(held))
+		}
+	}
+	if j.plantedBug == plantedImportDropsHeld {
+		held = nil
+	}
+	for _, hr := range j.importedHeld(offsets, held) {
+		txn.Produce(ctx, hr)
 	}
 	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
 	// The other members' records describe the state before the savepoint

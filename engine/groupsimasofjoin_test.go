@@ -123,6 +123,9 @@ func (s *gsim) checkAsOf(end bool) error {
 		if v.joined[o.N]++; v.joined[o.N] > 1 {
 			return s.violation("input %d committed %d times", o.N, v.joined[o.N])
 		}
+		if p, off, ok := s.inputAt(o.N); !ok || !s.continued(p, off) {
+			return s.violation("output %s: input in/%d@%d is below the savepoint's offsets and was not held there", r.Value, p, off)
+		}
 	}
 	for _, r := range v.tail(s, s.cfg.Sinks[0].DeadLetterTopic) {
 		at := ""
@@ -133,6 +136,9 @@ func (s *gsim) checkAsOf(end bool) error {
 		}
 		if v.dead[at] {
 			return s.violation("input %s dead-lettered twice", at)
+		}
+		if p, off, ok := deadAt(at); !ok || !s.continued(p, off) {
+			return s.violation("input %s dead-lettered below the savepoint's offsets", at)
 		}
 		v.dead[at] = true
 	}
@@ -149,11 +155,15 @@ func (s *gsim) checkAsOf(end bool) error {
 	bad := 0
 	for p, ins := range s.inputs {
 		for off, in := range ins {
+			want := 1
+			if !s.continued(int32(p), int64(off)) {
+				want = 0 // the run before the savepoint committed it
+			}
 			switch {
 			case in.bad:
-				bad++
-			case v.joined[in.n] != 1:
-				return s.violation("input %d (in/%d@%d, event time %d) committed %d times", in.n, p, off, in.ts, v.joined[in.n])
+				bad += want
+			case v.joined[in.n] != want:
+				return s.violation("input %d (in/%d@%d, event time %d) committed %d times, want %d", in.n, p, off, in.ts, v.joined[in.n], want)
 			}
 		}
 	}

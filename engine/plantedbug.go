@@ -76,6 +76,19 @@ const (
 	// they were filled from: they commit with the next epoch, while the
 	// checkpoint of theirs already covers their inputs' offsets.
 	plantedBundleAfterBarrier
+	// plantedGroupSavepointDropsHeld: a group savepoint's export keeps the
+	// group's offsets, which are past the records joins as of event time
+	// hold, but not the records: a start from it never joins them.
+	plantedGroupSavepointDropsHeld
+	// plantedReleaseWhilePaused: a source task releases held records
+	// while the group pauses for a savepoint or a stop with a savepoint
+	// drains: a final checkpoint's savepoint holds records whose results
+	// are in the repartition topic, not in its state.
+	plantedReleaseWhilePaused
+	// plantedImportDropsHeld: a group-mode start from a savepoint commits
+	// its offsets to the group but writes none of its held records where
+	// the members restore them (groupheld.go): they are never joined.
+	plantedImportDropsHeld
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

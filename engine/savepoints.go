@@ -58,9 +58,6 @@ func (j *Job) Savepoint(ctx context.Context, dir string) (savepoint.Summary, err
 	if err := savepoint.CheckTarget(abs); err != nil {
 		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
 	}
-	if err := j.refuseHeldSavepoint(); err != nil {
-		return savepoint.Summary{}, err
-	}
 	if j.shuffle != nil {
 		// Group mode: every member pauses its sources, the repartition
 		// topic drains, and this process writes the savepoint from Kafka.
@@ -123,9 +120,6 @@ func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summa
 	if err := savepoint.CheckTarget(abs); err != nil {
 		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
 	}
-	if err := j.refuseHeldSavepoint(); err != nil {
-		return savepoint.Summary{}, err
-	}
 	asked := false
 	j.stopOnce.Do(func() {
 		j.stopSavepoint, asked = abs, true
@@ -150,22 +144,6 @@ func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summa
 		return savepoint.Summary{}, fmt.Errorf("%w: the job stopped before the savepoint was complete: %w", ErrSavepoint, err)
 	}
 	return sum, nil
-}
-
-// ErrSavepointHeld is wrapped (with ErrSavepoint) when a group-mode job
-// joins a table as of event time: a group savepoint is written from
-// Kafka (groupSavepoint), which does not hold the records such a join
-// holds in its members' source tasks. A single-mode job's savepoint takes
-// them at its barrier, as its checkpoint does (savepoint format v2).
-var ErrSavepointHeld = errors.New("a group-mode job with a join as of event time (time: event_time) takes no savepoints yet: a group savepoint has no place for the records the join holds; stop the job without a savepoint and restart it from its last checkpoint (same name), or change the join to processing time first")
-
-// refuseHeldSavepoint refuses a savepoint of a group-mode job that holds
-// records for joins as of event time.
-func (j *Job) refuseHeldSavepoint() error {
-	if j.shuffle != nil && j.joinsAsOf() {
-		return fmt.Errorf("%w: %w", ErrSavepoint, ErrSavepointHeld)
-	}
-	return nil
 }
 
 // joinsAsOf reports whether the job joins a table as of event time.
@@ -279,9 +257,6 @@ type savepoints struct {
 // start creates the savepoint of checkpoint id in dir and registers its
 // writers for the workers. The checkpoint must not have been triggered yet.
 func (s *savepoints) start(id checkpoint.ID, dir string, req *savepointRequest, now time.Time) error {
-	if err := s.job.refuseHeldSavepoint(); err != nil {
-		return err
-	}
 	if p := s.pending[id]; p != nil {
 		return fmt.Errorf("%w: %w: checkpoint %d holds %s; ask again once it is complete", ErrSavepoint, ErrSavepointBusy, id, p.w.Dir())
 	}
@@ -493,9 +468,6 @@ type savepointRestore struct {
 // checkSavepoint decides whether the job can start from its savepoint on
 // this cluster, before anything is changed there.
 func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.RestorePlan, error) {
-	if err := j.refuseHeldRestore(); err != nil {
-		return nil, err
-	}
 	var topics []string
 	for _, src := range j.cfg.Sources {
 		topics = append(topics, src.Topics...)
@@ -516,17 +488,6 @@ func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.
 		return nil, err
 	}
 	return plan, nil
-}
-
-// refuseHeldRestore refuses a group-mode start from a savepoint that
-// holds records for joins as of event time (taken in single mode): a
-// group's members restore from Kafka, where those records are not.
-func (j *Job) refuseHeldRestore() error {
-	if h := j.from.r.Manifest().Held; h != nil && j.shuffle != nil {
-		return fmt.Errorf("%w: savepoint %s holds %d records that a join as of event time held (taken in single mode); a group-mode job cannot restore them yet: start the job from it with scale.mode: single, which joins them, then take a new savepoint",
-			savepoint.ErrIncompatible, j.from.r.Dir(), h.Records)
-	}
-	return nil
 }
 
 // importSavepoint restores every worker's state from the savepoint and
