@@ -53,6 +53,9 @@ func (s *gsim) asOfJoinConfig(env map[string]string) string {
 func (s *gsim) withAsOfTable(config string) string {
 	s.asOf = true
 	s.asOfTable = asOfTableModel{w: s.w}
+	if s.asOfPartitioned {
+		s.asOfTable.partitions = gsimInParts
+	}
 	if err := s.asOfTable.create(s.began.UnixMilli()); err != nil {
 		s.t.Fatal(err)
 	}
@@ -245,7 +248,7 @@ func (s *gsim) restoredAsOf(p *gproc, a *attempt) error {
 // released once, each with the tier as of its event time, no window
 // fired before it.
 func asOfExercised(kind gsimKind, n int, counts map[string]int) error {
-	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums || n < 3 {
+	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums && kind != gsimAsOfPartitioned || n < 3 {
 		return nil
 	}
 	if counts["most records held at a commit"] == 0 || counts["held records restored by a new owner"] == 0 {
@@ -320,4 +323,29 @@ func TestSimulationGroupModeAsOfJoinRemoved(t *testing.T) {
 			t.Fatalf("seed %d, released: %v\n%s", seed, err, strings.Join(lastLines(s.w.trace, 40), "\n"))
 		}
 	}
+}
+
+// asOfPartitionedConfig is the asof-join job with its table partitioned
+// (tables[].mode: partitioned): each process reads the table partitions
+// of its input partitions, and looks each input up by its record key,
+// its join key, which the input's partition is placed by
+// (inputRecord), as the table's records are.
+func (s *gsim) asOfPartitionedConfig(env map[string]string) string {
+	s.asOfPartitioned = true
+	env["MAX_OOO"] = fmt.Sprintf("%dms", simOutOfOrder)
+	yaml := strings.Replace(asOfJoinYAML+gsimAsOfScale, "    topic: tiers\n", "    topic: tiers\n    mode: partitioned\n", 1)
+	yaml = strings.Replace(yaml, `key: '"k" + string(n % 4)'`, "key: _key", 1)
+	return s.withAsOfTable(yaml)
+}
+
+// inputRecord is input in, to be appended to input partition p; keyed by
+// its join key, and in the partition of that key, when the table is
+// partitioned.
+func (s *gsim) inputRecord(p int32, in simInput) memkafka.Record {
+	rec := memkafka.Record{Topic: "in", Partition: p, Value: simJob{}.inputValue(in), Timestamp: s.clock}
+	if s.asOfPartitioned {
+		rec.Key = []byte(asOfJoinSimJob.keyOf(in.n))
+		rec.Partition = s.w.toModel(fromModel(rec)).Partition
+	}
+	return rec
 }

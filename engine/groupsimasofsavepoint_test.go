@@ -175,7 +175,8 @@ func (s *gsim) continuation() (*gsim, error) {
 	if err := c.createTopics(); err != nil {
 		return nil, err
 	}
-	c.asOfTable = asOfTableModel{w: c.w}
+	c.asOfPartitioned = s.asOfPartitioned
+	c.asOfTable = asOfTableModel{w: c.w, partitions: s.asOfTable.partitions}
 	if err := c.asOfTable.replay(s.asOfTable.versions, s.asOfTable.ts); err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func (s *gsim) continuation() (*gsim, error) {
 	for p, ins := range s.inputs {
 		c.inputs[p] = slices.Clone(ins)
 		for _, in := range ins {
-			if _, err := c.w.kafka.Append(memkafka.Record{Topic: "in", Partition: int32(p), Value: simJob{}.inputValue(in), Timestamp: c.clock}); err != nil {
+			if _, err := c.w.kafka.Append(c.inputRecord(int32(p), in)); err != nil {
 				return nil, err
 			}
 		}
