@@ -279,20 +279,11 @@ func (j *Job) heldAt(values map[partitionKey][]byte, tps []source.TopicPartition
 // wrote there before is decided and marked: a group savepoint's export
 // (step 6 above).
 func (j *Job) readGroupHeld(ctx context.Context, c cluster) (map[partitionKey][]byte, error) {
-	topic := checkpoint.TopicName(j.cfg.Name)
-	tps, err := c.Partitions(ctx, []string{topic})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int32, len(tps))
-	for i, tp := range tps {
-		ids[i] = tp.Partition
-	}
-	if err := c.AwaitSettled(ctx, topic, ids, j.cfg.Kafka.TransactionTimeout); err != nil {
+	if err := j.awaitCheckpointTopic(ctx, c); err != nil {
 		return nil, err
 	}
 	values := map[partitionKey][]byte{}
-	err = c.Read(ctx, topic, func(r *kgo.Record) error {
+	err := c.Read(ctx, checkpoint.TopicName(j.cfg.Name), func(r *kgo.Record) error {
 		if k, ok := j.parseHeldKey(r.Key); ok {
 			values[k] = r.Value
 		}
@@ -368,4 +359,21 @@ func reportedTimes(tp *timePlan, times []eventTime) []reportedTime {
 // as of event time (a removed join's records wait for their release).
 func (j *Job) holdsGroupRecords() bool {
 	return j.plan.time != nil && len(j.plan.time.byTopic) > 0
+}
+
+// awaitCheckpointTopic waits until every transaction that wrote to the
+// job's checkpoint topic before now is decided and marked: a read to the
+// last stable offset then sees every record committed so far (one open
+// transaction hides every record after its first, committed or not).
+func (j *Job) awaitCheckpointTopic(ctx context.Context, c cluster) error {
+	topic := checkpoint.TopicName(j.cfg.Name)
+	tps, err := c.Partitions(ctx, []string{topic})
+	if err != nil {
+		return err
+	}
+	ids := make([]int32, len(tps))
+	for i, tp := range tps {
+		ids[i] = tp.Partition
+	}
+	return c.AwaitSettled(ctx, topic, ids, j.cfg.Kafka.TransactionTimeout)
 }

@@ -333,6 +333,16 @@ func (m *groupMode) recoverOn(ctx context.Context, a *attempt, txn memberTransac
 func (m *groupMode) restore(ctx context.Context, a *attempt, plan *savepoint.RestorePlan) error {
 	j := a.j
 	if j.from != nil {
+		// Another member's import may be committed with its markers on
+		// their way, or an open transaction may hide it (and this one's
+		// own, if it imported before): read once every transaction there
+		// is decided, or the savepoint is imported twice, its offsets
+		// committed again over what the group committed since.
+		if j.plantedBug != plantedImportedUnsettled {
+			if err := j.awaitCheckpointTopic(ctx, a.cluster); err != nil {
+				return err
+			}
+		}
 		read := func(fn func(*kgo.Record) error) error {
 			return a.cluster.Read(ctx, checkpoint.TopicName(j.cfg.Name), fn)
 		}
@@ -514,15 +524,7 @@ func (m *groupMode) restoreTime(ctx context.Context, a *attempt) (*groupTime, er
 		gt.partitions = append(gt.partitions, partitionKey{p.Topic, p.Partition})
 	}
 	cpTopic := checkpoint.TopicName(j.cfg.Name)
-	cps, err := a.cluster.Partitions(ctx, []string{cpTopic})
-	if err != nil {
-		return nil, err
-	}
-	var ids []int32
-	for _, p := range cps {
-		ids = append(ids, p.Partition)
-	}
-	if err := a.cluster.AwaitSettled(ctx, cpTopic, ids, j.cfg.Kafka.TransactionTimeout); err != nil {
+	if err := j.awaitCheckpointTopic(ctx, a.cluster); err != nil {
 		return nil, err
 	}
 	recs := &jobRecords{}

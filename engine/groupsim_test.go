@@ -689,6 +689,7 @@ func (s *gsim) ended(p *gproc, err error) error {
 	if errors.Is(err, errYielded) {
 		s.counts["attempts committed at the revocation"]++
 	}
+
 	if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
 		s.counts["commits refused"]++
 	}
@@ -1505,11 +1506,20 @@ func TestSimulationGroupMode(t *testing.T) {
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
+	type run struct {
+		kind gsimKind
+		play func(*gsim) error
+	}
+	runs := []run{{gsimAsOfJoin, playAsOfContinued}}
 	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums, gsimAsOfPartitioned} {
+		runs = append(runs, run{kind, playFaults})
+	}
+	for _, r := range runs {
+		kind := r.kind
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {
-				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, kind)
+				s, err := gsimPlay(t, seed, noPlantedBug, r.play, kind)
 				if err != nil {
 					t.Fatalf("seed %d (job %d): %v", seed, kind, err)
 				}
@@ -1556,6 +1566,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"a group savepoint without its held records", plantedGroupSavepointDropsHeld, playAsOfContinued, 100, gsimAsOfJoin},
 		{"a start from a savepoint imports no held records", plantedImportDropsHeld, playAsOfContinued, 100, gsimAsOfJoin},
 		{"held records released while a stop with a savepoint drains", plantedReleaseWhilePaused, playStop, 100, gsimAsOfSums},
+		{"the import looked for before the checkpoint topic settled", plantedImportedUnsettled, playAsOfContinued, 300, gsimAsOfJoin},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

@@ -141,6 +141,9 @@ func playAsOfContinued(s *gsim) error {
 	if err == nil {
 		err = c.finish()
 	}
+	if err == nil {
+		err = c.importedOnce()
+	}
 	// The run's report is the first run's: it gets the continuation's
 	// trace and counts.
 	s.w.trace, s.w.hash, s.steps = c.w.trace, c.w.hash, s.steps+c.steps
@@ -264,6 +267,28 @@ func (s *gsim) heldAsCut(r *savepoint.Reader) error {
 	}
 	if !maps.Equal(got, s.cut.held) {
 		return s.violation("savepoint %s holds %d records held for the join, at %v; the group held %d at its offsets, at %v", r.Dir(), len(got), got, len(s.cut.held), s.cut.held)
+	}
+	return nil
+}
+
+// importedOnce: the savepoint was imported by one member once. Each
+// import commits, with the savepoint's offsets, a tombstone for a
+// single-mode record of the job's name (importMember), which nothing
+// else writes: a second import would commit the savepoint's offsets again
+// over what the group committed since.
+func (s *gsim) importedOnce() error {
+	recs, _, err := s.w.kafka.ReadCommitted(memkafka.TP{Topic: checkpoint.TopicName(gsimJob)}, 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, r := range recs {
+		if string(r.Key) == gsimJob && r.Value == nil {
+			n++
+		}
+	}
+	if n != 1 {
+		return s.violation("savepoint %s imported %d times", s.from.cut.dir, n)
 	}
 	return nil
 }

@@ -89,6 +89,12 @@ const (
 	// its offsets to the group but writes none of its held records where
 	// the members restore them (groupheld.go): they are never joined.
 	plantedImportDropsHeld
+	// plantedImportedUnsettled: a member looks whether the savepoint the
+	// job starts from was imported without waiting for the transactions
+	// on the checkpoint topic to be decided: an import committed with its
+	// markers on their way, or behind a crashed member's open
+	// transaction, is not seen, and the savepoint is imported again.
+	plantedImportedUnsettled
 )
 
 // withPlantedBug puts m into the job's code paths (tests).
