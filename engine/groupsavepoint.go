@@ -18,7 +18,6 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/internal/mutant"
-	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
 )
@@ -406,9 +405,7 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 		if err != nil {
 			return savepoint.Summary{}, err
 		}
-		if heldRecs, err = savepointHeld(operator.AppendHold(nil, h)); err != nil {
-			return savepoint.Summary{}, err
-		}
+		heldRecs = savepointHeld(h.Records())
 		if j.plantedBug == plantedGroupSavepointDropsHeld {
 			heldRecs = nil
 		}

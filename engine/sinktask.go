@@ -256,19 +256,12 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	}
 	state := mergeState(b.state)
 	rec := s.newRecord(b.id, b.offsets, state, et)
-	// The held records go with the epoch either way: a savepoint of its
-	// checkpoint takes them (a group member's stop with a savepoint, as
-	// the sole owner, too).
-	var held []byte
-	if len(b.held) > 0 {
+	if len(b.held) > 0 && s.own.heldInRecord() {
 		var h operator.Hold
 		for _, r := range b.held {
 			h.Add(r)
 		}
-		held = operator.AppendHold(nil, &h)
-	}
-	if s.own.heldInRecord() {
-		rec.Held = held
+		rec.Held = operator.AppendHold(nil, &h)
 	}
 	var tableCommits []checkpoint.SourceOffset
 	if s.tables != nil {
@@ -296,7 +289,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	for _, extra := range s.own.sealed(recs[0].Topic, b) {
 		s.txn.Produce(ctx, extra)
 	}
-	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, held: held, tableCommits: tableCommits, state: state, stats: s.epoch}
+	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, held: b.held, tableCommits: tableCommits, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
 	if mutant.On("sink-early-release") || s.planted == plantedEarlyRelease {
