@@ -321,6 +321,12 @@ func (s *sourceTask) release(ctx context.Context, out [][]message, to links) (bo
 	if h == nil || h.h.Len() == 0 {
 		return true, nil
 	}
+	if s.paused() && s.planted != plantedReleaseWhilePaused {
+		// A group savepoint's pause, or a stop with a savepoint draining
+		// the repartition topic: the held records stay as they are until
+		// the savepoint is cut (groupsavepoint.go), as the positions do.
+		return true, nil
+	}
 	tw, ok := h.joins.eventTime()
 	if !ok {
 		return true, nil

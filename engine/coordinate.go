@@ -14,6 +14,7 @@ import (
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/internal/mutant"
 	"github.com/eoflow/pipeline/metrics"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/twophase"
 )
@@ -57,10 +58,11 @@ type sealedEpoch struct {
 	eventTime *checkpoint.EventTime // nil: the job has none
 	// tables are where the job's tables stood, as the record says.
 	tables []checkpoint.TableOffsets
-	// held are the records joins as of event time held, as the record
-	// says (checkpoint.Record.Held): a savepoint of the checkpoint takes
-	// them.
-	held []byte
+	// held are the records joins as of event time held at the barrier
+	// (in single mode the record holds them too: checkpoint.Record.Held;
+	// a group member writes them per source partition): a savepoint of
+	// the checkpoint takes them.
+	held []operator.HeldRecord
 	// tableCommits (group mode) are the table positions the epoch's
 	// transaction commits to the group beside offsets: those of the
 	// partitions whose dead letters the member writes.

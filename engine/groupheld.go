@@ -1,16 +1,21 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/operator"
+	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -62,6 +67,24 @@ import (
 //     over with every attempt (its table is read again): a record within
 //     history of its own partition's watermark is never late, as in
 //     single mode.
+//  6. A group savepoint (groupsavepoint.go) holds, per source partition,
+//     the records heldKey holds at the group's committed offset of it
+//     (savepoint format v2, as in single mode). While a savepoint's pause
+//     is in force, or a stop with a savepoint drains, the source tasks
+//     release nothing (sourceTask.release): the held records stay as
+//     they are, as the positions do. The export reads them before the
+//     state and again last, after the offsets' recheck: a release
+//     commits its results and the partition's held records in one
+//     transaction, often without moving the partition's offset, so
+//     unchanged held records say that no release came in between. A
+//     stop with a savepoint of the sole owner takes them from its final
+//     barrier, as single mode does.
+//  7. A start from a savepoint (importMember) writes, in the import's
+//     transaction, each source partition's heldKey at the offset it
+//     commits to the group: the savepoint's records of the partition, or
+//     a tombstone when it holds none (an older value at the same offset
+//     must not come back). The members then restore them by step 2, as
+//     if the group had committed the savepoint's checkpoint.
 //
 // The key is a compacted record per source partition, not per member,
 // because only the partition's current owner writes it, and only a
@@ -203,7 +226,6 @@ func (j *Job) newMemberHeld(js *asOfJoins) *memberHeld {
 // record restoreHeld gives them back from. (A join as of event time
 // needs event time, so restoreTime reads the topic.)
 func (m *groupMode) restoreGroupHeld(a *attempt) error {
-	j := a.j
 	a.groupHeld = &checkpoint.Record{}
 	if a.latest != nil {
 		a.groupHeld.ID = a.latest.ID
@@ -211,18 +233,34 @@ func (m *groupMode) restoreGroupHeld(a *attempt) error {
 	if a.groupTime == nil {
 		return nil
 	}
-	var all operator.Hold
-	for _, tp := range m.asg.partitions() {
+	all, err := a.j.heldAt(a.groupTime.held, m.asg.partitions(), a.offsets)
+	if err != nil {
+		return err
+	}
+	if all.Len() > 0 {
+		a.groupHeld.Held = operator.AppendHold(nil, all)
+	}
+	return nil
+}
+
+// heldAt is the held records of the source partitions tps at their
+// offsets (offsets), from the values of the held-records keys (values,
+// by partition): a value at another position of its partition belongs to
+// an older life of the job (the group's offsets were reset) and is
+// dropped, and the log says so.
+func (j *Job) heldAt(values map[partitionKey][]byte, tps []source.TopicPartition, offsets map[source.TopicPartition]int64) (*operator.Hold, error) {
+	all := &operator.Hold{}
+	for _, tp := range tps {
 		k := partitionKey{tp.Topic, tp.Partition}
-		v := a.groupTime.held[k]
+		v := values[k]
 		if v == nil {
 			continue // none, or a tombstone
 		}
 		off, h, err := decodeHeldValue(v)
 		if err != nil {
-			return fmt.Errorf("checkpoint topic, %s: %w", j.heldKey(k), err)
+			return nil, fmt.Errorf("checkpoint topic, %s: %w", j.heldKey(k), err)
 		}
-		if at, ok := a.offsets[tp]; !ok || at != off {
+		if at, ok := offsets[tp]; !ok || at != off {
 			if h.Len() > 0 {
 				j.log.Warn("records held for a join as of event time at another position of their partition than the group's committed offset (an older life of the job): they are dropped",
 					"topic", k.topic, "partition", k.partition, "held_at", off, "committed", at, "records", h.Len())
@@ -233,10 +271,60 @@ func (m *groupMode) restoreGroupHeld(a *attempt) error {
 			all.Add(hr)
 		}
 	}
-	if all.Len() > 0 {
-		a.groupHeld.Held = operator.AppendHold(nil, &all)
+	return all, nil
+}
+
+// readGroupHeld reads the values of the held-records keys of the
+// checkpoint topic, by source partition, once every transaction that
+// wrote there before is decided and marked: a group savepoint's export
+// (step 6 above).
+func (j *Job) readGroupHeld(ctx context.Context, c cluster) (map[partitionKey][]byte, error) {
+	if err := j.awaitCheckpointTopic(ctx, c); err != nil {
+		return nil, err
 	}
-	return nil
+	values := map[partitionKey][]byte{}
+	err := c.Read(ctx, checkpoint.TopicName(j.cfg.Name), func(r *kgo.Record) error {
+		if k, ok := j.parseHeldKey(r.Key); ok {
+			values[k] = r.Value
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the held records in the checkpoint topic: %w", err)
+	}
+	return values, nil
+}
+
+// importedHeld is what the import of a savepoint (importMember) writes of
+// the held records (step 7 above): for every source partition the import
+// commits an offset for, its held-records key with that offset and the
+// savepoint's records of it, or a tombstone when it has none (a value
+// of an older life at the same offset must not come back).
+func (j *Job) importedHeld(offsets map[source.TopicPartition]int64, held []savepoint.HeldRecord) []*kgo.Record {
+	by := map[partitionKey]*operator.Hold{}
+	for _, r := range held {
+		k := partitionKey{r.Topic, r.Partition}
+		if by[k] == nil {
+			by[k] = &operator.Hold{}
+		}
+		by[k].Add(operator.HeldRecord{At: r.At, Key: r.Key, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Record: r.Record})
+	}
+	topic := checkpoint.TopicName(j.cfg.Name)
+	var out []*kgo.Record
+	tps := slices.Collect(maps.Keys(offsets))
+	sortPartitions(tps)
+	for _, tp := range tps {
+		if j.shuffle != nil && tp.Topic == j.shuffle.repartition {
+			continue
+		}
+		k := partitionKey{tp.Topic, tp.Partition}
+		rec := &kgo.Record{Topic: topic, Key: []byte(j.heldKey(k))}
+		if h := by[k]; h != nil {
+			rec.Value = heldValue(offsets[tp], h)
+		}
+		out = append(out, rec)
+	}
+	return out
 }
 
 // reportedTimes is what a member tells the repartition topic of its own
@@ -262,4 +350,30 @@ func reportedTimes(tp *timePlan, times []eventTime) []reportedTime {
 		own = append(own, rt)
 	}
 	return own
+}
+
+// holdsGroupRecords reports whether the checkpoint topic may hold records
+// of the job's source partitions held for joins as of event time: the
+// job has event time (a join as of event time needs it, and a restore
+// reads them whenever it has: restoreTime), whether or not it still joins
+// as of event time (a removed join's records wait for their release).
+func (j *Job) holdsGroupRecords() bool {
+	return j.plan.time != nil && len(j.plan.time.byTopic) > 0
+}
+
+// awaitCheckpointTopic waits until every transaction that wrote to the
+// job's checkpoint topic before now is decided and marked: a read to the
+// last stable offset then sees every record committed so far (one open
+// transaction hides every record after its first, committed or not).
+func (j *Job) awaitCheckpointTopic(ctx context.Context, c cluster) error {
+	topic := checkpoint.TopicName(j.cfg.Name)
+	tps, err := c.Partitions(ctx, []string{topic})
+	if err != nil {
+		return err
+	}
+	ids := make([]int32, len(tps))
+	for i, tp := range tps {
+		ids[i] = tp.Partition
+	}
+	return c.AwaitSettled(ctx, topic, ids, j.cfg.Kafka.TransactionTimeout)
 }

@@ -344,7 +344,20 @@ func (m *groupMode) recoverOn(ctx context.Context, a *attempt, txn memberTransac
 func (m *groupMode) restore(ctx context.Context, a *attempt, plan *savepoint.RestorePlan) error {
 	j := a.j
 	if j.from != nil {
-		imported, err := kstore.SavepointImported(ctx, j.conn, j.cfg.Name, j.from.r.ID())
+		// Another member's import may be committed with its markers on
+		// their way, or an open transaction may hide it (and this one's
+		// own, if it imported before): read once every transaction there
+		// is decided, or the savepoint is imported twice, its offsets
+		// committed again over what the group committed since.
+		if j.plantedBug != plantedImportedUnsettled {
+			if err := j.awaitCheckpointTopic(ctx, a.cluster); err != nil {
+				return err
+			}
+		}
+		read := func(fn func(*kgo.Record) error) error {
+			return a.cluster.Read(ctx, checkpoint.TopicName(j.cfg.Name), fn)
+		}
+		imported, err := kstore.SavepointImportedIn(read, j.cfg.Name, j.from.r.ID())
 		if err != nil {
 			return err
 		}
@@ -532,15 +545,7 @@ func (m *groupMode) restoreTime(ctx context.Context, a *attempt) (*groupTime, er
 		gt.partitions = append(gt.partitions, partitionKey{p.Topic, p.Partition})
 	}
 	cpTopic := checkpoint.TopicName(j.cfg.Name)
-	cps, err := a.cluster.Partitions(ctx, []string{cpTopic})
-	if err != nil {
-		return nil, err
-	}
-	var ids []int32
-	for _, p := range cps {
-		ids = append(ids, p.Partition)
-	}
-	if err := a.cluster.AwaitSettled(ctx, cpTopic, ids, j.cfg.Kafka.TransactionTimeout); err != nil {
+	if err := j.awaitCheckpointTopic(ctx, a.cluster); err != nil {
 		return nil, err
 	}
 	recs := &jobRecords{}
@@ -795,7 +800,7 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 		j.log.Info("waiting for the owner of the first source partition to import the savepoint", "partition", first, "savepoint", r.Dir())
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(j.importWait):
 		}
 		return errAwaitImport
 	}
@@ -813,7 +818,7 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	var stale map[string]struct{}
 	if j.plan.keyed {
 		read := func(ctx context.Context, fn func(key, value []byte) error) error {
-			return kread.All(ctx, j.conn, j.shuffle.state, func(r *kgo.Record) error {
+			return a.cluster.Read(ctx, j.shuffle.state, func(r *kgo.Record) error {
 				if isGroupTime(r.Key) {
 					return nil // deleted below, in every partition
 				}
@@ -825,13 +830,13 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 		}
 	}
 	if j.shuffle.repartitions(j.plan.keyed) {
-		ends, err := a.adm.ListEndOffsets(ctx, j.shuffle.repartition)
+		ends, err := a.cluster.EndOffsets(ctx, j.shuffle.repartition)
 		if err != nil {
-			return fmt.Errorf("listing the end offsets of %s: %w", j.shuffle.repartition, err)
+			return err
 		}
-		ends.Each(func(o kadm.ListedOffset) {
-			offsets[source.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
-		})
+		for p, end := range ends {
+			offsets[source.TopicPartition{Topic: j.shuffle.repartition, Partition: p}] = end
+		}
 	}
 	summary, err := j.produceState(ctx, txn, ops, stale, j.shuffle.place, a.limits)
 	if err != nil {
@@ -859,6 +864,28 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	}
 	for _, cr := range crs {
 		txn.Produce(ctx, cr)
+	}
+	// The records joins as of event time held at the savepoint are read
+	// already (its offsets are past them): each source partition's go
+	// where a member commits them with its offset (groupheld.go), so the
+	// members restore them as if the group had committed the savepoint's
+	// checkpoint.
+	held, err := r.HeldRecords(plan)
+	if err != nil {
+		return err
+	}
+	if n := r.Manifest().Held; n != nil {
+		j.log.Info("restoring the records a join as of event time held at the savepoint", "savepoint", r.Dir(),
+			"records", len(held), "dropped", int(n.Records)-len(held), "still_joined_as_of_event_time", j.joinsAsOf())
+		if len(held) > 0 && !j.holdsGroupRecords() {
+			j.log.Warn("the job has no event time now: the records a join as of event time held at the savepoint are dropped", "records", len(held))
+		}
+	}
+	if j.plantedBug == plantedImportDropsHeld {
+		held = nil
+	}
+	for _, hr := range j.importedHeld(offsets, held) {
+		txn.Produce(ctx, hr)
 	}
 	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
 	// The other members' records describe the state before the savepoint

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,8 +40,10 @@ import (
 //  3. Once every member of the group has acked and the repartition topic
 //     holds no record after the group's committed offsets (no
 //     transaction open there), the group's offsets and its state topic
-//     are a consistent cut: the asking process reads them and writes the
-//     savepoint.
+//     are a consistent cut: the asking process reads them, and the
+//     records joins as of event time hold at those offsets
+//     (groupheld.go), and writes the savepoint. A paused member releases
+//     no held record.
 //  4. It deletes the pause record; the members read on. A pause whose
 //     asker died ends at its deadline.
 //
@@ -311,6 +314,20 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 			return savepoint.Summary{}, fmt.Errorf("%w (%s)", errCutMoved, why)
 		}
 	}
+	// The records joins as of event time hold at these offsets, by source
+	// partition (groupheld.go): read before the state and again after it,
+	// when the offsets are fetched again. A member that releases records
+	// commits their results and the partition's held records in one
+	// transaction, often without moving its offset: unchanged held
+	// records say that no release happened in between, so the state and
+	// the outputs are of the same releases as the held records.
+	held := j.holdsGroupRecords()
+	var heldBefore map[partitionKey][]byte
+	if held {
+		if heldBefore, err = j.readGroupHeld(ctx, c); err != nil {
+			return savepoint.Summary{}, err
+		}
+	}
 	if j.beforeExportState != nil {
 		j.beforeExportState()
 	}
@@ -353,12 +370,44 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 		if err := j.readStateInto(ctx, read, restorers); err != nil {
 			return savepoint.Summary{}, fmt.Errorf("reading the state: %w", err)
 		}
+	}
+	// The tables' positions: the group's committed ones, which the
+	// members on duty commit with their epochs (tableduty.go).
+	tables, err := j.groupTablePositions(ctx, c)
+	if err != nil {
+		return savepoint.Summary{}, err
+	}
+	et, err := j.groupEventTime(ctx, c, queues)
+	if err != nil {
+		return savepoint.Summary{}, err
+	}
+	// The rechecks read last: nothing the savepoint holds was read after
+	// them.
+	if restorers != nil || held {
 		again, err := c.FetchStableOffsets(ctx, j.cfg.Name, tps, j.cfg.Kafka.TransactionTimeout)
 		if err != nil {
 			return savepoint.Summary{}, err
 		}
 		if recheck && !maps.Equal(committed, again) {
-			return savepoint.Summary{}, fmt.Errorf("%w (the source offsets moved while the state was read)", errCutMoved)
+			return savepoint.Summary{}, fmt.Errorf("%w (the source offsets moved while the savepoint was read)", errCutMoved)
+		}
+	}
+	var heldRecs []savepoint.HeldRecord
+	if held {
+		heldAfter, err := j.readGroupHeld(ctx, c)
+		if err != nil {
+			return savepoint.Summary{}, err
+		}
+		if recheck && !maps.EqualFunc(heldBefore, heldAfter, bytes.Equal) {
+			return savepoint.Summary{}, fmt.Errorf("%w (a member released records a join as of event time held while the savepoint was read)", errCutMoved)
+		}
+		h, err := j.heldAt(heldBefore, tps, committed)
+		if err != nil {
+			return savepoint.Summary{}, err
+		}
+		heldRecs = savepointHeld(h.Records())
+		if j.plantedBug == plantedGroupSavepointDropsHeld {
+			heldRecs = nil
 		}
 	}
 	// The manifest names a checkpoint: this member's newest (the cut is
@@ -395,15 +444,8 @@ func (j *Job) exportGroup(ctx context.Context, c cluster, dir string, now time.T
 			return abort(err)
 		}
 	}
-	// The tables' positions: the group's committed ones, which the
-	// members on duty commit with their epochs (tableduty.go).
-	tables, err := j.groupTablePositions(ctx, c)
-	if err != nil {
-		return abort(err)
-	}
 	w.SetTables(tables)
-	et, err := j.groupEventTime(ctx, c, queues)
-	if err != nil {
+	if err := w.SetHeld(heldRecs); err != nil {
 		return abort(err)
 	}
 	w.SetEventTime(et)

@@ -165,10 +165,20 @@ type gsim struct {
 	asOf      bool
 	asOfTable asOfTableModel
 	aview     gsimAsOfView
+	// asOfPartitioned: the table of the join as of event time is
+	// partitioned (tables[].mode: partitioned), its topic with as many
+	// partitions as the input's, each input keyed by its join key and in
+	// the partition the table's records of that key are in.
+	asOfPartitioned bool
 	// asOfKeyed: the join as of event time is followed by the keyed sums,
 	// keyed by the tier each input met (judged by check, the sums'
 	// oracle, with groupKey).
 	asOfKeyed bool
+	// from: the processes start from a group savepoint of a run before
+	// (groupsimasofsavepoint_test.go); cut is what that run had
+	// committed at its savepoint's offsets, as it wrote the savepoint.
+	from *gsimFrom
+	cut  *gsimCut
 }
 
 // gproc is one process: a Job with its own instance id, and its member
@@ -234,6 +244,7 @@ const (
 	gsimCoWindows
 	gsimCoHopping
 	gsimCoSessions
+	gsimAsOfPartitioned
 )
 
 // copartitioned reports whether kind's input is partitioned by its group
@@ -287,6 +298,8 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind)
 		base = s.withAsOfTable(asOfWindowsJob.config)
 	case gsimAsOfSums:
 		base = s.asOfSumsConfig(env)
+	case gsimAsOfPartitioned:
+		base = s.asOfPartitionedConfig(env)
 	}
 	keys := gsimKeys
 	if kind.copartitioned() {
@@ -402,10 +415,15 @@ func (s *gsim) kill(p *gproc) {
 // id left open (endOwnTransaction), joins, and fences the instances that
 // left unseen (membership.unseen).
 func (s *gsim) start(p *gproc) error {
-	j, err := New(s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithInstanceID(p.id), withPlantedBug(s.plantedBug))
+	opts := []Option{WithInstanceID(p.id), withPlantedBug(s.plantedBug)}
+	if s.from != nil {
+		opts = append(opts, WithSavepointRestore(s.from.r, s.from.opts))
+	}
+	j, err := New(s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	j.importWait = 0 // asked again at a later step
 	j.now = func() time.Time { return s.clock }
 	p.j, p.up, p.started, p.watched = j, true, s.clock, 0
 	p.life++
@@ -669,7 +687,11 @@ func (s *gsim) begin(p *gproc) error {
 // it waits), then builds and wires its task graph.
 func (s *gsim) restore(p *gproc) error {
 	at := p.att
-	err := at.m.restore(context.Background(), at.a, nil)
+	var plan *savepoint.RestorePlan
+	if s.from != nil {
+		plan = s.from.plan
+	}
+	err := at.m.restore(context.Background(), at.a, plan)
 	if errors.Is(err, errSimWait) {
 		return nil
 	}
@@ -754,6 +776,7 @@ func (s *gsim) ended(p *gproc, err error) error {
 	if errors.Is(err, errYielded) {
 		s.counts["attempts committed at the revocation"]++
 	}
+
 	if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedInstanceID) {
 		s.counts["commits refused"]++
 	}
@@ -902,11 +925,11 @@ func (s *gsim) next(procs []*gproc, feedWeight int) error {
 				in.ts = s.eventTime(in.n)
 			}
 			p := s.w.rng.IntN(gsimInParts)
-			rec := memkafka.Record{Topic: "in", Partition: int32(p), Value: simJob{}.inputValue(in), Timestamp: s.clock}
+			rec := s.inputRecord(int32(p), in)
 			if s.copartitioned {
 				s.keyInput(&rec, &in)
-				p = int(rec.Partition)
 			}
+			p = int(rec.Partition)
 			if _, err := s.w.kafka.Append(rec); err != nil {
 				panic(err)
 			}
@@ -1159,10 +1182,13 @@ func (s *gsim) oracle(offsets map[int32]int64) (map[string]simAgg, int) {
 		if offsets != nil {
 			ins = ins[:offsets[int32(p)]]
 		}
-		for _, in := range ins {
+		for off, in := range ins {
 			if in.bad {
 				bad++
 				continue
+			}
+			if offsets != nil && s.cut != nil && s.cut.held[simTP{int32(p), int64(off)}] {
+				continue // held at a savepoint's offsets: in no state yet
 			}
 			k := s.groupKey(in)
 			a := want[k]
@@ -1247,8 +1273,24 @@ func (s *gsim) checkSavepoint(dir string, j *Job) (map[string]simAgg, error) {
 		return nil, s.violation("reading savepoint %s: %v", dir, err)
 	}
 	want, _ := s.oracle(offsets)
+	keys := map[string]bool{}
 	for k := range max(s.keys, gsimKeys) {
-		if key := s.key(int64(k)); held[key] != want[key] {
+		keys[s.key(int64(k))] = true
+	}
+	if s.asOfKeyed {
+		// Keyed by the tier each input met: every key of either side.
+		for k := range held {
+			keys[k] = true
+		}
+		for k := range want {
+			keys[k] = true
+		}
+		if err := s.heldAsCut(r); err != nil {
+			return nil, err
+		}
+	}
+	for key := range keys {
+		if held[key] != want[key] {
 			return nil, s.violation("savepoint %s: key %s holds %+v, but its offsets %v cover %+v", dir, key, held[key], offsets, want[key])
 		}
 	}
@@ -1302,6 +1344,9 @@ func (s *gsim) stopped(p *gproc, err error) error {
 // exactly the inputs its offsets cover, and the outputs end there.
 func (s *gsim) runStop(inputs, faultSteps int) error {
 	s.want = inputs
+	if s.asOf {
+		s.want = 1 << 30 // the table never closes: records are held at the stop
+	}
 	if err := s.faulty(faultSteps); err != nil {
 		return err
 	}
@@ -1332,6 +1377,11 @@ func (s *gsim) runStop(inputs, faultSteps int) error {
 				return s.violation("asking for the stop: %v", err)
 			}
 		}
+		if s.stop != nil && s.asOf && !s.aview.closed && s.w.rng.IntN(20) == 0 {
+			// The table moves on while the stop drains (its changes
+			// never close it here): records held pass its event time.
+			s.asOfTable.write(0)
+		}
 		if err := s.next([]*gproc{p}, 1); err != nil {
 			return err
 		}
@@ -1345,7 +1395,14 @@ func (s *gsim) runStop(inputs, faultSteps int) error {
 	for s.w.kafka.PendingMarkers() > 0 {
 		s.w.kafka.DeliverMarker(0)
 	}
-	want, err := s.checkSavepoint(s.stop.dir, p.j)
+	var err error
+	if s.asOf {
+		err = s.cutAt(s.stop.dir)
+	}
+	var want map[string]simAgg
+	if err == nil {
+		want, err = s.checkSavepoint(s.stop.dir, p.j)
+	}
 	if err == nil {
 		err = s.check()
 	}
@@ -1451,6 +1508,13 @@ func (s *gsim) liveStep(p *gproc) error {
 		s.log("%s: the savepoint fails: %v", p.id, err)
 		return nil
 	}
+	if s.asOf {
+		// Before anything else happens: what the group committed then
+		// is the savepoint's cut.
+		if err := s.cutAt(l.dir); err != nil {
+			return err
+		}
+	}
 	l.saved = true
 	s.log("%s wrote the savepoint", p.id)
 	if s.windowed {
@@ -1458,6 +1522,9 @@ func (s *gsim) liveStep(p *gproc) error {
 	}
 	if s.joined {
 		return s.checkIntervalJoinSavepoint(l.dir)
+	}
+	if s.asOf && !s.asOfKeyed {
+		return nil // judged by the continuation from it (cutAt)
 	}
 	_, err = s.checkSavepoint(l.dir, p.j)
 	return err
@@ -1548,7 +1615,10 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"copartitioned_session_windows", playFaults, 100, gsimCoSessions},
 		{"copartitioned_windows_live_savepoint", playLive, 60, gsimCoWindows},
 		{"interval_join", playFaults, 100, gsimIntervalJoin}, {"interval_join_live_savepoint", playLive, 50, gsimIntervalJoin},
-		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums}} {
+		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums},
+		{"asof_join_savepoint_continued", playAsOfContinued, 60, gsimAsOfJoin},
+		{"asof_partitioned", playFaults, 60, gsimAsOfPartitioned}, {"asof_partitioned_savepoint_continued", playAsOfContinued, 40, gsimAsOfPartitioned},
+		{"asof_sums_live_savepoint", playLive, 40, gsimAsOfSums}, {"asof_sums_stop_with_savepoint", playStop, 40, gsimAsOfSums}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
@@ -1584,17 +1654,29 @@ func TestSimulationGroupMode(t *testing.T) {
 			if strings.HasPrefix(c.name, "table") && n >= 3 && counts["attempts that kept their tables"] == 0 {
 				t.Fatalf("%d schedules: no attempt kept its tables from the last generation: the simulation does not exercise tablekept.go", n)
 			}
+			if strings.HasSuffix(c.name, "_savepoint_continued") && n >= 3 && counts["continuations from held records"] == 0 {
+				t.Fatalf("%d schedules: no continuation started from a savepoint that held records: the simulation does not exercise them", n)
+			}
 		})
 	}
 }
 
 // TestSimulationGroupModeIsDeterministic: a seed replays exactly.
 func TestSimulationGroupModeIsDeterministic(t *testing.T) {
-	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimCoWindows, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums} {
+	type run struct {
+		kind gsimKind
+		play func(*gsim) error
+	}
+	runs := []run{{gsimAsOfJoin, playAsOfContinued}}
+	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimCoWindows, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums, gsimAsOfPartitioned} {
+		runs = append(runs, run{kind, playFaults})
+	}
+	for _, r := range runs {
+		kind := r.kind
 		for seed := uint64(1); seed <= 3; seed++ {
 			var hashes [2]uint64
 			for i := range hashes {
-				s, err := gsimPlay(t, seed, noPlantedBug, playFaults, kind)
+				s, err := gsimPlay(t, seed, noPlantedBug, r.play, kind)
 				if err != nil {
 					t.Fatalf("seed %d (job %d): %v", seed, kind, err)
 				}
@@ -1642,6 +1724,10 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"co-partitioned windows resume at the member's last watermark", plantedResumeOwnWatermark, playFaults, 100, gsimCoWindows},
 		{"a moved partition's clock starts over, co-partitioned windows", plantedOwnClocksOnly, playFaults, 100, gsimCoWindows},
 		{"a kept table not read on to its end", plantedTableNotReadOn, playTable, 100, gsimSums},
+		{"a group savepoint without its held records", plantedGroupSavepointDropsHeld, playAsOfContinued, 100, gsimAsOfJoin},
+		{"a start from a savepoint imports no held records", plantedImportDropsHeld, playAsOfContinued, 100, gsimAsOfJoin},
+		{"held records released while a stop with a savepoint drains", plantedReleaseWhilePaused, playStop, 100, gsimAsOfSums},
+		{"the import looked for before the checkpoint topic settled", plantedImportedUnsettled, playAsOfContinued, 300, gsimAsOfJoin},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

@@ -53,6 +53,9 @@ func (s *gsim) asOfJoinConfig(env map[string]string) string {
 func (s *gsim) withAsOfTable(config string) string {
 	s.asOf = true
 	s.asOfTable = asOfTableModel{w: s.w}
+	if s.asOfPartitioned {
+		s.asOfTable.partitions = gsimInParts
+	}
 	if err := s.asOfTable.create(s.began.UnixMilli()); err != nil {
 		s.t.Fatal(err)
 	}
@@ -123,6 +126,9 @@ func (s *gsim) checkAsOf(end bool) error {
 		if v.joined[o.N]++; v.joined[o.N] > 1 {
 			return s.violation("input %d committed %d times", o.N, v.joined[o.N])
 		}
+		if p, off, ok := s.inputAt(o.N); !ok || !s.continued(p, off) {
+			return s.violation("output %s: input in/%d@%d is below the savepoint's offsets and was not held there", r.Value, p, off)
+		}
 	}
 	for _, r := range v.tail(s, s.cfg.Sinks[0].DeadLetterTopic) {
 		at := ""
@@ -133,6 +139,9 @@ func (s *gsim) checkAsOf(end bool) error {
 		}
 		if v.dead[at] {
 			return s.violation("input %s dead-lettered twice", at)
+		}
+		if p, off, ok := deadAt(at); !ok || !s.continued(p, off) {
+			return s.violation("input %s dead-lettered below the savepoint's offsets", at)
 		}
 		v.dead[at] = true
 	}
@@ -149,11 +158,15 @@ func (s *gsim) checkAsOf(end bool) error {
 	bad := 0
 	for p, ins := range s.inputs {
 		for off, in := range ins {
+			want := 1
+			if !s.continued(int32(p), int64(off)) {
+				want = 0 // the run before the savepoint committed it
+			}
 			switch {
 			case in.bad:
-				bad++
-			case v.joined[in.n] != 1:
-				return s.violation("input %d (in/%d@%d, event time %d) committed %d times", in.n, p, off, in.ts, v.joined[in.n])
+				bad += want
+			case v.joined[in.n] != want:
+				return s.violation("input %d (in/%d@%d, event time %d) committed %d times, want %d", in.n, p, off, in.ts, v.joined[in.n], want)
 			}
 		}
 	}
@@ -235,7 +248,7 @@ func (s *gsim) restoredAsOf(p *gproc, a *attempt) error {
 // released once, each with the tier as of its event time, no window
 // fired before it.
 func asOfExercised(kind gsimKind, n int, counts map[string]int) error {
-	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums || n < 3 {
+	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums && kind != gsimAsOfPartitioned || n < 3 {
 		return nil
 	}
 	if counts["most records held at a commit"] == 0 || counts["held records restored by a new owner"] == 0 {
@@ -310,4 +323,29 @@ func TestSimulationGroupModeAsOfJoinRemoved(t *testing.T) {
 			t.Fatalf("seed %d, released: %v\n%s", seed, err, strings.Join(lastLines(s.w.trace, 40), "\n"))
 		}
 	}
+}
+
+// asOfPartitionedConfig is the asof-join job with its table partitioned
+// (tables[].mode: partitioned): each process reads the table partitions
+// of its input partitions, and looks each input up by its record key,
+// its join key, which the input's partition is placed by
+// (inputRecord), as the table's records are.
+func (s *gsim) asOfPartitionedConfig(env map[string]string) string {
+	s.asOfPartitioned = true
+	env["MAX_OOO"] = fmt.Sprintf("%dms", simOutOfOrder)
+	yaml := strings.Replace(asOfJoinYAML+gsimAsOfScale, "    topic: tiers\n", "    topic: tiers\n    mode: partitioned\n", 1)
+	yaml = strings.Replace(yaml, `key: '"k" + string(n % 4)'`, "key: _key", 1)
+	return s.withAsOfTable(yaml)
+}
+
+// inputRecord is input in, to be appended to input partition p; keyed by
+// its join key, and in the partition of that key, when the table is
+// partitioned.
+func (s *gsim) inputRecord(p int32, in simInput) memkafka.Record {
+	rec := memkafka.Record{Topic: "in", Partition: p, Value: simJob{}.inputValue(in), Timestamp: s.clock}
+	if s.asOfPartitioned {
+		rec.Key = []byte(asOfJoinSimJob.keyOf(in.n))
+		rec.Partition = s.w.toModel(fromModel(rec)).Partition
+	}
+	return rec
 }

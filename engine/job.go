@@ -91,6 +91,10 @@ type Job struct {
 	adminAddr string
 	// pauses follows the pauses of group savepoints (group mode).
 	pauses *pauseWatch
+	// importWait is how long a group member waits before it looks again
+	// whether another member imported the savepoint the job starts from
+	// (importMember; the simulation makes it 0).
+	importWait time.Duration
 }
 
 // Stop asks the job to stop gracefully: it takes a final checkpoint, so
@@ -170,7 +174,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
 	workers = min(workers, cfg.Checkpoint.KeyGroups)
 	j := &Job{
 		cfg: cfg, log: log.With("job", cfg.Name), conn: conn, plan: p, workers: workers,
-		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second, discoverEvery: partitionDiscoveryInterval,
+		now: time.Now, restartBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second, discoverEvery: partitionDiscoveryInterval, importWait: time.Second,
 		jitter:   equalJitter(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
 		stopping: make(chan struct{}), savepoints: make(chan *savepointRequest), ended: make(chan struct{}),
 	}

@@ -86,6 +86,8 @@ type cluster interface {
 	Members(ctx context.Context, group string) ([]string, error)
 	// Write appends rec outside any transaction and waits for the ack.
 	Write(ctx context.Context, rec *kgo.Record) error
+	// EndOffsets are the high watermarks of topic's partitions.
+	EndOffsets(ctx context.Context, topic string) (map[int32]int64, error)
 }
 
 // kafkaCluster is the cluster as Kafka has it.
@@ -101,6 +103,22 @@ func newKafkaCluster(cl *kgo.Client, conn []kgo.Opt, job string) kafkaCluster {
 }
 
 var _ cluster = kafkaCluster{}
+
+func (c kafkaCluster) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var failed error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil && failed == nil {
+			failed = fmt.Errorf("listing the end offset of %s/%d: %w", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, failed
+}
 
 func (c kafkaCluster) Partitions(ctx context.Context, topics []string) ([]source.TopicPartition, error) {
 	return source.Discover(ctx, c.adm, topics)

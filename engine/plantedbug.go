@@ -93,6 +93,25 @@ const (
 	// (tablekept.go) is not read on to its topic's end: the next
 	// attempt joins with the table as it stood at the revocation.
 	plantedTableNotReadOn
+	// plantedGroupSavepointDropsHeld: a group savepoint's export keeps the
+	// group's offsets, which are past the records joins as of event time
+	// hold, but not the records: a start from it never joins them.
+	plantedGroupSavepointDropsHeld
+	// plantedReleaseWhilePaused: a source task releases held records
+	// while the group pauses for a savepoint or a stop with a savepoint
+	// drains: a final checkpoint's savepoint holds records whose results
+	// are in the repartition topic, not in its state.
+	plantedReleaseWhilePaused
+	// plantedImportDropsHeld: a group-mode start from a savepoint commits
+	// its offsets to the group but writes none of its held records where
+	// the members restore them (groupheld.go): they are never joined.
+	plantedImportDropsHeld
+	// plantedImportedUnsettled: a member looks whether the savepoint the
+	// job starts from was imported without waiting for the transactions
+	// on the checkpoint topic to be decided: an import committed with its
+	// markers on their way, or behind a crashed member's open
+	// transaction, is not seen, and the savepoint is imported again.
+	plantedImportedUnsettled
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

@@ -58,9 +58,6 @@ func (j *Job) Savepoint(ctx context.Context, dir string) (savepoint.Summary, err
 	if err := savepoint.CheckTarget(abs); err != nil {
 		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
 	}
-	if err := j.refuseHeldSavepoint(); err != nil {
-		return savepoint.Summary{}, err
-	}
 	if j.shuffle != nil {
 		// Group mode: every member pauses its sources, the repartition
 		// topic drains, and this process writes the savepoint from Kafka.
@@ -123,9 +120,6 @@ func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summa
 	if err := savepoint.CheckTarget(abs); err != nil {
 		return savepoint.Summary{}, fmt.Errorf("%w: %w", ErrSavepoint, err)
 	}
-	if err := j.refuseHeldSavepoint(); err != nil {
-		return savepoint.Summary{}, err
-	}
 	asked := false
 	j.stopOnce.Do(func() {
 		j.stopSavepoint, asked = abs, true
@@ -150,22 +144,6 @@ func (j *Job) SavepointAndStop(ctx context.Context, dir string) (savepoint.Summa
 		return savepoint.Summary{}, fmt.Errorf("%w: the job stopped before the savepoint was complete: %w", ErrSavepoint, err)
 	}
 	return sum, nil
-}
-
-// ErrSavepointHeld is wrapped (with ErrSavepoint) when a group-mode job
-// joins a table as of event time: a group savepoint is written from
-// Kafka (groupSavepoint), which does not hold the records such a join
-// holds in its members' source tasks. A single-mode job's savepoint takes
-// them at its barrier, as its checkpoint does (savepoint format v2).
-var ErrSavepointHeld = errors.New("a group-mode job with a join as of event time (time: event_time) takes no savepoints yet: a group savepoint has no place for the records the join holds; stop the job without a savepoint and restart it from its last checkpoint (same name), or change the join to processing time first")
-
-// refuseHeldSavepoint refuses a savepoint of a group-mode job that holds
-// records for joins as of event time.
-func (j *Job) refuseHeldSavepoint() error {
-	if j.shuffle != nil && j.joinsAsOf() {
-		return fmt.Errorf("%w: %w", ErrSavepoint, ErrSavepointHeld)
-	}
-	return nil
 }
 
 // joinsAsOf reports whether the job joins a table as of event time.
@@ -259,10 +237,10 @@ type pendingSavepoint struct {
 	waiting int   // workers yet to report
 	err     error // the first export failure
 	// offsets of the checkpoint, once it completed, and the records
-	// joins as of event time held at its barrier (operator.AppendHold).
+	// joins as of event time held at its barrier.
 	completed bool
 	offsets   []checkpoint.SourceOffset
-	held      []byte
+	held      []operator.HeldRecord
 }
 
 // savepoints is the coordinator loop's part in taking savepoints.
@@ -279,9 +257,6 @@ type savepoints struct {
 // start creates the savepoint of checkpoint id in dir and registers its
 // writers for the workers. The checkpoint must not have been triggered yet.
 func (s *savepoints) start(id checkpoint.ID, dir string, req *savepointRequest, now time.Time) error {
-	if err := s.job.refuseHeldSavepoint(); err != nil {
-		return err
-	}
 	if p := s.pending[id]; p != nil {
 		return fmt.Errorf("%w: %w: checkpoint %d holds %s; ask again once it is complete", ErrSavepoint, ErrSavepointBusy, id, p.w.Dir())
 	}
@@ -337,7 +312,7 @@ func (s *savepoints) exporting() bool {
 // event time, its tables' positions and the records its joins as of
 // event time held (checkpoint.Record.Held): what its barrier carried, as
 // the checkpoint record has them.
-func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime, tables []checkpoint.TableOffsets, held []byte) {
+func (s *savepoints) completed(id checkpoint.ID, offsets []checkpoint.SourceOffset, et *checkpoint.EventTime, tables []checkpoint.TableOffsets, held []operator.HeldRecord) {
 	if p := s.pending[id]; p != nil {
 		p.completed, p.offsets, p.held = true, offsets, held
 		p.w.SetEventTime(et)
@@ -424,10 +399,7 @@ func (s *savepoints) commit(p *pendingSavepoint) (savepoint.Summary, error) {
 			return savepoint.Summary{}, err
 		}
 	}
-	held, err := savepointHeld(p.held)
-	if err != nil {
-		return savepoint.Summary{}, fmt.Errorf("checkpoint %d: %w", p.id, err)
-	}
+	held := savepointHeld(p.held)
 	if mutant.On("savepoint-drops-held") {
 		// The bug: the savepoint keeps the offsets, which are past the
 		// held records, but not the records: a start from it never
@@ -443,22 +415,16 @@ func (s *savepoints) commit(p *pendingSavepoint) (savepoint.Summary, error) {
 	return savepoint.Inspect(p.w.Dir())
 }
 
-// savepointHeld is a checkpoint's held records (operator.AppendHold's
-// encoding; empty: none) as a savepoint holds them.
-func savepointHeld(b []byte) ([]savepoint.HeldRecord, error) {
-	if len(b) == 0 {
-		return nil, nil
+// savepointHeld is held records as a savepoint holds them (nil: none).
+func savepointHeld(recs []operator.HeldRecord) []savepoint.HeldRecord {
+	if len(recs) == 0 {
+		return nil
 	}
-	h, err := operator.DecodeHold(b)
-	if err != nil {
-		return nil, err
-	}
-	recs := h.Records()
 	out := make([]savepoint.HeldRecord, len(recs))
 	for i, r := range recs {
 		out[i] = savepoint.HeldRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, At: r.At, Key: r.Key, Record: r.Record}
 	}
-	return out, nil
+	return out
 }
 
 // heldOfSavepoint is held records of a savepoint as a checkpoint record
@@ -493,9 +459,6 @@ type savepointRestore struct {
 // checkSavepoint decides whether the job can start from its savepoint on
 // this cluster, before anything is changed there.
 func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.RestorePlan, error) {
-	if err := j.refuseHeldRestore(); err != nil {
-		return nil, err
-	}
 	var topics []string
 	for _, src := range j.cfg.Sources {
 		topics = append(topics, src.Topics...)
@@ -516,17 +479,6 @@ func (j *Job) checkSavepoint(ctx context.Context, adm *kadm.Client) (*savepoint.
 		return nil, err
 	}
 	return plan, nil
-}
-
-// refuseHeldRestore refuses a group-mode start from a savepoint that
-// holds records for joins as of event time (taken in single mode): a
-// group's members restore from Kafka, where those records are not.
-func (j *Job) refuseHeldRestore() error {
-	if h := j.from.r.Manifest().Held; h != nil && j.shuffle != nil {
-		return fmt.Errorf("%w: savepoint %s holds %d records that a join as of event time held (taken in single mode); a group-mode job cannot restore them yet: start the job from it with scale.mode: single, which joins them, then take a new savepoint",
-			savepoint.ErrIncompatible, j.from.r.Dir(), h.Records)
-	}
-	return nil
 }
 
 // importSavepoint restores every worker's state from the savepoint and

@@ -364,6 +364,23 @@ func (c simCluster) Unread(_ context.Context, topic string, from map[int32]int64
 	return out, nil
 }
 
+func (c simCluster) EndOffsets(_ context.Context, topic string) (map[int32]int64, error) {
+	c.w.io("list the end offsets of " + topic)()
+	n, err := c.w.kafka.Partitions(topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p := range int32(n) {
+		o, err := c.w.kafka.EndOffsets(memkafka.TP{Topic: topic, Partition: p})
+		if err != nil {
+			return nil, err
+		}
+		out[p] = o.HighWatermark
+	}
+	return out, nil
+}
+
 func (c simCluster) Members(context.Context, string) ([]string, error) {
 	c.w.io("describe the group")()
 	if c.members == nil {

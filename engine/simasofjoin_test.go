@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -142,33 +143,38 @@ type asOfTableModel struct {
 	w        *world
 	versions []simVersion
 	ts       int64
+	// partitions is the topic's partition count (0: 2).
+	partitions int32
 }
+
+// parts is the table topic's partition count.
+func (m *asOfTableModel) parts() int32 { return cmp.Or(m.partitions, 2) }
 
 // create creates the table's topic and its first versions, before any
 // number's event time (base): k0 gold, k1 silver, k2 gold, and a pad key
 // in each partition, so that both partitions have given a record.
 func (m *asOfTableModel) create(base int64) error {
-	if err := m.w.kafka.CreateTopic("tiers", 2); err != nil {
+	if err := m.w.kafka.CreateTopic("tiers", int(m.parts())); err != nil {
 		return err
 	}
 	m.ts = base
 	for _, v := range []simVersion{{"k0", "gold", base - 1000}, {"k1", "silver", base - 1000}, {"k2", "gold", base - 1000}} {
 		m.appendVersion(v)
 	}
-	for p := range int32(2) {
-		m.appendVersion(simVersion{key: asOfKeyIn(p, "pad"), tier: "pad", ts: base - 1000})
+	for p := range m.parts() {
+		m.appendVersion(simVersion{key: asOfKeyIn(p, m.parts(), "pad"), tier: "pad", ts: base - 1000})
 	}
 	return nil
 }
 
 // asOfKeyIn is a key of the given prefix that the model places in table
-// partition p (of two).
-func asOfKeyIn(p int32, prefix string) string {
+// partition p (of n).
+func asOfKeyIn(p, n int32, prefix string) string {
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("%s-%d", prefix, i)
 		h := fnv.New32a()
 		h.Write([]byte(k))
-		if int32(h.Sum32()%2) == p {
+		if int32(h.Sum32()%uint32(n)) == p {
 			return k
 		}
 	}
@@ -194,8 +200,8 @@ func (m *asOfTableModel) appendVersion(v simVersion) {
 func (m *asOfTableModel) write(n int) (closed bool) {
 	rng := m.w.rng
 	if n >= asOfTableWrites {
-		for p := range int32(2) {
-			m.appendVersion(simVersion{key: asOfKeyIn(p, "close"), tier: "closed", ts: m.ts + 10*3600*1000})
+		for p := range m.parts() {
+			m.appendVersion(simVersion{key: asOfKeyIn(p, m.parts(), "close"), tier: "closed", ts: m.ts + 10*3600*1000})
 		}
 		m.w.log("table closed")
 		return true
@@ -233,7 +239,7 @@ func (m *asOfTableModel) tier(key string, t int64) string {
 // replay creates the table's topic as a run before left it: versions,
 // the last written at ts (a continuation from a savepoint).
 func (m *asOfTableModel) replay(versions []simVersion, ts int64) error {
-	if err := m.w.kafka.CreateTopic("tiers", 2); err != nil {
+	if err := m.w.kafka.CreateTopic("tiers", int(m.parts())); err != nil {
 		return err
 	}
 	m.ts = ts

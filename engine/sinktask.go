@@ -289,7 +289,7 @@ func (s *sinkTask) seal(ctx context.Context, b *barrier) (taskReport, error) {
 	for _, extra := range s.own.sealed(recs[0].Topic, b) {
 		s.txn.Produce(ctx, extra)
 	}
-	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, held: rec.Held, tableCommits: tableCommits, state: state, stats: s.epoch}
+	rep.epoch = &sealedEpoch{offsets: b.offsets, eventTime: et, tables: rec.Tables, held: b.held, tableCommits: tableCommits, state: state, stats: s.epoch}
 	s.epoch = epochStats{}
 	s.sealed = b.id
 	if mutant.On("sink-early-release") || s.planted == plantedEarlyRelease {

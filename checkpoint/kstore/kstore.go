@@ -120,9 +120,17 @@ func SavepointImported(ctx context.Context, conn []kgo.Opt, job, id string) (boo
 
 // SavepointImportedOn is SavepointImported on cl.
 func SavepointImportedOn(ctx context.Context, cl kread.Cluster, job, id string) (bool, error) {
+	return SavepointImportedIn(func(fn func(*kgo.Record) error) error {
+		return kread.AllOn(ctx, cl, checkpoint.TopicName(job), fn)
+	}, job, id)
+}
+
+// SavepointImportedIn is SavepointImported over read, which calls fn with
+// every committed record of job's checkpoint topic.
+func SavepointImportedIn(read func(fn func(*kgo.Record) error) error, job, id string) (bool, error) {
 	latest := map[string]*Newest{} // by member key
 	prefix := job + "/"
-	err := kread.AllOn(ctx, cl, checkpoint.TopicName(job), func(r *kgo.Record) error {
+	err := read(func(r *kgo.Record) error {
 		key := string(r.Key)
 		if k, _, ok := parsePieceKey(r.Key); ok {
 			key = k // a piece of the record keyed k

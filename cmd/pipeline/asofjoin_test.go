@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -192,7 +193,24 @@ func asOfConfigWith(t *testing.T, workers int) string {
 // table passes the orders, and an independent reader finds each order
 // once, with its tier as of its time.
 func TestAsOfJoinSavepointRestoresHeldRecords(t *testing.T) {
+	asOfSavepointRoundTrip(t, nil)
+}
+
+// The same in group mode: the savepoint is the group's (written from
+// Kafka: each source partition's held records at the group's committed
+// offset), and the job of another name starts from it in group mode,
+// whose import gives each partition's held records back to the member
+// that reads it.
+func TestGroupAsOfJoinSavepointRestoresHeldRecords(t *testing.T) {
+	asOfSavepointRoundTrip(t, map[string]string{"SCALE_MODE": "group", "PIPELINE_INSTANCE_ID": "a",
+		"SCALE_PARTITIONS": "2", "SESSION_TIMEOUT": "6s"})
+}
+
+// asOfSavepointRoundTrip is the savepoint of held orders and the start of
+// another job from it, both with env added to the job's environment.
+func asOfSavepointRoundTrip(t *testing.T, env map[string]string) {
 	j := newJob(t, "exactly_once")
+	maps.Copy(j.env, env)
 	j.config = asOfConfigWith(t, 1)
 	j.env["ADMIN_LISTEN"] = "127.0.0.1:0"
 	j.env["PIPELINE_ADMIN_TOKEN"] = "test-token"

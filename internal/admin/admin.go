@@ -241,7 +241,7 @@ func (s *server) savepoint(w http.ResponseWriter, r *http.Request) {
 		sum, err = s.job.Savepoint(r.Context(), dir)
 	}
 	switch {
-	case errors.Is(err, savepoint.ErrExists), errors.Is(err, engine.ErrSavepointBusy), errors.Is(err, engine.ErrStopping), errors.Is(err, engine.ErrSavepointHeld):
+	case errors.Is(err, savepoint.ErrExists), errors.Is(err, engine.ErrSavepointBusy), errors.Is(err, engine.ErrStopping):
 		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())

@@ -126,8 +126,6 @@ func TestSavepointEndpoint(t *testing.T) {
 			return savepoint.Summary{}, fmt.Errorf("%w: %w: %s holds \"x\"", engine.ErrSavepoint, savepoint.ErrExists, dir)
 		case "busy":
 			return savepoint.Summary{}, fmt.Errorf("%w: %w: checkpoint 9 holds %s/sp-1", engine.ErrSavepoint, engine.ErrSavepointBusy, root)
-		case "held":
-			return savepoint.Summary{}, fmt.Errorf("%w: %w", engine.ErrSavepoint, engine.ErrSavepointHeld)
 		case "fails":
 			return savepoint.Summary{}, fmt.Errorf("%w: disk full", engine.ErrSavepoint)
 		}
@@ -160,7 +158,6 @@ func TestSavepointEndpoint(t *testing.T) {
 		{"outside", "s3cret", `{"dir": "../sp-2"}`, 400, "leaves admin.savepoint_dir"},
 		{"taken", "s3cret", `{"dir": "taken"}`, 409, "taken holds"},
 		{"busy", "s3cret", `{"dir": "busy"}`, 409, "being taken at that checkpoint"},
-		{"a join as of event time", "s3cret", `{"dir": "held"}`, 409, "takes no savepoints yet"},
 		{"fails", "s3cret", `{"dir": "fails"}`, 500, "savepoint not taken: disk full"},
 	}
 	for _, tt := range tests {
