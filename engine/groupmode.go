@@ -390,6 +390,11 @@ func (m *groupMode) wire(a *attempt, g *graph) {
 	for _, s := range g.sources {
 		s.gate = m.gate
 	}
+	if j.shuffle.repartitions(j.plan.keyed) {
+		// Every attempt's, an import's too (which shuffles nothing
+		// locally): never the last attempt's count.
+		j.metrics.SetLocalShuffle(countTrue(a.localShuffle))
+	}
 	g.loop.group = m.groupStop(a, g)
 	g.loop.yield = m.yield
 }
@@ -462,14 +467,13 @@ func (m *groupMode) restoreMember(ctx context.Context, a *attempt) error {
 	if err := a.startFresh(ctx, fresh); err != nil {
 		return err
 	}
-	local, err := j.localShufflePartitions(ctx, a, a.offsets)
-	if err != nil {
-		return err
-	}
-	a.localShuffle = localSet(local, j.shuffle.partitions)
 	if j.shuffle.repartitions(j.plan.keyed) {
+		local, err := j.localShufflePartitions(ctx, a)
+		if err != nil {
+			return err
+		}
+		a.localShuffle = localSet(local, j.shuffle.partitions)
 		j.log.Info("local shuffle", "partitions", local)
-		j.metrics.SetLocalShuffle(len(local))
 	}
 	if owned == nil {
 		owned = []int32{} // restored: none (nil is "not restored", for keep)

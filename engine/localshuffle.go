@@ -11,7 +11,6 @@ import (
 
 	"github.com/eoflow/pipeline/internal/kread"
 	"github.com/eoflow/pipeline/internal/mutant"
-	"github.com/eoflow/pipeline/source"
 )
 
 // The local shuffle. A record of a source partition this process reads,
@@ -41,9 +40,10 @@ import (
 // keyed operator after p's later records sent locally ("last" would take
 // the wrong one). So an attempt takes the local path for q only when q
 // has no input left to read after its committed offset and no
-// transaction open on it (Unread; event-time records do not count): then no record of p is in q ahead of
-// those this attempt reads, and none arrives later, since only p's owner
-// writes p's records and that is this process, for the generation.
+// transaction open on it (Unread; event-time records do not count):
+// then no record of p is in q ahead of those this attempt reads, and
+// none arrives later, since only p's owner writes p's records and that
+// is this process, for the generation.
 // Otherwise q goes through the topic for the whole attempt (for a
 // process that is alone in the group, q is always empty after its
 // first attempt).
@@ -58,16 +58,14 @@ import (
 // condition that makes a window's contents depend on the input alone;
 // the order condition above keeps it across owners.
 
-// localShufflePartitions is the repartition partitions, among those the
-// attempt owns (starting at offsets), whose records from the attempt's
-// own source partitions take the local path: nil when none do.
-func (j *Job) localShufflePartitions(ctx context.Context, a *attempt, offsets map[source.TopicPartition]int64) ([]int32, error) {
+// localShufflePartitions is the repartition partitions, among those
+// attempt a of a repartitioning job owns (starting at a.offsets), whose
+// records from the attempt's own source partitions take the local path:
+// nil when none do.
+func (j *Job) localShufflePartitions(ctx context.Context, a *attempt) ([]int32, error) {
 	sh := j.shuffle
-	if !sh.repartitions(j.plan.keyed) {
-		return nil, nil
-	}
 	from := map[int32]int64{}
-	for tp, off := range offsets {
+	for tp, off := range a.offsets {
 		if tp.Topic == sh.repartition {
 			from[tp.Partition] = off
 		}
@@ -90,7 +88,8 @@ func (j *Job) localShufflePartitions(ctx context.Context, a *attempt, offsets ma
 }
 
 // localSet is the repartition partitions of the local path, by
-// partition (nil: none).
+// partition (nil: none): what the routers look a key group's partition
+// up in.
 func localSet(local []int32, partitions int) []bool {
 	if len(local) == 0 {
 		return nil
@@ -163,4 +162,15 @@ func isInput(rec *kgo.Record) bool {
 		}
 	}
 	return true
+}
+
+// countTrue is how many of set are true.
+func countTrue(set []bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
