@@ -39,6 +39,9 @@ type Config struct {
 	// was written, for problems found after loading (see Errorf).
 	file  string
 	where positions
+	// joinRepartitions are the joins WithJoinRepartitions wrote a
+	// repartition for (joinrepartition.go).
+	joinRepartitions []JoinRepartition
 }
 
 // Guarantee is a delivery guarantee level.
