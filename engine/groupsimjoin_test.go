@@ -278,7 +278,49 @@ func playTableRepartitioned(s *gsim) error {
 	return playFaults(s)
 }
 
+// playTableRepartitionedLive takes a savepoint of the running group
+// whose stream crosses the join's repartition topic: its offsets are the
+// savepoint's like any source's.
+func playTableRepartitionedLive(s *gsim) error {
+	s.useTableAs(config.TablePartitioned)
+	return playLive(s)
+}
+
+// playTableRepartitionedStop stops the last process with a savepoint,
+// which leaves what the join's repartition topic holds unread there.
+func playTableRepartitionedStop(s *gsim) error {
+	s.useTableAs(config.TablePartitioned)
+	return playStop(s)
+}
+
 func playTableLive(s *gsim) error {
 	s.useTable()
 	return playLive(s)
+}
+
+// inFlightAt sets s.inFlight to the inputs committed in the join's
+// repartition topic at or after the offsets at (by partition).
+func (s *gsim) inFlightAt(at map[int32]int64) error {
+	s.inFlight = map[int64]bool{}
+	for p := range int32(s.tableParts) {
+		tp := memkafka.TP{Topic: s.joinTopic, Partition: p}
+		for from := at[p]; ; {
+			recs, next, err := s.w.kafka.ReadCommitted(tp, from, 1000)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				var v struct{ N int64 }
+				if err := json.Unmarshal(r.Value, &v); err != nil {
+					return s.violation("the join's repartition topic holds %q at %d/%d: %v", r.Value, p, r.Offset, err)
+				}
+				s.inFlight[v.N] = true
+			}
+			if next == from {
+				break
+			}
+			from = next
+		}
+	}
+	return nil
 }
