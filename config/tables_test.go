@@ -457,6 +457,9 @@ func TestPartitionedTableRepartitionedByJoinKey(t *testing.T) {
 	if s := c.Summary(); !strings.Contains(s, "; table customers partitioned: the stream is repartitioned by the join key of steps[0] (customer) through topic job-enrich-repartition, with as many partitions as topic customers") {
 		t.Errorf("summary: %s", s)
 	}
+	if g := c.Graph().Text(c); !strings.Contains(g, "enrich: left join customers on customer as c (its input repartitioned by customer through topic job-enrich-repartition)  <- orders") {
+		t.Errorf("validate's graph:\n%s", g)
+	}
 	if c.JoinRepartitioned() != nil {
 		t.Fatalf("a parsed configuration has repartitions %v; only WithJoinRepartitions writes them", c.JoinRepartitioned())
 	}
