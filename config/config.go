@@ -39,6 +39,9 @@ type Config struct {
 	// was written, for problems found after loading (see Errorf).
 	file  string
 	where positions
+	// joinRepartitions are the joins WithJoinRepartitions wrote a
+	// repartition for (joinrepartition.go).
+	joinRepartitions []JoinRepartition
 }
 
 // Guarantee is a delivery guarantee level.
@@ -292,7 +295,9 @@ type Table struct {
 	KeyFormat Format `yaml:"key_format"`
 	// Mode is where a group-mode job reads the table: broadcast (every
 	// process reads every partition) or partitioned (each process the
-	// table partitions of its stream partitions). Default broadcast.
+	// table partitions of its stream partitions; the stream is first
+	// repartitioned by the join key unless it is co-partitioned with the
+	// table). Default broadcast.
 	Mode TableMode `yaml:"mode"`
 }
 
@@ -306,8 +311,9 @@ const (
 	TableBroadcast TableMode = "broadcast"
 	// TablePartitioned: table partition p goes to the process that owns
 	// stream partition p (Kafka Streams' KTable): the job's one stream
-	// topic must be co-partitioned with the table, and each join looks
-	// the record key up (join key _key).
+	// topic co-partitioned with the table, each join looking the record
+	// key up (join key _key), or else the stream repartitioned by the
+	// join key first (joinrepartition.go).
 	TablePartitioned TableMode = "partitioned"
 )
 

@@ -321,6 +321,11 @@ func (g *Graph) label(c *Config, n Node) string {
 			what = fmt.Sprintf("%s interval join with %s on %s = %s within -%v..+%v as %s", j.How, j.Stream, j.Key, j.OtherKey, before, after, j.As)
 		case j != nil:
 			what = fmt.Sprintf("%s join %s on %s as %s", j.How, j.Table, j.Key, j.As)
+			for _, r := range c.joinRepartitionsNeeded() {
+				if r.Step == n.Index {
+					what += fmt.Sprintf(" (its input repartitioned by %s through topic %s)", j.Key, r.Topic)
+				}
+			}
 		}
 	case StepWindow:
 		if s.Window != nil {

@@ -42,11 +42,19 @@ func (c *Config) Summary() string {
 		checkpoints)
 	if c.Scale.Mode == ScaleGroup {
 		line += "; " + c.shuffleSummary()
+		repartitioned := map[string]JoinRepartition{}
+		for _, r := range c.joinRepartitionsNeeded() {
+			repartitioned[r.Table] = r
+		}
 		for _, t := range c.Tables {
-			switch t.Mode {
-			case TableBroadcast:
+			r, byJoinKey := repartitioned[t.ID]
+			switch {
+			case t.Mode == TableBroadcast:
 				line += fmt.Sprintf("; table %s broadcast: every process reads all of topic %s", t.ID, t.Topic)
-			case TablePartitioned:
+			case byJoinKey:
+				line += fmt.Sprintf("; table %s partitioned: the stream is repartitioned by the join key of steps[%d] (%s) through topic %s, with as many partitions as topic %s, and each process reads the table partitions of the partitions of it that it owns",
+					t.ID, r.Step, strings.TrimSpace(c.Steps[r.Step].Join.Key), r.Topic, t.Topic)
+			default:
 				line += fmt.Sprintf("; table %s partitioned: each process reads the partitions of topic %s that match its partitions of the stream (co-partitioned, checked at start)", t.ID, t.Topic)
 			}
 		}

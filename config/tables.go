@@ -97,37 +97,76 @@ func (v *validator) tables() {
 }
 
 // partitioned checks a table of mode partitioned (tables[i] at path):
-// table partition p is read by the process that owns stream partition p,
-// and a record is looked up only in the partitions its process holds. So
-// the job must read one stream topic, partitioned as the table is (the
-// same partition count, checked at start; records keyed alike, by
-// Kafka's default partitioner), and every join of the table must look up
-// the record key as the table's keys read (key: _key, the same key
-// format): then a record's key is in the table partition of the
-// partition it was read from.
+// table partition p is read by the process that owns partition p of the
+// stream the joins read, and a record is looked up only in the partitions
+// its process holds. Either the stream is co-partitioned with the table:
+// the job reads one stream topic, partitioned as the table is (the same
+// partition count, checked at start; records keyed alike, by Kafka's
+// default partitioner), and every join of the table looks the record key
+// up (key: _key, the same key format), so a record's key is in the table
+// partition of the partition it was read from. Or the job repartitions
+// the stream by the join key first (joinrepartition.go), which this
+// checks it can.
 func (v *validator) partitioned(path string, i int, t Table) {
 	c := v.c
 	if c.Scale.Mode != ScaleGroup {
 		v.fail(path+".mode", "partitioned splits a table between the processes of a group-mode job; a single-mode job's one process reads every partition: remove mode (broadcast), or set scale.mode: group")
 		return
 	}
-	var topics []string
-	for _, s := range c.Sources {
-		topics = append(topics, s.Topics...)
+	var joins []int
+	co := true
+	for si, s := range c.Steps {
+		if s.Join != nil && s.Join.Table == t.ID {
+			joins = append(joins, si)
+			co = co && c.joinCopartitioned(s, t)
+		}
 	}
-	if len(topics) != 1 {
-		v.fail(path+".mode", "a partitioned table is read, partition p, by the process that reads partition p of the job's stream topic, which must be co-partitioned with it; the job reads %d topics: read one, or use mode: broadcast", len(topics))
+	if co {
 		return
 	}
-	for si, s := range c.Sources {
-		if len(s.Topics) == 1 && s.KeyFormat != t.KeyFormat {
-			v.fail(path+".key_format", "%s, but sources[%d] (topic %s) reads its keys as %s: a partitioned table is looked up by the record key, so both must read keys alike", t.KeyFormat, si, s.Topics[0], s.KeyFormat)
+	// Repartitioned by the join key: the table's partitions follow the
+	// repartition topic's, one per job for now (the processes deal out
+	// one topic's partitions with the table's).
+	for oi, o := range c.Tables {
+		if oi != i && o.Mode == TablePartitioned {
+			v.fail(path+".mode", "tables[%d] is partitioned too: a job whose stream is repartitioned by a join key (steps[%d] does not look the record key of one co-partitioned stream topic up) can have one partitioned table; make the others mode: broadcast", oi, joins[0])
+			return
 		}
 	}
-	for si, s := range c.Steps {
-		if j := s.Join; j != nil && j.Table == t.ID && strings.TrimSpace(j.Key) != "_key" && strings.TrimSpace(j.Key) != "" {
-			v.fail(fmt.Sprintf("steps[%d].join.key", si), "table %q is partitioned: a record is looked up only in the table partition of the partition it was read from, which holds its key only if the key is the record key the stream was partitioned by: use key: _key, or mode: broadcast for tables[%d]", t.ID, i)
+	if len(joins) > 1 {
+		v.fail(path+".mode", "%d steps join table %q, and its stream is repartitioned by the join key: one step may join a partitioned table that way; use mode: broadcast", len(joins), t.ID)
+		return
+	}
+	si := joins[0]
+	s := c.Steps[si]
+	kpath := fmt.Sprintf("steps[%d].join", si)
+	why := fmt.Sprintf("the job repartitions its stream by the join key of %s (table %q is partitioned, and the step does not look the record key of one co-partitioned stream topic up)", kpath, t.ID)
+	if t.KeyFormat != FormatRaw {
+		v.fail(path+".key_format", "%s, but %s: the repartition topic is partitioned by the join key's text, which is where Kafka's partitioner put the table's keys only when they are that text (key_format: raw); use mode: broadcast", t.KeyFormat, why)
+	}
+	if s.Join.Time == JoinEventTime {
+		v.fail(kpath+".time", "%s, which a join as of event time cannot cross yet (its watermarks and held records would have to cross the repartition topic); use mode: broadcast for tables[%d]", why, i)
+	}
+	if c.Scale.KeyByIsRecordKey {
+		v.fail("scale.key_by_is_record_key", "%s, so the job reads two topics; remove the setting (the keyed steps after the join are repartitioned)", why)
+	}
+	if _, taken := c.Graph().Lookup(JoinRepartitionSource(s.ID)); taken {
+		v.fail(kpath, "%s through an internal source with id %q, which the job already has: rename that source or step", why, JoinRepartitionSource(s.ID))
+	}
+	keyFormat := Format("")
+	for _, src := range c.upstreamSources(si) {
+		sp, sc := fmt.Sprintf("sources[%d]", src), c.Sources[src]
+		switch {
+		case sc.Format != FormatJSON:
+			v.fail(sp+".format", "%s: %s, which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[%d]", sc.Format, why, i)
+		case sc.Envelope != EnvelopeNone && sc.Envelope != "":
+			v.fail(sp+".envelope", "%s: %s, not with an envelope yet; use mode: broadcast for tables[%d]", sc.Envelope, why, i)
+		case sc.EventTime != nil:
+			v.fail(sp+".event_time", "%s: event time does not cross that repartition topic yet (each partition of it mixes the stream's partitions, which have watermarks of their own); use mode: broadcast for tables[%d]", why, i)
+		case keyFormat != "" && sc.KeyFormat != keyFormat:
+			v.fail(sp+".key_format", "%s, but another source the join reads has %s: %s, and the record keys cross it in one format", sc.KeyFormat, keyFormat, why)
 		}
+		keyFormat = sc.KeyFormat
 	}
 }
 

@@ -189,21 +189,33 @@ func TestTableErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "partitioned, joined by a field",
-			yaml: strings.Replace(strings.Replace(enriched, "name: job\n", "name: job\nscale: {mode: group}\n", 1), "topic: customers\n", "topic: customers\n    mode: partitioned\n", 1),
-			want: []string{`c.yaml:14:35: steps[0].join.key: table "customers" is partitioned: a record is looked up only in the table partition of the partition it was read from, which holds its key only if the key is the record key the stream was partitioned by: use key: _key, or mode: broadcast for tables[0]`},
-		},
-		{
-			name: "partitioned, two stream topics, keys read otherwise",
+			name: "partitioned, repartitioned by the join key: the table's keys not text",
 			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n    key_format: json\n",
 				"topics: [orders]", "topics: [orders, more]", "key: customer,", "key: _key,").Replace(enriched),
-			want: []string{"c.yaml:11:11: tables[0].mode: a partitioned table is read, partition p, by the process that reads partition p of the job's stream topic, which must be co-partitioned with it; the job reads 2 topics: read one, or use mode: broadcast"},
+			want: []string{`c.yaml:12:17: tables[0].key_format: json, but the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up): the repartition topic is partitioned by the join key's text, which is where Kafka's partitioner put the table's keys only when they are that text (key_format: raw); use mode: broadcast`},
 		},
 		{
-			name: "partitioned, keys read otherwise",
-			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n", "topic: customers\n", "topic: customers\n    mode: partitioned\n    key_format: json\n",
-				"key: customer,", "key: _key,").Replace(enriched),
-			want: []string{"c.yaml:12:17: tables[0].key_format: json, but sources[0] (topic orders) reads its keys as raw: a partitioned table is looked up by the record key, so both must read keys alike"},
+			name: "partitioned, repartitioned by the join key: event time, avro, the setting",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group, key_by_is_record_key: true}\nschema_registry: {url: 'http://localhost:8081'}\n",
+				"topic: customers\n", "topic: customers\n    mode: partitioned\n",
+				"topics: [orders]\n", "topics: [orders]\n    event_time: {}\n  - {id: more, topics: [more], format: avro}\n",
+				"  - id: enrich\n", "  - id: enrich\n    from: [orders, more]\n",
+				"how: left}", "how: left, time: event_time, history: 1h}").Replace(enriched),
+			want: []string{
+				`c.yaml:2:44: scale.key_by_is_record_key: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), so the job reads two topics; remove the setting (the keyed steps after the join are repartitioned)`,
+				`c.yaml:2:44: scale.key_by_is_record_key: needs exactly one source topic (the job reads 2): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes`,
+				`c.yaml:9:5: sources[0].event_time: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up): event time does not cross that repartition topic yet (each partition of it mixes the stream's partitions, which have watermarks of their own); use mode: broadcast for tables[0]`,
+				`c.yaml:10:40: sources[1].format: avro: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[0]`,
+				`c.yaml:18:69: steps[0].join.time: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), which a join as of event time cannot cross yet (its watermarks and held records would have to cross the repartition topic); use mode: broadcast for tables[0]`,
+				`c.yaml:18:69: steps[0].join.time: a join as of event time looks each record up as of its event time: add "event_time: {}" to sources[1] (the Kafka record timestamp), or event_time: {timestamp: <field>}`,
+			},
+		},
+		{
+			name: "partitioned, repartitioned by the join key: two partitioned tables",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n",
+				"topic: customers\n", "topic: customers\n    mode: partitioned\n  - {id: other, topic: other, mode: partitioned}\n",
+				"  - key_by:", "  - join: {table: other, key: _key, as: o}\n  - key_by:").Replace(enriched),
+			want: []string{`c.yaml:11:11: tables[0].mode: tables[1] is partitioned too: a job whose stream is repartitioned by a join key (steps[0] does not look the record key of one co-partitioned stream topic up) can have one partitioned table; make the others mode: broadcast`},
 		},
 		{
 			name: "partitioned in single mode, a mode misspelt",
@@ -427,5 +439,62 @@ sinks:
 				t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+// A partitioned table joined by a field of the record: validate accepts
+// it and says the stream is repartitioned by the join key, and
+// WithJoinRepartitions writes the repartition in as a source and a sink
+// of their own, with the join reading the new source and everything else
+// as it was.
+func TestPartitionedTableRepartitionedByJoinKey(t *testing.T) {
+	yaml := strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n",
+		"topic: customers\n", "topic: customers\n    mode: partitioned\n").Replace(enriched)
+	c, err := Parse("c.yaml", []byte(yaml), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Summary(); !strings.Contains(s, "; table customers partitioned: the stream is repartitioned by the join key of steps[0] (customer) through topic job-enrich-repartition, with as many partitions as topic customers") {
+		t.Errorf("summary: %s", s)
+	}
+	if g := c.Graph().Text(c); !strings.Contains(g, "enrich: left join customers on customer as c (its input repartitioned by customer through topic job-enrich-repartition)  <- orders") {
+		t.Errorf("validate's graph:\n%s", g)
+	}
+	if c.JoinRepartitioned() != nil {
+		t.Fatalf("a parsed configuration has repartitions %v; only WithJoinRepartitions writes them", c.JoinRepartitioned())
+	}
+	r := c.WithJoinRepartitions()
+	want := []JoinRepartition{{Step: 0, Table: "customers", Topic: "job-enrich-repartition", Source: "enrich-repartition", From: []string{"orders"}}}
+	if got := r.JoinRepartitioned(); len(got) != 1 || !slices.Equal(got[0].From, want[0].From) || got[0].Step != 0 || got[0].Topic != want[0].Topic || got[0].Source != want[0].Source || got[0].Table != "customers" {
+		t.Errorf("repartitions = %+v, want %+v", got, want)
+	}
+	if len(r.Sources) != 2 || r.Sources[1].ID != "enrich-repartition" || !slices.Equal(r.Sources[1].Topics, []string{"job-enrich-repartition"}) ||
+		r.Sources[1].Format != FormatJSON || r.Sources[1].KeyFormat != FormatRaw || r.Sources[1].Start.Kind != StartEarliest {
+		t.Errorf("sources = %+v", r.Sources)
+	}
+	if len(r.Sinks) != 2 || r.Sinks[1].Topic != "job-enrich-repartition" || r.Sinks[1].Key != "customer" || !slices.Equal(r.Sinks[1].From, []string{"orders"}) || r.Sinks[1].Format != FormatJSON {
+		t.Errorf("sinks = %+v", r.Sinks)
+	}
+	if !slices.Equal(r.Steps[0].From, []string{"enrich-repartition"}) || r.Steps[0].Join.Key != "customer" {
+		t.Errorf("the join reads %v, key %q", r.Steps[0].From, r.Steps[0].Join.Key)
+	}
+	if c.Steps[0].From != nil || len(c.Sources) != 1 || len(c.Sinks) != 1 {
+		t.Error("WithJoinRepartitions changed the configuration it was given")
+	}
+	if r.WithJoinRepartitions() != r {
+		t.Error("a second WithJoinRepartitions rewrote the job again")
+	}
+	g := r.Graph()
+	n, _ := g.Lookup("enrich")
+	if up := g.Upstream(n); len(up) != 1 || g.Nodes[up[0]].ID != "enrich-repartition" {
+		t.Errorf("the join reads %v", up)
+	}
+	// The co-partitioned job and a broadcast one are left as they are.
+	co, err := Parse("c.yaml", []byte(strings.Replace(yaml, "key: customer,", "key: _key,", 1)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if co.WithJoinRepartitions() != co {
+		t.Error("a co-partitioned job was repartitioned")
 	}
 }

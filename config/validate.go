@@ -223,12 +223,18 @@ func (v *validator) internalTopics() map[string]string {
 	if v.c.Name == "" {
 		return nil
 	}
-	return map[string]string{
+	topics := map[string]string{
 		v.c.Name + "-checkpoints": "checkpoint",
 		v.c.Name + "-state":       "state",
 		v.c.Name + "-repartition": "repartition",
 		v.c.Name + "-group-state": "group state",
 	}
+	for _, s := range v.c.Steps {
+		if s.Join != nil && s.Join.Table != "" && s.ID != "" {
+			topics[JoinRepartitionTopic(v.c.Name, s.ID)] = "join repartition"
+		}
+	}
+	return topics
 }
 
 // topic checks a topic name, and that it is not one of the job's own.

@@ -199,6 +199,11 @@ func (j *Job) beforeJoining(ctx context.Context) error {
 func (m *groupMode) prepare(ctx context.Context, a *attempt) (*savepoint.RestorePlan, error) {
 	j := a.j
 	shuffleTopics := func(ctx context.Context) error {
+		// The joins' repartition topics first: they are source topics
+		// of the job (groupTopics).
+		if err := ensureJoinTopics(ctx, a.adm, j.cfg); err != nil {
+			return err
+		}
 		return ensureShuffleTopics(ctx, a.adm, j.shuffle, j.plan.keyed, j.groupTopics(), j.cfg.Checkpoint.ReplicationFactor)
 	}
 	// The group's own check (checkGroupStart) ran before the process
@@ -245,6 +250,43 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 		if n := len(td.Partitions); n != s.partitions {
 			return fmt.Errorf("%w: internal topic %s has %d partitions but scale.partitions is %d: it is fixed for the job's life (set it back to %d, or move the job to a new name through a savepoint)",
 				ErrIncompatible, name, n, s.partitions, n)
+		}
+	}
+	return nil
+}
+
+// ensureJoinTopics creates the repartition topic of each join by a key
+// the stream is not partitioned by (cfg.JoinRepartitioned) with as many
+// partitions as its table's topic, so that partition p of it holds the
+// join keys of table partition p, and refuses an existing one with
+// another count: the table's topic gained partitions, and its keys moved.
+func ensureJoinTopics(ctx context.Context, adm *kadm.Client, cfg *config.Config) error {
+	for _, r := range cfg.JoinRepartitioned() {
+		var table config.Table
+		for _, t := range cfg.Tables {
+			if t.ID == r.Table {
+				table = t
+			}
+		}
+		md, err := adm.Metadata(kadm.WithAuthorizedOps(ctx), table.Topic)
+		if err != nil {
+			return fmt.Errorf("describing table %s (topic %s): %w", table.ID, table.Topic, err)
+		}
+		td, ok := md.Topics[table.Topic]
+		if !ok || td.Err != nil || len(td.Partitions) == 0 {
+			return fmt.Errorf("%w: table %s: topic %s does not exist: create it (the job repartitions its stream into as many partitions as it has)", ErrUnfit, table.ID, table.Topic)
+		}
+		n := len(td.Partitions)
+		if _, _, err := createTopic(ctx, adm, r.Topic, n, cfg.Checkpoint.ReplicationFactor, nil); err != nil {
+			return fmt.Errorf("creating internal topic %s: %w", r.Topic, err)
+		}
+		got, _, err := awaitTopics(ctx, adm, []string{r.Topic})
+		if err != nil {
+			return err
+		}
+		if m := len(got.Topics[r.Topic].Partitions); m != n {
+			return fmt.Errorf("%w: internal topic %s, the stream of steps[%d] repartitioned by its join key, has %d partitions, but table %s (topic %s) has %d: partition p of one must hold the keys of partition p of the other. Did topic %s gain partitions? Its keys moved with them: move the job to a new name through a savepoint, or delete %s while the job is stopped and nothing is left unread in it",
+				ErrUnfit, r.Topic, r.Step, m, table.ID, table.Topic, n, table.Topic, r.Topic)
 		}
 	}
 	return nil

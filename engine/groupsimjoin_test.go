@@ -36,18 +36,40 @@ steps:
 
 // useTable makes s the table job: its configuration, and the table's
 // topic, written before any process starts.
-func (s *gsim) useTable() {
-	s.table = true
+func (s *gsim) useTable() { s.useTableAs(config.TableBroadcast) }
+
+// useTableAs is useTable with the table in mode: partitioned too, where
+// the join's key (a field, not the record key) makes the job repartition
+// the stream by it through the topic s.joinTopic (created here, as
+// ensureJoinTopics does, with the table's partition count).
+func (s *gsim) useTableAs(mode config.TableMode) {
+	s.table, s.tableParts = true, 2
+	if mode == config.TablePartitioned {
+		// As many as the stream topic's: a table dealt out like the
+		// stream's partitions (plantedJoinTableFollowsStream) is not
+		// refused for its count, and meets the wrong keys.
+		s.tableParts = gsimInParts
+	}
 	prev := s.cfg
 	yaml := strings.Replace(paritySumYAML, `'n % 2 == 0 ? "even" : "odd"'`, `'"k" + string(n % 5)'`, 1)
+	if mode == config.TablePartitioned {
+		s.joinTopic = config.JoinRepartitionTopic(gsimJob, "enrich")
+		if err := s.w.kafka.CreateTopic(s.joinTopic, s.tableParts); err != nil {
+			s.t.Fatal(err)
+		}
+	}
 	env := map[string]string{
 		"KAFKA_BROKERS": "127.0.0.1:9", "JOB_NAME": gsimJob, "INPUT_TOPIC": "in", "OUTPUT_TOPIC": "out",
 		"GUARANTEE": "exactly_once", "CHECKPOINT_INTERVAL": prev.Checkpoint.Interval.String(),
 		"ADMIN_LISTEN": "off", "SCALE_MODE": "group", "SCALE_PARTITIONS": "3", "SESSION_TIMEOUT": gsimSession.String(),
 	}
-	s.cfg = parseConfig(s.t, []byte(gsimTableYAML(yaml)), env)
+	tableYAML := gsimTableYAML(yaml)
+	if mode == config.TablePartitioned {
+		tableYAML = strings.Replace(tableYAML, "{id: tiers, topic: tiers}", "{id: tiers, topic: tiers, mode: partitioned}", 1)
+	}
+	s.cfg = parseConfig(s.t, []byte(tableYAML), env)
 	s.cfg.Workers, s.cfg.Checkpoint.KeyGroups, s.cfg.Checkpoint.Timeout = prev.Workers, prev.Checkpoint.KeyGroups, prev.Checkpoint.Timeout
-	if err := s.w.kafka.CreateTopic(gsimTable, 2); err != nil {
+	if err := s.w.kafka.CreateTopic(gsimTable, s.tableParts); err != nil {
 		s.t.Fatal(err)
 	}
 	for k := range gsimKeys {
@@ -62,6 +84,11 @@ func (s *gsim) useTable() {
 func (s *gsim) appendTable(key, value string) {
 	rec := memkafka.Record{Topic: gsimTable, Key: []byte(key), Value: []byte(value), Timestamp: s.clock}
 	rec.Partition = s.w.toModel(fromModel(rec)).Partition
+	if s.joinTopic != "" {
+		// Where Kafka's default partitioner puts the key, as the
+		// members' producers put the join keys in the join's topic.
+		rec.Partition = kafkaPartition(rec.Key, s.tableParts)
+	}
 	if _, err := s.w.kafka.Append(rec); err != nil {
 		panic(err) // the topic exists: a bug of the harness
 	}
@@ -239,7 +266,61 @@ func (s *gsim) tierMoved(want map[string]simAgg) map[string]simAgg {
 	return out
 }
 
+// playTableRepartitioned is playTable with the table partitioned: its
+// join looks a field up, so the stream crosses the join's repartition
+// topic keyed by it, whose partition p goes where table partition p is
+// read (config/joinrepartition.go, tableduty.go). The same oracle judges
+// it: every input counted once under its tier, exactly once through two
+// topics, whatever the crashes, zombies and rebalances.
+func playTableRepartitioned(s *gsim) error {
+	s.useTableAs(config.TablePartitioned)
+	s.moveTier = true
+	return playFaults(s)
+}
+
+// playTableRepartitionedLive takes a savepoint of the running group
+// whose stream crosses the join's repartition topic: its offsets are the
+// savepoint's like any source's.
+func playTableRepartitionedLive(s *gsim) error {
+	s.useTableAs(config.TablePartitioned)
+	return playLive(s)
+}
+
+// playTableRepartitionedStop stops the last process with a savepoint,
+// which leaves what the join's repartition topic holds unread there.
+func playTableRepartitionedStop(s *gsim) error {
+	s.useTableAs(config.TablePartitioned)
+	return playStop(s)
+}
+
 func playTableLive(s *gsim) error {
 	s.useTable()
 	return playLive(s)
+}
+
+// inFlightAt sets s.inFlight to the inputs committed in the join's
+// repartition topic at or after the offsets at (by partition).
+func (s *gsim) inFlightAt(at map[int32]int64) error {
+	s.inFlight = map[int64]bool{}
+	for p := range int32(s.tableParts) {
+		tp := memkafka.TP{Topic: s.joinTopic, Partition: p}
+		for from := at[p]; ; {
+			recs, next, err := s.w.kafka.ReadCommitted(tp, from, 1000)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				var v struct{ N int64 }
+				if err := json.Unmarshal(r.Value, &v); err != nil {
+					return s.violation("the join's repartition topic holds %q at %d/%d: %v", r.Value, p, r.Offset, err)
+				}
+				s.inFlight[v.N] = true
+			}
+			if next == from {
+				break
+			}
+			from = next
+		}
+	}
+	return nil
 }

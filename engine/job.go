@@ -159,6 +159,11 @@ func WithMetrics(m *metrics.Metrics) Option { return func(j *Job) { j.metrics = 
 // New compiles the job's steps (errors point at the config file's lines)
 // and prepares its Kafka connection settings. Nothing connects yet.
 func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Job, error) {
+	// A join of a partitioned table by a key the stream is not
+	// partitioned by reads the stream through a topic of its own
+	// (config/joinrepartition.go): from here on, a source and a sink of
+	// the job like any other.
+	cfg = cfg.WithJoinRepartitions()
 	p, err := compile(cfg)
 	if err != nil {
 		return nil, err

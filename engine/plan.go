@@ -60,6 +60,11 @@ type plan struct {
 	// schemas decode and encode the schema registry formats (nil: the
 	// job uses none; set by the Job, schemas.go).
 	schemas *schema.Set
+	// carriedKeys are the repartition topics of joins by a key the
+	// stream is not partitioned by (config.JoinRepartition): their
+	// records are keyed by the join key and carry their own in a header,
+	// which the router reads back (nil: none).
+	carriedKeys map[string]bool
 }
 
 // target is one target of the graph, compiled.
@@ -94,8 +99,14 @@ func compile(cfg *config.Config) (*plan, error) {
 	tp, tprobs := compileTime(cfg)
 	problems = append(problems, tprobs...)
 	p.time = tp
+	for _, r := range cfg.JoinRepartitioned() {
+		if p.carriedKeys == nil {
+			p.carriedKeys = map[string]bool{}
+		}
+		p.carriedKeys[r.Topic] = true
+	}
 	for i, s := range cfg.Sinks {
-		spec := keyed.Sink{Topic: s.Topic, Format: s.Format, Upsert: s.Upsert}
+		spec := keyed.Sink{Topic: s.Topic, Format: s.Format, Upsert: s.Upsert, CarryKey: p.carriedKeys[s.Topic]}
 		if s.Key != "" {
 			path := fmt.Sprintf("sinks[%d].key", i)
 			e, err := operator.CompileExpr(path, s.Key)

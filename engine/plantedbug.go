@@ -112,6 +112,12 @@ const (
 	// markers on their way, or behind a crashed member's open
 	// transaction, is not seen, and the savepoint is imported again.
 	plantedImportedUnsettled
+	// plantedJoinTableFollowsStream: a job that repartitions its stream
+	// by a join key (config/joinrepartition.go) deals its partitioned
+	// table out with the stream topic's partitions, not the repartition
+	// topic's: a join key is looked up in a process that may not read
+	// its table partition.
+	plantedJoinTableFollowsStream
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

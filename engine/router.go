@@ -153,6 +153,9 @@ func (p *plan) bare() bool {
 // out (by worker): nothing when every route filtered it out. The messages,
 // and the operator.Records they carry, are the receiving worker's.
 func (r *router) route(rec *kgo.Record, out [][]message) {
+	if r.p.carriedKeys[rec.Topic] {
+		restoreCarriedKey(rec)
+	}
 	given := r.released // a held record, placed when it was read (asof.go)
 	sh := r.p.shuffle
 	shuffles := sh.repartitions(r.p.keyed)
@@ -685,4 +688,18 @@ func partitionWorker(topic string, partition int32, workers int) int {
 		h *= 16777619
 	}
 	return int((h + uint32(partition)) % uint32(workers))
+}
+
+// restoreCarriedKey gives a record of a join's repartition topic, keyed
+// there by the join key, the key it had before the join, which it carries
+// in header config.JoinKeyHeader: _key after the join is what it was
+// before (config/joinrepartition.go). A record without the header keeps
+// the join key.
+func restoreCarriedKey(rec *kgo.Record) {
+	for _, h := range rec.Headers {
+		if h.Key == config.JoinKeyHeader {
+			rec.Key = h.Value
+			return
+		}
+	}
 }

@@ -462,6 +462,12 @@ func (s *tableSet) cut() (positions []checkpoint.TableOffsets, dls []*kgo.Record
 				commits = append(commits, checkpoint.SourceOffset{Topic: tt.cfg.Topic, Partition: p, Offset: next[p]})
 			}
 		}
+		if len(t.Offsets) == 0 {
+			// A partitioned table of which this member reads no
+			// partition (it owns none of the partitions that carry
+			// them): it has no position to record.
+			continue
+		}
 		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b checkpoint.TableOffsets) int { return cmp.Compare(a.ID, b.ID) })

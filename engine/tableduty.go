@@ -44,8 +44,16 @@ import (
 // table partition p is read where stream partition p is, and holds the
 // keys of the records read there.
 
-// anchorTopic is the topic whose partitions carry the tables' duties.
-func (j *Job) anchorTopic() string { return j.groupTopics()[0] }
+// anchorTopic is the topic whose partitions carry the tables' duties:
+// the repartition topic of a join by a key the stream is not partitioned
+// by, whose partition p holds the join keys of table partition p
+// (config/joinrepartition.go: one per job), else the first stream topic.
+func (j *Job) anchorTopic() string {
+	if rs := j.cfg.JoinRepartitioned(); len(rs) > 0 && j.plantedBug != plantedJoinTableFollowsStream {
+		return rs[0].Topic
+	}
+	return j.groupTopics()[0]
+}
 
 // assignTableDuty sets, for an attempt of a member with tables, which
 // table partitions it writes the dead letters of (a.tableDuty) and where

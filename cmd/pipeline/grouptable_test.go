@@ -26,8 +26,15 @@ import (
 // order, counts in order and each tier's exact sum; and the table's one
 // record that is not JSON is one dead letter, although each process read
 // its partition on each of its attempts.
+//
+// repartitioned: the table is partitioned, with three partitions, and the
+// orders are keyed by order id on six: the job repartitions them by the
+// join key (config/joinrepartition.go), and each process reads the table
+// partitions of its partitions of that topic. A filter after the join
+// keeps only orders whose _key is still their own id, so every order
+// counts only if the record key crossed the repartition with it.
 func TestGroupModeTables(t *testing.T) {
-	for _, mode := range []string{"broadcast", "partitioned"} {
+	for _, mode := range []string{"broadcast", "partitioned", "repartitioned"} {
 		t.Run(mode, func(t *testing.T) { groupModeTable(t, mode) })
 	}
 }
@@ -39,8 +46,15 @@ func groupModeTable(t *testing.T, mode string) {
 	customers := g.env["JOB_NAME"] + "-customers"
 	g.env["CUSTOMERS_TOPIC"], g.env["TABLE_MODE"] = customers, mode
 	parts := int32(2)
-	if mode == "partitioned" {
+	orderKey := func(n int64) []byte { return fmt.Appendf(nil, "c%d", n%7) }
+	assignedOf := "-in/" // the topic whose partitions carry the table's
+	switch mode {
+	case "partitioned":
 		g.env["JOIN_KEY"], parts = "_key", 6 // the orders topic's count
+	case "repartitioned":
+		g.env["TABLE_MODE"], g.env["KEEP"], parts = "partitioned", `_key == "o" + string(id)`, 3
+		orderKey = func(n int64) []byte { return fmt.Appendf(nil, "o%d", n) }
+		assignedOf = "-enrich-repartition/"
 	}
 	compact := "compact"
 	kafkatest.CreateTopic(t, k.Bootstrap(), customers, parts, map[string]*string{"cleanup.policy": &compact})
@@ -69,7 +83,7 @@ func groupModeTable(t *testing.T, mode string) {
 			written++
 			// Keyed by customer: co-partitioned with the table (the
 			// same partitioner, the same count) in the partitioned case.
-			recs = append(recs, &kgo.Record{Topic: g.env["INPUT_TOPIC"], Key: fmt.Appendf(nil, "c%d", written%7),
+			recs = append(recs, &kgo.Record{Topic: g.env["INPUT_TOPIC"], Key: orderKey(written),
 				Value: fmt.Appendf(nil, `{"id":%d,"customer":"c%d","n":%d}`, written, written%7, written)})
 		}
 		produce(recs...)
@@ -129,9 +143,9 @@ func groupModeTable(t *testing.T, mode string) {
 	t.Logf("%d orders, %d and %d starts, %d and %d attempts: %v", written, a.started, b.started,
 		strings.Count(a.output(), "member attempt"), strings.Count(b.output(), "member attempt"), rep)
 
-	if mode == "partitioned" {
+	if mode != "broadcast" {
 		for _, m := range []*job{a, b} {
-			if err := tableReadsFollowAssignments(m.output()); err != nil {
+			if err := tableReadsFollowAssignments(m.output(), assignedOf); err != nil {
 				t.Errorf("%v:\n%s", err, m.output())
 			}
 		}
@@ -146,16 +160,17 @@ func groupModeTable(t *testing.T, mode string) {
 }
 
 // tableReadsFollowAssignments checks a process's log in the partitioned
-// case: each attempt reads as many partitions of the table as it was
-// assigned of the co-partitioned input topic (all of them once the other
-// process has stopped: a count, not a fixed number, is the rule), and at
-// least one attempt read the table.
-func tableReadsFollowAssignments(log string) error {
+// cases: each attempt reads as many partitions of the table as it was
+// assigned of the topic that carries them, whose partitions' names
+// contain of (the co-partitioned input topic, or the join's repartition
+// topic; all of them once the other process has stopped: a count, not a
+// fixed number, is the rule), and at least one attempt read the table.
+func tableReadsFollowAssignments(log, of string) error {
 	assigned, reads := -1, 0
 	for _, line := range strings.Split(log, "\n") {
 		switch {
 		case strings.Contains(line, "member attempt"):
-			assigned = strings.Count(line, "-in/")
+			assigned = strings.Count(line, of)
 		case strings.Contains(line, "table read to its end"):
 			reads++
 			var n int

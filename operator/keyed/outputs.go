@@ -23,6 +23,10 @@ type Sink struct {
 	// Upsert: the sink is a changelog of the aggregate it reads, and a
 	// deleted key gets a tombstone (sinks[].upsert).
 	Upsert bool
+	// CarryKey: the sink writes a join's repartition topic, keyed by the
+	// join key, and each record carries the input's own key in header
+	// config.JoinKeyHeader, for the join's side to read it back.
+	CarryKey bool
 }
 
 // Sinks are the sinks that read an operator: each of its results is one
@@ -76,6 +80,9 @@ func (ss Sinks) Outputs(buf *Buf, ts time.Time, op *operator.Record, key, value 
 		}
 		r := buf.record()
 		r.Topic, r.Key, r.Value, r.Timestamp = s.Topic, k, v, ts
+		if s.CarryKey {
+			r.Headers = []kgo.RecordHeader{{Key: config.JoinKeyHeader, Value: key}}
+		}
 		out = append(out, r)
 	}
 	return out, nil

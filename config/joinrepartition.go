@@ -1,0 +1,190 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// A partitioned table (tables[].mode: partitioned) is split between the
+// processes of a group-mode job: each holds the table partitions of the
+// stream partitions it reads. A join finds a record's key in its own
+// process only when the stream is co-partitioned with the table: the job
+// reads one stream topic, keyed as the table is, and looks the record key
+// up (key: _key). Any other join of a partitioned table first
+// repartitions its stream by the join key, as Kafka Streams does before a
+// KStream–KTable join on a key the stream is not partitioned by: the
+// records the join reads are written, keyed by the join key, to the
+// internal topic <name>-<step>-repartition, which has as many partitions
+// as the table's topic (the job creates it so), by Kafka's default
+// partitioner (murmur2 of the key), so that its partition p holds the
+// join keys of table partition p. The job reads that topic as a source of
+// its own, and the join reads that source: partition p of it and table
+// partition p go to the same process.
+//
+// WithJoinRepartitions writes the repartition into the configuration as
+// one more source and one more sink, so the engine runs it as any other:
+// the sink's records commit with the offsets they came from, the source's
+// offsets are the group's like every source's, and a rebalance moves a
+// partition of the topic with its table partition. The record key the
+// join's input had crosses in a header (JoinKeyHeader), so _key after the
+// join is what it was before it.
+
+// JoinKeyHeader is the header in which a record written to a join's
+// repartition topic carries its own record key (the topic's record key is
+// the join key).
+const JoinKeyHeader = "pipeline.key"
+
+// JoinRepartition is a join step whose stream the job repartitions by the
+// join key.
+type JoinRepartition struct {
+	// Step is the join's index in Steps.
+	Step int
+	// Table is the id of the partitioned table it looks up.
+	Table string
+	// Topic is the internal topic the stream crosses
+	// (JoinRepartitionTopic), read by the source Source.
+	Topic, Source string
+	// From are the ids the join read in the configuration as written:
+	// the internal sink reads them.
+	From []string
+}
+
+// JoinRepartitionTopic is the internal topic through which job
+// repartitions the stream of join step by its join key.
+func JoinRepartitionTopic(job, step string) string { return job + "-" + step + "-repartition" }
+
+// JoinRepartitionSource is the id of the internal source that reads the
+// repartition topic of join step.
+func JoinRepartitionSource(step string) string { return step + "-repartition" }
+
+// JoinRepartitioned is the joins WithJoinRepartitions repartitioned (nil
+// for a configuration it did not make).
+func (c *Config) JoinRepartitioned() []JoinRepartition { return c.joinRepartitions }
+
+// joinCopartitioned reports whether join step s of a partitioned table,
+// read as table t, is co-partitioned with its stream: the job reads one
+// stream topic, keyed as the table is, and s looks the record key up.
+func (c *Config) joinCopartitioned(s Step, t Table) bool {
+	topics := 0
+	for _, src := range c.Sources {
+		topics += len(src.Topics)
+		if len(src.Topics) > 0 && src.KeyFormat != t.KeyFormat {
+			return false
+		}
+	}
+	k := strings.TrimSpace(s.Join.Key)
+	return topics == 1 && (k == "_key" || k == "")
+}
+
+// joinRepartitions is every join of a partitioned table in c (group
+// mode) that is not co-partitioned with its stream. A table with one such
+// join has all its joins repartitioned: the table's partitions go where
+// the repartition topic's do, not the stream's.
+func (c *Config) joinRepartitionsNeeded() []JoinRepartition {
+	if c.Scale.Mode != ScaleGroup {
+		return nil
+	}
+	g := c.Graph()
+	var out []JoinRepartition
+	for _, t := range c.Tables {
+		if t.Mode != TablePartitioned {
+			continue
+		}
+		var joins []int
+		co := true
+		for i, s := range c.Steps {
+			if s.Join != nil && s.Join.Table == t.ID {
+				joins = append(joins, i)
+				co = co && c.joinCopartitioned(s, t)
+			}
+		}
+		if co {
+			continue
+		}
+		for _, i := range joins {
+			n, _ := g.Lookup(c.Steps[i].ID)
+			var from []string
+			for _, in := range g.Nodes[n].Inputs {
+				from = append(from, g.Nodes[in].ID)
+			}
+			out = append(out, JoinRepartition{
+				Step: i, Table: t.ID, From: from,
+				Topic:  JoinRepartitionTopic(c.Name, c.Steps[i].ID),
+				Source: JoinRepartitionSource(c.Steps[i].ID),
+			})
+		}
+	}
+	return out
+}
+
+// WithJoinRepartitions returns c with the repartition of every join that
+// needs one written in (the file's comment above): c itself when none
+// does. For a valid configuration only, after defaults: the result is
+// the engine's, never validated again.
+func (c *Config) WithJoinRepartitions() *Config {
+	if c.joinRepartitions != nil {
+		return c
+	}
+	rs := c.joinRepartitionsNeeded()
+	if len(rs) == 0 {
+		return c
+	}
+	out := *c
+	out.Sources = slices.Clone(c.Sources)
+	out.Steps = slices.Clone(c.Steps)
+	out.Sinks = slices.Clone(c.Sinks)
+	out.joinRepartitions = rs
+	if len(out.Steps) > 0 && out.Steps[0].From == nil {
+		// The first step read every source: not the new ones.
+		for _, s := range c.Sources {
+			out.Steps[0].From = append(out.Steps[0].From, s.ID)
+		}
+	}
+	for i, s := range out.Sinks {
+		if s.From == nil && len(out.Steps) == 0 {
+			for _, src := range c.Sources {
+				out.Sinks[i].From = append(out.Sinks[i].From, src.ID)
+			}
+		}
+	}
+	for _, r := range rs {
+		keyFormat, format := FormatRaw, FormatJSON
+		if up := c.upstreamSources(r.Step); len(up) > 0 {
+			keyFormat = c.Sources[up[0]].KeyFormat
+		}
+		out.Sources = append(out.Sources, Source{
+			ID: r.Source, Topics: []string{r.Topic}, Start: StartPosition{Kind: StartEarliest},
+			Format: format, KeyFormat: keyFormat, Envelope: EnvelopeNone,
+		})
+		dlt := c.Name + "-dead-letter"
+		if len(c.Sinks) > 0 {
+			dlt = c.Sinks[0].DeadLetterTopic
+		}
+		out.Sinks = append(out.Sinks, Sink{
+			From: r.From, Topic: r.Topic, Key: c.Steps[r.Step].Join.Key, Format: format,
+			DeadLetterTopic: dlt, Partitions: -1, ReplicationFactor: c.Checkpoint.ReplicationFactor,
+			AutoRegister: true,
+		})
+		j := *c.Steps[r.Step].Join
+		out.Steps[r.Step].Join = &j
+		out.Steps[r.Step].From = []string{r.Source}
+	}
+	return &out
+}
+
+// upstreamSources is the index in Sources of every source step i reads,
+// directly or through other steps.
+func (c *Config) upstreamSources(i int) []int {
+	g := c.Graph()
+	n, ok := g.Lookup(c.Steps[i].ID)
+	if !ok {
+		return nil
+	}
+	var out []int
+	for _, u := range g.Upstream(n) {
+		if g.Nodes[u].Kind == NodeSource {
+			out = append(out, g.Nodes[u].Index)
+		}
+	}
+	return out
+}
