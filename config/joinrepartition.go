@@ -140,13 +140,6 @@ func (c *Config) WithJoinRepartitions() *Config {
 			out.Steps[0].From = append(out.Steps[0].From, s.ID)
 		}
 	}
-	for i, s := range out.Sinks {
-		if s.From == nil && len(out.Steps) == 0 {
-			for _, src := range c.Sources {
-				out.Sinks[i].From = append(out.Sinks[i].From, src.ID)
-			}
-		}
-	}
 	for _, r := range rs {
 		keyFormat, format := FormatRaw, FormatJSON
 		if up := c.upstreamSources(r.Step); len(up) > 0 {
