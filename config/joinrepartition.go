@@ -76,7 +76,20 @@ func (c *Config) joinCopartitioned(s Step, t Table) bool {
 	return topics == 1 && (k == "_key" || k == "")
 }
 
-// joinRepartitions is every join of a partitioned table in c (group
+// joinsOf is the index in Steps of every join of table t, and whether
+// each is co-partitioned with its stream (joinCopartitioned).
+func (c *Config) joinsOf(t Table) (joins []int, copartitioned bool) {
+	copartitioned = true
+	for i, s := range c.Steps {
+		if s.Join != nil && s.Join.Table == t.ID {
+			joins = append(joins, i)
+			copartitioned = copartitioned && c.joinCopartitioned(s, t)
+		}
+	}
+	return joins, copartitioned
+}
+
+// joinRepartitionsNeeded is every join of a partitioned table in c (group
 // mode) that is not co-partitioned with its stream. A table with one such
 // join has all its joins repartitioned: the table's partitions go where
 // the repartition topic's do, not the stream's.
@@ -90,14 +103,7 @@ func (c *Config) joinRepartitionsNeeded() []JoinRepartition {
 		if t.Mode != TablePartitioned {
 			continue
 		}
-		var joins []int
-		co := true
-		for i, s := range c.Steps {
-			if s.Join != nil && s.Join.Table == t.ID {
-				joins = append(joins, i)
-				co = co && c.joinCopartitioned(s, t)
-			}
-		}
+		joins, co := c.joinsOf(t)
 		if co {
 			continue
 		}

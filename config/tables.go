@@ -113,14 +113,7 @@ func (v *validator) partitioned(path string, i int, t Table) {
 		v.fail(path+".mode", "partitioned splits a table between the processes of a group-mode job; a single-mode job's one process reads every partition: remove mode (broadcast), or set scale.mode: group")
 		return
 	}
-	var joins []int
-	co := true
-	for si, s := range c.Steps {
-		if s.Join != nil && s.Join.Table == t.ID {
-			joins = append(joins, si)
-			co = co && c.joinCopartitioned(s, t)
-		}
-	}
+	joins, co := c.joinsOf(t)
 	if co {
 		return
 	}
