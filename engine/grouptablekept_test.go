@@ -14,7 +14,9 @@ import (
 // with the update the table took before the rebalance.
 func TestGroupModeKeepsTablesAcrossRebalance(t *testing.T) {
 	e := newBrokerTableEnv(t)
-	group := e.config(func(s string) string { return s + "\nscale:\n  mode: group\n  partitions: 2\n" })
+	group := e.config(func(s string) string {
+		return strings.Replace(s, "mode: ${SCALE_MODE:-single}", "mode: group\n  partitions: 2", 1)
+	})
 	e.write("customers", "c1\t{\"tier\":\"gold\"}", "c2\t{\"tier\":\"silver\"}")
 	a := startWith(t, group, WithInstanceID("a"))
 	e.write("orders", `{"id":1,"customer":"c1","n":1}`, `{"id":2,"customer":"c2","n":2}`)

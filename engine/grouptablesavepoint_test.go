@@ -28,7 +28,9 @@ func TestGroupModeFromSavepointCarriesTablePositions(t *testing.T) {
 	}
 
 	e.env["JOB_NAME"] += "-group"
-	group := e.config(func(s string) string { return s + "\nscale:\n  mode: group\n  partitions: 2\n" })
+	group := e.config(func(s string) string {
+		return strings.Replace(s, "mode: ${SCALE_MODE:-single}", "mode: group\n  partitions: 2", 1)
+	})
 	g := startWith(t, group, WithInstanceID("a"), WithSavepointRestore(sp, savepoint.RestoreOptions{}))
 	e.write("orders", `{"id":3,"customer":"c2","n":4}`, `{"id":4,"customer":"c3","n":8}`)
 	want := map[string]string{
