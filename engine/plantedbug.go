@@ -112,6 +112,13 @@ const (
 	// markers on their way, or behind a crashed member's open
 	// transaction, is not seen, and the savepoint is imported again.
 	plantedImportedUnsettled
+	// plantedCoHeldPassedByWatermark: a co-partitioned member's source
+	// tasks send their barriers with the partitions' watermarks as read,
+	// not lowered to the least event time a join as of event time holds
+	// (sourceHold.atBarrier), as if only what crosses the repartition
+	// topic needed it: the process's windows fire before a held record
+	// that belongs in one is released.
+	plantedCoHeldPassedByWatermark
 )
 
 // withPlantedBug puts m into the job's code paths (tests).
