@@ -568,8 +568,10 @@ type Scale struct {
 	// must equal the source topic's partition count). Checked for every
 	// record: one whose key or partition does not fit is a dead letter
 	// (code key_mismatch), never counted under another process's key.
-	// Group mode only; one source topic; no event time yet. Default
-	// false. Flink: DataStreamUtils.reinterpretAsKeyedStream (unchecked
+	// Group mode only; one source topic. Event time, windows and joins
+	// as of event time run: each process fires its windows at the least
+	// watermark of the source partitions it reads, never past a record
+	// its joins hold. Default false. Flink: DataStreamUtils.reinterpretAsKeyedStream (unchecked
 	// there); Kafka Streams skips the repartition when the key is
 	// unchanged.
 	KeyByIsRecordKey bool `yaml:"key_by_is_record_key"`

@@ -138,18 +138,29 @@ func TestScaleSummarySaysWhatRepartitions(t *testing.T) {
 	}
 }
 
-// A co-partitioned job runs event time and windows, but not a join as
-// of event time: validate says so, at the setting.
-func TestCopartitionedJoinAsOfEventTimeRefused(t *testing.T) {
+// A co-partitioned job runs a join as of event time: validate takes it,
+// and with windows behind it the summary says the watermark waits for
+// what the join holds.
+func TestCopartitionedJoinAsOfEventTime(t *testing.T) {
 	timed := strings.Replace(enriched, "topics: [orders]\n", "topics: [orders]\n    event_time: {}\n", 1)
 	asOf := strings.Replace(timed, "how: left}", "how: left, time: event_time, history: 1h}", 1)
-	yaml := asOf + "scale:\n  mode: group\n  key_by_is_record_key: true\n"
-	_, err := Parse("c.yaml", []byte(yaml), env(nil))
-	want := "c.yaml:20:25: scale.key_by_is_record_key: not with a join as of event time (time: event_time) yet: the records it holds are kept out of the watermark only through the repartition topic; remove the setting to repartition"
-	if err == nil || strings.TrimSpace(err.Error()) != want {
-		t.Fatalf("got %v\nwant %s", err, want)
+	group := "scale:\n  mode: group\n  key_by_is_record_key: true\n"
+	c, err := Parse("c.yaml", []byte(asOf+group), env(nil))
+	if err != nil {
+		t.Fatalf("a co-partitioned join as of event time: %v", err)
 	}
-	inProcessingTime := timed + "scale:\n  mode: group\n  key_by_is_record_key: true\n"
+	if s, want := c.Summary(), "no repartition: the record key is the key_by value"; !strings.Contains(s, want) {
+		t.Fatalf("summary %q does not say %q", s, want)
+	}
+	windowed := strings.Replace(asOf, "  - aggregate: {values: {n: count()}}\n", "  - window: {tumbling: 10s, values: {n: count()}}\n", 1)
+	cw, err := Parse("c.yaml", []byte(windowed+group), env(nil))
+	if err != nil {
+		t.Fatalf("co-partitioned windows behind a join as of event time: %v", err)
+	}
+	if s, want := cw.Summary(), "each process fires its windows at the least watermark of the source partitions it reads, never past a record its join as of event time holds"; !strings.Contains(s, want) {
+		t.Fatalf("summary %q does not say %q", s, want)
+	}
+	inProcessingTime := timed + group
 	if _, err := Parse("c.yaml", []byte(inProcessingTime), env(nil)); err != nil {
 		t.Fatalf("a join in processing time with event time on the stream: %v", err)
 	}

@@ -249,14 +249,17 @@ func (c *Config) Fingerprint() string {
 // shuffleSummary says how a group-mode job spreads its keyed work: which
 // jobs repartition.
 func (c *Config) shuffleSummary() string {
-	keyed, windowed := false, false
+	keyed, windowed, asOf := false, false, false
 	for _, s := range c.Steps {
 		keyed = keyed || s.KeyBy != "" || s.Join != nil && s.Join.Interval()
 		windowed = windowed || s.Window != nil
+		asOf = asOf || s.Join != nil && s.Join.Time == JoinEventTime
 	}
 	switch {
 	case !keyed:
 		return "no key_by: no repartition (each process runs the steps on the partitions it reads)"
+	case c.Scale.KeyByIsRecordKey && windowed && asOf:
+		return "no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record); each process fires its windows at the least watermark of the source partitions it reads, never past a record its join as of event time holds"
 	case c.Scale.KeyByIsRecordKey && windowed:
 		return "no repartition: the record key is the key_by value (scale.key_by_is_record_key, checked per record); each process fires its windows at the least watermark of the source partitions it reads"
 	case c.Scale.KeyByIsRecordKey:

@@ -192,18 +192,17 @@ func (v *validator) scale() {
 }
 
 // copartitioned checks what scale.key_by_is_record_key needs: a keyed
-// operator, one source topic (the group deals each topic's partitions
-// out on its own, so a key's partitions of two topics could go to two
-// processes), and no join as of event time (its held records lower the
-// watermark the repartition topic carries; not yet without it). Event
-// time and windows run: each process fires its windows at the least
-// watermark of the source partitions it reads, which hold its keys.
+// operator, and one source topic (the group deals each topic's
+// partitions out on its own, so a key's partitions of two topics could
+// go to two processes). Event time, windows and joins as of event time
+// run: each process fires its windows at the least watermark of the
+// source partitions it reads, which hold its keys, lowered to the
+// records its joins as of event time hold.
 func (v *validator) copartitioned() {
 	const path = "scale.key_by_is_record_key"
-	keyed, asOf, topics := false, false, 0
+	keyed, topics := false, 0
 	for _, s := range v.c.Steps {
 		keyed = keyed || s.KeyBy != ""
-		asOf = asOf || s.Join != nil && s.Join.Time == JoinEventTime
 	}
 	for _, s := range v.c.Sources {
 		topics += len(s.Topics)
@@ -213,8 +212,6 @@ func (v *validator) copartitioned() {
 		v.fail(path, "the job has no key_by step: nothing is repartitioned, remove it")
 	case topics != 1:
 		v.fail(path, "needs exactly one source topic (the job reads %d): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes", topics)
-	case asOf:
-		v.fail(path, "not with a join as of event time (time: event_time) yet: the records it holds are kept out of the watermark only through the repartition topic; remove the setting to repartition")
 	}
 }
 

@@ -293,6 +293,10 @@ type sourceHold struct {
 	task  int
 	id    string // the task's id, the metric's label
 	h     operator.Hold
+	// passWatermark: the planted bug plantedCoHeldPassedByWatermark (a
+	// co-partitioned group member's task, in a test): the barriers'
+	// watermarks are not lowered to the records held.
+	passWatermark bool
 }
 
 // holdBack places rec in event time, as route would, and holds it with
@@ -376,7 +380,7 @@ func (h *sourceHold) atBarrier(b *barrier) {
 		if t.carried {
 			continue
 		}
-		if holds && t.watermark > least {
+		if holds && t.watermark > least && !h.passWatermark {
 			t.watermark = least
 		}
 		if in[partitionKey{t.Topic, t.Partition}] {

@@ -185,7 +185,8 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			a.asOf = &asOfJoins{sources: make([]bool, len(cfg.Sources)), metrics: j.metrics}
 		}
 		if a.asOf != nil {
-			st.router.hold = &sourceHold{joins: a.asOf, task: i, id: string(st.id)}
+			st.router.hold = &sourceHold{joins: a.asOf, task: i, id: string(st.id),
+				passWatermark: gt != nil && !shuffledTime && j.plantedBug == plantedCoHeldPassedByWatermark}
 		}
 		g.sources = append(g.sources, st)
 		tasks = append(tasks, st.id)

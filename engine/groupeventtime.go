@@ -69,7 +69,9 @@ import (
 //
 //	W(N) = max(W(N-1), min over the non-idle source partitions the process reads of Wp(N))
 //
-// (jobWatermark: the carried partitions, read by others, do not count).
+// (jobWatermark: the carried partitions, read by others, do not count),
+// each Wp lowered to the least event time a join as of event time holds
+// in the task that reads p (groupheld.go, step 4).
 // So W <= Wp for every partition whose keys the process holds: a window
 // open for a record of p at the source has not fired, and one that fired
 // (end + L <= W <= Wp) is closed for every later record of p, late at the

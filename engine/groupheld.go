@@ -55,6 +55,14 @@ import (
 //     repartition partition's watermark back (its maxima only grow); it
 //     keeps it from passing a held record. The checkpoint record keeps
 //     the partitions' true largest times: they restore the clocks.
+//     A job that does not repartition (scale.key_by_is_record_key) has
+//     no such reports: the process that holds p's records runs their
+//     keys' windows, and fires them, as single mode does, at the least
+//     of the barriers' watermarks of the partitions it reads
+//     (groupeventtime.go), which sourceHold.atBarrier lowered to the
+//     least event time each task holds. So the process's watermark never
+//     passes a record it holds; a record restored with its partition is
+//     held again before the new attempt's first barrier.
 //  5. The table's event time T is each process's own (asOfTable): the
 //     least, over the table partitions the process reads (all of a
 //     broadcast table; those of its stream partitions for a partitioned

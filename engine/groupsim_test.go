@@ -255,12 +255,17 @@ const (
 	gsimCoHopping
 	gsimCoSessions
 	gsimAsOfPartitioned
+	// gsimAsOfCoWindows is asof-windows (tumbling windows behind a join
+	// as of event time) on an input partitioned by its group key, not
+	// repartitioned: the records the join holds are held on the keyed
+	// operator's own process.
+	gsimAsOfCoWindows
 )
 
 // copartitioned reports whether kind's input is partitioned by its group
 // key and the job does not repartition (scale.key_by_is_record_key).
 func (kind gsimKind) copartitioned() bool {
-	return kind == gsimCopartitioned || kind == gsimCoWindows || kind == gsimCoHopping || kind == gsimCoSessions
+	return kind == gsimCopartitioned || kind == gsimCoWindows || kind == gsimCoHopping || kind == gsimCoSessions || kind == gsimAsOfCoWindows
 }
 
 // windows reports whether kind is a windowed job, and its windows.
@@ -272,7 +277,7 @@ func (kind gsimKind) windows() (simWindowKind, bool) {
 		return simHopping, true
 	case gsimSessions, gsimCoSessions:
 		return simSessions, true
-	case gsimAsOfWindows:
+	case gsimAsOfWindows, gsimAsOfCoWindows:
 		return simTumbling, true
 	}
 	return 0, false
@@ -304,7 +309,7 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind)
 	switch kind {
 	case gsimAsOfJoin:
 		base = s.asOfJoinConfig(env)
-	case gsimAsOfWindows:
+	case gsimAsOfWindows, gsimAsOfCoWindows:
 		base = s.withAsOfTable(asOfWindowsJob.config)
 	case gsimAsOfSums:
 		base = s.asOfSumsConfig(env)
@@ -1662,7 +1667,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"asof_join", playFaults, 100, gsimAsOfJoin}, {"asof_windows", playFaults, 60, gsimAsOfWindows}, {"asof_sums", playFaults, 60, gsimAsOfSums},
 		{"asof_join_savepoint_continued", playAsOfContinued, 60, gsimAsOfJoin},
 		{"asof_partitioned", playFaults, 60, gsimAsOfPartitioned}, {"asof_partitioned_savepoint_continued", playAsOfContinued, 40, gsimAsOfPartitioned},
-		{"asof_sums_live_savepoint", playLive, 40, gsimAsOfSums}, {"asof_sums_stop_with_savepoint", playStop, 40, gsimAsOfSums}} {
+		{"asof_sums_live_savepoint", playLive, 40, gsimAsOfSums}, {"asof_sums_stop_with_savepoint", playStop, 40, gsimAsOfSums},
+		{"asof_copartitioned", playFaults, 60, gsimAsOfCoWindows}, {"asof_copartitioned_live_savepoint", playLive, 40, gsimAsOfCoWindows}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
@@ -1713,7 +1719,7 @@ func TestSimulationGroupModeIsDeterministic(t *testing.T) {
 		play func(*gsim) error
 	}
 	runs := []run{{gsimAsOfJoin, playAsOfContinued}}
-	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimCoWindows, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums, gsimAsOfPartitioned} {
+	for _, kind := range []gsimKind{gsimSums, gsimWindows, gsimSessions, gsimCopartitioned, gsimCoWindows, gsimIntervalJoin, gsimAsOfJoin, gsimAsOfSums, gsimAsOfPartitioned, gsimAsOfCoWindows} {
 		runs = append(runs, run{kind, playFaults})
 	}
 	for _, r := range runs {
@@ -1766,6 +1772,7 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"the watermark passes a held record", plantedHeldPassedByWatermark, playFaults, 100, gsimAsOfWindows},
 		{"repartition bundles sent after the barrier of their inputs", plantedBundleAfterBarrier, playFaults, 100, gsimSums},
 		{"the local shuffle taken over records left in the repartition topic", plantedLocalShuffleOverBacklog, playFaults, 100, gsimSums},
+		{"the watermark passes a held record, co-partitioned", plantedCoHeldPassedByWatermark, playFaults, 100, gsimAsOfCoWindows},
 		{"co-partitioned windows resume at the member's last watermark", plantedResumeOwnWatermark, playFaults, 100, gsimCoWindows},
 		{"a moved partition's clock starts over, co-partitioned windows", plantedOwnClocksOnly, playFaults, 100, gsimCoWindows},
 		{"a kept table not read on to its end", plantedTableNotReadOn, playTable, 100, gsimSums},

@@ -248,7 +248,7 @@ func (s *gsim) restoredAsOf(p *gproc, a *attempt) error {
 // released once, each with the tier as of its event time, no window
 // fired before it.
 func asOfExercised(kind gsimKind, n int, counts map[string]int) error {
-	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums && kind != gsimAsOfPartitioned || n < 3 {
+	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums && kind != gsimAsOfPartitioned && kind != gsimAsOfCoWindows || n < 3 {
 		return nil
 	}
 	if counts["most records held at a commit"] == 0 || counts["held records restored by a new owner"] == 0 {

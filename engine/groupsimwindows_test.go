@@ -35,7 +35,12 @@ import (
 // and late records must be the same. Only when a window fires differs: a
 // process fires at the least watermark of the partitions it owns, so at
 // the end a window may have fired past the least partition watermark,
-// but never past the watermark of its key's own partition.
+// but never past the watermark of its key's own partition. gsimAsOfCoWindows
+// puts a join as of event time before them (asof_copartitioned): the
+// process that holds a record also fires its key's windows, and must not
+// fire one before the record is released; a savepoint of it holds the
+// open windows of the inputs its offsets cover but the held ones
+// (withoutHeld), and those held records.
 
 // gsimWindowView is what the windowed oracle has read of the committed
 // outputs.
@@ -284,6 +289,9 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 		return err
 	}
 	want := windowsOf(ins, s.key, s.windowKind, s.lateness)
+	if err := s.withoutHeld(r, ins, want.windows); err != nil {
+		return s.violation("savepoint %s: %v", dir, err)
+	}
 	et := r.Manifest().EventTime.Checkpoint()
 	if et == nil {
 		return s.violation("savepoint %s holds no event time", dir)
@@ -342,5 +350,45 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 	}
 	s.counts["windows in savepoints"] += len(held)
 	s.log("savepoint %s holds exactly the open windows of the inputs before %v", dir, offsets)
+	return nil
+}
+
+// withoutHeld takes out of windows (the oracle's over ins) what the
+// inputs savepoint r holds for a join as of event time would add: they
+// are read (their event times moved their partitions' clocks) but not
+// joined yet, so no window holds them. An input's share is the
+// difference its partition's oracle makes with it and without it
+// (tumbling and hopping windows: each input adds to its open windows
+// alone).
+func (s *gsim) withoutHeld(r *savepoint.Reader, ins [][]simInput, windows map[simWin]simAgg) error {
+	held, err := r.Held()
+	if err != nil {
+		return err
+	}
+	for _, h := range held {
+		p, off := h.Partition, h.Offset
+		if int(p) >= len(ins) || off >= int64(len(ins[p])) {
+			return fmt.Errorf("it holds in/%d@%d, past its offsets", p, off)
+		}
+		only := func(n int64) [][]simInput {
+			part := make([][]simInput, len(ins))
+			part[p] = ins[p][:n]
+			return part
+		}
+		with := windowsOf(only(off+1), s.key, s.windowKind, s.lateness).windows
+		without := windowsOf(only(off), s.key, s.windowKind, s.lateness).windows
+		for w, a := range with {
+			b := without[w]
+			d := windows[w]
+			d.count -= a.count - b.count
+			d.sum -= a.sum - b.sum
+			if d == (simAgg{}) {
+				delete(windows, w)
+			} else {
+				windows[w] = d
+			}
+		}
+	}
+	s.counts["held inputs in savepoints"] += len(held)
 	return nil
 }

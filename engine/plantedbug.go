@@ -118,6 +118,13 @@ const (
 	// topic's: a join key is looked up in a process that may not read
 	// its table partition.
 	plantedJoinTableFollowsStream
+	// plantedCoHeldPassedByWatermark: a co-partitioned member's source
+	// tasks send their barriers with the partitions' watermarks as read,
+	// not lowered to the least event time a join as of event time holds
+	// (sourceHold.atBarrier), as if only what crosses the repartition
+	// topic needed it: the process's windows fire before a held record
+	// that belongs in one is released.
+	plantedCoHeldPassedByWatermark
 )
 
 // withPlantedBug puts m into the job's code paths (tests).
