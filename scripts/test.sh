@@ -39,6 +39,18 @@ if [ ${#args[@]} -eq 0 ]; then
   [ -n "$race" ] && skip=(-skip '^TestSimulation')
 fi
 set +e
+beside=
+if [ $# -eq 0 ] && [ -n "$race" ]; then
+  # cmd/pipeline, the longest package (its broker tests mostly wait on
+  # the processes they start and on the broker), runs beside everything
+  # else, and the simulations below start as soon as the other packages
+  # are done instead of after it: one CI run saved about 200 s of its
+  # 15-minute budget so. Its output is shown once it ends.
+  pipeline_log=$(mktemp "${TMPDIR:-/tmp}/pipeline-test-cmd.XXXXXX")
+  go test $race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "${skip[@]}" ./cmd/pipeline/ >"$pipeline_log" 2>&1 &
+  beside=$!
+  mapfile -t args < <(go list ./... | grep -vx 'github.com/eoflow/pipeline/cmd/pipeline')
+fi
 go test $race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "${skip[@]}" "${args[@]}"
 status=$?
 if [ "$status" -eq 0 ] && [ $# -eq 0 ]; then
@@ -72,6 +84,13 @@ if [ "$status" -eq 0 ] && [ $# -eq 0 ] && [ -n "$race" ]; then
     status=$?
     [ "$others" -eq 0 ] || status=$others
   fi
+fi
+if [ -n "$beside" ]; then
+  wait "$beside"
+  pipeline_status=$?
+  cat "$pipeline_log"
+  rm -f "$pipeline_log"
+  [ "$pipeline_status" -eq 0 ] || status=$pipeline_status
 fi
 set -e
 exit "$status"
