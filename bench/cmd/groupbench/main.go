@@ -22,6 +22,11 @@
 //     keys of state is stopped and started again; the restore's "took".
 //
 //     go run ./bench/cmd/groupbench -brokers 127.0.0.1:9092 -pipeline bin/pipeline
+//
+// With -table-keys, each job gets a compacted table of that many keys (the
+// inputs' keys, tiers as values) for a job that joins it
+// (bench/jobs/keyed-sum-join.yaml); -table-mode is its mode in group mode
+// (single mode's baseline always holds it broadcast).
 package main
 
 import (
@@ -65,6 +70,10 @@ type options struct {
 	// broker's pid, whose CPU the throughput runs measure (model.go).
 	pin       bool
 	brokerPID int
+	// tableKeys, tableMode and tablePartitions are the joined table's
+	// (tableKeys 0: no table).
+	tableKeys, tablePartitions int
+	tableMode                  string
 }
 
 func main() {
@@ -87,6 +96,9 @@ func main() {
 	sections := flag.String("sections", "throughput,recovery,restore,rebalance", "the measurements to run")
 	flag.BoolVar(&o.pin, "pin", false, "run pipeline process i on CPU i mod nproc (taskset); the broker is not pinned")
 	flag.IntVar(&o.brokerPID, "broker-pid", 0, "the broker's pid, for its CPU per record (0: the first process running kafka.Kafka on this machine)")
+	flag.IntVar(&o.tableKeys, "table-keys", 0, "keys of a table for a job that joins one (e.g. -job bench/jobs/keyed-sum-join.yaml; 0: none)")
+	flag.StringVar(&o.tableMode, "table-mode", "broadcast", "tables[].mode of the group-mode runs: broadcast or partitioned")
+	flag.IntVar(&o.tablePartitions, "table-partitions", 8, "partitions of the table's topic")
 	flag.Parse()
 	if o.brokerPID == 0 {
 		o.brokerPID = findBroker()
@@ -262,7 +274,35 @@ func newRun(o options, mode string, tag string, copart bool) (*run, error) {
 			return nil, err
 		}
 	}
+	if o.tableKeys > 0 {
+		if err := r.table(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// table writes the joined table: keys k0 to k<tableKeys-1>, as produce
+// keys the inputs, each {"tier": "t<i mod 4>"}, in a compacted topic of
+// its own; single mode holds it broadcast, group mode as -table-mode says.
+func (r *run) table(ctx context.Context) error {
+	topic := r.name + "-tiers"
+	compact := "compact"
+	if _, err := r.adm.CreateTopic(ctx, int32(r.o.tablePartitions), -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
+		return err
+	}
+	for i := range r.o.tableKeys {
+		r.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i)), Value: fmt.Appendf(nil, `{"tier":"t%d"}`, i%4)}, nil)
+	}
+	if err := r.cl.Flush(ctx); err != nil {
+		return err
+	}
+	mode := r.o.tableMode
+	if r.mode == "single" {
+		mode = "broadcast"
+	}
+	r.env = append(r.env, "TABLE_TOPIC="+topic, "TABLE_MODE="+mode)
+	return nil
 }
 
 func (r *run) close() {
