@@ -146,6 +146,20 @@ func (v *validator) partitioned(path string, i int, t Table) {
 	if _, taken := c.Graph().Lookup(JoinRepartitionSource(s.ID)); taken {
 		v.fail(kpath, "%s through an internal source with id %q, which the job already has: rename that source or step", why, JoinRepartitionSource(s.ID))
 	}
+	// What crosses the topic is the record as the join's input has it:
+	// a key_by's group key or an earlier join's value would not cross.
+	g := c.Graph()
+	if n, ok := g.Lookup(s.ID); ok {
+		for _, u := range g.Upstream(n) {
+			nd := g.Nodes[u]
+			if nd.Kind != NodeStep {
+				continue
+			}
+			if k := c.Steps[nd.Index].Kind(); k != StepFilter && k != StepMap {
+				v.fail(kpath, "%s, and it reads %s (%s, id %q): only filter and map steps may come before such a join, since the record crosses the repartition topic without what a %s adds; move the step after the join, or use mode: broadcast for tables[%d]", why, nd.Path, k, nd.ID, k, i)
+			}
+		}
+	}
 	keyFormat := Format("")
 	for _, src := range c.upstreamSources(si) {
 		sp, sc := fmt.Sprintf("sources[%d]", src), c.Sources[src]

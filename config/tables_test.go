@@ -211,6 +211,16 @@ func TestTableErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "partitioned, repartitioned by the join key: a key_by and a join before it",
+			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n",
+				"topic: customers\n", "topic: customers\n    mode: partitioned\n  - {id: other, topic: other}\n",
+				"steps:\n", "steps:\n  - filter: 'n > 0'\n  - key_by: customer\n  - join: {table: other, key: customer, as: o}\n").Replace(enriched),
+			want: []string{
+				`c.yaml:18:5: steps[3].join: the job repartitions its stream by the join key of steps[3].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), and it reads steps[1] (key_by, id "key_by-1"): only filter and map steps may come before such a join, since the record crosses the repartition topic without what a key_by adds; move the step after the join, or use mode: broadcast for tables[0]`,
+				`c.yaml:18:5: steps[3].join: the job repartitions its stream by the join key of steps[3].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), and it reads steps[2] (join, id "join-2"): only filter and map steps may come before such a join, since the record crosses the repartition topic without what a join adds; move the step after the join, or use mode: broadcast for tables[0]`,
+			},
+		},
+		{
 			name: "partitioned, repartitioned by the join key: two partitioned tables",
 			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n",
 				"topic: customers\n", "topic: customers\n    mode: partitioned\n  - {id: other, topic: other, mode: partitioned}\n",

@@ -66,8 +66,14 @@ func (s *gsim) useTableAs(mode config.TableMode) {
 	tableYAML := gsimTableYAML(yaml)
 	if mode == config.TablePartitioned {
 		tableYAML = strings.Replace(tableYAML, "{id: tiers, topic: tiers}", "{id: tiers, topic: tiers, mode: partitioned}", 1)
+		// A map before the join: the repartition topic carries the
+		// record it made, encoded anew, not the input's bytes.
+		tableYAML = strings.Replace(tableYAML, "steps:\n", "steps:\n  - id: reshape\n    map: {n: n, twice: 'n * 2'}\n", 1)
 	}
 	s.cfg = parseConfig(s.t, []byte(tableYAML), env)
+	if mode == config.TablePartitioned && (s.cfg.Steps[0].ID != "reshape" || s.cfg.Steps[1].Join == nil) {
+		s.t.Fatalf("the repartitioned table job's steps: %+v", s.cfg.Steps)
+	}
 	s.cfg.Workers, s.cfg.Checkpoint.KeyGroups, s.cfg.Checkpoint.Timeout = prev.Workers, prev.Checkpoint.KeyGroups, prev.Checkpoint.Timeout
 	if err := s.w.kafka.CreateTopic(gsimTable, s.tableParts); err != nil {
 		s.t.Fatal(err)
