@@ -48,6 +48,10 @@ type OperatorDesc struct {
 // aggregate's key expression is the key_by of the last key_by step before
 // it: that is what computes the group keys its state is stored under.
 func DescribeConfig(cfg *config.Config) *Descriptor {
+	// The job the engine runs: a join's repartition by its key is a
+	// source (and a sink) of its own, whose offsets a savepoint holds
+	// (config.WithJoinRepartitions; the same configuration when none).
+	cfg = cfg.WithJoinRepartitions()
 	d := &Descriptor{
 		Job:         cfg.Name,
 		Fingerprint: cfg.Fingerprint(),
