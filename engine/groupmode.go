@@ -262,12 +262,7 @@ func ensureShuffleTopics(ctx context.Context, adm *kadm.Client, s *shuffle, keye
 // another count: the table's topic gained partitions, and its keys moved.
 func ensureJoinTopics(ctx context.Context, adm *kadm.Client, cfg *config.Config) error {
 	for _, r := range cfg.JoinRepartitioned() {
-		var table config.Table
-		for _, t := range cfg.Tables {
-			if t.ID == r.Table {
-				table = t
-			}
-		}
+		table, _ := cfg.Table(r.Table) // validation made sure it exists
 		md, err := adm.Metadata(kadm.WithAuthorizedOps(ctx), table.Topic)
 		if err != nil {
 			return fmt.Errorf("describing table %s (topic %s): %w", table.ID, table.Topic, err)
