@@ -1,13 +1,11 @@
 package savepoint
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/eoflow/pipeline/checkpoint"
-	"github.com/eoflow/pipeline/state"
 )
 
 // A group-mode job whose partitioned table is joined by a field reads the
@@ -34,42 +32,12 @@ steps:
 		t.Fatalf("the description reads no %s: %+v", topic, d.Operators)
 	}
 
-	dir := filepath.Join(t.TempDir(), "sp")
-	w, err := Create(dir, d.Meta(42, testMeta(8).Created), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	for _, op := range d.Aggregates() {
-		ow, err := w.Aggregate(op.ID, *op.Aggregate)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ow.WriteAll(state.Range{Start: 0, End: state.KeyGroup(d.KeyGroups)}, func(func(state.Entry) bool) {}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	offs, err := d.SourceOffsets([]checkpoint.SourceOffset{
+	m, _ := savepointAt(t, yaml, []checkpoint.SourceOffset{
 		{Topic: "numbers", Partition: 0, Offset: 10}, {Topic: "more", Partition: 0, Offset: 20},
 		{Topic: topic, Partition: 0, Offset: 7}, {Topic: topic, Partition: 1, Offset: 3},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id, o := range offs {
-		if err := w.Source(id, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, nil)
 
-	plan, err := CheckRestore(r.Manifest(), DescribeConfig(parseConfig(t, yaml)), RestoreOptions{})
+	plan, err := CheckRestore(m, DescribeConfig(parseConfig(t, yaml)), RestoreOptions{})
 	if err != nil {
 		t.Fatalf("the job refuses its own savepoint: %v", err)
 	}
@@ -81,7 +49,7 @@ steps:
 	// The same job with the table broadcast has no repartition topic:
 	// what was in flight there would be lost, so it is refused.
 	broadcast := strings.Replace(yaml, ", mode: partitioned}", "}", 1)
-	if _, err := CheckRestore(r.Manifest(), DescribeConfig(parseConfig(t, broadcast)), RestoreOptions{}); err == nil || !strings.Contains(err.Error(), topic) {
+	if _, err := CheckRestore(m, DescribeConfig(parseConfig(t, broadcast)), RestoreOptions{}); err == nil || !strings.Contains(err.Error(), topic) {
 		t.Errorf("restored into the broadcast job: %v", err)
 	}
 }

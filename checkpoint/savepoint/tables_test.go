@@ -22,7 +22,16 @@ steps:
 // savepointWithTables is savepointOf(tableJob) with the tables at ts.
 func savepointWithTables(t *testing.T, ts []checkpoint.TableOffsets) (*Manifest, string) {
 	t.Helper()
-	d := DescribeConfig(parseConfig(t, tableJob))
+	return savepointAt(t, tableJob, []checkpoint.SourceOffset{
+		{Topic: "numbers", Partition: 0, Offset: 10}, {Topic: "more", Partition: 0, Offset: 20},
+	}, ts)
+}
+
+// savepointAt writes a savepoint of the job yaml describes: its
+// aggregates empty, its sources at offsets, its tables at ts.
+func savepointAt(t *testing.T, yaml string, offsets []checkpoint.SourceOffset, ts []checkpoint.TableOffsets) (*Manifest, string) {
+	t.Helper()
+	d := DescribeConfig(parseConfig(t, yaml))
 	dir := filepath.Join(t.TempDir(), "sp")
 	w, err := Create(dir, d.Meta(42, testMeta(8).Created), Options{})
 	if err != nil {
@@ -38,9 +47,7 @@ func savepointWithTables(t *testing.T, ts []checkpoint.TableOffsets) (*Manifest,
 			t.Fatal(err)
 		}
 	}
-	offs, err := d.SourceOffsets([]checkpoint.SourceOffset{
-		{Topic: "numbers", Partition: 0, Offset: 10}, {Topic: "more", Partition: 0, Offset: 20},
-	})
+	offs, err := d.SourceOffsets(offsets)
 	if err != nil {
 		t.Fatal(err)
 	}
