@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -84,6 +85,12 @@ func (t *gsimTail) lateAndDead(s *gsim, late map[simTP]bool) error {
 			return s.violation("late record %s without its source partition and offset", r.Value)
 		}
 		tp := simTP{int32(p), off}
+		if topic := sink.Header(kr, sink.HeaderTopic); topic != "in" {
+			var err error
+			if tp, err = s.inputCrossed(topic, tp); err != nil {
+				return err
+			}
+		}
 		switch {
 		case t.late[tp]:
 			return s.violation("input %+v committed twice to the late topic", tp)
@@ -391,4 +398,26 @@ func (s *gsim) withoutHeld(r *savepoint.Reader, ins [][]simInput, windows map[si
 	}
 	s.counts["held inputs in savepoints"] += len(held)
 	return nil
+}
+
+// inputCrossed is the input whose record a job read at at of topic, its
+// join's repartition topic (a late record names where it was read): the
+// record there has the input's number.
+func (s *gsim) inputCrossed(topic string, at simTP) (simTP, error) {
+	if topic != s.joinTopic {
+		return at, s.violation("a late record names topic %q, which the job does not read", topic)
+	}
+	recs, _, err := s.w.kafka.ReadCommitted(memkafka.TP{Topic: topic, Partition: at.partition}, at.offset, 1)
+	var v struct{ N int64 }
+	if err != nil || len(recs) == 0 || recs[0].Offset != at.offset || json.Unmarshal(recs[0].Value, &v) != nil {
+		return at, s.violation("a late record names %s %+v, which holds no committed input (%v)", topic, at, err)
+	}
+	for p, ins := range s.inputs {
+		for off, in := range ins {
+			if in.n == v.N && !in.bad {
+				return simTP{int32(p), int64(off)}, nil
+			}
+		}
+	}
+	return at, s.violation("a late record names %s %+v, whose number %d is no input's", topic, at, v.N)
 }
