@@ -2,12 +2,14 @@ package engine
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator/keyed"
+	"github.com/eoflow/pipeline/source"
 	"github.com/eoflow/pipeline/window"
 )
 
@@ -82,5 +84,39 @@ func TestCarriedTime(t *testing.T) {
 		if _, _, rerr := carriedTime(&kgo.Record{Headers: hs}); rerr == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// A reader resumes what its partition of a join's repartition topic knew
+// only at the position it was kept at (the committed offset), never from a
+// tombstone or an older life's position; a start from a savepoint writes
+// tombstones over every such partition it commits an offset of.
+func TestJoinTimeRestoreAndImport(t *testing.T) {
+	const topic = "shop-enrich-repartition"
+	tp := &timePlan{byTopic: map[string]*sourceTime{topic: {reported: true}, "orders": {}}, joins: joinTimes{topic: {"orders": true}}}
+	q := newQueueTime()
+	q.report([]reportedTime{{PartitionTime: checkpoint.PartitionTime{Topic: "orders", Partition: 0, MaxEventTime: 500}}})
+	q.advance(0, tp, []partitionKey{{"orders", 0}})
+	kept := joinTimeValue(40, shuffledTime{watermark: q.watermark, times: q.sorted()})
+	values := map[partitionKey][]byte{{topic, 0}: kept, {topic, 1}: kept, {topic, 2}: nil}
+	offsets := map[source.TopicPartition]int64{{Topic: topic, Partition: 0}: 40, {Topic: topic, Partition: 1}: 41, {Topic: topic, Partition: 2}: 7}
+	c := newClocks(tp, &checkpoint.EventTime{Partitions: []checkpoint.PartitionTime{{Topic: topic, Partition: 1, MaxEventTime: 300}}}, time.Now)
+	if err := c.restoreJoins(values, offsets); err != nil {
+		t.Fatal(err)
+	}
+	if cl := c.of(topic, 0); cl.reports.watermark != 500 || len(cl.reports.parts) != 1 || cl.Max != 500 {
+		t.Errorf("partition 0, kept at its committed offset: %+v", cl.reports)
+	}
+	if cl := c.of(topic, 1); cl.reports.watermark != 300 || len(cl.reports.parts) != 0 {
+		t.Errorf("partition 1, kept at another offset: %+v, want its checkpointed time alone", cl.reports)
+	}
+	if cl := c.of(topic, 2); cl.reports.watermark != window.NoWatermark || len(cl.reports.parts) != 0 {
+		t.Errorf("partition 2, a tombstone: %+v", cl.reports)
+	}
+	j := &Job{cfg: &config.Config{Name: "shop"}, plan: &plan{time: tp}}
+	recs := j.importedJoinTimes(map[source.TopicPartition]int64{{Topic: topic, Partition: 1}: 9, {Topic: "orders", Partition: 0}: 3, {Topic: topic, Partition: 0}: 5})
+	if len(recs) != 2 || string(recs[0].Key) != j.joinTimeKey(partitionKey{topic, 0}) || string(recs[1].Key) != j.joinTimeKey(partitionKey{topic, 1}) ||
+		recs[0].Value != nil || recs[1].Value != nil || recs[0].Topic != checkpoint.TopicName("shop") {
+		t.Errorf("the import's records: %+v", recs)
 	}
 }
