@@ -27,7 +27,11 @@ import (
 // offsets are the group's like every source's, and a rebalance moves a
 // partition of the topic with its table partition. The record key the
 // join's input had crosses in a header (JoinKeyHeader), so _key after the
-// join is what it was before it.
+// join is what it was before it. When every source the join reads has
+// event time, so does the internal source: each record carries its event
+// time and its partition's watermark across in a header
+// (JoinTimeHeader), and the topic's partitions have the watermarks the
+// stream's partitions report through them (engine/jointime.go).
 
 // JoinKeyHeader is the header in which a record written to a join's
 // repartition topic carries its own record key (the topic's record key is

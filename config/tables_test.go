@@ -529,6 +529,9 @@ func TestJoinRepartitionCarriesEventTime(t *testing.T) {
 		if len(rs) != 1 {
 			t.Fatalf("%s: repartitions %+v", name, rs)
 		}
+		if said := strings.Contains(c.Summary(), "(the records' event times and their partitions' watermarks cross with them)"); said != rs[0].Timed {
+			t.Errorf("%s: the summary says event time crosses: %v, want %v: %s", name, said, rs[0].Timed, c.Summary())
+		}
 		internal := r.Sources[len(r.Sources)-1]
 		if name == "one of two sources timed" {
 			if rs[0].Timed || internal.EventTime != nil || !slices.Equal(rs[0].Upstream, []string{"orders", "more"}) {
