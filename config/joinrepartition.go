@@ -27,12 +27,21 @@ import (
 // offsets are the group's like every source's, and a rebalance moves a
 // partition of the topic with its table partition. The record key the
 // join's input had crosses in a header (JoinKeyHeader), so _key after the
-// join is what it was before it.
+// join is what it was before it. When every source the join reads has
+// event time, so does the internal source: each record carries its event
+// time and its partition's watermark across in a header
+// (JoinTimeHeader), and the topic's partitions have the watermarks the
+// stream's partitions report through them (engine/jointime.go).
 
 // JoinKeyHeader is the header in which a record written to a join's
 // repartition topic carries its own record key (the topic's record key is
 // the join key).
 const JoinKeyHeader = "pipeline.key"
+
+// JoinTimeHeader is the header in which a record written to a join's
+// repartition topic carries its event time and its partition's watermark
+// just before it, when the job has event time.
+const JoinTimeHeader = "pipeline.event.time"
 
 // JoinRepartition is a join step whose stream the job repartitions by the
 // join key.
@@ -47,6 +56,12 @@ type JoinRepartition struct {
 	// From are the ids the join read in the configuration as written:
 	// the internal sink reads them.
 	From []string
+	// Upstream are the topics of the sources the join reads through
+	// other steps or none, in the configuration as written; Timed says
+	// every one of them has event time, which then crosses the topic
+	// (the file's comment).
+	Upstream []string
+	Timed    bool
 }
 
 // JoinRepartitionTopic is the internal topic through which job
@@ -113,11 +128,18 @@ func (c *Config) joinRepartitionsNeeded() []JoinRepartition {
 			for _, in := range g.Nodes[n].Inputs {
 				from = append(from, g.Nodes[in].ID)
 			}
-			out = append(out, JoinRepartition{
+			r := JoinRepartition{
 				Step: i, Table: t.ID, From: from,
 				Topic:  JoinRepartitionTopic(c.Name, c.Steps[i].ID),
 				Source: JoinRepartitionSource(c.Steps[i].ID),
-			})
+			}
+			up := c.upstreamSources(i)
+			r.Timed = len(up) > 0
+			for _, s := range up {
+				r.Upstream = append(r.Upstream, c.Sources[s].Topics...)
+				r.Timed = r.Timed && c.Sources[s].EventTime != nil
+			}
+			out = append(out, r)
 		}
 	}
 	return out
@@ -151,10 +173,18 @@ func (c *Config) WithJoinRepartitions() *Config {
 		if up := c.upstreamSources(r.Step); len(up) > 0 {
 			keyFormat = c.Sources[up[0]].KeyFormat
 		}
-		out.Sources = append(out.Sources, Source{
+		src := Source{
 			ID: r.Source, Topics: []string{r.Topic}, Start: StartPosition{Kind: StartEarliest},
 			Format: format, KeyFormat: keyFormat, Envelope: EnvelopeNone,
-		})
+		}
+		if r.Timed {
+			// Each record's event time, and its partition's watermark
+			// before it, cross in a header; the topic's partitions have
+			// the watermarks the stream's partitions report through
+			// them, not their own (engine/joinrepartitiontime.go).
+			src.EventTime = &EventTime{}
+		}
+		out.Sources = append(out.Sources, src)
 		dlt := c.Name + "-dead-letter"
 		if len(c.Sinks) > 0 {
 			dlt = c.Sinks[0].DeadLetterTopic

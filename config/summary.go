@@ -54,6 +54,9 @@ func (c *Config) Summary() string {
 			case byJoinKey:
 				line += fmt.Sprintf("; table %s partitioned: the stream is repartitioned by the join key of steps[%d] (%s) through topic %s, with as many partitions as topic %s, and each process reads the table partitions of the partitions of it that it owns",
 					t.ID, r.Step, strings.TrimSpace(c.Steps[r.Step].Join.Key), r.Topic, t.Topic)
+				if r.Timed {
+					line += " (the records' event times and their partitions' watermarks cross with them)"
+				}
 			default:
 				line += fmt.Sprintf("; table %s partitioned: each process reads the partitions of topic %s that match its partitions of the stream (co-partitioned, checked at start)", t.ID, t.Topic)
 			}

@@ -137,9 +137,6 @@ func (v *validator) partitioned(path string, i int, t Table) {
 	if t.KeyFormat != FormatRaw {
 		v.fail(path+".key_format", "%s, but %s: the repartition topic is partitioned by the join key's text, which is where Kafka's partitioner put the table's keys only when they are that text (key_format: raw); use mode: broadcast", t.KeyFormat, why)
 	}
-	if s.Join.Time == JoinEventTime {
-		v.fail(kpath+".time", "%s, which a join as of event time cannot cross yet (its watermarks and held records would have to cross the repartition topic); use mode: broadcast for tables[%d], or co-partition the stream (write it keyed by the join key to a topic with the table's partition count, and join with key: _key)", why, i)
-	}
 	if c.Scale.KeyByIsRecordKey {
 		v.fail("scale.key_by_is_record_key", "%s, so the job reads two topics; remove the setting (the keyed steps after the join are repartitioned)", why)
 	}
@@ -168,8 +165,6 @@ func (v *validator) partitioned(path string, i int, t Table) {
 			v.fail(sp+".format", "%s: %s, which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[%d]", sc.Format, why, i)
 		case sc.Envelope != EnvelopeNone && sc.Envelope != "":
 			v.fail(sp+".envelope", "%s: %s, not with an envelope yet; use mode: broadcast for tables[%d]", sc.Envelope, why, i)
-		case sc.EventTime != nil:
-			v.fail(sp+".event_time", "%s: event time does not cross that repartition topic yet (each partition of it mixes the stream's partitions, which have watermarks of their own); use mode: broadcast for tables[%d], or co-partition the stream (write it keyed by the join key to a topic with the table's partition count, and join with key: _key)", why, i)
 		case keyFormat != "" && sc.KeyFormat != keyFormat:
 			v.fail(sp+".key_format", "%s, but another source the join reads has %s: %s, and the record keys cross it in one format", sc.KeyFormat, keyFormat, why)
 		}

@@ -195,7 +195,7 @@ func TestTableErrors(t *testing.T) {
 			want: []string{`c.yaml:12:17: tables[0].key_format: json, but the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up): the repartition topic is partitioned by the join key's text, which is where Kafka's partitioner put the table's keys only when they are that text (key_format: raw); use mode: broadcast`},
 		},
 		{
-			name: "partitioned, repartitioned by the join key: event time, avro, the setting",
+			name: "partitioned, repartitioned by the join key: avro, the setting",
 			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group, key_by_is_record_key: true}\nschema_registry: {url: 'http://localhost:8081'}\n",
 				"topic: customers\n", "topic: customers\n    mode: partitioned\n",
 				"topics: [orders]\n", "topics: [orders]\n    event_time: {}\n  - {id: more, topics: [more], format: avro}\n",
@@ -204,9 +204,7 @@ func TestTableErrors(t *testing.T) {
 			want: []string{
 				`c.yaml:2:44: scale.key_by_is_record_key: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), so the job reads two topics; remove the setting (the keyed steps after the join are repartitioned)`,
 				`c.yaml:2:44: scale.key_by_is_record_key: needs exactly one source topic (the job reads 2): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes`,
-				`c.yaml:9:5: sources[0].event_time: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up): event time does not cross that repartition topic yet (each partition of it mixes the stream's partitions, which have watermarks of their own); use mode: broadcast for tables[0], or co-partition the stream (write it keyed by the join key to a topic with the table's partition count, and join with key: _key)`,
 				`c.yaml:10:40: sources[1].format: avro: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[0]`,
-				`c.yaml:18:69: steps[0].join.time: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), which a join as of event time cannot cross yet (its watermarks and held records would have to cross the repartition topic); use mode: broadcast for tables[0], or co-partition the stream (write it keyed by the join key to a topic with the table's partition count, and join with key: _key)`,
 				`c.yaml:18:69: steps[0].join.time: a join as of event time looks each record up as of its event time: add "event_time: {}" to sources[1] (the Kafka record timestamp), or event_time: {timestamp: <field>}`,
 			},
 		},
@@ -506,5 +504,43 @@ func TestPartitionedTableRepartitionedByJoinKey(t *testing.T) {
 	}
 	if co.WithJoinRepartitions() != co {
 		t.Error("a co-partitioned job was repartitioned")
+	}
+}
+
+// Event time crosses a join's repartition topic: validate accepts event
+// time on the stream and a join as of event time, and the internal source
+// has event time (carried by the records, the engine's) when every source
+// the join reads has; with one source without it, none.
+func TestJoinRepartitionCarriesEventTime(t *testing.T) {
+	base := strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\n",
+		"topic: customers\n", "topic: customers\n    mode: partitioned\n").Replace(enriched)
+	timed := strings.Replace(base, "topics: [orders]\n", "topics: [orders]\n    event_time: {max_out_of_orderness: 5s}\n", 1)
+	for name, yaml := range map[string]string{
+		"event time":               timed,
+		"a join as of event time":  strings.Replace(timed, "how: left}", "how: left, time: event_time, history: 1h}", 1),
+		"one of two sources timed": strings.Replace(timed, "    event_time: {max_out_of_orderness: 5s}\n", "    event_time: {max_out_of_orderness: 5s}\n  - {id: more, topics: [more]}\n", 1),
+	} {
+		c, err := Parse("c.yaml", []byte(yaml), env(nil))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		r := c.WithJoinRepartitions()
+		rs := r.JoinRepartitioned()
+		if len(rs) != 1 {
+			t.Fatalf("%s: repartitions %+v", name, rs)
+		}
+		if said := strings.Contains(c.Summary(), "(the records' event times and their partitions' watermarks cross with them)"); said != rs[0].Timed {
+			t.Errorf("%s: the summary says event time crosses: %v, want %v: %s", name, said, rs[0].Timed, c.Summary())
+		}
+		internal := r.Sources[len(r.Sources)-1]
+		if name == "one of two sources timed" {
+			if rs[0].Timed || internal.EventTime != nil || !slices.Equal(rs[0].Upstream, []string{"orders", "more"}) {
+				t.Errorf("%s: %+v, the source's event time %+v", name, rs[0], internal.EventTime)
+			}
+			continue
+		}
+		if !rs[0].Timed || !slices.Equal(rs[0].Upstream, []string{"orders"}) || internal.EventTime == nil || *internal.EventTime != (EventTime{}) {
+			t.Errorf("%s: %+v, the source's event time %+v", name, rs[0], internal.EventTime)
+		}
 	}
 }

@@ -16,7 +16,7 @@ type adapters interface {
 	txn(a *attempt) (*sink.Txn, error)
 	// memberTxn is a group member's, whose records of the internal
 	// topics carry their partition.
-	memberTxn(a *attempt, internal []string) (*sink.Txn, error)
+	memberTxn(a *attempt, internal, mixed []string) (*sink.Txn, error)
 	// plain is the outputs' idempotent producer.
 	plain(a *attempt) (*sink.Plain, error)
 	// reader reads the partitions from the offsets given.
@@ -32,9 +32,9 @@ func (dialedAdapters) txn(a *attempt) (*sink.Txn, error) {
 	return sink.NewTxn(j.conn, j.cfg.Name, j.cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
 }
 
-func (dialedAdapters) memberTxn(a *attempt, internal []string) (*sink.Txn, error) {
+func (dialedAdapters) memberTxn(a *attempt, internal, mixed []string) (*sink.Txn, error) {
 	j := a.j
-	return sink.NewMemberTxn(j.conn, j.cfg.Name, j.instance, internal, j.cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
+	return sink.NewMemberTxn(j.conn, j.cfg.Name, j.instance, internal, mixed, j.cfg.Kafka.TransactionTimeout, append(a.limits.Opts(), j.metrics.KafkaHooks("txn"))...)
 }
 
 func (dialedAdapters) plain(a *attempt) (*sink.Plain, error) {

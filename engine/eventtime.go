@@ -76,6 +76,9 @@ type timePlan struct {
 	// event_time have none: a window needs every source it reads to have
 	// it).
 	byTopic map[string]*sourceTime
+	// joins are the join repartition topics that carry event time
+	// (jointime.go).
+	joins joinTimes
 }
 
 // sourceTime is one source's event_time, compiled.
@@ -86,6 +89,9 @@ type sourceTime struct {
 	// maxFuture is max_future in ms (0: off), futureStep its config path.
 	maxFuture  int64
 	futureStep string
+	// reported: a join's repartition topic, whose records carry their
+	// times and whose partitions' times are reported (jointime.go).
+	reported bool
 }
 
 // compileTime compiles the sources' event_time; nil when none has it.
@@ -118,6 +124,7 @@ func compileTime(cfg *config.Config) (*timePlan, config.Errors) {
 	if len(tp.byTopic) == 0 {
 		return nil, nil
 	}
+	compileJoinTimes(cfg, tp)
 	return tp, nil
 }
 
@@ -132,6 +139,9 @@ type eventTime struct {
 	// carried: a partition the task does not read, whose time a group
 	// member carries forward in its checkpoint records (groupeventtime.go).
 	carried bool
+	// reports: a partition of a join's repartition topic, what it knows
+	// of the stream's partitions (jointime.go).
+	reports *shuffledTime
 }
 
 // clocks are the event-time clocks of the partitions one source task
@@ -146,12 +156,20 @@ type clocks struct {
 	// carry: at also reports the partitions restored but not read, as
 	// carried (group mode).
 	carry bool
+	// partitions are the job's source partitions with event time (group
+	// mode), of which a join's repartition topic reports some.
+	partitions []partitionKey
+	// joinTimeFromRecords: plantedJoinTimeFromRecords.
+	joinTimeFromRecords bool
 }
 
 type clock struct {
 	window.PartitionClock
 	src      *sourceTime
 	lastRead time.Time
+	// reports: a partition of a join's repartition topic, whose time is
+	// what the stream's partitions reported through it (jointime.go).
+	reports *queueTime
 }
 
 // newClocks starts the clocks at the checkpoint's event time (nil: none).
@@ -160,7 +178,11 @@ func newClocks(tp *timePlan, restored *checkpoint.EventTime, now func() time.Tim
 	if restored != nil {
 		for _, p := range restored.Partitions {
 			if src := tp.byTopic[p.Topic]; src != nil {
-				c.by[partitionKey{p.Topic, p.Partition}] = &clock{PartitionClock: window.PartitionClock{Max: p.MaxEventTime}, src: src}
+				cl := &clock{PartitionClock: window.PartitionClock{Max: p.MaxEventTime}, src: src}
+				if src.reported {
+					cl.reports = newJoinClock(p.MaxEventTime)
+				}
+				c.by[partitionKey{p.Topic, p.Partition}] = cl
 			}
 		}
 	}
@@ -178,6 +200,9 @@ func (c *clocks) of(topic string, partition int32) *clock {
 		return nil
 	}
 	cl := &clock{PartitionClock: window.NewPartitionClock(), src: src}
+	if src.reported {
+		cl.reports = newJoinClock(window.NoWatermark)
+	}
 	c.by[k] = cl
 	return cl
 }
@@ -189,6 +214,10 @@ func (c *clocks) at(positions []checkpoint.SourceOffset) []eventTime {
 	for _, p := range positions {
 		cl := c.of(p.Topic, p.Partition)
 		if cl == nil {
+			continue
+		}
+		if cl.reports != nil {
+			out = append(out, c.atJoin(p, cl))
 			continue
 		}
 		et := eventTime{

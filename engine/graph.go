@@ -173,6 +173,13 @@ func newGraph(a *attempt, readers []recordReader) (*graph, error) {
 			st.router.clocks = newClocks(j.plan.time, restoredTime, j.now)
 			if gt != nil {
 				st.router.clocks.carry = true
+				st.router.clocks.partitions = gt.partitions
+				st.router.clocks.joinTimeFromRecords = j.plantedBug == plantedJoinTimeFromRecords
+				if j.plantedBug != plantedJoinTimeNotKept {
+					if err := st.router.clocks.restoreJoins(gt.joins, a.offsets); err != nil {
+						return nil, err
+					}
+				}
 				if shuffledTime {
 					st.router.shuffled = gt.clocks(j.plan.time)
 				}

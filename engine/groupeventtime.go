@@ -409,8 +409,10 @@ type groupTime struct {
 	// state partitions.
 	queues map[int32]*queueTime
 	// held are the values of the held-records keys of the checkpoint
-	// topic, by source partition (groupheld.go).
-	held map[partitionKey][]byte
+	// topic, by source partition (groupheld.go); joins those of the
+	// joinTimeKeys, by partition of a join's repartition topic
+	// (jointime.go).
+	held, joins map[partitionKey][]byte
 }
 
 // restoreQueue takes the groupTimeKey record of a state partition.

@@ -332,7 +332,14 @@ func (m *groupMode) recover(ctx context.Context, a *attempt) error {
 			internal = append(internal, j.shuffle.repartition)
 		}
 	}
-	txn, err := a.adapters.memberTxn(a, internal)
+	// A join's repartition topic takes the times reported to each of
+	// its partitions, without a key, besides its keyed records
+	// (jointime.go).
+	var mixed []string
+	if tp := j.plan.time; tp != nil {
+		mixed = slices.Sorted(maps.Keys(tp.joins))
+	}
+	txn, err := a.adapters.memberTxn(a, internal, mixed)
 	if err != nil {
 		return err
 	}
@@ -419,7 +426,8 @@ func (m *groupMode) wire(a *attempt, g *graph) {
 	m.gate = &groupGate{repartition: j.shuffle.repartition, pausedBy: j.pauses.pausedFor}
 	m.own = &memberRecords{key: m.recordKey, shuffle: j.shuffle, ackKey: pausedKey(j.cfg.Name, j.instance),
 		timed: j.shuffle.repartitions(j.plan.keyed) && j.plan.time != nil && len(j.plan.time.byTopic) > 0, queues: map[int32]string{},
-		time: j.plan.time, held: j.newMemberHeld(a.asOf)}
+		time: j.plan.time, held: j.newMemberHeld(a.asOf), joinParts: joinPartitions(j.plan.time, a.groupTime),
+		joinReported: map[string]string{}, joinKey: j.joinTimeKey, joinTold: map[partitionKey]string{}}
 	if j.plantedBug == plantedHeldPassedByWatermark {
 		m.own.time = nil
 	}
@@ -591,10 +599,14 @@ func (m *groupMode) restoreTime(ctx context.Context, a *attempt) (*groupTime, er
 	}
 	recs := &jobRecords{}
 	fold := foldJobRecords(j.cfg.Name, recs)
-	gt.held = map[partitionKey][]byte{}
+	gt.held, gt.joins = map[partitionKey][]byte{}, map[partitionKey][]byte{}
 	err = a.cluster.Read(ctx, cpTopic, func(r *kgo.Record) error {
 		if k, ok := j.parseHeldKey(r.Key); ok {
 			gt.held[k] = r.Value // groupheld.go
+			return nil
+		}
+		if k, ok := j.parseJoinTimeKey(r.Key); ok {
+			gt.joins[k] = r.Value // jointime.go
 			return nil
 		}
 		return fold(r)
@@ -928,6 +940,9 @@ func (m *groupMode) importMember(ctx context.Context, a *attempt, plan *savepoin
 	for _, hr := range j.importedHeld(offsets, held) {
 		txn.Produce(ctx, hr)
 	}
+	for _, jt := range j.importedJoinTimes(offsets) {
+		txn.Produce(ctx, jt) // what the join topics knew is of the job before (jointime.go)
+	}
 	txn.Produce(ctx, &kgo.Record{Topic: checkpoint.TopicName(j.cfg.Name), Key: []byte(j.cfg.Name)}) // a single-mode job's record, gone
 	// The other members' records describe the state before the savepoint
 	// (maybe another configuration): gone, so that they refuse no member
@@ -1035,6 +1050,14 @@ type memberRecords struct {
 	// nil: none).
 	time *timePlan
 	held *memberHeld
+	// joinParts are the partition counts of the join repartition topics
+	// that carry event time, joinReported the times last reported to
+	// each; joinKey and joinTold keep what the member's partitions of
+	// them know (jointime.go).
+	joinParts    map[string]int32
+	joinReported map[string]string
+	joinKey      func(partitionKey) string
+	joinTold     map[partitionKey]string
 }
 
 func (r *memberRecords) checkpointKey() string      { return r.key }
@@ -1044,6 +1067,10 @@ func (r *memberRecords) sealed(topic string, b *barrier) []*kgo.Record {
 	out := r.heldRecords(topic, b)
 	if r.timed {
 		out = append(out, r.eventTimes(b)...)
+	}
+	if r.time != nil && len(r.joinParts) > 0 {
+		out = append(out, joinReports(r.time, b, r.joinParts, r.joinReported)...)
+		out = append(out, joinTimeRecords(topic, b, r.joinKey, r.joinTold)...)
 	}
 	if b.pausedFor == "" {
 		return out

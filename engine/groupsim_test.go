@@ -260,6 +260,12 @@ const (
 	// repartitioned: the records the join holds are held on the keyed
 	// operator's own process.
 	gsimAsOfCoWindows
+	// gsimAsOfRepartitioned is asof-windows with its table partitioned
+	// and the stream not partitioned by the join key: the job
+	// repartitions the stream by it (config/joinrepartition.go), and the
+	// records' event times, the stream partitions' watermarks and the
+	// join's held records cross that topic (jointime.go).
+	gsimAsOfRepartitioned
 )
 
 // copartitioned reports whether kind's input is partitioned by its group
@@ -277,7 +283,7 @@ func (kind gsimKind) windows() (simWindowKind, bool) {
 		return simHopping, true
 	case gsimSessions, gsimCoSessions:
 		return simSessions, true
-	case gsimAsOfWindows, gsimAsOfCoWindows:
+	case gsimAsOfWindows, gsimAsOfCoWindows, gsimAsOfRepartitioned:
 		return simTumbling, true
 	}
 	return 0, false
@@ -315,6 +321,8 @@ func newGsim(t testing.TB, seed uint64, m plantedBug, dir string, kind gsimKind)
 		base = s.asOfSumsConfig(env)
 	case gsimAsOfPartitioned:
 		base = s.asOfPartitionedConfig(env)
+	case gsimAsOfRepartitioned:
+		base = s.asOfRepartitionedConfig()
 	}
 	keys := gsimKeys
 	if kind.copartitioned() {
@@ -1668,7 +1676,9 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"asof_join_savepoint_continued", playAsOfContinued, 60, gsimAsOfJoin},
 		{"asof_partitioned", playFaults, 60, gsimAsOfPartitioned}, {"asof_partitioned_savepoint_continued", playAsOfContinued, 40, gsimAsOfPartitioned},
 		{"asof_sums_live_savepoint", playLive, 40, gsimAsOfSums}, {"asof_sums_stop_with_savepoint", playStop, 40, gsimAsOfSums},
-		{"asof_copartitioned", playFaults, 60, gsimAsOfCoWindows}, {"asof_copartitioned_live_savepoint", playLive, 40, gsimAsOfCoWindows}} {
+		{"asof_copartitioned", playFaults, 60, gsimAsOfCoWindows}, {"asof_copartitioned_live_savepoint", playLive, 40, gsimAsOfCoWindows},
+		{"asof_repartitioned", playFaults, 60, gsimAsOfRepartitioned}, {"asof_repartitioned_restarts", playRestarts, 60, gsimAsOfRepartitioned},
+		{"asof_repartitioned_live_savepoint", playLive, 40, gsimAsOfRepartitioned}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
@@ -1781,6 +1791,8 @@ func TestSimulationGroupModeFindsBugs(t *testing.T) {
 		{"a start from a savepoint imports no held records", plantedImportDropsHeld, playAsOfContinued, 100, gsimAsOfJoin},
 		{"held records released while a stop with a savepoint drains", plantedReleaseWhilePaused, playStop, 100, gsimAsOfSums},
 		{"the import looked for before the checkpoint topic settled", plantedImportedUnsettled, playAsOfContinued, 300, gsimAsOfJoin},
+		{"a join's repartition topic timed by its own records", plantedJoinTimeFromRecords, playFaults, 100, gsimAsOfRepartitioned},
+		{"what a join's repartition partition knew not kept", plantedJoinTimeNotKept, playRestarts, 100, gsimAsOfRepartitioned},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {

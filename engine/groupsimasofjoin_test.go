@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/eoflow/pipeline/checkpoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
@@ -248,7 +249,7 @@ func (s *gsim) restoredAsOf(p *gproc, a *attempt) error {
 // released once, each with the tier as of its event time, no window
 // fired before it.
 func asOfExercised(kind gsimKind, n int, counts map[string]int) error {
-	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums && kind != gsimAsOfPartitioned && kind != gsimAsOfCoWindows || n < 3 {
+	if kind != gsimAsOfJoin && kind != gsimAsOfWindows && kind != gsimAsOfSums && kind != gsimAsOfPartitioned && kind != gsimAsOfCoWindows && kind != gsimAsOfRepartitioned || n < 3 {
 		return nil
 	}
 	if counts["most records held at a commit"] == 0 || counts["held records restored by a new owner"] == 0 {
@@ -336,6 +337,45 @@ func (s *gsim) asOfPartitionedConfig(env map[string]string) string {
 	yaml := strings.Replace(asOfJoinYAML+gsimAsOfScale, "    topic: tiers\n", "    topic: tiers\n    mode: partitioned\n", 1)
 	yaml = strings.Replace(yaml, `key: '"k" + string(n % 4)'`, "key: _key", 1)
 	return s.withAsOfTable(yaml)
+}
+
+// asOfRepartitionedConfig is asof-windows with the table partitioned:
+// the join looks up '"k" + string(n % 4)', which the input is not
+// partitioned by, so the job repartitions the stream through s.joinTopic
+// (created here, with the table's partition count, as the job does).
+func (s *gsim) asOfRepartitionedConfig() string {
+	yaml := strings.Replace(asOfWindowsJob.config, "    topic: tiers\n", "    topic: tiers\n    mode: partitioned\n", 1)
+	yaml = s.withAsOfTable(yaml)
+	s.joinTopic, s.tableParts = config.JoinRepartitionTopic(gsimJob, "enrich"), int(s.asOfTable.parts())
+	if err := s.w.kafka.CreateTopic(s.joinTopic, s.tableParts); err != nil {
+		s.t.Fatal(err)
+	}
+	return yaml
+}
+
+// playRestarts runs the faults, then, while the rest of the input
+// arrives and after, restarts one process now and then alone: a static
+// member back before the group drops it, so no other member's attempt
+// starts over (nobody else tells the times of its partitions again).
+func playRestarts(s *gsim) error {
+	s.want = 200
+	if err := s.faulty(6000); err != nil {
+		return err
+	}
+	for range 6 {
+		for range 250 {
+			if err := s.next(s.procs, 2); err != nil {
+				return err
+			}
+		}
+		if p := s.procs[s.w.rng.IntN(len(s.procs))]; p.up && !p.gone {
+			s.kill(p)
+			if err := s.start(p); err != nil {
+				return err
+			}
+		}
+	}
+	return s.finish()
 }
 
 // inputRecord is input in, to be appended to input partition p; keyed by

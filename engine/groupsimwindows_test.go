@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
 	"github.com/eoflow/pipeline/state"
 	"github.com/eoflow/pipeline/window"
@@ -84,6 +86,12 @@ func (t *gsimTail) lateAndDead(s *gsim, late map[simTP]bool) error {
 			return s.violation("late record %s without its source partition and offset", r.Value)
 		}
 		tp := simTP{int32(p), off}
+		if topic := sink.Header(kr, sink.HeaderTopic); topic != "in" {
+			var err error
+			if tp, err = s.inputCrossed(topic, tp); err != nil {
+				return err
+			}
+		}
 		switch {
 		case t.late[tp]:
 			return s.violation("input %+v committed twice to the late topic", tp)
@@ -267,7 +275,9 @@ func (s *gsim) savepointInputs(dir string) (*savepoint.Reader, []int64, [][]simI
 	}
 	offsets := make([]int64, gsimInParts)
 	for _, o := range r.Manifest().Offsets() {
-		offsets[o.Partition] = o.Offset
+		if o.Topic == "in" {
+			offsets[o.Partition] = o.Offset
+		}
 	}
 	ins := make([][]simInput, gsimInParts)
 	for p := range ins {
@@ -292,13 +302,39 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 	if err := s.withoutHeld(r, ins, want.windows); err != nil {
 		return s.violation("savepoint %s: %v", dir, err)
 	}
+	if s.joinTopic != "" {
+		// Read from "in" but past the savepoint's offsets of the join's
+		// repartition topic: in flight there, in no window yet.
+		at := map[int32]int64{}
+		for _, o := range r.Manifest().Offsets() {
+			if o.Topic == s.joinTopic {
+				at[o.Partition] = o.Offset
+			}
+		}
+		if err := s.inFlightAt(at); err != nil {
+			return err
+		}
+		var crossing []simTP
+		for p, part := range ins {
+			for off, in := range part {
+				if s.inFlight[in.n] {
+					crossing = append(crossing, simTP{int32(p), int64(off)})
+				}
+			}
+		}
+		s.inFlight = nil
+		withoutInputs(ins, crossing, s.key, s.windowKind, s.lateness, want.windows)
+		s.counts["inputs in flight in savepoints"] += len(crossing)
+	}
 	et := r.Manifest().EventTime.Checkpoint()
 	if et == nil {
 		return s.violation("savepoint %s holds no event time", dir)
 	}
 	got := map[int32]int64{}
 	for _, pt := range et.Partitions {
-		got[pt.Partition] = pt.MaxEventTime
+		if pt.Topic == "in" {
+			got[pt.Partition] = pt.MaxEventTime
+		}
 	}
 	for p, max := range want.maxTime {
 		if g, ok := got[int32(p)]; (ok || max != window.NoWatermark) && g != max {
@@ -306,7 +342,13 @@ func (s *gsim) checkWindowSavepoint(dir string, j *Job) error {
 		}
 	}
 	held := map[simWin]simAgg{}
-	agg := j.plan.targets[0].agg
+	var agg *operator.Aggregator // the windows' (a join's repartition topic is a target too)
+	for _, tg := range j.plan.targets {
+		if tg.window != nil {
+			agg = tg.agg
+			break
+		}
+	}
 	err = r.Scan("windows", state.Range{End: state.KeyGroup(s.cfg.Checkpoint.KeyGroups)}, func(e savepoint.Entry) error {
 		ws, err := agg.DecodeWindowState(e.Value)
 		if err != nil {
@@ -365,18 +407,40 @@ func (s *gsim) withoutHeld(r *savepoint.Reader, ins [][]simInput, windows map[si
 	if err != nil {
 		return err
 	}
+	var inputs []simTP
 	for _, h := range held {
-		p, off := h.Partition, h.Offset
-		if int(p) >= len(ins) || off >= int64(len(ins[p])) {
-			return fmt.Errorf("it holds in/%d@%d, past its offsets", p, off)
+		at := simTP{h.Partition, h.Offset}
+		if h.Topic != "in" {
+			// Held where the join reads: the record of the input there.
+			var err error
+			if at, err = s.inputCrossed(h.Topic, at); err != nil {
+				return err
+			}
 		}
+		if int(at.partition) >= len(ins) || at.offset >= int64(len(ins[at.partition])) {
+			return fmt.Errorf("it holds in/%d@%d, past its offsets", at.partition, at.offset)
+		}
+		inputs = append(inputs, at)
+	}
+	withoutInputs(ins, inputs, s.key, s.windowKind, s.lateness, windows)
+	s.counts["held inputs in savepoints"] += len(held)
+	return nil
+}
+
+// withoutInputs takes out of windows (the oracle's over ins) what the
+// inputs at add: an input's share is the difference its partition's
+// oracle makes with it and without it (tumbling and hopping windows: each
+// input adds to its open windows alone).
+func withoutInputs(ins [][]simInput, inputs []simTP, key func(int64) string, kind simWindowKind, lateness int64, windows map[simWin]simAgg) {
+	for _, at := range inputs {
+		p, off := at.partition, at.offset
 		only := func(n int64) [][]simInput {
 			part := make([][]simInput, len(ins))
 			part[p] = ins[p][:n]
 			return part
 		}
-		with := windowsOf(only(off+1), s.key, s.windowKind, s.lateness).windows
-		without := windowsOf(only(off), s.key, s.windowKind, s.lateness).windows
+		with := windowsOf(only(off+1), key, kind, lateness).windows
+		without := windowsOf(only(off), key, kind, lateness).windows
 		for w, a := range with {
 			b := without[w]
 			d := windows[w]
@@ -389,6 +453,26 @@ func (s *gsim) withoutHeld(r *savepoint.Reader, ins [][]simInput, windows map[si
 			}
 		}
 	}
-	s.counts["held inputs in savepoints"] += len(held)
-	return nil
+}
+
+// inputCrossed is the input whose record a job read at at of topic, its
+// join's repartition topic (a late record names where it was read): the
+// record there has the input's number.
+func (s *gsim) inputCrossed(topic string, at simTP) (simTP, error) {
+	if topic != s.joinTopic {
+		return at, s.violation("a late record names topic %q, which the job does not read", topic)
+	}
+	recs, _, err := s.w.kafka.ReadCommitted(memkafka.TP{Topic: topic, Partition: at.partition}, at.offset, 1)
+	var v struct{ N int64 }
+	if err != nil || len(recs) == 0 || recs[0].Offset != at.offset || json.Unmarshal(recs[0].Value, &v) != nil {
+		return at, s.violation("a late record names %s %+v, which holds no committed input (%v)", topic, at, err)
+	}
+	for p, ins := range s.inputs {
+		for off, in := range ins {
+			if in.n == v.N && !in.bad {
+				return simTP{int32(p), int64(off)}, nil
+			}
+		}
+	}
+	return at, s.violation("a late record names %s %+v, whose number %d is no input's", topic, at, v.N)
 }

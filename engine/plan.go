@@ -107,6 +107,7 @@ func compile(cfg *config.Config) (*plan, error) {
 	}
 	for i, s := range cfg.Sinks {
 		spec := keyed.Sink{Topic: s.Topic, Format: s.Format, Upsert: s.Upsert, CarryKey: p.carriedKeys[s.Topic]}
+		spec.CarryTime = spec.CarryKey && tp != nil && tp.joins[s.Topic] != nil
 		if s.Key != "" {
 			path := fmt.Sprintf("sinks[%d].key", i)
 			e, err := operator.CompileExpr(path, s.Key)

@@ -125,6 +125,18 @@ const (
 	// topic needed it: the process's windows fire before a held record
 	// that belongs in one is released.
 	plantedCoHeldPassedByWatermark
+	// plantedJoinTimeFromRecords: a partition of a join's repartition
+	// topic takes its watermark from the event times of its own records,
+	// as a source partition does, not from what the stream's partitions
+	// report through it (jointime.go): a record of a stream partition
+	// behind the others finds its windows fired.
+	plantedJoinTimeFromRecords
+	// plantedJoinTimeNotKept: a reader of a partition of a join's
+	// repartition topic restarts from the partition's watermark alone,
+	// not from what the partition knew of each stream partition
+	// (jointime.go, step 4): it waits for the report of a stream
+	// partition whose time no longer changes, and its windows never fire.
+	plantedJoinTimeNotKept
 )
 
 // withPlantedBug puts m into the job's code paths (tests).

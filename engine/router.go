@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/checkpoint"
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/operator/keyed"
@@ -154,6 +155,9 @@ func (p *plan) bare() bool {
 // and the operator.Records they carry, are the receiving worker's.
 func (r *router) route(rec *kgo.Record, out [][]message) {
 	if r.p.carriedKeys[rec.Topic] {
+		if r.joinReport(rec, out) {
+			return
+		}
 		restoreCarriedKey(rec)
 	}
 	given := r.released // a held record, placed when it was read (asof.go)
@@ -296,6 +300,19 @@ func (r *router) placeInTime(src int, rec *kgo.Record, op *operator.Record, out 
 	if cl == nil {
 		return 0, wm, true
 	}
+	if cl.src.reported {
+		// Placed where it was read, before the join's repartition topic.
+		at, wm, terr := carriedTime(rec)
+		if terr != nil {
+			r.branches.Recycle(op)
+			r.dead(out, rec, terr)
+			return 0, wm, false
+		}
+		if r.clocks.joinTimeFromRecords { // the planted bug
+			cl.reports.report([]reportedTime{{PartitionTime: checkpoint.PartitionTime{Topic: rec.Topic, Partition: rec.Partition, MaxEventTime: at}}})
+		}
+		return at, wm, true
+	}
 	at, terr := r.eventTime(src, cl.src, rec, op)
 	if terr != nil {
 		r.branches.Recycle(op)
@@ -437,7 +454,8 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		tg := r.p.targets[t]
 		if !tg.keyed() {
 			w := partitionWorker(rec.Topic, rec.Partition, r.workers)
-			out[w] = append(out[w], message{kind: msgRecord, rec: rec, op: rop, target: uint16(t)})
+			// Its time too: a join's repartition topic carries it.
+			out[w] = append(out[w], message{kind: msgRecord, rec: rec, op: rop, at: at, wm: wm, target: uint16(t)})
 			return
 		}
 		kg := state.KeyGroupOf([]byte(rop.GroupKey), r.groups)

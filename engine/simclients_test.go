@@ -48,12 +48,12 @@ func (s simAdapters) txn(a *attempt) (*sink.Txn, error) {
 	return t, nil
 }
 
-func (s simAdapters) memberTxn(a *attempt, internal []string) (*sink.Txn, error) {
+func (s simAdapters) memberTxn(a *attempt, internal, mixed []string) (*sink.Txn, error) {
 	cfg := a.j.cfg
 	cl := memkafka.NewClient(s.w.kafka, memkafka.ClientConfig{
 		TransactionalID:    sink.MemberTransactionalID(cfg.Name, a.j.instance),
 		TransactionTimeout: cfg.Kafka.TransactionTimeout,
-		Partitioner:        sink.MemberPartitioner(internal),
+		Partitioner:        sink.MemberPartitioner(internal, mixed),
 	})
 	t := sink.NewMemberTxnOn(s.client(cl), simLog{s.w}, cfg.Name, a.j.instance, cfg.Kafka.TransactionTimeout)
 	t.SetClock(s.now)

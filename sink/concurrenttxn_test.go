@@ -49,7 +49,7 @@ func TestTxnRetriesConcurrentTransactions(t *testing.T) {
 	if got := txn.cl.(*kgo.Client).OptValue(kgo.MetadataMinAge); got != kclient.ConcurrentTransactionsRetry {
 		t.Fatalf("metadata min age %v, want %v", got, kclient.ConcurrentTransactionsRetry)
 	}
-	member, err := NewMemberTxn([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, "job", "a", nil, time.Minute)
+	member, err := NewMemberTxn([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, "job", "a", nil, nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

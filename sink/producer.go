@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,10 +157,11 @@ func MemberRecordKey(job, instance string) string { return job + "/" + instance 
 // NewMemberTxn is the transactional producer of instance's process of a
 // group-mode job (MemberTransactionalID); its checkpoint records are keyed
 // MemberRecordKey. internal are the topics whose records carry their
-// partition (the repartition and state topics): every other record is
-// partitioned by its key as usual (MemberPartitioner).
-func NewMemberTxn(conn []kgo.Opt, job, instance string, internal []string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
-	cl, err := newTxnClient(conn, MemberTransactionalID(job, instance), timeout, MemberPartitioner(internal), extra)
+// partition (the repartition and state topics), mixed those whose records
+// without a key do: every other record is partitioned by its key as usual
+// (MemberPartitioner).
+func NewMemberTxn(conn []kgo.Opt, job, instance string, internal, mixed []string, timeout time.Duration, extra ...kgo.Opt) (*Txn, error) {
+	cl, err := newTxnClient(conn, MemberTransactionalID(job, instance), timeout, MemberPartitioner(internal, mixed), extra)
 	if err != nil {
 		return nil, err
 	}
@@ -175,23 +177,48 @@ func NewMemberTxnOn(cl TxnClient, log kread.Cluster, job, instance string, timeo
 }
 
 // MemberPartitioner is how a group member's producer partitions its
-// records: those of the internal topics by their Partition field, every
-// other record by its key (franz-go's default, as the Java client does).
-func MemberPartitioner(internal []string) kgo.Partitioner { return manualFor(internal) }
+// records: those of the internal topics by their Partition field, those
+// of the mixed topics by their Partition field when they have no key,
+// every other record by its key (franz-go's default, as the Java client
+// does). A join's repartition topic is mixed: its records are
+// partitioned by the join key, and the times a member reports to each of
+// its partitions carry no key.
+func MemberPartitioner(internal, mixed []string) kgo.Partitioner { return manualFor(internal, mixed) }
 
-// manualFor partitions the records of topics by their Partition field
-// and every other record as the client does by default.
-func manualFor(topics []string) kgo.Partitioner {
+// manualFor partitions the records of topics by their Partition field,
+// those of mixed by it when they have no key, and every other record as
+// the client does by default.
+func manualFor(topics, mixed []string) kgo.Partitioner {
 	manual := map[string]bool{}
 	for _, t := range topics {
 		manual[t] = true
 	}
 	return partitionerFunc(func(topic string) kgo.TopicPartitioner {
-		if manual[topic] {
+		switch {
+		case manual[topic]:
 			return kgo.ManualPartitioner().ForTopic(topic)
+		case slices.Contains(mixed, topic):
+			return unkeyedManual{kgo.StickyKeyPartitioner(nil).ForTopic(topic)}
 		}
 		return defaultPartitioner.ForTopic(topic)
 	})
+}
+
+// unkeyedManual partitions a record without a key by its Partition
+// field, and every other record as its TopicPartitioner does (keyed
+// records by the murmur2 hash of the key, as franz-go's default and the
+// Java client do).
+type unkeyedManual struct{ kgo.TopicPartitioner }
+
+// RequiresConsistency: every record stays in the partition chosen, the
+// key's or its own.
+func (unkeyedManual) RequiresConsistency(*kgo.Record) bool { return true }
+
+func (p unkeyedManual) Partition(r *kgo.Record, n int) int {
+	if r.Key == nil {
+		return int(r.Partition)
+	}
+	return p.TopicPartitioner.Partition(r, n)
 }
 
 // defaultPartitioner is franz-go's default (kgo.RecordPartitioner's doc):

@@ -87,7 +87,7 @@ func TestCommitOffsetsAfterARebalanceOnKafka(t *testing.T) {
 
 	a := joinGroup(ctx, t, k.Bootstrap(), job, in, "a", 1)
 	memberA, genA := a.GroupMetadata()
-	txn, err := NewMemberTxn(conn, job, "a", nil, time.Minute)
+	txn, err := NewMemberTxn(conn, job, "a", nil, nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package keyed
 
 import (
+	"encoding/binary"
+	"errors"
 	"time"
 	"unsafe"
 
@@ -27,6 +29,11 @@ type Sink struct {
 	// join key, and each record carries the input's own key in header
 	// config.JoinKeyHeader, for the join's side to read it back.
 	CarryKey bool
+	// CarryTime: the job has event time, which crosses that topic too:
+	// each record carries its input's event time and the watermark of
+	// the input's partition just before it (config.JoinTimeHeader,
+	// AppendJoinTime).
+	CarryTime bool
 }
 
 // Sinks are the sinks that read an operator: each of its results is one
@@ -37,8 +44,10 @@ type Sinks []*Sink
 // timestamp ts. key is the default record key (the group key for an
 // aggregate, the input key otherwise); value is the value for every sink
 // (an aggregate's output, already encoded), or nil to encode op's value in
-// each sink's format.
-func (ss Sinks) Outputs(buf *Buf, ts time.Time, op *operator.Record, key, value []byte) ([]*kgo.Record, *operator.RecordError) {
+// each sink's format. at and wm are the input's event time and its
+// partition's watermark before it, for a sink that carries them
+// (CarryTime).
+func (ss Sinks) Outputs(buf *Buf, ts time.Time, op *operator.Record, key, value []byte, at, wm int64) ([]*kgo.Record, *operator.RecordError) {
 	out := buf.records(len(ss))
 	for _, s := range ss {
 		v := value
@@ -82,6 +91,10 @@ func (ss Sinks) Outputs(buf *Buf, ts time.Time, op *operator.Record, key, value 
 		r.Topic, r.Key, r.Value, r.Timestamp = s.Topic, k, v, ts
 		if s.CarryKey {
 			r.Headers = []kgo.RecordHeader{{Key: config.JoinKeyHeader, Value: key}}
+			if s.CarryTime {
+				t := buf.cut(AppendJoinTime(buf.start(), at, wm))
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: config.JoinTimeHeader, Value: t})
+			}
 		}
 		out = append(out, r)
 	}
@@ -100,8 +113,35 @@ func (ss Sinks) Keyed(buf *Buf, ts time.Time, groupKey string, value []byte) ([]
 			break
 		}
 	}
-	return ss.Outputs(buf, ts, view, key, value)
+	return ss.Outputs(buf, ts, view, key, value, 0, 0)
 }
+
+// AppendJoinTime appends the value of header config.JoinTimeHeader: a
+// version byte, then event time at and watermark wm as varints.
+func AppendJoinTime(dst []byte, at, wm int64) []byte {
+	dst = append(dst, joinTimeVersion)
+	dst = binary.AppendVarint(dst, at)
+	return binary.AppendVarint(dst, wm)
+}
+
+// ParseJoinTime reads a value AppendJoinTime wrote.
+func ParseJoinTime(b []byte) (at, wm int64, err error) {
+	if len(b) == 0 || b[0] != joinTimeVersion {
+		return 0, 0, errors.New("unknown version")
+	}
+	b = b[1:]
+	at, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, 0, errors.New("bad event time")
+	}
+	wm, m := binary.Varint(b[n:])
+	if m <= 0 || n+m != len(b) {
+		return 0, 0, errors.New("bad watermark")
+	}
+	return at, wm, nil
+}
+
+const joinTimeVersion = 1
 
 // Tombstones are the tombstones of keys, deleted from an aggregate's
 // state at time ts, for the sinks that are upserts (none: no record).

@@ -62,7 +62,7 @@ func (o *PassThrough) Process(in *Input) Result {
 	}
 	// The timestamp is read before m may become the output record.
 	key := m.Key
-	outs, rerr := o.sinks.Outputs(&o.buf, op.Timestamp, op, key, nil)
+	outs, rerr := o.sinks.Outputs(&o.buf, op.Timestamp, op, key, nil, in.At, in.Wm)
 	if rerr != nil {
 		return Result{DeadLetters: o.env.deadLetters(m, rerr)}
 	}
