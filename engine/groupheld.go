@@ -128,7 +128,13 @@ func (j *Job) parseHeldKey(key []byte) (partitionKey, bool) {
 			return partitionKey{}, false
 		}
 	}
-	p, topic, ok := strings.Cut(rest, "/")
+	return parsePartitionKey(rest)
+}
+
+// parsePartitionKey reads "<partition>/<topic>", the end of a key of the
+// checkpoint topic kept per partition (heldKey, joinTimeKey).
+func parsePartitionKey(s string) (partitionKey, bool) {
+	p, topic, ok := strings.Cut(s, "/")
 	n, err := strconv.ParseInt(p, 10, 32)
 	if !ok || err != nil || n < 0 || topic == "" {
 		return partitionKey{}, false

@@ -264,12 +264,7 @@ func (j *Job) parseJoinTimeKey(key []byte) (partitionKey, bool) {
 	if !ok {
 		return partitionKey{}, false
 	}
-	p, topic, ok := strings.Cut(rest, "/")
-	n, err := strconv.ParseInt(p, 10, 32)
-	if !ok || err != nil || n < 0 || topic == "" {
-		return partitionKey{}, false
-	}
-	return partitionKey{topic, int32(n)}, true
+	return parsePartitionKey(rest)
 }
 
 // joinTimeValue is what joinTimeKey holds: q's position (the offset
