@@ -160,20 +160,14 @@ func (v *validator) partitioned(path string, i int, t Table) {
 			}
 		}
 	}
-	keyFormat := Format("")
+	// Any format, envelope and key format crosses: the record crosses
+	// decoded (FormatJoinRecord).
 	for _, src := range c.upstreamSources(si) {
 		sp, sc := fmt.Sprintf("sources[%d]", src), c.Sources[src]
 		switch {
-		case sc.Format != FormatJSON:
-			v.fail(sp+".format", "%s: %s, which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[%d]", sc.Format, why, i)
-		case sc.Envelope != EnvelopeNone && sc.Envelope != "":
-			v.fail(sp+".envelope", "%s: %s, not with an envelope yet; use mode: broadcast for tables[%d]", sc.Envelope, why, i)
 		case sc.EventTime != nil:
 			v.fail(sp+".event_time", "%s: event time does not cross that repartition topic yet (each partition of it mixes the stream's partitions, which have watermarks of their own); use mode: broadcast for tables[%d], or co-partition the stream (write it keyed by the join key to a topic with the table's partition count, and join with key: _key)", why, i)
-		case keyFormat != "" && sc.KeyFormat != keyFormat:
-			v.fail(sp+".key_format", "%s, but another source the join reads has %s: %s, and the record keys cross it in one format", sc.KeyFormat, keyFormat, why)
 		}
-		keyFormat = sc.KeyFormat
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -316,11 +317,15 @@ func (s *gsim) inFlightAt(at map[int32]int64) error {
 				return err
 			}
 			for _, r := range recs {
-				var v struct{ N int64 }
-				if err := json.Unmarshal(r.Value, &v); err != nil {
-					return s.violation("the join's repartition topic holds %q at %d/%d: %v", r.Value, p, r.Offset, err)
+				// A join record (operator/joinrecord.go), read as the
+				// join's side reads it.
+				rec := operator.Record{Value: r.Value, Format: config.FormatJoinRecord}
+				v, err := rec.Fields()
+				n, ok := v["n"].(int)
+				if err != nil || !ok {
+					return s.violation("the join's repartition topic holds %q at %d/%d: %v, n %v", r.Value, p, r.Offset, err, v["n"])
 				}
-				s.inFlight[v.N] = true
+				s.inFlight[int64(n)] = true
 			}
 			if next == from {
 				break
