@@ -35,14 +35,17 @@ import (
 // time its instant and zone, bytes bytes, a duration a duration.
 //
 // A record read as plain JSON or raw and unchanged crosses as its bytes
-// alone: the far side decodes them as the near side did. Any other (a
+// alone: the far side decodes them as the near side did; plain JSON
+// with its key undecoded crosses as nothing but its bytes, no framing,
+// as the release before this encoding wrote every record (JSON), so
+// that its processes still read the most common record during a rolling
+// upgrade. Any other (a
 // schema registry format, a Debezium envelope, a value a map step built)
 // crosses decoded too: the far side needs no schema registry and cannot
 // see it otherwise than the near side did, and its value bytes are still
 // there for a sink that writes the input as it was read. JSON could not
 // carry it: a timestamp, bytes or a decimal would come back as a string
-// or a float. A value that does not start with joinRecordMagic is JSON,
-// as the release before this encoding wrote the topic.
+// or a float. A value that does not start with joinRecordMagic is JSON.
 const (
 	joinRecordMagic   byte = 0xE7
 	joinRecordVersion byte = 1
@@ -97,6 +100,11 @@ func (r *Record) AppendJoinRecord(dst []byte) ([]byte, *RecordError) {
 		if r.order != nil {
 			flags |= jrOrder
 		}
+	}
+	if plain && isJSON(r.Format) && !r.keyDecoded {
+		// JSON as it was read: what the release before wrote, which
+		// its processes still read during a rolling upgrade.
+		return append(dst, r.Value...), nil
 	}
 	if r.keyDecoded {
 		flags |= jrKey
@@ -248,7 +256,7 @@ func appendJoinValue(dst []byte, v any, depth int) ([]byte, error) {
 // raw record) decodes its bytes as the near side did.
 func (r *Record) decodeJoinRecord(d *decoder, step string, need *fieldSet) *RecordError {
 	if len(r.Value) == 0 || r.Value[0] != joinRecordMagic {
-		// JSON, as the release before the join record wrote it.
+		// Plain JSON (and all the release before wrote).
 		r.Format = config.FormatJSON
 		return r.decodeFields(d, step, need)
 	}

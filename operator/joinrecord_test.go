@@ -89,7 +89,7 @@ func sameRecord(t *testing.T, near, far *Record) {
 		t.Errorf("fields:\n%#v\nwant\n%#v", ff, nf)
 	}
 	if !reflect.DeepEqual(far.order, near.order) || !reflect.DeepEqual(far.key, near.key) || far.keyDecoded != near.keyDecoded ||
-		far.tombstone != near.tombstone || far.changed != near.changed || far.decimals != near.decimals || far.Format != near.Format ||
+		far.tombstone != near.tombstone || far.changed != near.changed || far.decimals != near.decimals || (far.Format != near.Format && !(isJSON(far.Format) && isJSON(near.Format))) ||
 		string(far.Value) != string(near.Value) || (far.Value == nil) != (near.Value == nil) {
 		t.Errorf("far record %+v\nnear record %+v", far, near)
 	}
@@ -149,6 +149,15 @@ func TestJoinRecordCrossesExactly(t *testing.T) {
 		sameRecord(t, before, after)
 		if !isJSON(after.Format) || after.key == nil {
 			t.Errorf("format %q, key %v", after.Format, after.key)
+		}
+	})
+	t.Run("json crosses as itself", func(t *testing.T) {
+		in := []byte(` {"customer":"c1",  "n":1.50} `)
+		r := &Record{Key: []byte("o1"), Value: in, Topic: "orders"}
+		before, after := cross(t, mustCompile(t, filterStep("n > 1")), mustCompile(t), r)
+		sameRecord(t, before, after)
+		if b, _ := before.AppendJoinRecord(nil); string(b) != string(in) {
+			t.Errorf("plain JSON crossed as %q, want its bytes %q (what a process of the release before reads)", b, in)
 		}
 	})
 	t.Run("raw", func(t *testing.T) {
