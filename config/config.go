@@ -189,6 +189,12 @@ const (
 	FormatAvro       Format = "avro"
 	FormatProtobuf   Format = "protobuf"
 	FormatJSONSchema Format = "json_schema"
+	// FormatJoinRecord is no format a configuration can name: it is the
+	// encoding of the internal topic through which the job repartitions
+	// a join's stream by its join key (joinrepartition.go), the record as
+	// the join's input holds it, decoded values and all, so that it
+	// crosses exactly whatever it was read in.
+	FormatJoinRecord Format = "join-record"
 )
 
 // Registered reports whether f is a schema registry format.

@@ -32,6 +32,18 @@ import (
 // time and its partition's watermark across in a header
 // (JoinTimeHeader), and the topic's partitions have the watermarks the
 // stream's partitions report through them (engine/jointime.go).
+//
+// The record's value crosses in FormatJoinRecord (package operator's
+// AppendJoinRecord): the bytes it was read as, and, when they alone do
+// not say it (a value decoded from a schema registry format or a
+// Debezium envelope, or one a map step built), the decoded value itself,
+// every value with its type (timestamps, bytes, decimals of any size and
+// scale, integers and floats apart), and its decoded key. So whatever
+// the sources' formats, envelopes and key formats, the join and the
+// steps after it see exactly the record they would have seen without the
+// repartition, and no process on the far side needs the schema registry
+// to read it. JSON would not do: a timestamp, bytes or a decimal would
+// come back as a string or a float.
 
 // JoinKeyHeader is the header in which a record written to a join's
 // repartition topic carries its own record key (the topic's record key is
@@ -169,10 +181,10 @@ func (c *Config) WithJoinRepartitions() *Config {
 		}
 	}
 	for _, r := range rs {
-		keyFormat, format := FormatRaw, FormatJSON
-		if up := c.upstreamSources(r.Step); len(up) > 0 {
-			keyFormat = c.Sources[up[0]].KeyFormat
-		}
+		// The record crosses whole, its decoded key with it
+		// (FormatJoinRecord): the header's key bytes are not decoded
+		// again.
+		keyFormat, format := FormatRaw, FormatJoinRecord
 		src := Source{
 			ID: r.Source, Topics: []string{r.Topic}, Start: StartPosition{Kind: StartEarliest},
 			Format: format, KeyFormat: keyFormat, Envelope: EnvelopeNone,
@@ -181,7 +193,7 @@ func (c *Config) WithJoinRepartitions() *Config {
 			// Each record's event time, and its partition's watermark
 			// before it, cross in a header; the topic's partitions have
 			// the watermarks the stream's partitions report through
-			// them, not their own (engine/joinrepartitiontime.go).
+			// them, not their own (engine/jointime.go).
 			src.EventTime = &EventTime{}
 		}
 		out.Sources = append(out.Sources, src)

@@ -157,19 +157,9 @@ func (v *validator) partitioned(path string, i int, t Table) {
 			}
 		}
 	}
-	keyFormat := Format("")
-	for _, src := range c.upstreamSources(si) {
-		sp, sc := fmt.Sprintf("sources[%d]", src), c.Sources[src]
-		switch {
-		case sc.Format != FormatJSON:
-			v.fail(sp+".format", "%s: %s, which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[%d]", sc.Format, why, i)
-		case sc.Envelope != EnvelopeNone && sc.Envelope != "":
-			v.fail(sp+".envelope", "%s: %s, not with an envelope yet; use mode: broadcast for tables[%d]", sc.Envelope, why, i)
-		case keyFormat != "" && sc.KeyFormat != keyFormat:
-			v.fail(sp+".key_format", "%s, but another source the join reads has %s: %s, and the record keys cross it in one format", sc.KeyFormat, keyFormat, why)
-		}
-		keyFormat = sc.KeyFormat
-	}
+	// Any format, envelope and key format crosses: the record crosses
+	// decoded (FormatJoinRecord); so does event time (its time and its
+	// partition's watermark with it, engine/jointime.go).
 }
 
 // notWritten refuses a table topic the job writes itself: a job would

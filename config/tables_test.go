@@ -195,7 +195,7 @@ func TestTableErrors(t *testing.T) {
 			want: []string{`c.yaml:12:17: tables[0].key_format: json, but the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up): the repartition topic is partitioned by the join key's text, which is where Kafka's partitioner put the table's keys only when they are that text (key_format: raw); use mode: broadcast`},
 		},
 		{
-			name: "partitioned, repartitioned by the join key: avro, the setting",
+			name: "partitioned, repartitioned by the join key: the setting",
 			yaml: strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group, key_by_is_record_key: true}\nschema_registry: {url: 'http://localhost:8081'}\n",
 				"topic: customers\n", "topic: customers\n    mode: partitioned\n",
 				"topics: [orders]\n", "topics: [orders]\n    event_time: {}\n  - {id: more, topics: [more], format: avro}\n",
@@ -204,7 +204,6 @@ func TestTableErrors(t *testing.T) {
 			want: []string{
 				`c.yaml:2:44: scale.key_by_is_record_key: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), so the job reads two topics; remove the setting (the keyed steps after the join are repartitioned)`,
 				`c.yaml:2:44: scale.key_by_is_record_key: needs exactly one source topic (the job reads 2): the group deals each topic's partitions out on its own, so one key's partitions of two topics could go to two processes`,
-				`c.yaml:10:40: sources[1].format: avro: the job repartitions its stream by the join key of steps[0].join (table "customers" is partitioned, and the step does not look the record key of one co-partitioned stream topic up), which records cross as JSON; only json sources are repartitioned that way yet; use mode: broadcast for tables[0]`,
 				`c.yaml:18:69: steps[0].join.time: a join as of event time looks each record up as of its event time: add "event_time: {}" to sources[1] (the Kafka record timestamp), or event_time: {timestamp: <field>}`,
 			},
 		},
@@ -477,10 +476,10 @@ func TestPartitionedTableRepartitionedByJoinKey(t *testing.T) {
 		t.Errorf("repartitions = %+v, want %+v", got, want)
 	}
 	if len(r.Sources) != 2 || r.Sources[1].ID != "enrich-repartition" || !slices.Equal(r.Sources[1].Topics, []string{"job-enrich-repartition"}) ||
-		r.Sources[1].Format != FormatJSON || r.Sources[1].KeyFormat != FormatRaw || r.Sources[1].Start.Kind != StartEarliest {
+		r.Sources[1].Format != FormatJoinRecord || r.Sources[1].KeyFormat != FormatRaw || r.Sources[1].Start.Kind != StartEarliest {
 		t.Errorf("sources = %+v", r.Sources)
 	}
-	if len(r.Sinks) != 2 || r.Sinks[1].Topic != "job-enrich-repartition" || r.Sinks[1].Key != "customer" || !slices.Equal(r.Sinks[1].From, []string{"orders"}) || r.Sinks[1].Format != FormatJSON {
+	if len(r.Sinks) != 2 || r.Sinks[1].Topic != "job-enrich-repartition" || r.Sinks[1].Key != "customer" || !slices.Equal(r.Sinks[1].From, []string{"orders"}) || r.Sinks[1].Format != FormatJoinRecord {
 		t.Errorf("sinks = %+v", r.Sinks)
 	}
 	if !slices.Equal(r.Steps[0].From, []string{"enrich-repartition"}) || r.Steps[0].Join.Key != "customer" {
@@ -542,5 +541,45 @@ func TestJoinRepartitionCarriesEventTime(t *testing.T) {
 		if !rs[0].Timed || !slices.Equal(rs[0].Upstream, []string{"orders"}) || internal.EventTime == nil || *internal.EventTime != (EventTime{}) {
 			t.Errorf("%s: %+v, the source's event time %+v", name, rs[0], internal.EventTime)
 		}
+	}
+}
+
+// Whatever the sources a repartitioned join reads are written in (a
+// schema registry format, raw, a Debezium envelope, keys in any format,
+// several of them at once), validate accepts the job: the records cross
+// the repartition topic decoded (FormatJoinRecord), which the internal
+// source and sink say, and whose key the header carries as it was read
+// (the internal source's key format is raw). A configuration cannot name
+// that format itself.
+func TestJoinRepartitionAnyFormat(t *testing.T) {
+	group := strings.NewReplacer("name: job\n", "name: job\nscale: {mode: group}\nschema_registry: {url: 'http://localhost:8081'}\n",
+		"topic: customers\n", "topic: customers\n    mode: partitioned\n")
+	for _, src := range []string{
+		"format: avro",
+		"format: protobuf, key_format: avro",
+		"format: json_schema, key_format: json",
+		"format: raw",
+		"envelope: debezium",
+		"format: avro, envelope: debezium, key_format: protobuf",
+	} {
+		t.Run(src, func(t *testing.T) {
+			yaml := group.Replace(strings.Replace(enriched, "    topics: [orders]\n",
+				"    topics: [orders]\n    "+strings.ReplaceAll(src, ", ", "\n    ")+"\n  - {id: more, topics: [more], key_format: avro}\n", 1))
+			c, err := Parse("c.yaml", []byte(yaml), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := c.WithJoinRepartitions()
+			if len(r.Sources) != 3 || r.Sources[2].Format != FormatJoinRecord || r.Sources[2].KeyFormat != FormatRaw || r.Sources[2].Envelope != EnvelopeNone {
+				t.Errorf("the internal source: %+v", r.Sources)
+			}
+			if len(r.Sinks) != 2 || r.Sinks[1].Format != FormatJoinRecord || !slices.Equal(r.Sinks[1].From, []string{"orders", "more"}) {
+				t.Errorf("the internal sink: %+v", r.Sinks)
+			}
+		})
+	}
+	_, err := Parse("c.yaml", []byte(strings.Replace(enriched, "    topics: [orders]\n", "    topics: [orders]\n    format: join-record\n", 1)), env(nil))
+	if err == nil || !strings.Contains(err.Error(), `sources[0].format: unknown format "join-record"`) {
+		t.Errorf("the internal format written in a configuration: %v", err)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
+	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/source"
 )
 
@@ -316,14 +318,18 @@ func (s *gsim) inFlightAt(at map[int32]int64) error {
 				return err
 			}
 			for _, r := range recs {
-				if r.Key == nil {
+				if slices.ContainsFunc(r.Headers, func(h memkafka.Header) bool { return h.Key == headerEventTimes }) {
 					continue // the times of the stream's partitions (jointime.go)
 				}
-				var v struct{ N int64 }
-				if err := json.Unmarshal(r.Value, &v); err != nil {
-					return s.violation("the join's repartition topic holds %q at %d/%d: %v", r.Value, p, r.Offset, err)
+				// A join record (operator/joinrecord.go), read as the
+				// join's side reads it.
+				rec := operator.Record{Value: r.Value, Format: config.FormatJoinRecord}
+				v, err := rec.Fields()
+				n, ok := v["n"].(int)
+				if err != nil || !ok {
+					return s.violation("the join's repartition topic holds %q at %d/%d: %v, n %v", r.Value, p, r.Offset, err, v["n"])
 				}
-				s.inFlight[v.N] = true
+				s.inFlight[int64(n)] = true
 			}
 			if next == from {
 				break

@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/eoflow/pipeline/checkpoint/savepoint"
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/internal/testkit/memkafka"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/sink"
@@ -463,16 +463,22 @@ func (s *gsim) inputCrossed(topic string, at simTP) (simTP, error) {
 		return at, s.violation("a late record names topic %q, which the job does not read", topic)
 	}
 	recs, _, err := s.w.kafka.ReadCommitted(memkafka.TP{Topic: topic, Partition: at.partition}, at.offset, 1)
-	var v struct{ N int64 }
-	if err != nil || len(recs) == 0 || recs[0].Offset != at.offset || json.Unmarshal(recs[0].Value, &v) != nil {
+	if err != nil || len(recs) == 0 || recs[0].Offset != at.offset {
 		return at, s.violation("a late record names %s %+v, which holds no committed input (%v)", topic, at, err)
+	}
+	// A join record (operator/joinrecord.go), read as the join reads it.
+	rec := operator.Record{Value: recs[0].Value, Format: config.FormatJoinRecord}
+	v, ferr := rec.Fields()
+	n, ok := v["n"].(int)
+	if ferr != nil || !ok {
+		return at, s.violation("a late record names %s %+v, which holds %q: %v", topic, at, recs[0].Value, ferr)
 	}
 	for p, ins := range s.inputs {
 		for off, in := range ins {
-			if in.n == v.N && !in.bad {
+			if in.n == int64(n) && !in.bad {
 				return simTP{int32(p), int64(off)}, nil
 			}
 		}
 	}
-	return at, s.violation("a late record names %s %+v, whose number %d is no input's", topic, at, v.N)
+	return at, s.violation("a late record names %s %+v, whose number %d is no input's", topic, at, n)
 }

@@ -247,6 +247,9 @@ func (r *Record) decodeFields(d *decoder, step string, need *fieldSet) *RecordEr
 	if r.decoded {
 		return nil
 	}
+	if r.Format == config.FormatJoinRecord {
+		return r.decodeJoinRecord(d, step, need) // read back from a join's repartition topic
+	}
 	if in := d.input(r); in != nil && !d.inInput {
 		d.inInput = true
 		err := r.decodeInput(d, in, step, need)

@@ -27,7 +27,9 @@ type Sink struct {
 	Upsert bool
 	// CarryKey: the sink writes a join's repartition topic, keyed by the
 	// join key, and each record carries the input's own key in header
-	// config.JoinKeyHeader, for the join's side to read it back.
+	// config.JoinKeyHeader, for the join's side to read it back. Its
+	// Format is config.FormatJoinRecord: the value is the input record
+	// whole (operator.Record.AppendJoinRecord).
 	CarryKey bool
 	// CarryTime: the job has event time, which crosses that topic too:
 	// each record carries its input's event time and the watermark of
@@ -51,7 +53,14 @@ func (ss Sinks) Outputs(buf *Buf, ts time.Time, op *operator.Record, key, value 
 	out := buf.records(len(ss))
 	for _, s := range ss {
 		v := value
-		if s.Enc != nil {
+		if s.Format == config.FormatJoinRecord {
+			// A join's repartition topic: the record crosses whole.
+			b, rerr := op.AppendJoinRecord(buf.start())
+			if rerr != nil {
+				return nil, rerr
+			}
+			v = buf.cut(b)
+		} else if s.Enc != nil {
 			var b []byte
 			var rerr *operator.RecordError
 			if value != nil {
