@@ -73,12 +73,14 @@ if [ "$status" -eq 0 ] && [ $# -eq 0 ] && [ -n "$race" ]; then
   # The two engine runs go side by side: the other simulations run one
   # schedule at a time on one goroutine, which leaves a CPU to the
   # whole-graph one's parallel jobs.
-  go test -count=1 ./twophase/ -run '^TestSimulation'
+  # Their limit is the others' (TEST_TIMEOUT), not go test's default 10
+  # minutes: on a loaded machine the other simulations once ran past it.
+  go test -count=1 -timeout "${TEST_TIMEOUT:-20m}" ./twophase/ -run '^TestSimulation'
   status=$?
   if [ "$status" -eq 0 ]; then
-    go test -count=1 ./engine/ -run '^TestSimulation$' -sim.seeds=150 &
+    go test -count=1 -timeout "${TEST_TIMEOUT:-20m}" ./engine/ -run '^TestSimulation$' -sim.seeds=150 &
     whole=$!
-    go test -count=1 ./engine/ -run '^TestSimulation.+'
+    go test -count=1 -timeout "${TEST_TIMEOUT:-20m}" ./engine/ -run '^TestSimulation.+'
     others=$?
     wait "$whole"
     status=$?
