@@ -205,7 +205,6 @@ func (s *sinkTask) handle(ctx context.Context, b batch) error {
 			s.epoch.output(rec)
 		case msgShuffle:
 			s.txn.Produce(ctx, s.stamp(m.rec, now))
-			s.epoch.shuffled++
 		case msgState:
 			for i := range m.changes.len() {
 				rec := m.changes.record(i)
@@ -347,9 +346,7 @@ type epochStats struct {
 	stateBytes int64
 	// statePieces counts the state records that are pieces of a value.
 	statePieces int
-	// shuffled counts the records sent to the repartition topic.
-	shuffled   int64
-	alignStart time.Time
+	alignStart  time.Time
 	// sampled input timestamps of outputs, for end-to-end latency: one
 	// in sampleEvery keeps the cost off the hot path.
 	sampled []time.Time
@@ -361,7 +358,7 @@ const sampleEvery = 16
 
 func (e *epochStats) reset() {
 	clear(e.flows)
-	e.outputs, e.stateBytes, e.shuffled, e.statePieces, e.sampled = 0, 0, 0, 0, e.sampled[:0]
+	e.outputs, e.stateBytes, e.statePieces, e.sampled = 0, 0, 0, e.sampled[:0]
 }
 
 func (e *epochStats) output(r *kgo.Record) {
