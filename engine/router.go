@@ -478,8 +478,11 @@ func (r *router) shuffleOut(sh *shuffle, rec *kgo.Record, out [][]message) {
 		}
 		var berr *operator.RecordError
 		if tg.interval != nil {
+			// The record whole (a join record's value), as single
+			// mode's operator would read it: JSON would lose what a
+			// schema format, an envelope or a map step gave it.
 			s.interval, s.joinSide, s.noJoinKey = true, rop.JoinSide, rop.JoinNoKey
-			s.body, berr = rop.AppendValue(r.scratch[:0], config.FormatJSON)
+			s.body, berr = rop.AppendJoinValue(r.scratch[:0])
 		} else {
 			s.body, berr = r.aggregator(t).AppendInputs(r.scratch[:0], rop)
 		}
@@ -657,7 +660,11 @@ func (r *router) unshuffleFrame(rec, in *kgo.Record, frame []byte, bundled bool,
 		Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
 	}
 	if s.interval {
-		op.Value, op.Format = s.body, config.FormatJSON
+		if rerr := op.SetJoinRecord(s.body, "the repartition topic"); rerr != nil {
+			*op = operator.Record{}
+			r.dead(out, in, rerr)
+			return
+		}
 		op.JoinSide, op.JoinNoKey = s.joinSide, s.noJoinKey
 		op.SetShuffled(s.groupKey, s.kind, nil)
 	} else {

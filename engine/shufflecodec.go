@@ -31,7 +31,7 @@ import (
 //	byte     its JSON kind (operator.KeyKind)
 //	bytes    body: an aggregate's or a window's values, evaluated
 //	         (operator.Aggregator.AppendInputs); an interval join's record
-//	         as JSON (shuffleInterval)
+//	         as JSON (shuffleInterval; version 3: a join record)
 //	nbytes   input key      } the input as read, for the dead letters and
 //	nbytes   input value    } late records the keyed side writes: they
 //	uvarint  header count   } carry it exactly as single mode's do
@@ -63,10 +63,30 @@ import (
 // maxBundleBytes and sends it before the next barrier: a bundle never
 // spans two epochs. Version-1 records alone (written before bundles)
 // are still read.
+//
+// Version 3 is version 1 whose body is an interval join's record as a
+// join record (operator.Record.AppendJoinValue, operator/joinrecord.go),
+// framed: a record decoded from a schema registry format or an envelope,
+// one a map step built, or a raw one. JSON would lose what such a record
+// holds for the join's output and dead letters (a Debezium delete is a
+// tombstone, with no value; JSON has no tombstone), so the interval join
+// in group mode would write other records than in single mode. The keyed
+// side reads the body back (SetJoinRecord) as the record single mode's
+// operator reads. A plain JSON record's join record is its bytes, as
+// read: it still goes in a version-1 frame, which the release before
+// reads too (its body is JSON, as before). A frame is version 3 only when
+// its body needs it, so during a rolling upgrade the release before
+// refuses those frames alone, each a dead letter of its keyed side with
+// the reason "version 3, this process reads versions 1 and 2 (run every
+// process of the job on one version)", and reads the rest as before;
+// bundles stay version 2 (their frames say which version each is).
 const (
 	shuffleMagic         byte = 0xE5
 	shuffleVersion       byte = 1
 	shuffleBundleVersion byte = 2
+	// shuffleJoinRecordVersion: version 1, the interval join's body a
+	// framed join record.
+	shuffleJoinRecordVersion byte = 3
 
 	// maxBundleBytes bounds a bundle's value, well under the 1 MiB a
 	// Kafka record batch may hold by default (the repartition topic is
@@ -91,7 +111,9 @@ type shuffled struct {
 	timed    bool
 	groupKey string
 	kind     operator.KeyKind
-	// body: the aggregate's values, or (interval) the record as JSON.
+	// body: the aggregate's values, or (interval) the record as a join
+	// record (operator.Record.AppendJoinValue): its plain JSON bytes, or
+	// framed (version 3).
 	body      []byte
 	interval  bool
 	noJoinKey bool
@@ -116,7 +138,11 @@ func appendShuffled(dst []byte, s *shuffled) []byte {
 			flags |= shuffleRightSide
 		}
 	}
-	dst = append(dst, shuffleMagic, shuffleVersion)
+	version := shuffleVersion
+	if s.interval && operator.JoinRecordFramed(s.body) {
+		version = shuffleJoinRecordVersion
+	}
+	dst = append(dst, shuffleMagic, version)
 	dst = binary.AppendUvarint(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(s.target))
 	dst = appendBytes(dst, []byte(s.in.Topic))
@@ -242,9 +268,10 @@ func decodeShuffled(v []byte, s *shuffled) error {
 		return fmt.Errorf("%w: not written by a source side of this version (no magic byte)", errShuffled)
 	case v[1] == shuffleBundleVersion:
 		return fmt.Errorf("%w: a bundle inside a bundle", errShuffled)
-	case v[1] != shuffleVersion:
-		return fmt.Errorf("%w: version %d, this process reads versions %d and %d (run every process of the job on one version)", errShuffled, v[1], shuffleVersion, shuffleBundleVersion)
+	case v[1] != shuffleVersion && v[1] != shuffleJoinRecordVersion:
+		return fmt.Errorf("%w: version %d, this process reads versions %d to %d (run every process of the job on one version)", errShuffled, v[1], shuffleVersion, shuffleJoinRecordVersion)
 	}
+	version := v[1]
 	r := shuffleReader{b: v[2:]}
 	flags := r.uvarint("flags")
 	if flags&^shuffleFlags != 0 {
@@ -287,6 +314,11 @@ func decodeShuffled(v []byte, s *shuffled) error {
 	}
 	s.body = r.bytes("body")
 	s.interval = flags&shuffleInterval != 0
+	// Each version's body is its own: a framed join record in version 3
+	// alone, never read as JSON, nor JSON as one.
+	if r.err == nil && (version == shuffleJoinRecordVersion) != (s.interval && operator.JoinRecordFramed(s.body)) {
+		r.fail("body", fmt.Sprintf("not the body of a version-%d record", version))
+	}
 	s.noJoinKey = flags&shuffleNoJoinKey != 0
 	if s.interval {
 		s.joinSide = operator.SideLeft

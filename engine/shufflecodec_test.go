@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eoflow/pipeline/config"
 	"github.com/eoflow/pipeline/operator"
 	"github.com/eoflow/pipeline/window"
 )
@@ -27,7 +29,18 @@ func shuffledCases() []shuffled {
 			interval: true, joinSide: operator.SideRight, noJoinKey: true, body: []byte(`{"x":1}`)},
 		{target: 1, in: kgo.Record{Topic: "in", Timestamp: ts, Key: []byte{}, Value: nil},
 			interval: true, joinSide: operator.SideLeft, wm: window.NoWatermark, groupKey: "k\x00\xff", body: []byte(`{}`)},
+		{target: 1, in: kgo.Record{Topic: "in", Timestamp: ts, Value: []byte("raw")},
+			interval: true, joinSide: operator.SideRight, wm: window.NoWatermark, groupKey: "k", body: rawJoinValue()},
 	}
+}
+
+// rawJoinValue is the join record of a raw record (framed: version 3).
+func rawJoinValue() []byte {
+	b, err := (&operator.Record{Value: []byte("raw \xff"), Format: config.FormatRaw}).AppendJoinValue(nil)
+	if err != nil || !operator.JoinRecordFramed(b) {
+		panic(fmt.Sprintf("a raw record's join record %q: %v", b, err))
+	}
+	return b
 }
 
 // TestShuffledRoundTrip: what the source side writes, the keyed side
@@ -64,6 +77,10 @@ func normShuffled(s shuffled) shuffled {
 // half-read record taken as whole.
 func TestShuffledMalformed(t *testing.T) {
 	good := appendShuffled(nil, &shuffledCases()[2])
+	framed := appendShuffled(nil, &shuffledCases()[4])
+	if framed[1] != shuffleJoinRecordVersion {
+		t.Fatalf("an interval join's framed record is version %d", framed[1])
+	}
 	for _, c := range []struct {
 		name string
 		v    []byte
@@ -71,7 +88,9 @@ func TestShuffledMalformed(t *testing.T) {
 	}{
 		{"empty", nil, "no magic byte"},
 		{"old format (the input value)", []byte(`{"key":"a"}`), "no magic byte"},
-		{"next version", append([]byte{shuffleMagic, shuffleBundleVersion + 1}, good[2:]...), "version 3"},
+		{"next version", append([]byte{shuffleMagic, shuffleJoinRecordVersion + 1}, good[2:]...), "version 4, this process reads versions 1 to 3"},
+		{"version 3, a JSON body", append([]byte{shuffleMagic, shuffleJoinRecordVersion}, good[2:]...), "body: not the body of a version-3 record"},
+		{"version 1, a framed body", append([]byte{shuffleMagic, shuffleVersion}, framed[2:]...), "body: not the body of a version-1 record"},
 		{"a bundle as a frame", append([]byte{shuffleMagic, shuffleBundleVersion}, good[2:]...), "a bundle inside a bundle"},
 		{"trailing byte", append(append([]byte{}, good...), 0), "bytes after the last field"},
 		{"unknown flag", []byte{shuffleMagic, shuffleVersion, 1 << 5}, "unknown flags"},

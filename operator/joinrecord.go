@@ -409,3 +409,34 @@ func readJoinValue(rd *wire.Reader, depth int) any {
 	rd.Fail("value tag", fmt.Sprintf("unknown tag %d", tag))
 	return nil
 }
+
+// AppendJoinValue is AppendJoinRecord without the decoded key: what a
+// keyed operator that reads the record's value alone (an interval join:
+// engine/shufflecodec.go) needs of it, so that plain JSON crosses as its
+// bytes alone whatever its key format. SetJoinRecord reads it back.
+func (r *Record) AppendJoinValue(dst []byte) ([]byte, *RecordError) {
+	key, decoded := r.key, r.keyDecoded
+	r.key, r.keyDecoded = nil, false
+	dst, err := r.AppendJoinRecord(dst)
+	r.key, r.keyDecoded = key, decoded
+	return dst, err
+}
+
+// JoinRecordFramed reports whether b, written by AppendJoinRecord or
+// AppendJoinValue, is framed (a record decoded, of a schema format, an
+// envelope or a map step, or raw) rather than a plain JSON value as it
+// was read, which a reader of JSON reads as well.
+func JoinRecordFramed(b []byte) bool { return len(b) > 0 && b[0] == joinRecordMagic }
+
+// SetJoinRecord makes r the record b encodes (AppendJoinRecord or
+// AppendJoinValue), decoded: its value bytes and format, its fields and
+// their order, whether a step changed it and whether it is a delete, as
+// the near side's record was, so that AppendValue writes what it wrote
+// there. step names the reader in an error (CodeDecode: b is damaged).
+// r's other fields are the caller's.
+func (r *Record) SetJoinRecord(b []byte, step string) *RecordError {
+	r.Value, r.Format = b, config.FormatJoinRecord
+	r.fields, r.order, r.partial, r.decoded, r.changed, r.tombstone = nil, nil, nil, false, false, false
+	var d decoder
+	return r.decodeJoinRecord(&d, step, nil)
+}

@@ -228,3 +228,59 @@ func TestJoinRecordLegacyAndDamaged(t *testing.T) {
 		t.Errorf("a value of no known type: %v", err)
 	}
 }
+
+// An interval join's record crosses group mode's repartition topic as
+// AppendJoinValue wrote it and SetJoinRecord read it back: the far side
+// writes the JSON and raw values the near side writes, and knows a
+// delete; plain JSON crosses as its bytes alone, even with a decoded key.
+func TestJoinValueCrossesWhole(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		chain  *Chain
+		inputs Inputs
+		rec    *Record
+		plain  bool
+	}{
+		{name: "schema format", chain: mustCompile(t, filterStep("n == 3")), inputs: Inputs{"orders": {Value: fakeSchema{dec: avroLike(t)}}},
+			rec: &Record{Value: []byte{0, 0, 0, 0, 1}, Topic: "orders", Format: config.FormatAvro}},
+		{name: "map step", chain: mustCompile(t, mapStep("amount", "amount", "f", "f", "when", "ts")), inputs: Inputs{"orders": {Value: fakeSchema{dec: avroLike(t)}}},
+			rec: &Record{Value: []byte{0, 0, 0, 0, 1}, Topic: "orders", Format: config.FormatAvro}},
+		{name: "debezium delete", chain: mustCompile(t, filterStep(`op == "d"`)), inputs: Inputs{"orders": {Debezium: true}},
+			rec: &Record{Value: []byte(`{"schema":{},"payload":{"op":"d","before":{"id":1},"after":null,"ts_ms":5}}`), Topic: "orders"}},
+		{name: "raw", chain: mustCompile(t, filterStep(`value != ""`)), rec: &Record{Value: []byte("raw \xfe"), Topic: "orders", Format: config.FormatRaw}},
+		{name: "json, json key", chain: mustCompile(t, filterStep("_key.id > 0")), inputs: Inputs{"orders": {JSONKey: true}},
+			rec: &Record{Key: []byte(`{"id": 1}`), Value: []byte(` {"n": 1.50, "s": "\u00e9"} `), Topic: "orders"}, plain: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.chain.SetInputs(c.inputs)
+			if keep, err := c.chain.Process(c.rec); err != nil || !keep {
+				t.Fatalf("near side: keep %v, %v", keep, err)
+			}
+			b, rerr := c.rec.AppendJoinValue(nil)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if JoinRecordFramed(b) == c.plain || (c.plain && string(b) != string(c.rec.Value)) {
+				t.Fatalf("crossed as %q (framed %v), want plain JSON as read: %v", b, JoinRecordFramed(b), c.plain)
+			}
+			far := &Record{}
+			if rerr := far.SetJoinRecord(b, "test"); rerr != nil {
+				t.Fatal(rerr)
+			}
+			if far.Tombstone() != c.rec.Tombstone() {
+				t.Errorf("tombstone %v, want %v", far.Tombstone(), c.rec.Tombstone())
+			}
+			for _, f := range []config.Format{config.FormatJSON, config.FormatRaw} {
+				nv, nerr := c.rec.AppendValue(nil, f)
+				fv, ferr := far.AppendValue(nil, f)
+				if string(nv) != string(fv) || (nerr == nil) != (ferr == nil) {
+					t.Errorf("%s value %q (%v), want %q (%v)", f, fv, ferr, nv, nerr)
+				}
+			}
+		})
+	}
+	var damaged Record
+	if rerr := damaged.SetJoinRecord([]byte{joinRecordMagic, joinRecordVersion, 1 << 7}, "the repartition topic"); rerr == nil || rerr.Code != CodeDecode {
+		t.Errorf("a damaged join record: %v, want a decode error", rerr)
+	}
+}

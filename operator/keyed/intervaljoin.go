@@ -160,6 +160,11 @@ func (o *IntervalJoin) Process(in *Input) Result {
 		return Result{Late: o.late(in, wm)}
 	}
 	value, rerr := op.AppendValue(nil, config.FormatJSON)
+	if rerr == nil && len(value) == 0 {
+		// A delete (a Debezium envelope's): there is no value to write
+		// the match into, nor under the join's name.
+		rerr = &operator.RecordError{Step: o.spec.Path, Code: operator.CodeType, Reason: "an interval join's record must have a value: a delete (tombstone) has none to join"}
+	}
 	if rerr != nil {
 		return Result{DeadLetters: o.env.deadLetters(in.Rec, rerr)}
 	}
