@@ -1677,8 +1677,8 @@ func TestSimulationGroupMode(t *testing.T) {
 		{"asof_partitioned", playFaults, 60, gsimAsOfPartitioned}, {"asof_partitioned_savepoint_continued", playAsOfContinued, 40, gsimAsOfPartitioned},
 		{"asof_sums_live_savepoint", playLive, 40, gsimAsOfSums}, {"asof_sums_stop_with_savepoint", playStop, 40, gsimAsOfSums},
 		{"asof_copartitioned", playFaults, 60, gsimAsOfCoWindows}, {"asof_copartitioned_live_savepoint", playLive, 40, gsimAsOfCoWindows},
-		{"asof_repartitioned", playFaults, 60, gsimAsOfRepartitioned}, {"asof_repartitioned_restarts", playRestarts, 60, gsimAsOfRepartitioned},
-		{"asof_repartitioned_live_savepoint", playLive, 40, gsimAsOfRepartitioned}} {
+		{"asof_repartitioned", playFaults, 40, gsimAsOfRepartitioned}, {"asof_repartitioned_restarts", playRestarts, 40, gsimAsOfRepartitioned},
+		{"asof_repartitioned_live_savepoint", playLive, 30, gsimAsOfRepartitioned}} {
 		t.Run(c.name, func(t *testing.T) {
 			first, n := gsimSeeds(c.full)
 			counts := map[string]int{}
