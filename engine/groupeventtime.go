@@ -158,11 +158,7 @@ func (t *queueTime) advance(q int32, tp *timePlan, sources []partitionKey) shuff
 
 func (t *queueTime) sorted() []reportedTime {
 	out := slices.Collect(maps.Values(t.parts))
-	slices.SortFunc(out, func(a, b reportedTime) int {
-		return checkpoint.CompareOffsets(
-			checkpoint.SourceOffset{Topic: a.Topic, Partition: a.Partition},
-			checkpoint.SourceOffset{Topic: b.Topic, Partition: b.Partition})
-	})
+	slices.SortFunc(out, compareReported)
 	return out
 }
 

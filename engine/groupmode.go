@@ -1085,11 +1085,7 @@ func (r *memberRecords) sealed(topic string, b *barrier) []*kgo.Record {
 func (r *memberRecords) eventTimes(b *barrier) []*kgo.Record {
 	var out []*kgo.Record
 	if own := reportedTimes(r.time, b.times); len(own) > 0 {
-		slices.SortFunc(own, func(a, b reportedTime) int {
-			return checkpoint.CompareOffsets(
-				checkpoint.SourceOffset{Topic: a.Topic, Partition: a.Partition},
-				checkpoint.SourceOffset{Topic: b.Topic, Partition: b.Partition})
-		})
+		slices.SortFunc(own, compareReported)
 		if v := encodeTimes(own); string(v) != r.told {
 			r.told = string(v)
 			for q := range r.shuffle.partitions {

@@ -225,6 +225,7 @@ func joinReports(tp *timePlan, b *barrier, partitions map[string]int32, told map
 	return out
 }
 
+// compareReported orders reported times by topic, then partition.
 func compareReported(a, b reportedTime) int {
 	return checkpoint.CompareOffsets(
 		checkpoint.SourceOffset{Topic: a.Topic, Partition: a.Partition},
